@@ -1,0 +1,35 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "Strata",
+    products: [
+        .library(name: "Strata", targets: ["Strata"]),
+        .library(name: "StrataEngine", targets: ["StrataEngine"]),
+        .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
+        .executable(name: "strata", targets: ["StrataTool"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLZ4", path: "Sources/CLZ4", pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"])]),
+        .systemLibrary(
+            name: "CISAL", path: "Sources/CISAL", pkgConfig: "libisal",
+            providers: [.apt(["libisal-dev"])]),
+        .target(name: "StrataEngine", dependencies: ["CLZ4", "CISAL"]),
+        .target(name: "ObjectGraph"),
+        .target(name: "Strata", dependencies: ["StrataEngine", "ObjectGraph"]),
+        .executableTarget(
+            name: "StrataTool",
+            dependencies: [
+                "Strata",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/strata"),
+        .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,2 @@
+@_exported import ObjectGraph
+@_exported import StrataEngine

@@ -1,0 +1,111 @@
+/// Appends little-endian integers and varints to a byte array. All on-disk integers are
+/// little-endian (SPEC.md [ENC-1]); varints are LEB128, at most 10 bytes (SPEC.md [ENC-2]).
+struct ByteWriter {
+    var bytes: [UInt8]
+
+    init(capacity: Int = 0) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+    }
+
+    var count: Int { bytes.count }
+
+    mutating func u8(_ value: UInt8) { bytes.append(value) }
+
+    mutating func u32(_ value: UInt32) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func u64(_ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func varint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    mutating func append(_ other: [UInt8]) { bytes.append(contentsOf: other) }
+
+    mutating func append(_ other: UnsafeRawBufferPointer) { bytes.append(contentsOf: other) }
+
+    /// Overwrites four bytes at `offset` with `value`, little-endian.
+    mutating func patchU32(_ value: UInt32, at offset: Int) {
+        withUnsafeBytes(of: value.littleEndian) { raw in
+            for i in 0..<4 { bytes[offset + i] = raw[i] }
+        }
+    }
+}
+
+/// Reads little-endian integers and varints from a byte buffer, with every read bounds-checked.
+/// A read past the end, or a malformed varint, returns `nil`: decoders turn that into a
+/// corruption error that names the file and offset.
+struct ByteReader {
+    let bytes: UnsafeRawBufferPointer
+    private(set) var position: Int
+
+    init(_ bytes: UnsafeRawBufferPointer, position: Int = 0) {
+        self.bytes = bytes
+        self.position = position
+    }
+
+    var remaining: Int { bytes.count - position }
+    var isAtEnd: Bool { position >= bytes.count }
+
+    mutating func u8() -> UInt8? {
+        guard remaining >= 1 else { return nil }
+        defer { position += 1 }
+        return bytes[position]
+    }
+
+    mutating func u32() -> UInt32? {
+        guard remaining >= 4 else { return nil }
+        defer { position += 4 }
+        return UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt32.self))
+    }
+
+    mutating func u64() -> UInt64? {
+        guard remaining >= 8 else { return nil }
+        defer { position += 8 }
+        return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+    }
+
+    mutating func varint() -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while shift < 64 {
+            guard let byte = u8() else { return nil }
+            if shift == 63 && byte > 1 { return nil }
+            result |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return result }
+            shift += 7
+        }
+        return nil
+    }
+
+    /// A varint that must fit in an `Int` no larger than `limit`.
+    mutating func length(limit: Int) -> Int? {
+        guard let value = varint(), value <= UInt64(limit) else { return nil }
+        return Int(value)
+    }
+
+    mutating func bytes(_ count: Int) -> UnsafeRawBufferPointer? {
+        guard count >= 0, remaining >= count else { return nil }
+        defer { position += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[position..<position + count])
+    }
+
+    mutating func array(_ count: Int) -> [UInt8]? {
+        bytes(count).map { Array($0) }
+    }
+
+    mutating func skip(_ count: Int) -> Bool {
+        guard count >= 0, remaining >= count else { return false }
+        position += count
+        return true
+    }
+}
