@@ -109,3 +109,15 @@ struct ByteReader {
         return true
     }
 }
+
+extension Array where Element == UInt8 {
+    /// `withUnsafeBytes` that keeps the body's typed `StoreError` (the standard one `rethrows`,
+    /// which erases the error type).
+    @inline(__always)
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws(StoreError) -> R) throws(StoreError) -> R {
+        let result: Result<R, StoreError> = withUnsafeBytes { raw in
+            Result { () throws(StoreError) -> R in try body(raw) }
+        }
+        return try result.get()
+    }
+}

@@ -1,0 +1,120 @@
+/// The group-commit leader's work ([WAL-4]): one WAL write and at most one sync for every
+/// commit that queued while the previous leader was busy.
+extension Engine {
+    /// Runs with the writer lock held. Finishes every request it takes from the queue.
+    func lead(_ state: inout WriterState) {
+        let group = pending.withLock { queue -> [CommitRequest] in
+            defer { queue.removeAll(keepingCapacity: true) }
+            return queue
+        }
+        guard !group.isEmpty else { return }
+        func failAll(_ error: StoreError) { for request in group { request.finish(.failure(error)) } }
+        do throws(StoreError) {
+            try checkWritable()
+        } catch {
+            return failAll(error)
+        }
+
+        var out = ByteWriter(capacity: group.reduce(0) { $0 + $1.operations.count * 64 })
+        var positions: [[WALRecord.EncodedEntry]] = []
+        positions.reserveCapacity(group.count)
+        var sequence = state.lastSequence
+        for request in group {
+            sequence += 1
+            var entries: [WALRecord.EncodedEntry] = []
+            entries.reserveCapacity(request.operations.count)
+            WALRecord.appendBatch(sequence: sequence, operations: request.operations, to: &out, entries: &entries)
+            positions.append(entries)
+        }
+        // WAL offsets must fit the index's 32-bit offsets ([IDX-1]).
+        if state.walEnd + UInt64(out.count) > UInt64(UInt32.max) {
+            do throws(StoreError) {
+                try rollOver(&state)
+            } catch {
+                poison(error)
+                return failAll(error)
+            }
+        }
+        guard case .wal(let handle) = state.wal.content else { return failAll(StoreError(.io, "active WAL is not a WAL")) }
+        let base = state.walEnd
+        do throws(StoreError) {
+            try handle.write(out.bytes, at: base)
+        } catch {
+            // Take back a partial record so later appends follow valid ones; if even that
+            // fails, the WAL's tail is unknown and the engine must stop writing.
+            do throws(StoreError) { try handle.truncate(to: base) } catch { poison(error) }
+            return failAll(error)
+        }
+        state.walEnd += UInt64(out.count)
+        if options.durability == .full {
+            do throws(StoreError) {
+                try handle.sync()
+                state.walSynced = state.walEnd
+            } catch {
+                poison(error)
+                return failAll(error)
+            }
+        }
+
+        var (index, usage) = shared.withLock { ($0.index, $0.usage) }
+        let walNumber = state.wal.number
+        var recordSequence = state.lastSequence
+        for (request, entries) in zip(group, positions) {
+            recordSequence += 1
+            for (operation, entry) in zip(request.operations, entries) {
+                let location = ValueLocation(
+                    fileNumber: walNumber, position: 0, offset: UInt32(base + UInt64(entry.offset)),
+                    length: UInt32(entry.length))
+                Self.apply(
+                    isDelete: operation.isDelete, key: operation.key, sequence: recordSequence, location: location,
+                    index: &index, usage: &usage)
+            }
+        }
+        state.lastSequence = sequence
+        if options.checkInvariants {
+            do { try index.checkInvariants() } catch {
+                let failure = StoreError(.corruption, "index invariant failed after commit: \(error)", path: path)
+                poison(failure)
+                return failAll(failure)
+            }
+        }
+        shared.withLock {
+            $0.index = index
+            $0.usage = usage
+            $0.sequence = sequence
+        }
+        var first = sequence - UInt64(group.count)
+        for request in group {
+            first += 1
+            request.finish(.success(first))
+        }
+        if state.walEnd >= options.walRolloverBytes {
+            do throws(StoreError) { try rollOver(&state) } catch { poison(error) }
+        }
+    }
+
+    /// Applies one entry to the index and the per-file usage counts. Shared by commit and
+    /// recovery, so both build the same index from the same entries. An entry older than
+    /// the key's indexed one is ignored (it can only come from an older file).
+    static func apply(
+        isDelete: Bool, key: [UInt8], sequence: UInt64, location: ValueLocation, index: inout KeyIndex,
+        usage: inout [UInt32: FileUsage]
+    ) {
+        let length = UInt64(location.length)
+        usage[location.fileNumber, default: FileUsage()].entryBytes += length
+        if let current = index.lookup(key), current.sequence > sequence {
+            usage[location.fileNumber, default: FileUsage()].deadBytes += length
+            return
+        }
+        let previous: IndexEntry?
+        if isDelete {
+            usage[location.fileNumber, default: FileUsage()].tombstoneBytes += length
+            previous = index.remove(key)
+        } else {
+            previous = index.upsert(key, IndexEntry(sequence: sequence, location: location))
+        }
+        if let previous {
+            usage[previous.location.fileNumber, default: FileUsage()].deadBytes += UInt64(previous.location.length)
+        }
+    }
+}

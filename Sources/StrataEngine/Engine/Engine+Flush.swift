@@ -1,0 +1,167 @@
+/// WAL rollover and flush: a full WAL becomes an immutable segment ([MAN-5], [SEG-7]).
+extension Engine {
+    /// Creates a WAL file with its header, synced and named durably in the directory.
+    func createWAL(number: UInt32) throws(StoreError) -> LiveFile {
+        let walPath = filePath(Format.walFileName(number))
+        let handle = try fileSystem.open(walPath, mode: .createNew)
+        do throws(StoreError) {
+            try handle.write(WALRecord.fileHeader(fileNumber: number), at: 0)
+            try handle.sync()
+            try fileSystem.syncDirectory(path)
+        } catch {
+            handle.close()
+            throw error
+        }
+        return LiveFile(number: number, path: walPath, content: .wal(handle), fileSystem: fileSystem)
+    }
+
+    /// Starts a new WAL; the old one is synced and queued to become a segment. Writer lock held.
+    func rollOver(_ state: inout WriterState) throws(StoreError) {
+        guard case .wal(let handle) = state.wal.content else { return }
+        if state.walSynced < state.walEnd {
+            try handle.sync()
+            state.walSynced = state.walEnd
+        }
+        var manifest = state.manifest
+        let number = manifest.allocateFileNumber()
+        let wal = try createWAL(number: number)
+        manifest.wals.append(number)
+        try manifest.install(fileSystem: fileSystem, directory: path)
+        state.pendingFlushes.append(state.wal.number)
+        state.manifest = manifest
+        state.wal = wal
+        state.walEnd = UInt64(Format.walHeaderSize)
+        state.walSynced = state.walEnd
+        shared.withLock {
+            $0.files[number] = wal
+            $0.usage[number] = FileUsage()
+        }
+    }
+
+    /// Runs the queued flushes on the flush queue, or right here when flushes are inline.
+    func scheduleFlushes() {
+        if options.backgroundFlush {
+            flushQueue.async { self.runPendingFlushes() }
+        } else {
+            runPendingFlushes()
+        }
+    }
+
+    /// Flushes queued WALs, oldest first, one at a time. A failure turns the engine read-only
+    /// (the WAL still holds the data; the next open retries).
+    func runPendingFlushes() {
+        flushLock.withLock { _ in
+            while let number = writer.withLock({ $0.pendingFlushes.first }) {
+                do throws(StoreError) {
+                    try flushWAL(number)
+                } catch {
+                    poison(error)
+                    return
+                }
+            }
+        }
+    }
+
+    /// Rolls the WAL over (if it holds any record) and writes every rolled-over WAL as a
+    /// segment before returning.
+    public func flush() throws(StoreError) {
+        try checkWritable()
+        if options.readOnly { throw StoreError(.readOnly, "the engine was opened read-only", path: path) }
+        try writer.withLock { (state) throws(StoreError) in
+            if state.walEnd > UInt64(Format.walHeaderSize) { try rollOver(&state) }
+        }
+        runPendingFlushes()
+        try checkWritable()
+    }
+
+    /// Writes the live entries of rolled-over WAL `number` as a segment, then swaps it in.
+    func flushWAL(_ number: UInt32) throws(StoreError) {
+        // Phase 1, no lock: decide which entries are live, from a snapshot of the index.
+        let (snapshotIndex, file) = shared.withLock { ($0.index, $0.files[number]) }
+        guard let file, case .wal(let handle) = file.content else {
+            throw StoreError(.notFound, "WAL \(number) queued for flush is not open", path: path)
+        }
+        let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
+        let reader = WALReader(path: file.path, bytes: bytes, isNewest: false, repair: false)
+        _ = try reader.checkHeader()
+        var latest: [[UInt8]: (entry: LogEntry, offset: UInt64)] = [:]
+        var maxSequence: UInt64 = 0
+        _ = try reader.read { (record) throws(StoreError) in
+            for item in record.entries { latest[item.entry.key] = (item.entry, item.offset) }
+            maxSequence = record.sequence
+        }
+        var inputs: [SegmentWriter.Input] = []
+        inputs.reserveCapacity(latest.count)
+        for (key, item) in latest {
+            if item.entry.isDelete {
+                // Keep the tombstone: an older segment may still hold the key ([SEG-7]).
+                inputs.append(.init(isDelete: true, sequence: item.entry.sequence, key: key, value: []))
+            } else if let current = snapshotIndex.lookup(key), current.location.fileNumber == number,
+                UInt64(current.location.offset) == item.offset
+            {
+                inputs.append(.init(isDelete: false, sequence: item.entry.sequence, key: key, value: item.entry.value))
+            }
+        }
+        inputs.sort { $0.key.lexicographicallyPrecedes($1.key) }
+
+        // Phase 2, no lock: write the segment.
+        var segmentFile: LiveFile? = nil
+        var written: SegmentWriter.Result? = nil
+        if !inputs.isEmpty {
+            let segmentNumber = writer.withLock { $0.manifest.allocateFileNumber() }
+            let segmentPath = filePath(Format.segmentFileName(segmentNumber))
+            let result = try SegmentWriter(
+                fileSystem: fileSystem, path: segmentPath, fileNumber: segmentNumber, blockSize: options.blockSize
+            ).write(inputs)
+            try fileSystem.syncDirectory(path)
+            let segment = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: segmentNumber)
+            segmentFile = LiveFile(number: segmentNumber, path: segmentPath, content: .segment(segment), fileSystem: fileSystem)
+            written = result
+        }
+
+        // Phase 3, writer lock: swap the manifest, repoint the index, publish.
+        try writer.withLock { (state) throws(StoreError) in
+            var manifest = state.manifest
+            manifest.wals.removeAll { $0 == number }
+            if let segmentFile, let written {
+                manifest.segments.append(.init(fileNumber: segmentFile.number, size: written.fileSize))
+            }
+            manifest.lastSequence = max(manifest.lastSequence, maxSequence)
+            try manifest.install(fileSystem: fileSystem, directory: path)
+            state.manifest = manifest
+            state.pendingFlushes.removeAll { $0 == number }
+
+            var (index, usage) = shared.withLock { ($0.index, $0.usage) }
+            if let segmentFile, let written {
+                var segmentUsage = FileUsage()
+                for (input, location) in zip(inputs, written.locations) {
+                    let length = UInt64(location.length)
+                    segmentUsage.entryBytes += length
+                    if input.isDelete {
+                        segmentUsage.tombstoneBytes += length
+                    } else if let current = index.lookup(input.key), current.sequence == input.sequence,
+                        current.location.fileNumber == number
+                    {
+                        _ = index.upsert(input.key, IndexEntry(sequence: input.sequence, location: location))
+                    } else {
+                        segmentUsage.deadBytes += length  // overwritten while the segment was written
+                    }
+                }
+                usage[segmentFile.number] = segmentUsage
+            }
+            usage[number] = nil
+            if options.checkInvariants {
+                do { try index.checkInvariants() } catch {
+                    throw StoreError(.corruption, "index invariant failed after flush: \(error)", path: path)
+                }
+            }
+            shared.withLock {
+                $0.index = index
+                $0.usage = usage
+                $0.files[number] = nil
+                if let segmentFile { $0.files[segmentFile.number] = segmentFile }
+            }
+            file.markObsolete()
+        }
+    }
+}

@@ -1,0 +1,307 @@
+import Dispatch
+
+/// Opening a store: location checks, the lock, the manifest, the index from segment hints, and
+/// WAL replay (SPEC.md [REC-1]…[REC-7]).
+extension Engine {
+    /// Opens the store at `path`, creating it if the path is missing, an empty directory, or a
+    /// zero-length file.
+    ///
+    /// Open costs time in proportion to the number of keys (read from segment hints, never from
+    /// data blocks) plus the WAL not yet flushed.
+    ///
+    /// - Throws: ``StoreError/Code/locked`` if another engine holds the store;
+    ///   ``StoreError/Code/notAStore`` for a path that holds something else;
+    ///   ``StoreError/Code/unsupportedVersion`` for a newer format; ``StoreError/Code/corruption``
+    ///   naming file and offset for damage recovery may not skip (unless `options.repair`).
+    public static func open(at path: String, options: EngineOptions = EngineOptions()) throws(StoreError) -> Engine {
+        let fs = options.fileSystem
+        let path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        try prepareLocation(path, fileSystem: fs, readOnly: options.readOnly)
+        let lock = try fs.lock(path + "/" + Format.lockFileName)
+        do throws(StoreError) {
+            return try recover(path: path, options: options, lock: lock)
+        } catch {
+            lock.unlock()
+            throw error
+        }
+    }
+
+    /// [DIR-2] A missing path or a zero-length file becomes a new store directory.
+    static func prepareLocation(_ path: String, fileSystem fs: any FileSystem, readOnly: Bool) throws(StoreError) {
+        switch try fs.kind(of: path) {
+        case .directory:
+            return
+        case nil where !readOnly:
+            try fs.createDirectory(path)
+        case .file(size: 0) where !readOnly:
+            try fs.remove(path)
+            try fs.createDirectory(path)
+        case nil:
+            throw StoreError(.notFound, "no store at this path (opened read-only, so none was created)", path: path)
+        case .file:
+            throw StoreError(.notAStore, "path is a file, not a Strata store directory", path: path)
+        case .other:
+            throw StoreError(.notAStore, "path is neither a file nor a directory", path: path)
+        }
+        try fs.syncDirectory(parentDirectory(of: path))
+    }
+
+    static func parentDirectory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    private static func recover(path: String, options: EngineOptions, lock: any FileLock) throws(StoreError) -> Engine {
+        let fs = options.fileSystem
+        var report = RepairReport()
+        let names = try fs.contentsOfDirectory(path)
+        let numbered = names.compactMap { Format.parseNumberedFileName($0) }
+
+        var manifest: Manifest
+        do throws(StoreError) {
+            if let loaded = try Manifest.load(fileSystem: fs, directory: path) {
+                manifest = loaded
+            } else {
+                manifest = try newStoreManifest(path: path, names: names, numbered: numbered, options: options)
+            }
+        } catch let error where options.repair && error.code == .corruption {
+            manifest = try rebuiltManifest(path: path, numbered: numbered, options: options)
+            report.rebuiltManifest = true
+        }
+
+        // [REC-1] Files the manifest does not name are leftovers of an interrupted flush,
+        // rollover or compaction: remove them.
+        if !options.readOnly {
+            let live = Set(manifest.wals + manifest.segments.map(\.fileNumber))
+            for name in names {
+                let orphan = Format.parseNumberedFileName(name).map { !live.contains($0.number) } ?? false
+                if orphan || name == Format.manifestTempFileName { try fs.remove(path + "/" + name) }
+            }
+        }
+
+        // Segments: the index comes from their hints ([REC-5]).
+        var files: [UInt32: LiveFile] = [:]
+        var usage: [UInt32: FileUsage] = [:]
+        var hintLists: [[SegmentReader.Hint]] = []
+        var lastSequence = manifest.lastSequence
+        var keptSegments: [Manifest.Segment] = []
+        for segment in manifest.segments {
+            let segmentPath = path + "/" + Format.segmentFileName(segment.fileNumber)
+            do throws(StoreError) {
+                let reader = try openSegment(path: segmentPath, number: segment.fileNumber, fileSystem: fs)
+                let hints: [SegmentReader.Hint]
+                do throws(StoreError) {
+                    hints = try reader.readHints()
+                } catch let error where options.repair && error.code == .corruption {
+                    hints = reader.salvageHints(dropped: &report.dropped)
+                }
+                hintLists.append(hints)
+                files[segment.fileNumber] = LiveFile(
+                    number: segment.fileNumber, path: segmentPath, content: .segment(reader), fileSystem: fs)
+                lastSequence = max(lastSequence, reader.maxSequence)
+                keptSegments.append(segment)
+            } catch let error where options.repair && error.code == .corruption {
+                report.dropped.append(
+                    DroppedRange(path: segmentPath, offset: 0, length: segment.size, reason: "segment unreadable: \(error.message)"))
+            }
+        }
+        manifest.segments = keptSegments
+        var index = try buildIndex(from: hintLists, usage: &usage)
+
+        // WALs, oldest first; only the newest may have a torn tail ([REC-3], [REC-4]).
+        var activeEnd = UInt64(Format.walHeaderSize)
+        for (position, number) in manifest.wals.enumerated() {
+            let isNewest = position == manifest.wals.count - 1
+            let walPath = path + "/" + Format.walFileName(number)
+            let handle = try fs.open(walPath, mode: isNewest && !options.readOnly ? .readWrite : .readOnly)
+            let file = LiveFile(number: number, path: walPath, content: .wal(handle), fileSystem: fs)
+            files[number] = file
+            let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
+            let reader = WALReader(path: walPath, bytes: bytes, isNewest: isNewest, repair: options.repair)
+            let headerNumber = try reader.checkHeader()
+            guard headerNumber == number else {
+                throw StoreError.corruption("WAL header names file \(headerNumber), expected \(number)", path: walPath, offset: 16)
+            }
+            usage[number] = FileUsage()
+            let outcome = try reader.read { (record) throws(StoreError) in
+                for item in record.entries {
+                    let location = ValueLocation(
+                        fileNumber: number, position: 0, offset: UInt32(item.offset), length: item.length)
+                    apply(
+                        isDelete: item.entry.isDelete, key: item.entry.key, sequence: item.entry.sequence,
+                        location: location, index: &index, usage: &usage)
+                }
+                lastSequence = max(lastSequence, record.sequence)
+            }
+            report.dropped += outcome.dropped
+            if isNewest {
+                activeEnd = outcome.validEnd
+                if outcome.tornTail != nil && !options.readOnly {
+                    // [REC-3] Cut the torn, unacknowledged record so appends follow valid ones.
+                    try handle.truncate(to: outcome.validEnd)
+                    try handle.sync()
+                }
+            }
+        }
+        if options.checkInvariants {
+            do { try index.checkInvariants() } catch {
+                throw StoreError(.corruption, "index invariant failed after recovery: \(error)", path: path)
+            }
+        }
+
+        guard let activeNumber = manifest.wals.last, let active = files[activeNumber] else {
+            throw StoreError.corruption("manifest names no WAL", path: path + "/" + Format.manifestFileName, offset: 0)
+        }
+        let engine = Engine(
+            path: path, options: options, lock: lock, repairReport: options.repair ? report : nil,
+            shared: SharedState(index: index, sequence: lastSequence, files: files, usage: usage),
+            writer: WriterState(
+                manifest: manifest, wal: active, walEnd: activeEnd, walSynced: activeEnd, lastSequence: lastSequence,
+                pendingFlushes: Array(manifest.wals.dropLast())))
+        if options.repair && !options.readOnly && !report.isClean {
+            // Rewrite what was salvaged into a clean segment and a clean manifest.
+            try engine.writer.withLock { (state) throws(StoreError) in
+                try state.manifest.install(fileSystem: fs, directory: path)
+            }
+            try engine.flush()
+        } else if !options.readOnly && manifest.wals.count > 1 {
+            engine.scheduleFlushes()
+        }
+        engine.startSyncTimer()
+        return engine
+    }
+
+    private static func openSegment(path: String, number: UInt32, fileSystem: any FileSystem) throws(StoreError) -> SegmentReader {
+        guard try fileSystem.exists(path) else {
+            throw StoreError.corruption("segment named in the manifest is missing", path: path, offset: 0)
+        }
+        return try SegmentReader.open(fileSystem: fileSystem, path: path, fileNumber: number)
+    }
+
+    /// [DIR-4] A directory without a MANIFEST is a new store when it holds nothing but Strata's
+    /// own leftovers of an interrupted creation (a lock file, a temporary manifest, WALs with no
+    /// record). Anything else is not a Strata store.
+    private static func newStoreManifest(
+        path: String, names: [String], numbered: [(number: UInt32, ext: String)], options: EngineOptions
+    ) throws(StoreError) -> Manifest {
+        let fs = options.fileSystem
+        for name in names where name != Format.lockFileName && name != Format.manifestTempFileName {
+            guard let parsed = Format.parseNumberedFileName(name), parsed.ext == Format.walExtension,
+                case .file(let size)? = try fs.kind(of: path + "/" + name), size <= UInt64(Format.walHeaderSize)
+            else {
+                throw StoreError(
+                    .notAStore,
+                    "directory is not empty and has no MANIFEST (found \(name)); it is not a Strata store. Use an empty or new directory, or open with repair if this is a damaged store.",
+                    path: path)
+            }
+        }
+        guard !options.readOnly else {
+            throw StoreError(.notFound, "no store here yet (opened read-only, so none was created)", path: path)
+        }
+        for name in names where name != Format.lockFileName { try fs.remove(path + "/" + name) }
+        let manifest = Manifest(nextFileNumber: 2, lastSequence: 0, wals: [1], segments: [])
+        let handle = try fs.open(path + "/" + Format.walFileName(1), mode: .createNew)
+        defer { handle.close() }
+        try handle.write(WALRecord.fileHeader(fileNumber: 1), at: 0)
+        try handle.sync()
+        try fs.syncDirectory(path)
+        try manifest.install(fileSystem: fs, directory: path)
+        return manifest
+    }
+
+    /// Repair: a manifest naming every segment and WAL present, in file-number order.
+    private static func rebuiltManifest(
+        path: String, numbered: [(number: UInt32, ext: String)], options: EngineOptions
+    ) throws(StoreError) -> Manifest {
+        let sorted = numbered.sorted { $0.number < $1.number }
+        var manifest = Manifest(
+            nextFileNumber: (sorted.last?.number ?? 0) + 1, lastSequence: 0,
+            wals: sorted.filter { $0.ext == Format.walExtension }.map(\.number), segments: [])
+        for item in sorted where item.ext == Format.segmentExtension {
+            let size: UInt64
+            if case .file(let bytes)? = try options.fileSystem.kind(of: path + "/" + Format.segmentFileName(item.number)) {
+                size = bytes
+            } else {
+                size = 0
+            }
+            manifest.segments.append(.init(fileNumber: item.number, size: size))
+        }
+        if manifest.wals.isEmpty {
+            let number = manifest.allocateFileNumber()
+            let handle = try options.fileSystem.open(path + "/" + Format.walFileName(number), mode: .createNew)
+            defer { handle.close() }
+            try handle.write(WALRecord.fileHeader(fileNumber: number), at: 0)
+            try handle.sync()
+            manifest.wals = [number]
+        }
+        return manifest
+    }
+
+    /// Merges the segments' sorted hint lists: for each key the highest sequence wins, and a
+    /// winning tombstone means the key has no value ([REC-5]).
+    static func buildIndex(from lists: [[SegmentReader.Hint]], usage: inout [UInt32: FileUsage]) throws(StoreError) -> KeyIndex {
+        var merged: [SegmentReader.Hint] = []
+        for list in lists {
+            for hint in list {
+                var file = usage[hint.location.fileNumber, default: FileUsage()]
+                file.entryBytes += UInt64(hint.location.length)
+                if hint.isDelete { file.tombstoneBytes += UInt64(hint.location.length) }
+                usage[hint.location.fileNumber] = file
+            }
+            merged = mergeHints(merged, list, usage: &usage)
+        }
+        var sorted: [(key: [UInt8], entry: IndexEntry)] = []
+        sorted.reserveCapacity(merged.count)
+        for hint in merged where !hint.isDelete {
+            sorted.append((hint.key, IndexEntry(sequence: hint.sequence, location: hint.location)))
+        }
+        return try KeyIndex(sortedUnique: sorted)
+    }
+
+    /// Merges two hint lists sorted by key into one, keeping per key the higher sequence and
+    /// counting the loser's bytes as dead.
+    private static func mergeHints(
+        _ a: [SegmentReader.Hint], _ b: [SegmentReader.Hint], usage: inout [UInt32: FileUsage]
+    ) -> [SegmentReader.Hint] {
+        if a.isEmpty { return b }
+        var result: [SegmentReader.Hint] = []
+        result.reserveCapacity(a.count + b.count)
+        var i = 0, j = 0
+        while i < a.count || j < b.count {
+            if j == b.count || (i < a.count && a[i].key.lexicographicallyPrecedes(b[j].key)) {
+                result.append(a[i]); i += 1
+            } else if i == a.count || b[j].key.lexicographicallyPrecedes(a[i].key) {
+                result.append(b[j]); j += 1
+            } else {
+                let (winner, loser) = a[i].sequence >= b[j].sequence ? (a[i], b[j]) : (b[j], a[i])
+                if !loser.isDelete {
+                    usage[loser.location.fileNumber, default: FileUsage()].deadBytes += UInt64(loser.location.length)
+                }
+                result.append(winner)
+                i += 1; j += 1
+            }
+        }
+        return result
+    }
+
+    /// Under ``Durability/normal``, syncs the WAL in the background every `syncInterval`.
+    func startSyncTimer() {
+        guard options.durability == .normal, !options.readOnly else { return }
+        let interval = options.syncInterval.components
+        let nanoseconds = Int(interval.seconds) * 1_000_000_000 + Int(interval.attoseconds / 1_000_000_000)
+        syncTimer.withLock { slot in
+            let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "strata.engine.sync"))
+            let period = DispatchTimeInterval.nanoseconds(max(nanoseconds, 1_000_000))
+            timer.schedule(deadline: .now() + period, repeating: period)
+            timer.setEventHandler { [weak self] in self?.backgroundSync() }
+            timer.resume()
+            slot = timer
+        }
+    }
+
+    private func backgroundSync() {
+        do throws(StoreError) { try sync() } catch {
+            // sync() already turned the engine read-only; a closed engine needs nothing.
+        }
+    }
+}

@@ -1,0 +1,231 @@
+import Dispatch
+import Synchronization
+
+/// StrataEngine: an embedded, append-only, log-structured key/value store.
+///
+/// Commits go to a write-ahead log; when the log passes a size threshold it rolls over and its
+/// live records become an immutable LZ4-compressed segment. Every live key is held in an
+/// in-memory index that maps it to its entry on disk. Readers work on snapshots and never wait
+/// for a commit's sync.
+///
+/// For example:
+///
+/// ```swift
+/// let engine = try Engine.open(at: "/tmp/example")
+/// var batch = WriteBatch()
+/// batch.put(Array("greeting".utf8), Array("hello".utf8))
+/// try engine.commit(batch)
+/// let value = try engine.get(Array("greeting".utf8))   // "hello"
+/// try engine.close()
+/// ```
+///
+/// One process (and one `Engine`) at a time may open a store; a second gets
+/// ``StoreError/Code/locked``. An engine is safe to use from many threads.
+public final class Engine: Sendable {
+    // MARK: Constant after open
+
+    /// The store's directory.
+    public let path: String
+    let options: EngineOptions
+    let fileSystem: any FileSystem
+    let lock: any FileLock
+    /// What open in repair mode dropped, or `nil` when not opened with repair.
+    public let repairReport: RepairReport?
+    let flushQueue = DispatchQueue(label: "strata.engine.flush")
+    let syncTimer: Mutex<DispatchSourceTimer?> = Mutex(nil)
+
+    // MARK: State below is protected by `shared`: what readers see.
+
+    struct SharedState: Sendable {
+        var index: KeyIndex
+        /// The newest sequence number whose transaction is visible.
+        var sequence: UInt64
+        var files: [UInt32: LiveFile]
+        var usage: [UInt32: FileUsage]
+        /// Set once the engine turns read-only after a failed write or sync.
+        var failure: StoreError?
+        var isClosed = false
+    }
+    let shared: Mutex<SharedState>
+
+    // MARK: State below is protected by `writer`, held by the group-commit leader, by
+    // rollover, by the flush's swap and by close. Readers never take it.
+
+    struct WriterState: Sendable {
+        var manifest: Manifest
+        var wal: LiveFile
+        var walEnd: UInt64
+        var walSynced: UInt64
+        var lastSequence: UInt64
+        /// Rolled-over WALs waiting to become segments, oldest first.
+        var pendingFlushes: [UInt32]
+    }
+    let writer: Mutex<WriterState>
+
+    /// Commits waiting for a leader. Protected by its own lock, taken only briefly.
+    let pending: Mutex<[CommitRequest]> = Mutex([])
+    /// Serialises flushes (one WAL becomes a segment at a time).
+    let flushLock: Mutex<Void> = Mutex(())
+
+    init(
+        path: String, options: EngineOptions, lock: any FileLock, repairReport: RepairReport?,
+        shared: SharedState, writer: WriterState
+    ) {
+        self.path = path
+        self.options = options
+        self.fileSystem = options.fileSystem
+        self.lock = lock
+        self.repairReport = repairReport
+        self.shared = Mutex(shared)
+        self.writer = Mutex(writer)
+    }
+
+    deinit {
+        syncTimer.withLock { $0?.cancel() }
+        lock.unlock()
+    }
+
+    func filePath(_ name: String) -> String { path + "/" + name }
+
+    // MARK: Reads
+
+    /// A consistent view of the store at the newest visible sequence number.
+    public func snapshot() throws(StoreError) -> Snapshot {
+        try shared.withLock { (state) throws(StoreError) -> Snapshot in
+            guard !state.isClosed else { throw StoreError(.closed, "the engine was closed", path: path) }
+            return Snapshot(sequence: state.sequence, index: state.index, files: state.files)
+        }
+    }
+
+    /// The value of `key`, or `nil`.
+    public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
+        try snapshot().get(key)
+    }
+
+    // MARK: Writes
+
+    /// Puts `value` at `key` in a transaction of its own.
+    @discardableResult
+    public func put(_ key: [UInt8], _ value: [UInt8]) throws(StoreError) -> UInt64 {
+        var batch = WriteBatch()
+        batch.put(key, value)
+        return try commit(batch)
+    }
+
+    /// Deletes `key` in a transaction of its own.
+    @discardableResult
+    public func delete(_ key: [UInt8]) throws(StoreError) -> UInt64 {
+        var batch = WriteBatch()
+        batch.delete(key)
+        return try commit(batch)
+    }
+
+    /// Commits `batch` atomically and returns its sequence number.
+    ///
+    /// Under ``Durability/full`` the transaction is on stable storage when this returns.
+    /// Concurrent committers share one WAL write and one sync (group commit). Readers see the
+    /// whole transaction or none of it.
+    ///
+    /// - Throws: ``StoreError/Code/invalidArgument`` for an oversized key, value or batch;
+    ///   ``StoreError/Code/readOnly`` after a failed sync or when opened read-only;
+    ///   ``StoreError/Code/closed``; ``StoreError/Code/io`` when the write fails.
+    @discardableResult
+    public func commit(_ batch: WriteBatch) throws(StoreError) -> UInt64 {
+        try batch.validate()
+        if options.readOnly { throw StoreError(.readOnly, "the engine was opened read-only", path: path) }
+        if batch.isEmpty { return try snapshot().sequence }
+        let request = CommitRequest(operations: batch.operations)
+        pending.withLock { $0.append(request) }
+        let needsFlush = writer.withLock { (state) -> Bool in
+            if !request.isDone { lead(&state) }
+            return !state.pendingFlushes.isEmpty
+        }
+        if needsFlush { scheduleFlushes() }
+        return try request.result()
+    }
+
+    /// Syncs the WAL now, whatever the durability setting.
+    public func sync() throws(StoreError) {
+        try writer.withLock { (state) throws(StoreError) in
+            try checkWritable()
+            guard state.walSynced < state.walEnd, case .wal(let handle) = state.wal.content else { return }
+            do throws(StoreError) {
+                try handle.sync()
+            } catch {
+                poison(error)
+                throw error
+            }
+            state.walSynced = state.walEnd
+        }
+    }
+
+    /// Throws if the engine is closed or has turned read-only.
+    func checkWritable() throws(StoreError) {
+        try shared.withLock { (state) throws(StoreError) in
+            if state.isClosed { throw StoreError(.closed, "the engine was closed", path: path) }
+            if let failure = state.failure {
+                throw StoreError(
+                    .readOnly,
+                    "the engine turned read-only after an I/O failure (\(failure)); reopen the store to recover",
+                    path: failure.path, offset: failure.offset, errno: failure.errno)
+            }
+        }
+    }
+
+    /// Turns the engine read-only after a failure it must not paper over (a failed sync never
+    /// gets retried: the data it covered may be lost).
+    func poison(_ error: StoreError) {
+        shared.withLock { state in
+            if state.failure == nil { state.failure = error }
+        }
+    }
+
+    // MARK: Close
+
+    /// Finishes background work, syncs the WAL and releases the store's lock. Idempotent.
+    public func close() throws(StoreError) {
+        let wasClosed = shared.withLock { state -> Bool in
+            defer { state.isClosed = true }
+            return state.isClosed
+        }
+        guard !wasClosed else { return }
+        syncTimer.withLock {
+            $0?.cancel()
+            $0 = nil
+        }
+        flushQueue.sync {}
+        var failure: StoreError? = nil
+        writer.withLock { state in
+            guard !options.readOnly, state.walSynced < state.walEnd, case .wal(let handle) = state.wal.content
+            else { return }
+            do throws(StoreError) {
+                try handle.sync()
+                state.walSynced = state.walEnd
+            } catch {
+                failure = error
+            }
+        }
+        lock.unlock()
+        if let failure { throw failure }
+    }
+}
+
+/// One committer's batch waiting for (or handled by) a group-commit leader.
+final class CommitRequest: Sendable {
+    let operations: [WALRecord.Operation]
+    private let outcome: Mutex<Result<UInt64, StoreError>?> = Mutex(nil)
+
+    init(operations: [WALRecord.Operation]) { self.operations = operations }
+
+    var isDone: Bool { outcome.withLock { $0 != nil } }
+
+    func finish(_ result: Result<UInt64, StoreError>) { outcome.withLock { $0 = result } }
+
+    func result() throws(StoreError) -> UInt64 {
+        // The leader finished the request before the committer could take the writer lock.
+        guard let result = outcome.withLock({ $0 }) else {
+            throw StoreError(.io, "commit was not processed (internal error)")
+        }
+        return try result.get()
+    }
+}

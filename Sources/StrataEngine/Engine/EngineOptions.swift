@@ -1,0 +1,47 @@
+/// How durable an acknowledged commit is.
+public enum Durability: Sendable, Equatable {
+    /// The WAL is synced (`fdatasync`) before `commit` returns. Survives power loss. The default.
+    case full
+    /// The WAL is synced in the background at most ``EngineOptions/syncInterval`` after a commit.
+    /// A crash loses at most that window of commits, never part of one.
+    case normal
+    /// The WAL is synced only when it rolls over and at close.
+    case none
+}
+
+/// Options of ``Engine/open(at:options:)``.
+public struct EngineOptions: Sendable {
+    /// Durability of commits. Default ``Durability/full``.
+    public var durability: Durability = .full
+    /// The WAL rolls over into a segment once it is this large. Default 64 MiB.
+    public var walRolloverBytes: UInt64 = 64 << 20
+    /// Target size of a segment's uncompressed data blocks. Default 16 KiB.
+    public var blockSize: Int = 16 << 10
+    /// For ``Durability/normal``: the longest a commit stays unsynced. Default 100 ms.
+    public var syncInterval: Duration = .milliseconds(100)
+    /// Whether a rolled-over WAL is written as a segment on a background queue (default) or
+    /// by the committing thread before `commit` returns (deterministic, for tests).
+    public var backgroundFlush: Bool = true
+    /// Salvage what can be read from a damaged store instead of failing to open; what was
+    /// dropped is in ``Engine/repairReport``.
+    public var repair: Bool = false
+    /// Open without changing any file: no tail truncation, no orphan removal, commits throw.
+    public var readOnly: Bool = false
+    /// Run the index's invariant check after every commit and flush (slow; for tests).
+    public var checkInvariants: Bool = false
+    /// The file system the engine uses. Default ``PosixFileSystem``.
+    public var fileSystem: any FileSystem = PosixFileSystem()
+
+    /// Default options.
+    public init() {}
+}
+
+/// What an open in repair mode dropped.
+public struct RepairReport: Sendable, Equatable {
+    /// Byte ranges that could not be read and were dropped.
+    public var dropped: [DroppedRange] = []
+    /// Whether the manifest was rebuilt from the files present.
+    public var rebuiltManifest = false
+    /// Whether anything at all was dropped or rebuilt.
+    public var isClean: Bool { dropped.isEmpty && !rebuiltManifest }
+}

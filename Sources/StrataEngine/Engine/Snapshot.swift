@@ -1,0 +1,121 @@
+/// A consistent, immutable view of the store at one sequence number.
+///
+/// Taking a snapshot is O(1). It sees every transaction up to ``sequence`` and none after,
+/// whatever commits, flushes or compactions happen meanwhile: the files it reads stay alive
+/// until the snapshot is gone.
+///
+/// For example:
+///
+/// ```swift
+/// let snapshot = try engine.snapshot()
+/// for (key, value) in try snapshot.scan(prefix: Array("user/".utf8)) { … }
+/// ```
+public struct Snapshot: Sendable {
+    /// The newest transaction this snapshot sees.
+    public let sequence: UInt64
+    let index: KeyIndex
+    let files: [UInt32: LiveFile]
+
+    /// How many keys the snapshot holds. O(1).
+    public var count: Int { index.count }
+
+    /// The value of `key`, or `nil` if it has none.
+    public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
+        guard let entry = index.lookup(key) else { return nil }
+        return try read(key: key, entry: entry).value
+    }
+
+    /// Whether `key` has a value. Reads only the index.
+    public func contains(_ key: [UInt8]) -> Bool { index.lookup(key) != nil }
+
+    /// The sequence number of the transaction that last wrote `key`, or `nil`.
+    public func sequence(of key: [UInt8]) -> UInt64? { index.lookup(key)?.sequence }
+
+    func read(key: [UInt8], entry: IndexEntry, blockMemo: inout BlockMemo) throws(StoreError) -> LogEntry {
+        let location = entry.location
+        guard let file = files[location.fileNumber] else {
+            throw StoreError(.corruption, "index points at file \(location.fileNumber), which is not part of the store")
+        }
+        let decoded: LogEntry
+        if case .segment(let segment) = file.content {
+            let block = try blockMemo.block(location.position, of: segment)
+            decoded = try segment.entry(in: block, at: location)
+        } else {
+            decoded = try file.readEntry(at: location)
+        }
+        guard decoded.key == key, decoded.sequence == entry.sequence, !decoded.isDelete else {
+            throw StoreError.corruption(
+                "entry on disk is not the one the index expects", path: file.path, offset: UInt64(location.offset))
+        }
+        return decoded
+    }
+
+    func read(key: [UInt8], entry: IndexEntry) throws(StoreError) -> LogEntry {
+        var memo = BlockMemo()
+        return try read(key: key, entry: entry, blockMemo: &memo)
+    }
+
+    /// Every key and value with `lowerBound <= key < upperBound` (no upper bound when `nil`),
+    /// in ascending key order.
+    public func scan(from lowerBound: [UInt8] = [], to upperBound: [UInt8]? = nil) throws(StoreError) -> [(key: [UInt8], value: [UInt8])] {
+        var result: [(key: [UInt8], value: [UInt8])] = []
+        try forEach(from: lowerBound, to: upperBound) { key, value in
+            result.append((key, value))
+            return true
+        }
+        return result
+    }
+
+    /// Every key starting with `prefix` and its value, in ascending key order.
+    public func scan(prefix: [UInt8]) throws(StoreError) -> [(key: [UInt8], value: [UInt8])] {
+        try scan(from: prefix, to: Self.prefixUpperBound(prefix))
+    }
+
+    /// The keys starting with `prefix`, in ascending order. Reads only the index.
+    public func keys(prefix: [UInt8]) -> [[UInt8]] {
+        index.cursor(from: prefix, to: Self.prefixUpperBound(prefix)).map(\.key)
+    }
+
+    /// Calls `body` with each key and value in `[lowerBound, upperBound)`, in ascending key
+    /// order, until it returns `false`.
+    public func forEach(
+        from lowerBound: [UInt8] = [], to upperBound: [UInt8]? = nil,
+        _ body: ([UInt8], [UInt8]) throws(StoreError) -> Bool
+    ) throws(StoreError) {
+        var memo = BlockMemo()
+        for (key, entry) in index.cursor(from: lowerBound, to: upperBound) {
+            let decoded = try read(key: key, entry: entry, blockMemo: &memo)
+            guard try body(key, decoded.value) else { return }
+        }
+    }
+
+    /// The smallest key greater than every key starting with `prefix`, or `nil` if none.
+    static func prefixUpperBound(_ prefix: [UInt8]) -> [UInt8]? {
+        var bound = prefix
+        while let last = bound.last {
+            if last < 0xFF {
+                bound[bound.count - 1] = last + 1
+                return bound
+            }
+            bound.removeLast()
+        }
+        return nil
+    }
+}
+
+/// Remembers the last decompressed segment block, so scans decompress each block once.
+struct BlockMemo {
+    private var segment: ObjectIdentifier? = nil
+    private var position: UInt32 = 0
+    private var bytes: [UInt8] = []
+
+    mutating func block(_ position: UInt32, of reader: SegmentReader) throws(StoreError) -> [UInt8] {
+        let id = ObjectIdentifier(reader)
+        if segment != id || self.position != position {
+            bytes = try reader.readDataBlock(Int(position))
+            segment = id
+            self.position = position
+        }
+        return bytes
+    }
+}

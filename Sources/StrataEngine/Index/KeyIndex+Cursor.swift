@@ -1,0 +1,85 @@
+extension KeyIndex {
+    /// An ordered walk over the keys of one snapshot of a ``KeyIndex``, from an inclusive
+    /// lower bound to an optional exclusive upper bound.
+    ///
+    /// The cursor holds references to the nodes it walks, so later mutations of any
+    /// `KeyIndex` value (including the one it was made from) do not affect it.
+    public struct Cursor: IteratorProtocol, Sequence, Sendable {
+        /// The path from the root to the current leaf. For an internal node, `index` is the
+        /// next child to visit; for the leaf, the next key to yield.
+        private var stack: [(node: Node, index: Int)]
+        /// Keys `>=` this end the walk.
+        private let upperBound: [UInt8]?
+
+        init(root: Node, from lowerBound: UnsafeRawBufferPointer, to upperBound: [UInt8]?) {
+            self.upperBound = upperBound
+            stack = []
+            var node = root
+            while !node.isLeaf {
+                let child = node.keys.upperBound(lowerBound)
+                stack.append((node, child + 1))
+                node = node.children[child]
+            }
+            stack.append((node, node.keys.lowerBound(lowerBound).index))
+        }
+
+        /// The next key and its entry, or `nil` at the end of the range.
+        public mutating func next() -> (key: [UInt8], entry: IndexEntry)? {
+            while let (node, index) = stack.last {
+                let top = stack.count - 1
+                if node.isLeaf {
+                    if index < node.entries.count {
+                        if let upperBound {
+                            let below = upperBound.withUnsafeBytes { bound in
+                                node.keys.withKey(index) { compareKeys($0, bound) < 0 }
+                            }
+                            guard below else {
+                                stack.removeAll()
+                                return nil
+                            }
+                        }
+                        stack[top].index = index + 1
+                        return (node.keys.key(index), node.entries[index])
+                    }
+                    stack.removeLast()
+                } else if index < node.children.count {
+                    stack[top].index = index + 1
+                    stack.append((node.children[index], 0))
+                } else {
+                    stack.removeLast()
+                }
+            }
+            return nil
+        }
+    }
+
+    /// A cursor over keys `>= lowerBound` and, if `upperBound` is given, `< upperBound`.
+    public func cursor(from lowerBound: [UInt8] = [], to upperBound: [UInt8]? = nil) -> Cursor {
+        lowerBound.withUnsafeBytes { Cursor(root: root, from: $0, to: upperBound) }
+    }
+
+    /// Calls `body` with each key that starts with `prefix` and its entry, in key order,
+    /// until `body` returns `false`. An empty prefix visits every key.
+    public func forEach(
+        prefix: [UInt8], _ body: ([UInt8], IndexEntry) throws -> Bool
+    ) rethrows {
+        var cursor = cursor(from: prefix, to: Self.prefixEnd(prefix))
+        while let (key, entry) = cursor.next() {
+            guard try body(key, entry) else { return }
+        }
+    }
+
+    /// The smallest key greater than every key that starts with `prefix`, or `nil` if there
+    /// is none (the prefix is empty or all `0xFF`).
+    static func prefixEnd(_ prefix: [UInt8]) -> [UInt8]? {
+        var end = prefix
+        while let last = end.last {
+            if last < 0xFF {
+                end[end.count - 1] = last + 1
+                return end
+            }
+            end.removeLast()
+        }
+        return nil
+    }
+}

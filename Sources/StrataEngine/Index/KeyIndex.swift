@@ -1,0 +1,125 @@
+/// The engine's in-memory key index: every live key, mapped to its ``IndexEntry``.
+///
+/// A persistent (copy-on-write) B+tree ordered by unsigned byte comparison (memcmp order,
+/// a proper prefix first). Copying a `KeyIndex` is O(1) and gives an independent snapshot:
+/// mutating one copy never changes another, because a mutation copies each node on its path
+/// that is shared (path copying) and changes only nodes that it references uniquely.
+///
+/// Leaves pack their keys into one byte buffer and their entries into one flat array, so a key
+/// costs its bytes plus about 30–40 bytes. Keys may be up to 64 KiB.
+///
+/// ```swift
+/// var index = KeyIndex()
+/// index.upsert(Array("apple".utf8), entry)
+/// let snapshot = index          // O(1); unaffected by later writes to `index`
+/// index.remove(Array("apple".utf8))
+/// snapshot.lookup(Array("apple".utf8))   // still `entry`
+/// ```
+public struct KeyIndex: Sendable {
+    /// The default most keys per leaf: about 5 KiB per leaf for 16-byte keys.
+    public static let defaultLeafCapacity = 128
+    /// The default most children per internal node.
+    public static let defaultBranchCapacity = 64
+
+    /// The root node: a leaf (possibly empty) or an internal node with at least two children.
+    var root: Node
+    /// The fill bounds of the nodes.
+    let shape: Shape
+    /// The number of keys in the index.
+    public internal(set) var count: Int
+
+    /// Creates an empty index.
+    public init() {
+        self.init(leafCapacity: Self.defaultLeafCapacity, branchCapacity: Self.defaultBranchCapacity)
+    }
+
+    /// Creates an empty index with the given node sizes (at least 2 keys per leaf and 4
+    /// children per internal node; smaller values are raised). Small sizes are for tests.
+    init(leafCapacity: Int, branchCapacity: Int) {
+        shape = Shape(leafCapacity: max(2, leafCapacity), branchCapacity: max(4, branchCapacity))
+        root = Node(keys: PackedKeys(), entries: [])
+        count = 0
+    }
+
+    /// Whether the index holds no keys.
+    public var isEmpty: Bool { count == 0 }
+
+    // MARK: Lookup
+
+    /// The entry of `key`, or `nil` if the index does not hold it.
+    public func lookup(_ key: UnsafeRawBufferPointer) -> IndexEntry? {
+        withExtendedLifetime(root) {
+            // `root` keeps every node on the path alive, so the walk needs no reference counting.
+            var node = Unmanaged.passUnretained(root)
+            while true {
+                let (child, entry) = node._withUnsafeGuaranteedRef { $0.step(key) }
+                guard let child else { return entry }
+                node = child
+            }
+        }
+    }
+
+    /// The entry of `key`, or `nil` if the index does not hold it.
+    public func lookup(_ key: [UInt8]) -> IndexEntry? {
+        key.withUnsafeBytes { lookup($0) }
+    }
+
+    /// The entry of `key`, or `nil` if the index does not hold it.
+    public func lookup(_ key: some Collection<UInt8>) -> IndexEntry? {
+        if let found = key.withContiguousStorageIfAvailable({ lookup(UnsafeRawBufferPointer($0)) }) {
+            return found
+        }
+        return lookup(Array(key))
+    }
+
+    // MARK: Mutation
+
+    /// Sets the entry of `key`, returning the entry it replaced, or `nil` if `key` is new.
+    @discardableResult
+    public mutating func upsert(_ key: [UInt8], _ entry: IndexEntry) -> IndexEntry? {
+        key.withUnsafeBytes { upsert($0, entry) }
+    }
+
+    /// Sets the entry of `key`, returning the entry it replaced, or `nil` if `key` is new.
+    @discardableResult
+    public mutating func upsert(_ key: UnsafeRawBufferPointer, _ entry: IndexEntry) -> IndexEntry? {
+        if !isKnownUniquelyReferenced(&root) { root = root.copy() }
+        let (previous, split) = root.upsert(key, entry, shape)
+        if let split {
+            var separators = PackedKeys()
+            split.separator.withUnsafeBytes { separators.append($0) }
+            root = Node(separators: separators, children: [root, split.right])
+        }
+        if previous == nil { count += 1 }
+        return previous
+    }
+
+    /// Removes `key`, returning its entry, or `nil` (changing nothing) if the index does not
+    /// hold it.
+    @discardableResult
+    public mutating func remove(_ key: [UInt8]) -> IndexEntry? {
+        key.withUnsafeBytes { remove($0) }
+    }
+
+    /// Removes `key`, returning its entry, or `nil` (changing nothing) if the index does not
+    /// hold it.
+    @discardableResult
+    public mutating func remove(_ key: UnsafeRawBufferPointer) -> IndexEntry? {
+        // Look first so that removing an absent key copies no nodes.
+        guard lookup(key) != nil else { return nil }
+        if !isKnownUniquelyReferenced(&root) { root = root.copy() }
+        let removed = root.remove(key, shape)
+        // An internal root left with one child is replaced by it: the tree gets shorter.
+        while !root.isLeaf, root.children.count == 1 {
+            root = root.children[0]
+        }
+        if removed != nil { count -= 1 }
+        return removed
+    }
+
+    /// Removes every key.
+    public mutating func removeAll() {
+        root = Node(keys: PackedKeys(), entries: [])
+        count = 0
+    }
+}

@@ -1,0 +1,84 @@
+/// One put or delete as it is stored in the WAL and in segment blocks (SPEC.md [ENT-1]):
+///
+/// ```
+/// kind u8 | sequence varint | keyLength varint | valueLength varint | key | value | crc32c u32
+/// ```
+///
+/// The checksum covers every byte of the entry before it, so a point read of one entry can
+/// verify it without reading the record or block around it.
+struct LogEntry: Equatable, Sendable {
+    var isDelete: Bool
+    var sequence: UInt64
+    var key: [UInt8]
+    var value: [UInt8]
+
+    /// Appends the encoded entry to `writer`; returns its length in bytes.
+    @discardableResult
+    static func encode(
+        isDelete: Bool, sequence: UInt64, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
+        into writer: inout ByteWriter
+    ) -> Int {
+        let start = writer.count
+        writer.u8(isDelete ? Format.entryDelete : Format.entryPut)
+        writer.varint(sequence)
+        writer.varint(UInt64(key.count))
+        writer.varint(UInt64(value.count))
+        writer.append(key)
+        writer.append(value)
+        let crc = writer.bytes.withUnsafeBytes {
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[start...]))
+        }
+        writer.u32(crc)
+        return writer.count - start
+    }
+
+    /// The encoded length of an entry, without encoding it.
+    static func encodedLength(sequence: UInt64, keyCount: Int, valueCount: Int) -> Int {
+        1 + varintLength(sequence) + varintLength(UInt64(keyCount)) + varintLength(UInt64(valueCount))
+            + keyCount + valueCount + 4
+    }
+
+    static func varintLength(_ value: UInt64) -> Int {
+        var v = value, n = 1
+        while v >= 0x80 { v >>= 7; n += 1 }
+        return n
+    }
+
+    /// Why an entry failed to decode.
+    enum DecodeFailure: Error { case truncated, badKind, tooLong, checksum }
+
+    /// Decodes the entry at `reader`'s position and advances past it.
+    static func decode(from reader: inout ByteReader) -> Result<LogEntry, DecodeFailure> {
+        let start = reader.position
+        guard let kind = reader.u8() else { return .failure(.truncated) }
+        guard kind == Format.entryPut || kind == Format.entryDelete else { return .failure(.badKind) }
+        guard let sequence = reader.varint(), let keyCount = reader.varint(),
+            let valueCount = reader.varint()
+        else { return .failure(.truncated) }
+        guard keyCount <= UInt64(Format.maxKeyLength), valueCount <= UInt64(Format.maxValueLength) else {
+            return .failure(.tooLong)
+        }
+        guard let key = reader.array(Int(keyCount)), let value = reader.array(Int(valueCount)) else {
+            return .failure(.truncated)
+        }
+        let end = reader.position
+        guard let stored = reader.u32() else { return .failure(.truncated) }
+        let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: reader.bytes[start..<end]))
+        guard stored == actual else { return .failure(.checksum) }
+        return .success(LogEntry(isDelete: kind == Format.entryDelete, sequence: sequence, key: key, value: value))
+    }
+
+    /// Decodes exactly one entry occupying all of `bytes`, or throws a corruption error naming
+    /// `path` and `offset` (the entry's position on disk).
+    static func decodeExactly(_ bytes: UnsafeRawBufferPointer, path: String, offset: UInt64) throws(StoreError) -> LogEntry {
+        var reader = ByteReader(bytes)
+        switch decode(from: &reader) {
+        case .success(let entry) where reader.isAtEnd:
+            return entry
+        case .success:
+            throw StoreError.corruption("entry is shorter than its recorded length", path: path, offset: offset)
+        case .failure(let failure):
+            throw StoreError.corruption("entry does not decode (\(failure))", path: path, offset: offset)
+        }
+    }
+}

@@ -1,0 +1,167 @@
+/// Reads a WAL file record by record and applies the recovery rules of SPEC.md [REC-2]…[REC-5].
+///
+/// The reader never trusts a byte it has not checked: every record's header and payload are
+/// verified with their CRCs before an entry is handed out. It distinguishes a torn tail (the
+/// last, unacknowledged record of the newest WAL, cut short by a crash) from corruption; in
+/// repair mode it skips corrupt ranges, reports them, and carries on.
+struct WALReader {
+    /// One verified record.
+    struct Record {
+        /// Offset of the record header in the file.
+        var offset: UInt64
+        var sequence: UInt64
+        /// The entries with their offsets in the file and encoded lengths.
+        var entries: [(entry: LogEntry, offset: UInt64, length: UInt32)]
+    }
+
+    /// What reading the file found besides valid records.
+    struct Outcome {
+        /// The end of the last valid record: where the next append goes.
+        var validEnd: UInt64
+        /// A torn tail that was found (and should be cut off): offset and length.
+        var tornTail: (offset: UInt64, length: UInt64)?
+        /// Ranges dropped in repair mode.
+        var dropped: [DroppedRange] = []
+    }
+
+    let path: String
+    let bytes: [UInt8]
+    /// Whether this is the newest WAL, the only one that may have a torn tail.
+    let isNewest: Bool
+    let repair: Bool
+
+    /// Checks the file header ([WAL-1]) and returns the file number it records.
+    func checkHeader() throws(StoreError) -> UInt32 {
+        try bytes.withBytes { (raw) throws(StoreError) -> UInt32 in
+            var reader = ByteReader(raw)
+            guard let magic = reader.bytes(8), Array(magic) == Format.walMagic else {
+                throw StoreError(.notAStore, "WAL file does not start with the Strata WAL magic", path: path, offset: 0)
+            }
+            guard let version = reader.u32(), reader.u32() != nil, let number = reader.u64(),
+                let crc = reader.u32()
+            else { throw StoreError.corruption("WAL header is truncated", path: path, offset: 0) }
+            guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])) else {
+                throw StoreError.corruption("WAL header checksum mismatch", path: path, offset: 0)
+            }
+            guard version <= Format.version else {
+                throw StoreError(
+                    .unsupportedVersion,
+                    "WAL was written by format version \(version); this build reads up to \(Format.version). Open it with a newer Strata.",
+                    path: path, offset: 8)
+            }
+            guard number <= UInt64(UInt32.max) else {
+                throw StoreError.corruption("WAL header file number out of range", path: path, offset: 16)
+            }
+            return UInt32(number)
+        }
+    }
+
+    /// Reads every record after the header, in order, calling `visit` for each valid one.
+    func read(_ visit: (Record) throws(StoreError) -> Void) throws(StoreError) -> Outcome {
+        var outcome = Outcome(validEnd: UInt64(Format.walHeaderSize))
+        var position = Format.walHeaderSize
+        var lastSequence: UInt64 = 0
+        while position < bytes.count {
+            switch parseRecord(at: position, after: lastSequence) {
+            case .valid(let record, let end):
+                try visit(record)
+                lastSequence = record.sequence
+                position = end
+                outcome.validEnd = UInt64(end)
+            case .torn:
+                outcome.tornTail = (UInt64(position), UInt64(bytes.count - position))
+                return outcome
+            case .corrupt(let reason):
+                guard repair else {
+                    throw StoreError.corruption(
+                        "WAL record is corrupt (\(reason)); open with repair to salvage the records around it",
+                        path: path, offset: UInt64(position))
+                }
+                let next = nextValidRecord(after: position, lastSequence: lastSequence) ?? bytes.count
+                outcome.dropped.append(
+                    DroppedRange(path: path, offset: UInt64(position), length: UInt64(next - position), reason: reason))
+                position = next
+            }
+        }
+        return outcome
+    }
+
+    private enum Parse {
+        case valid(Record, end: Int)
+        case torn
+        case corrupt(String)
+    }
+
+    private func parseRecord(at position: Int, after lastSequence: UInt64) -> Parse {
+        bytes.withUnsafeBytes { raw -> Parse in
+            let remaining = raw.count - position
+            let restIsZero = raw[position...].allSatisfy { $0 == 0 }
+            // [REC-3] A header cut short, or zero-filled space, at the end of the newest WAL is a torn tail.
+            if remaining < Format.walRecordHeaderSize {
+                return isNewest ? .torn : .corrupt("truncated record header")
+            }
+            if isNewest && restIsZero { return .torn }
+            var reader = ByteReader(raw, position: position)
+            // Reads cannot fail: at least a header's worth of bytes remains.
+            let payloadCRC = reader.u32() ?? 0, length = Int(reader.u32() ?? 0), type = reader.u8() ?? 0
+            _ = reader.skip(3)
+            let headerCRC = reader.u32() ?? 0
+            let header = UnsafeRawBufferPointer(rebasing: raw[position..<position + 12])
+            guard headerCRC == CRC32C.checksum(header) else { return .corrupt("record header checksum mismatch") }
+            guard type == Format.walRecordBatch else { return .corrupt("unknown record type \(type)") }
+            guard length <= Format.maxRecordPayload else { return .corrupt("record length \(length) too large") }
+            let payloadStart = position + Format.walRecordHeaderSize
+            let end = payloadStart + length
+            if end > raw.count { return isNewest ? .torn : .corrupt("record extends past the end of the file") }
+            let payload = UnsafeRawBufferPointer(rebasing: raw[payloadStart..<end])
+            guard payloadCRC == CRC32C.checksum(payload) else {
+                // [REC-4] The last record of the newest WAL may be torn inside its payload.
+                return isNewest && end == raw.count ? .torn : .corrupt("record payload checksum mismatch")
+            }
+            var payloadReader = ByteReader(raw, position: payloadStart)
+            guard let count = payloadReader.varint(), count >= 1, count <= UInt64(length) else {
+                return .corrupt("bad entry count")
+            }
+            var entries: [(entry: LogEntry, offset: UInt64, length: UInt32)] = []
+            entries.reserveCapacity(Int(count))
+            for _ in 0..<count {
+                let entryStart = payloadReader.position
+                guard entryStart < end, case .success(let entry) = LogEntry.decode(from: &payloadReader),
+                    payloadReader.position <= end
+                else { return .corrupt("entry at offset \(entryStart) does not decode") }
+                entries.append((entry, UInt64(entryStart), UInt32(payloadReader.position - entryStart)))
+            }
+            guard payloadReader.position == end else { return .corrupt("bytes after the last entry") }
+            let sequence = entries[0].entry.sequence
+            guard entries.allSatisfy({ $0.entry.sequence == sequence }) else {
+                return .corrupt("entries of one record carry different sequence numbers")
+            }
+            guard sequence > lastSequence else { return .corrupt("sequence \(sequence) does not increase") }
+            return .valid(Record(offset: UInt64(position), sequence: sequence, entries: entries), end: end)
+        }
+    }
+
+    /// Repair: the first offset after `position` where a fully valid record starts.
+    private func nextValidRecord(after position: Int, lastSequence: UInt64) -> Int? {
+        var candidate = position + 1
+        while candidate + Format.walRecordHeaderSize <= bytes.count {
+            if case .valid = parseRecord(at: candidate, after: lastSequence) { return candidate }
+            candidate += 1
+        }
+        return nil
+    }
+}
+
+/// A range of bytes that recovery in repair mode could not use and dropped.
+public struct DroppedRange: Sendable, Equatable, CustomStringConvertible {
+    /// The file the bytes were in.
+    public var path: String
+    /// Where the dropped range starts.
+    public var offset: UInt64
+    /// How many bytes were dropped.
+    public var length: UInt64
+    /// Why they were dropped.
+    public var reason: String
+
+    public var description: String { "\(path) [\(offset), +\(length)): \(reason)" }
+}

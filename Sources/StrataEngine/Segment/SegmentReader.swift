@@ -1,0 +1,268 @@
+/// Reads an immutable segment file (SPEC.md [SEG-*]). Immutable after ``open``; safe to share.
+///
+/// Open reads only the header, the footer and the block table. Hints are read once, when the
+/// engine rebuilds its index; data blocks are read, checked and decompressed on demand.
+final class SegmentReader: Sendable {
+    /// One block's place in the file, from the block table.
+    struct Block: Sendable {
+        var offset: UInt64
+        var storedCount: UInt32
+        var rawCount: UInt32
+    }
+
+    /// A hint: what the index needs to know of one entry.
+    struct Hint {
+        var key: [UInt8]
+        var isDelete: Bool
+        var sequence: UInt64
+        var location: ValueLocation
+    }
+
+    let path: String
+    let fileNumber: UInt32
+    let fileSize: UInt64
+    let handle: any FileHandle
+    let dataBlocks: [Block]
+    let hintBlocks: [Block]
+    let entryCount: UInt64
+    let maxSequence: UInt64
+
+    private init(
+        path: String, fileNumber: UInt32, fileSize: UInt64, handle: any FileHandle, dataBlocks: [Block],
+        hintBlocks: [Block], entryCount: UInt64, maxSequence: UInt64
+    ) {
+        self.path = path
+        self.fileNumber = fileNumber
+        self.fileSize = fileSize
+        self.handle = handle
+        self.dataBlocks = dataBlocks
+        self.hintBlocks = hintBlocks
+        self.entryCount = entryCount
+        self.maxSequence = maxSequence
+    }
+
+    deinit { handle.close() }
+
+    /// Opens the segment, checking its header, footer and block table.
+    static func open(fileSystem: any FileSystem, path: String, fileNumber: UInt32) throws(StoreError) -> SegmentReader {
+        let handle = try fileSystem.open(path, mode: .readOnly)
+        do throws(StoreError) {
+            return try open(handle: handle, path: path, fileNumber: fileNumber)
+        } catch {
+            handle.close()
+            throw error
+        }
+    }
+
+    private static func open(handle: any FileHandle, path: String, fileNumber: UInt32) throws(StoreError) -> SegmentReader {
+        let size = try handle.size()
+        let minimum = UInt64(Format.segmentHeaderSize + Format.segmentFooterSize)
+        guard size >= minimum else {
+            throw StoreError.corruption("segment is \(size) bytes, shorter than header and footer", path: path, offset: 0)
+        }
+        let header = try handle.read(exactly: Format.segmentHeaderSize, at: 0)
+        try header.withBytes { (raw) throws(StoreError) in
+            var reader = ByteReader(raw)
+            guard let magic = reader.bytes(8), Array(magic) == Format.segmentMagic else {
+                throw StoreError(.notAStore, "segment does not start with the Strata segment magic", path: path, offset: 0)
+            }
+            let version = reader.u32() ?? 0
+            _ = reader.u32()
+            let number = reader.u64() ?? 0
+            let crc = reader.u32() ?? 0
+            guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])) else {
+                throw StoreError.corruption("segment header checksum mismatch", path: path, offset: 0)
+            }
+            guard version <= Format.version else {
+                throw StoreError(
+                    .unsupportedVersion, "segment has format version \(version); this build reads up to \(Format.version)",
+                    path: path, offset: 8)
+            }
+            guard number == UInt64(fileNumber) else {
+                throw StoreError.corruption(
+                    "segment header names file number \(number), expected \(fileNumber)", path: path, offset: 16)
+            }
+        }
+        let footerOffset = size - UInt64(Format.segmentFooterSize)
+        let footer = try handle.read(exactly: Format.segmentFooterSize, at: footerOffset)
+        let parsed = try footer.withBytes {
+            (raw) throws(StoreError) -> (data: Int, hints: Int, table: UInt64, tableCRC: UInt32, entries: UInt64, maxSeq: UInt64) in
+            var reader = ByteReader(raw)
+            let magic = reader.bytes(8).map { Array($0) }
+            let version = reader.u32() ?? 0
+            _ = reader.u32()
+            let data = Int(reader.u32() ?? 0), hints = Int(reader.u32() ?? 0)
+            let table = reader.u64() ?? 0
+            let tableCRC = reader.u32() ?? 0
+            _ = reader.u32()
+            let entries = reader.u64() ?? 0, maxSeq = reader.u64() ?? 0
+            let crc = reader.u32() ?? 0
+            guard magic == Format.segmentMagic, crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<56]))
+            else { throw StoreError.corruption("segment footer is damaged", path: path, offset: footerOffset) }
+            guard version <= Format.version else {
+                throw StoreError(
+                    .unsupportedVersion, "segment footer has format version \(version)", path: path,
+                    offset: footerOffset + 8)
+            }
+            return (data, hints, table, tableCRC, entries, maxSeq)
+        }
+        let blockCount = parsed.data + parsed.hints
+        let tableLength = UInt64(blockCount) * UInt64(Format.blockTableEntrySize)
+        guard parsed.table >= UInt64(Format.segmentHeaderSize), parsed.table + tableLength == footerOffset else {
+            throw StoreError.corruption(
+                "segment footer's block table position disagrees with the file size", path: path,
+                offset: footerOffset + 24)
+        }
+        let tableBytes = try handle.read(exactly: Int(tableLength), at: parsed.table)
+        guard CRC32C.checksum(tableBytes) == parsed.tableCRC else {
+            throw StoreError.corruption("segment block table checksum mismatch", path: path, offset: parsed.table)
+        }
+        var blocks: [Block] = []
+        blocks.reserveCapacity(blockCount)
+        try tableBytes.withBytes { (raw) throws(StoreError) in
+            var reader = ByteReader(raw)
+            var expected = UInt64(Format.segmentHeaderSize)
+            for index in 0..<blockCount {
+                let block = Block(offset: reader.u64() ?? 0, storedCount: reader.u32() ?? 0, rawCount: reader.u32() ?? 0)
+                // Blocks are contiguous and end where the table starts ([SEG-5]).
+                guard block.offset == expected else {
+                    throw StoreError.corruption(
+                        "block table entry \(index) points at \(block.offset), expected \(expected)", path: path,
+                        offset: parsed.table + UInt64(index * Format.blockTableEntrySize))
+                }
+                expected = block.offset + UInt64(Format.blockHeaderSize) + UInt64(block.storedCount)
+                blocks.append(block)
+            }
+            guard expected == parsed.table else {
+                throw StoreError.corruption("blocks do not end where the block table starts", path: path, offset: parsed.table)
+            }
+        }
+        return SegmentReader(
+            path: path, fileNumber: fileNumber, fileSize: size, handle: handle,
+            dataBlocks: Array(blocks[0..<parsed.data]), hintBlocks: Array(blocks[parsed.data...]),
+            entryCount: parsed.entries, maxSequence: parsed.maxSeq)
+    }
+
+    /// Reads, checks and decompresses one block.
+    func readBlock(_ block: Block) throws(StoreError) -> [UInt8] {
+        let total = Format.blockHeaderSize + Int(block.storedCount)
+        let bytes = try handle.read(exactly: total, at: block.offset)
+        return try bytes.withBytes { (raw) throws(StoreError) -> [UInt8] in
+            var reader = ByteReader(raw)
+            let crc = reader.u32() ?? 0, stored = reader.u32() ?? 0, rawCount = reader.u32() ?? 0
+            let compression = reader.u8() ?? 0
+            let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[4...]))
+            guard crc == actual, stored == block.storedCount, rawCount == block.rawCount else {
+                throw StoreError.corruption("block checksum mismatch", path: path, offset: block.offset)
+            }
+            let payload = UnsafeRawBufferPointer(rebasing: raw[Format.blockHeaderSize...])
+            switch compression {
+            case Format.compressionNone where stored == rawCount:
+                return Array(payload)
+            case Format.compressionLZ4:
+                guard let output = LZ4.decompress(payload, rawCount: Int(rawCount)) else {
+                    throw StoreError.corruption("block does not decompress", path: path, offset: block.offset)
+                }
+                return output
+            default:
+                throw StoreError.corruption("block has unknown compression \(compression)", path: path, offset: block.offset)
+            }
+        }
+    }
+
+    /// Reads data block `index`.
+    func readDataBlock(_ index: Int) throws(StoreError) -> [UInt8] {
+        guard index >= 0, index < dataBlocks.count else {
+            throw StoreError.corruption("no data block \(index)", path: path, offset: 0)
+        }
+        return try readBlock(dataBlocks[index])
+    }
+
+    /// Decodes the entry at `location` from an already decompressed data block.
+    func entry(in block: [UInt8], at location: ValueLocation) throws(StoreError) -> LogEntry {
+        let start = Int(location.offset), end = start + Int(location.length)
+        let blockOffset = dataBlocks[Int(location.position)].offset
+        guard end <= block.count else {
+            throw StoreError.corruption("entry runs past the end of its block", path: path, offset: blockOffset)
+        }
+        return try block.withBytes { (raw) throws(StoreError) -> LogEntry in
+            try LogEntry.decodeExactly(
+                UnsafeRawBufferPointer(rebasing: raw[start..<end]), path: path, offset: blockOffset)
+        }
+    }
+
+    /// Reads one entry (its whole block is read and checked).
+    func readEntry(at location: ValueLocation) throws(StoreError) -> LogEntry {
+        try entry(in: readDataBlock(Int(location.position)), at: location)
+    }
+
+    /// Reads every hint, in key order ([SEG-4]).
+    func readHints() throws(StoreError) -> [Hint] {
+        var hints: [Hint] = []
+        hints.reserveCapacity(Int(min(entryCount, 1 << 24)))
+        for block in hintBlocks {
+            let raw = try readBlock(block)
+            try raw.withBytes { (buffer) throws(StoreError) in
+                var reader = ByteReader(buffer)
+                while !reader.isAtEnd {
+                    guard let kind = reader.u8(), kind == Format.entryPut || kind == Format.entryDelete,
+                        let keyCount = reader.length(limit: Format.maxKeyLength), let key = reader.array(keyCount),
+                        let sequence = reader.varint(), let position = reader.varint(),
+                        let offset = reader.varint(), let length = reader.varint(),
+                        position < UInt64(dataBlocks.count),
+                        offset + length <= UInt64(dataBlocks[Int(position)].rawCount)
+                    else {
+                        throw StoreError.corruption("hint does not decode", path: path, offset: block.offset)
+                    }
+                    hints.append(
+                        Hint(
+                            key: key, isDelete: kind == Format.entryDelete, sequence: sequence,
+                            location: ValueLocation(
+                                fileNumber: fileNumber, position: UInt32(position), offset: UInt32(offset),
+                                length: UInt32(length))))
+                }
+            }
+        }
+        guard UInt64(hints.count) == entryCount else {
+            throw StoreError.corruption(
+                "footer counts \(entryCount) entries but hints hold \(hints.count)", path: path,
+                offset: fileSize - UInt64(Format.segmentFooterSize))
+        }
+        return hints
+    }
+
+    /// Repair: rebuilds hints by decoding every data block, skipping blocks that fail their checks.
+    func salvageHints(dropped: inout [DroppedRange]) -> [Hint] {
+        var hints: [Hint] = []
+        for (index, block) in dataBlocks.enumerated() {
+            guard let raw = try? readBlock(block) else {
+                dropped.append(
+                    DroppedRange(
+                        path: path, offset: block.offset,
+                        length: UInt64(Format.blockHeaderSize) + UInt64(block.storedCount),
+                        reason: "data block failed its checksum"))
+                continue
+            }
+            raw.withUnsafeBytes { buffer in
+                var reader = ByteReader(buffer)
+                while !reader.isAtEnd {
+                    let start = reader.position
+                    guard case .success(let entry) = LogEntry.decode(from: &reader) else {
+                        dropped.append(
+                            DroppedRange(
+                                path: path, offset: block.offset, length: UInt64(buffer.count - start),
+                                reason: "entry at \(start) of a block does not decode"))
+                        return
+                    }
+                    hints.append(
+                        Hint(
+                            key: entry.key, isDelete: entry.isDelete, sequence: entry.sequence,
+                            location: ValueLocation(
+                                fileNumber: fileNumber, position: UInt32(index), offset: UInt32(start),
+                                length: UInt32(reader.position - start))))
+                }
+            }
+        }
+        return hints
+    }
+}
