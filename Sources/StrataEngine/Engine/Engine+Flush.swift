@@ -113,7 +113,8 @@ extension Engine {
             let result = try SegmentWriter(
                 fileSystem: fileSystem, path: segmentPath, fileNumber: segmentNumber, blockSize: options.blockSize
             ).write(inputs)
-            try fileSystem.syncDirectory(path)
+            // No directory sync here: the manifest install below syncs the directory before
+            // the new manifest can name the segment ([MAN-4]).
             let segment = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: segmentNumber)
             segmentFile = LiveFile(number: segmentNumber, path: segmentPath, content: .segment(segment), fileSystem: fileSystem)
             written = result
