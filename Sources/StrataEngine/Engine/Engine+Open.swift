@@ -73,7 +73,7 @@ extension Engine {
         // rollover or compaction: remove them.
         if !options.readOnly {
             let live = Set(manifest.wals + manifest.segments.map(\.fileNumber))
-            for name in names {
+            for name in try fs.contentsOfDirectory(path) {
                 let orphan = Format.parseNumberedFileName(name).map { !live.contains($0.number) } ?? false
                 if orphan || name == Format.manifestTempFileName { try fs.remove(path + "/" + name) }
             }
