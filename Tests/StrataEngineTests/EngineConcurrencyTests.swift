@@ -16,8 +16,8 @@ import Testing
         options.checkInvariants = false
         let engine = try Engine.open(at: "/store", options: options)
         let writers = 3, commitsPerWriter = 150
-        let sequences = Mutex<[UInt64]>([])
-        let torn = Mutex<[String]>([])
+        let sequences = Locked<[UInt64]>([])
+        let torn = Locked<[String]>([])
         let writersDone = Atomic<Int>(0)
         let group = DispatchGroup()
         for writer in 0..<writers {

@@ -19,8 +19,14 @@ import Testing
             case 80..<90:
                 let key = testKey(Int.random(in: 0..<150, using: &rng))
                 #expect(try engine.get(key) == model[key], "step \(step)")
-            case 90..<95:
+            case 90..<93:
                 try engine.flush()
+            case 93..<95:
+                var policy = CompactionOptions()
+                policy.minDeadRatio = Double.random(in: 0...1, using: &rng)
+                policy.smallSegmentBytes = UInt64.random(in: 0...4096, using: &rng)
+                policy.targetSegmentBytes = UInt64.random(in: 256...8192, using: &rng)
+                try engine.compact(Bool.random(using: &rng) ? policy : .full)
             default:
                 try engine.close()
                 engine = try Engine.open(at: "/store", options: options)

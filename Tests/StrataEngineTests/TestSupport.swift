@@ -29,6 +29,7 @@ func testOptions(_ fs: FaultInjectingFileSystem, rollover: UInt64 = 4096, durabi
     options.backgroundFlush = false
     options.checkInvariants = true
     options.durability = durability
+    options.compaction.automatic = false  // tests compact explicitly, so sync points are deterministic
     return options
 }
 

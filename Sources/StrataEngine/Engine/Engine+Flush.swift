@@ -50,16 +50,20 @@ extension Engine {
     /// Flushes queued WALs, oldest first, one at a time. A failure turns the engine read-only
     /// (the WAL still holds the data; the next open retries).
     func runPendingFlushes() {
-        flushLock.withLock { _ in
+        let flushed = flushLock.withLock { _ -> Bool in
+            var flushed = false
             while let number = writer.withLock({ $0.pendingFlushes.first }) {
                 do throws(StoreError) {
                     try flushWAL(number)
+                    flushed = true
                 } catch {
                     poison(error)
-                    return
+                    return false
                 }
             }
+            return flushed
         }
+        if flushed { scheduleCompaction() }
     }
 
     /// Rolls the WAL over (if it holds any record) and writes every rolled-over WAL as a
@@ -131,6 +135,7 @@ extension Engine {
             try manifest.install(fileSystem: fileSystem, directory: path)
             state.manifest = manifest
             state.pendingFlushes.removeAll { $0 == number }
+            if let segmentFile { state.segmentMinSequence[segmentFile.number] = inputs.map(\.sequence).min() ?? 0 }
 
             var (index, usage) = shared.withLock { ($0.index, $0.usage) }
             if let segmentFile, let written {

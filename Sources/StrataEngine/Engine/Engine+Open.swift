@@ -85,6 +85,7 @@ extension Engine {
         var hintLists: [[SegmentReader.Hint]] = []
         var lastSequence = manifest.lastSequence
         var keptSegments: [Manifest.Segment] = []
+        var segmentMinSequence: [UInt32: UInt64] = [:]
         for segment in manifest.segments {
             let segmentPath = path + "/" + Format.segmentFileName(segment.fileNumber)
             do throws(StoreError) {
@@ -96,6 +97,7 @@ extension Engine {
                     hints = reader.salvageHints(dropped: &report.dropped)
                 }
                 hintLists.append(hints)
+                segmentMinSequence[segment.fileNumber] = hints.map(\.sequence).min() ?? 0
                 files[segment.fileNumber] = LiveFile(
                     number: segment.fileNumber, path: segmentPath, content: .segment(reader), fileSystem: fs)
                 lastSequence = max(lastSequence, reader.maxSequence)
@@ -157,7 +159,7 @@ extension Engine {
             shared: SharedState(index: index, sequence: lastSequence, files: files, usage: usage),
             writer: WriterState(
                 manifest: manifest, wal: active, walEnd: activeEnd, walSynced: activeEnd, lastSequence: lastSequence,
-                pendingFlushes: Array(manifest.wals.dropLast())))
+                pendingFlushes: Array(manifest.wals.dropLast()), segmentMinSequence: segmentMinSequence))
         if options.repair && !options.readOnly && !report.isClean {
             // Rewrite what was salvaged into a clean segment and a clean manifest.
             try engine.writer.withLock { (state) throws(StoreError) in

@@ -32,7 +32,10 @@ public final class Engine: Sendable {
     /// What open in repair mode dropped, or `nil` when not opened with repair.
     public let repairReport: RepairReport?
     let flushQueue = DispatchQueue(label: "strata.engine.flush")
-    let syncTimer: Mutex<DispatchSourceTimer?> = Mutex(nil)
+    let compactionQueue = DispatchQueue(label: "strata.engine.compactor")
+    /// The compactor's counters and pause flag.
+    let compaction: Locked<CompactionState> = Locked(CompactionState())
+    let syncTimer: Locked<DispatchSourceTimer?> = Locked(nil)
 
     // MARK: State below is protected by `shared`: what readers see.
 
@@ -46,7 +49,7 @@ public final class Engine: Sendable {
         var failure: StoreError?
         var isClosed = false
     }
-    let shared: Mutex<SharedState>
+    let shared: Locked<SharedState>
 
     // MARK: State below is protected by `writer`, held by the group-commit leader, by
     // rollover, by the flush's swap and by close. Readers never take it.
@@ -59,13 +62,15 @@ public final class Engine: Sendable {
         var lastSequence: UInt64
         /// Rolled-over WALs waiting to become segments, oldest first.
         var pendingFlushes: [UInt32]
+        /// The smallest sequence number in each live segment (for dropping tombstones, [CMP-4]).
+        var segmentMinSequence: [UInt32: UInt64]
     }
-    let writer: Mutex<WriterState>
+    let writer: Locked<WriterState>
 
     /// Commits waiting for a leader. Protected by its own lock, taken only briefly.
-    let pending: Mutex<[CommitRequest]> = Mutex([])
+    let pending: Locked<[CommitRequest]> = Locked([])
     /// Serialises flushes (one WAL becomes a segment at a time).
-    let flushLock: Mutex<Void> = Mutex(())
+    let flushLock: Locked<Void> = Locked(())
 
     init(
         path: String, options: EngineOptions, lock: any FileLock, repairReport: RepairReport?,
@@ -76,8 +81,8 @@ public final class Engine: Sendable {
         self.fileSystem = options.fileSystem
         self.lock = lock
         self.repairReport = repairReport
-        self.shared = Mutex(shared)
-        self.writer = Mutex(writer)
+        self.shared = Locked(shared)
+        self.writer = Locked(writer)
     }
 
     deinit {
@@ -194,6 +199,8 @@ public final class Engine: Sendable {
             $0 = nil
         }
         flushQueue.sync {}
+        pauseCompaction()
+        compactionQueue.sync {}
         var failure: StoreError? = nil
         writer.withLock { state in
             guard !options.readOnly, state.walSynced < state.walEnd, case .wal(let handle) = state.wal.content
@@ -213,7 +220,7 @@ public final class Engine: Sendable {
 /// One committer's batch waiting for (or handled by) a group-commit leader.
 final class CommitRequest: Sendable {
     let operations: [WALRecord.Operation]
-    private let outcome: Mutex<Result<UInt64, StoreError>?> = Mutex(nil)
+    private let outcome: Locked<Result<UInt64, StoreError>?> = Locked(nil)
 
     init(operations: [WALRecord.Operation]) { self.operations = operations }
 

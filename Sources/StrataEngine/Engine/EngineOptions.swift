@@ -29,6 +29,8 @@ public struct EngineOptions: Sendable {
     public var readOnly: Bool = false
     /// Run the index's invariant check after every commit and flush (slow; for tests).
     public var checkInvariants: Bool = false
+    /// When and how the background compactor rewrites segments.
+    public var compaction = CompactionOptions()
     /// The file system the engine uses. Default ``PosixFileSystem``.
     public var fileSystem: any FileSystem = PosixFileSystem()
 

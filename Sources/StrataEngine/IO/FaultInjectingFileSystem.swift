@@ -70,7 +70,7 @@ public final class FaultInjectingFileSystem: FileSystem {
     }
 
     /// All mutable state. Only ever touched under this lock.
-    private let state = Mutex(FaultState())
+    private let state = Locked(FaultState())
 
     /// Creates an empty file system holding only the durable directory "/".
     public init(spaceLimit: UInt64? = nil) {

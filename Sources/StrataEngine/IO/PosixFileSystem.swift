@@ -153,11 +153,11 @@ final class PosixFileHandle: FileHandle {
     }
 
     let path: String
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(fd: Int32, path: String) {
         self.path = path
-        self.state = Mutex(State(fd: fd))
+        self.state = Locked(State(fd: fd))
     }
 
     deinit { close() }
@@ -277,9 +277,9 @@ final class PosixFileHandle: FileHandle {
 /// Thread safety: `fd` (a `Mutex`) holds the descriptor until `unlock()` takes and closes it,
 /// which releases the lock; a second `unlock()` finds `nil` and does nothing.
 final class PosixFileLock: FileLock {
-    private let fd: Mutex<Int32?>
+    private let fd: Locked<Int32?>
 
-    init(fd: Int32) { self.fd = Mutex(fd) }
+    init(fd: Int32) { self.fd = Locked(fd) }
 
     deinit { unlock() }
 
