@@ -35,8 +35,10 @@ extension Engine {
         scheduleCompaction()
     }
 
-    /// Waits until no background compaction is queued or running.
+    /// Waits until no background flush or compaction is queued or running (a flush can
+    /// queue a compaction, so flushes are drained first).
     public func waitForCompaction() {
+        flushQueue.sync {}
         compactionQueue.sync {}
     }
 
@@ -123,7 +125,14 @@ extension Engine {
                 throw StoreError(.notFound, "compaction victim \(victim.fileNumber) is not open", path: path)
             }
             var memo = BlockMemo()
-            for hint in try reader.readHints() {
+            var hints: [SegmentReader.Hint]
+            if options.repair {
+                var ignored = RepairReport()
+                hints = Self.salvagedHints(of: reader, report: &ignored)
+            } else {
+                hints = try reader.readHints()
+            }
+            for hint in hints {
                 if hint.isDelete {
                     if hint.sequence < oldestOutside {
                         dropped += 1

@@ -86,8 +86,9 @@ extension Engine {
             throw StoreError(.notFound, "WAL \(number) queued for flush is not open", path: path)
         }
         let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
-        let reader = WALReader(path: file.path, bytes: bytes, isNewest: false, repair: false)
-        _ = try reader.checkHeader()
+        // In repair mode the WAL may hold ranges recovery dropped; skip them the same way.
+        let reader = WALReader(path: file.path, bytes: bytes, isNewest: false, repair: options.repair)
+        if !options.repair { _ = try reader.checkHeader() }
         var latest: [[UInt8]: (entry: LogEntry, offset: UInt64)] = [:]
         var maxSequence: UInt64 = 0
         _ = try reader.read { (record) throws(StoreError) in

@@ -61,10 +61,14 @@ extension Engine {
         do throws(StoreError) {
             if let loaded = try Manifest.load(fileSystem: fs, directory: path) {
                 manifest = loaded
+            } else if options.repair && !numbered.isEmpty {
+                manifest = try rebuiltManifest(path: path, numbered: numbered, options: options)
+                report.rebuiltManifest = true
             } else {
                 manifest = try newStoreManifest(path: path, names: names, numbered: numbered, options: options)
             }
-        } catch let error where options.repair && error.code == .corruption {
+        } catch let error where options.repair && (error.code == .corruption || error.code == .notAStore) && !numbered.isEmpty {
+            // [REC-7] A damaged MANIFEST in a directory of Strata files is rebuilt from them.
             manifest = try rebuiltManifest(path: path, numbered: numbered, options: options)
             report.rebuiltManifest = true
         }
@@ -90,11 +94,11 @@ extension Engine {
             let segmentPath = path + "/" + Format.segmentFileName(segment.fileNumber)
             do throws(StoreError) {
                 let reader = try openSegment(path: segmentPath, number: segment.fileNumber, fileSystem: fs)
-                let hints: [SegmentReader.Hint]
-                do throws(StoreError) {
+                var hints: [SegmentReader.Hint]
+                if options.repair {
+                    hints = salvagedHints(of: reader, report: &report)
+                } else {
                     hints = try reader.readHints()
-                } catch let error where options.repair && error.code == .corruption {
-                    hints = reader.salvageHints(dropped: &report.dropped)
                 }
                 hintLists.append(hints)
                 segmentMinSequence[segment.fileNumber] = hints.map(\.sequence).min() ?? 0
@@ -120,9 +124,15 @@ extension Engine {
             files[number] = file
             let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
             let reader = WALReader(path: walPath, bytes: bytes, isNewest: isNewest, repair: options.repair)
-            let headerNumber = try reader.checkHeader()
-            guard headerNumber == number else {
-                throw StoreError.corruption("WAL header names file \(headerNumber), expected \(number)", path: walPath, offset: 16)
+            do throws(StoreError) {
+                let headerNumber = try reader.checkHeader()
+                guard headerNumber == number else {
+                    throw StoreError.corruption("WAL header names file \(headerNumber), expected \(number)", path: walPath, offset: 16)
+                }
+            } catch let error where options.repair && error.code == .corruption {
+                // [REC-7] The manifest says which WAL this is; its records carry their own checks.
+                report.dropped.append(
+                    DroppedRange(path: walPath, offset: 0, length: UInt64(Format.walHeaderSize), reason: "WAL header: \(error.message)"))
             }
             usage[number] = FileUsage()
             let outcome = try reader.read { (record) throws(StoreError) in
@@ -166,6 +176,7 @@ extension Engine {
                 try state.manifest.install(fileSystem: fs, directory: path)
             }
             try engine.flush()
+            try engine.compact(.full)
         } else if !options.readOnly && manifest.wals.count > 1 {
             engine.scheduleFlushes()
         }
@@ -257,7 +268,40 @@ extension Engine {
         for hint in merged where !hint.isDelete {
             sorted.append((hint.key, IndexEntry(sequence: hint.sequence, location: hint.location)))
         }
-        return try KeyIndex(sortedUnique: sorted)
+        do throws(StoreError) {
+            return try KeyIndex(sortedUnique: sorted)
+        } catch {
+            throw StoreError(.corruption, "segment hints do not form a sorted key set: \(error.message)")
+        }
+    }
+
+    /// Repair: a segment's hints, checked against its data blocks. Hints of a block that fails
+    /// its checks are dropped; damaged hint blocks are rebuilt from the data blocks ([REC-7]).
+    static func salvagedHints(of reader: SegmentReader, report: inout RepairReport) -> [SegmentReader.Hint] {
+        var badBlocks: Set<UInt32> = []
+        for (index, block) in reader.dataBlocks.enumerated() {
+            do throws(StoreError) {
+                _ = try reader.readBlock(block)
+            } catch {
+                badBlocks.insert(UInt32(index))
+                report.dropped.append(
+                    DroppedRange(
+                        path: reader.path, offset: block.offset,
+                        length: UInt64(Format.blockHeaderSize) + UInt64(block.storedCount), reason: "data block: \(error.message)"))
+            }
+        }
+        do throws(StoreError) {
+            return try reader.readHints().filter { !badBlocks.contains($0.location.position) }
+        } catch {
+            let start = reader.hintBlocks.first?.offset ?? 0
+            let end = reader.hintBlocks.last.map { $0.offset + UInt64(Format.blockHeaderSize) + UInt64($0.storedCount) } ?? start
+            report.dropped.append(
+                DroppedRange(
+                    path: reader.path, offset: error.offset ?? start, length: end - start,
+                    reason: "hints rebuilt from the data blocks: \(error.message)"))
+            var ignored: [DroppedRange] = []  // bad data blocks were reported above
+            return reader.salvageHints(dropped: &ignored)
+        }
     }
 
     /// Merges two hint lists sorted by key into one, keeping per key the higher sequence and

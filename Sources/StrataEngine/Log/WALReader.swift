@@ -35,12 +35,13 @@ struct WALReader {
         try bytes.withBytes { (raw) throws(StoreError) -> UInt32 in
             var reader = ByteReader(raw)
             guard let magic = reader.bytes(8), Array(magic) == Format.walMagic else {
-                throw StoreError(.notAStore, "WAL file does not start with the Strata WAL magic", path: path, offset: 0)
+                throw StoreError.corruption("WAL file does not start with the Strata WAL magic", path: path, offset: 0)
             }
-            guard let version = reader.u32(), reader.u32() != nil, let number = reader.u64(),
-                let crc = reader.u32()
+            guard let version = reader.u32(), let reserved = reader.u32(), let number = reader.u64(),
+                let crc = reader.u32(), let reservedTail = reader.u32()
             else { throw StoreError.corruption("WAL header is truncated", path: path, offset: 0) }
-            guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])) else {
+            guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])), reserved == 0, reservedTail == 0
+            else {
                 throw StoreError.corruption("WAL header checksum mismatch", path: path, offset: 0)
             }
             guard version <= Format.version else {

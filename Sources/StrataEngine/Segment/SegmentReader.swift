@@ -64,13 +64,16 @@ final class SegmentReader: Sendable {
         try header.withBytes { (raw) throws(StoreError) in
             var reader = ByteReader(raw)
             guard let magic = reader.bytes(8), Array(magic) == Format.segmentMagic else {
-                throw StoreError(.notAStore, "segment does not start with the Strata segment magic", path: path, offset: 0)
+                throw StoreError.corruption("segment does not start with the Strata segment magic", path: path, offset: 0)
             }
             let version = reader.u32() ?? 0
-            _ = reader.u32()
+            let reserved = reader.u32() ?? 0
             let number = reader.u64() ?? 0
             let crc = reader.u32() ?? 0
-            guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])) else {
+            let reservedTail = reader.u32() ?? 0
+            guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])), reserved == 0,
+                reservedTail == 0
+            else {
                 throw StoreError.corruption("segment header checksum mismatch", path: path, offset: 0)
             }
             guard version <= Format.version else {
@@ -90,14 +93,16 @@ final class SegmentReader: Sendable {
             var reader = ByteReader(raw)
             let magic = reader.bytes(8).map { Array($0) }
             let version = reader.u32() ?? 0
-            _ = reader.u32()
+            let flags = reader.u32() ?? 0
             let data = Int(reader.u32() ?? 0), hints = Int(reader.u32() ?? 0)
             let table = reader.u64() ?? 0
             let tableCRC = reader.u32() ?? 0
-            _ = reader.u32()
+            let reserved = reader.u32() ?? 0
             let entries = reader.u64() ?? 0, maxSeq = reader.u64() ?? 0
             let crc = reader.u32() ?? 0
-            guard magic == Format.segmentMagic, crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<56]))
+            let reservedTail = reader.u32() ?? 0
+            guard magic == Format.segmentMagic, crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<56])),
+                flags == 0, reserved == 0, reservedTail == 0
             else { throw StoreError.corruption("segment footer is damaged", path: path, offset: footerOffset) }
             guard version <= Format.version else {
                 throw StoreError(
@@ -108,7 +113,10 @@ final class SegmentReader: Sendable {
         }
         let blockCount = parsed.data + parsed.hints
         let tableLength = UInt64(blockCount) * UInt64(Format.blockTableEntrySize)
-        guard parsed.table >= UInt64(Format.segmentHeaderSize), parsed.table + tableLength == footerOffset else {
+        // Subtractions only: a crafted offset must not overflow ([SEG-5]).
+        guard parsed.table >= UInt64(Format.segmentHeaderSize), parsed.table <= footerOffset,
+            footerOffset - parsed.table == tableLength
+        else {
             throw StoreError.corruption(
                 "segment footer's block table position disagrees with the file size", path: path,
                 offset: footerOffset + 24)
@@ -124,13 +132,18 @@ final class SegmentReader: Sendable {
             var expected = UInt64(Format.segmentHeaderSize)
             for index in 0..<blockCount {
                 let block = Block(offset: reader.u64() ?? 0, storedCount: reader.u32() ?? 0, rawCount: reader.u32() ?? 0)
-                // Blocks are contiguous and end where the table starts ([SEG-5]).
-                guard block.offset == expected else {
+                // Blocks are contiguous and end where the table starts ([SEG-5]); LZ4 expands at
+                // most 255-fold, which bounds what a crafted raw length can make us allocate.
+                guard block.offset == expected, UInt64(block.rawCount) <= UInt64(block.storedCount) * 255 + 64 else {
                     throw StoreError.corruption(
                         "block table entry \(index) points at \(block.offset), expected \(expected)", path: path,
                         offset: parsed.table + UInt64(index * Format.blockTableEntrySize))
                 }
                 expected = block.offset + UInt64(Format.blockHeaderSize) + UInt64(block.storedCount)
+                guard expected <= parsed.table else {
+                    throw StoreError.corruption(
+                        "block \(index) runs into the block table", path: path, offset: block.offset)
+                }
                 blocks.append(block)
             }
             guard expected == parsed.table else {
@@ -181,6 +194,9 @@ final class SegmentReader: Sendable {
     /// Decodes the entry at `location` from an already decompressed data block.
     func entry(in block: [UInt8], at location: ValueLocation) throws(StoreError) -> LogEntry {
         let start = Int(location.offset), end = start + Int(location.length)
+        guard Int(location.position) < dataBlocks.count else {
+            throw StoreError.corruption("no data block \(location.position)", path: path, offset: 0)
+        }
         let blockOffset = dataBlocks[Int(location.position)].offset
         guard end <= block.count else {
             throw StoreError.corruption("entry runs past the end of its block", path: path, offset: blockOffset)
@@ -199,7 +215,7 @@ final class SegmentReader: Sendable {
     /// Reads every hint, in key order ([SEG-4]).
     func readHints() throws(StoreError) -> [Hint] {
         var hints: [Hint] = []
-        hints.reserveCapacity(Int(min(entryCount, 1 << 24)))
+        hints.reserveCapacity(Int(min(entryCount, fileSize / 8)))
         for block in hintBlocks {
             let raw = try readBlock(block)
             try raw.withBytes { (buffer) throws(StoreError) in
@@ -210,9 +226,14 @@ final class SegmentReader: Sendable {
                         let sequence = reader.varint(), let position = reader.varint(),
                         let offset = reader.varint(), let length = reader.varint(),
                         position < UInt64(dataBlocks.count),
-                        offset + length <= UInt64(dataBlocks[Int(position)].rawCount)
+                        offset <= UInt64(dataBlocks[Int(position)].rawCount),
+                        length <= UInt64(dataBlocks[Int(position)].rawCount) - offset
                     else {
                         throw StoreError.corruption("hint does not decode", path: path, offset: block.offset)
+                    }
+                    // [SEG-4] Hints are in strictly ascending key order.
+                    if let previous = hints.last, !previous.key.lexicographicallyPrecedes(key) {
+                        throw StoreError.corruption("hints are not in ascending key order", path: path, offset: block.offset)
                     }
                     hints.append(
                         Hint(
@@ -263,6 +284,11 @@ final class SegmentReader: Sendable {
                 }
             }
         }
-        return hints
+        // Damaged files may hold keys out of order or twice: keep the newest entry per key, sorted.
+        hints.sort { $0.key == $1.key ? $0.sequence > $1.sequence : $0.key.lexicographicallyPrecedes($1.key) }
+        var unique: [Hint] = []
+        unique.reserveCapacity(hints.count)
+        for hint in hints where unique.last?.key != hint.key { unique.append(hint) }
+        return unique
     }
 }
