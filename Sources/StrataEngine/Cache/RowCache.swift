@@ -35,13 +35,13 @@ final class RowCache: Sendable {
 
     /// Protects every entry, the recency list, the pin counts, the byte totals and the
     /// statistics counters: all of the cache's mutable state.
-    let state: Mutex<State>
+    let state: Locked<State>
 
     /// Creates an empty cache whose unpinned entries may occupy up to `budgetBytes` bytes (a
     /// negative budget is treated as 0: only pinned entries are kept). O(1).
     init(budgetBytes: Int) {
         self.budgetBytes = max(0, budgetBytes)
-        self.state = Mutex(State())
+        self.state = Locked(State())
     }
 
     /// The cost of an entry, in bytes. O(1).

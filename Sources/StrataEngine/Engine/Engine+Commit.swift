@@ -83,6 +83,15 @@ extension Engine {
             $0.usage = usage
             $0.sequence = sequence
         }
+        // Write through to cached or pinned keys; a hit must match the index's sequence, so
+        // readers of older snapshots simply miss.
+        var cacheSequence = state.lastSequence - UInt64(group.count)
+        for request in group {
+            cacheSequence += 1
+            for operation in request.operations {
+                rowCache.update(operation.key, sequence: cacheSequence, value: operation.isDelete ? nil : operation.value)
+            }
+        }
         var first = sequence - UInt64(group.count)
         for request in group {
             first += 1

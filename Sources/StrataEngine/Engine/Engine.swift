@@ -33,6 +33,8 @@ public final class Engine: Sendable {
     public let repairReport: RepairReport?
     let flushQueue = DispatchQueue(label: "strata.engine.flush")
     let compactionQueue = DispatchQueue(label: "strata.engine.compactor")
+    /// Decoded values by key, validated by sequence number; pinned keys are never evicted.
+    let rowCache: RowCache
     /// The compactor's counters and pause flag.
     let compaction: Locked<CompactionState> = Locked(CompactionState())
     let syncTimer: Locked<DispatchSourceTimer?> = Locked(nil)
@@ -83,6 +85,7 @@ public final class Engine: Sendable {
         self.repairReport = repairReport
         self.shared = Locked(shared)
         self.writer = Locked(writer)
+        self.rowCache = RowCache(budgetBytes: options.rowCacheBytes)
     }
 
     deinit {
@@ -98,13 +101,34 @@ public final class Engine: Sendable {
     public func snapshot() throws(StoreError) -> Snapshot {
         try shared.withLock { (state) throws(StoreError) -> Snapshot in
             guard !state.isClosed else { throw StoreError(.closed, "the engine was closed", path: path) }
-            return Snapshot(sequence: state.sequence, index: state.index, files: state.files)
+            return Snapshot(sequence: state.sequence, index: state.index, files: state.files, cache: rowCache)
         }
     }
 
     /// The value of `key`, or `nil`.
     public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
         try snapshot().get(key)
+    }
+
+    // MARK: The row cache
+
+    /// Pins `keys` in the row cache: each call adds one to each key's count, and a key whose
+    /// count is above zero keeps its row cached whatever the budget (a key not yet cached is
+    /// cached on its next read and then kept). Mirrors the incremental-store contract's
+    /// register counts.
+    public func pin(_ keys: [[UInt8]]) {
+        rowCache.pin(keys)
+    }
+
+    /// Removes one from each key's pin count. Throws ``StoreError/Code/invalidArgument``, and
+    /// changes nothing, if any key's count is already zero (an unbalanced unregister).
+    public func unpin(_ keys: [[UInt8]]) throws(StoreError) {
+        try rowCache.unpin(keys)
+    }
+
+    /// The row cache's counters: hits, misses, evictions, pinned and unpinned bytes.
+    public func cacheStats() -> RowCacheStats {
+        rowCache.stats
     }
 
     // MARK: Writes

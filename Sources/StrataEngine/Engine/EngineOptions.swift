@@ -29,6 +29,9 @@ public struct EngineOptions: Sendable {
     public var readOnly: Bool = false
     /// Run the index's invariant check after every commit and flush (slow; for tests).
     public var checkInvariants: Bool = false
+    /// Bytes of unpinned values the row cache keeps; pinned rows stay whatever this says.
+    /// Default 64 MiB.
+    public var rowCacheBytes = 64 << 20
     /// When and how the background compactor rewrites segments.
     public var compaction = CompactionOptions()
     /// The file system the engine uses. Default ``PosixFileSystem``.

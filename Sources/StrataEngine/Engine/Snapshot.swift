@@ -15,6 +15,7 @@ public struct Snapshot: Sendable {
     public let sequence: UInt64
     let index: KeyIndex
     let files: [UInt32: LiveFile]
+    let cache: RowCache?
 
     /// How many keys the snapshot holds. O(1).
     public var count: Int { index.count }
@@ -22,7 +23,10 @@ public struct Snapshot: Sendable {
     /// The value of `key`, or `nil` if it has none.
     public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
         guard let entry = index.lookup(key) else { return nil }
-        return try read(key: key, entry: entry).value
+        if let cached = cache?.lookup(key, sequence: entry.sequence) { return cached }
+        let value = try read(key: key, entry: entry).value
+        cache?.insert(key, sequence: entry.sequence, value: value)
+        return value
     }
 
     /// Whether `key` has a value. Reads only the index.

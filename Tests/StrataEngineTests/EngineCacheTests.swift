@@ -1,0 +1,82 @@
+import Testing
+@testable import StrataEngine
+
+/// The row cache as the engine uses it: pins keep rows resident, commits and snapshots stay
+/// consistent with it, compaction never makes it stale.
+@Suite struct EngineCacheTests {
+    static func engine(budget: Int) throws -> Engine {
+        var options = testOptions(FaultInjectingFileSystem(), rollover: 1 << 20)
+        options.rowCacheBytes = budget
+        return try Engine.open(at: "/store", options: options)
+    }
+
+    @Test func pinnedRowsStayCachedUnderPressureAndUnpinnedOnesAreEvicted() throws {
+        let engine = try Self.engine(budget: 4096)
+        for i in 0..<200 { try engine.put(testKey(i), [UInt8](repeating: UInt8(i % 256), count: 100)) }
+        try engine.flush()
+        let pinned = (0..<10).map(testKey)
+        engine.pin(pinned)
+        for key in pinned { _ = try engine.get(key) }  // loaded on first read, then kept
+        for round in 0..<3 { for i in 10..<200 { _ = try engine.get(testKey(i)); _ = round } }
+        let stats = engine.cacheStats()
+        #expect(stats.pinnedEntries == 10)
+        #expect(stats.evictions > 0)
+        #expect(stats.unpinnedBytes <= 4096)
+        for key in pinned { #expect(engine.rowCache.contains(key), "pinned row evicted") }
+        let hitsBefore = engine.cacheStats().hits
+        for key in pinned { _ = try engine.get(key) }
+        #expect(engine.cacheStats().hits == hitsBefore + 10)
+        // Once unpinned, the same pressure evicts them.
+        try engine.unpin(pinned)
+        for i in 10..<200 { _ = try engine.get(testKey(i)) }
+        #expect(pinned.filter { engine.rowCache.contains($0) }.count < 10)
+        #expect(engine.cacheStats().pinnedEntries == 0)
+    }
+
+    @Test func anUnbalancedUnpinIsReportedAndChangesNothing() throws {
+        let engine = try Self.engine(budget: 1 << 20)
+        engine.pin([[1]])
+        do {
+            try engine.unpin([[1], [2]])
+            Issue.record("unbalanced unpin accepted")
+        } catch {
+            #expect(error.code == .invalidArgument)
+        }
+        #expect(engine.rowCache.pinCount([1]) == 1)
+        try engine.unpin([[1]])
+        #expect(engine.rowCache.pinCount([1]) == 0)
+        #expect(engine.cacheStats().unbalancedUnpins == 1)
+    }
+
+    @Test func commitsUpdateCachedRowsAndOlderSnapshotsStillSeeTheirValues() throws {
+        let engine = try Self.engine(budget: 1 << 20)
+        try engine.put([1], [10])
+        engine.pin([[1]])
+        #expect(try engine.get([1]) == [10])
+        let old = try engine.snapshot()
+        try engine.put([1], [11])
+        #expect(try engine.get([1]) == [11])
+        #expect(try old.get([1]) == [10], "an older snapshot must not see the newer cached value")
+        #expect(try engine.get([1]) == [11], "the older read did not put a stale value back")
+        try engine.delete([1])
+        #expect(try engine.get([1]) == nil)
+        #expect(engine.rowCache.pinCount([1]) == 1, "a delete keeps the pin")
+        try engine.put([1], [12])
+        #expect(try engine.get([1]) == [12])
+    }
+
+    @Test func compactionMovingRowsNeverLeavesAStaleCachedValue() throws {
+        let engine = try Self.engine(budget: 1 << 20)
+        for round in 0..<3 {
+            for i in 0..<20 { try engine.put(testKey(i), [UInt8(round), UInt8(i)]) }
+            try engine.flush()
+        }
+        for i in 0..<20 { _ = try engine.get(testKey(i)) }
+        try engine.compact(.full)
+        try engine.put(testKey(3), [9, 9])
+        for i in 0..<20 {
+            #expect(try engine.get(testKey(i)) == (i == 3 ? [9, 9] : [2, UInt8(i)]))
+        }
+        try engine.rowCache.checkInvariants()
+    }
+}
