@@ -8,18 +8,6 @@ import Testing
 //
 // The fixtures below (`DamageFixture`, `Damage`) are shared with EngineRepairTests.
 
-private func caught<T>(_ body: () throws -> T) -> StoreError? {
-    do {
-        _ = try body()
-        return nil
-    } catch let error as StoreError {
-        return error
-    } catch {
-        Issue.record("expected a StoreError, got \(error)")
-        return nil
-    }
-}
-
 // MARK: - Shared fixtures
 
 /// Byte-level helpers that parse the format as SPEC.md describes it, independently of the engine.

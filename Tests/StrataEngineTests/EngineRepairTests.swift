@@ -6,18 +6,6 @@ import Testing
 // damaged record or block is still readable, and the store repair leaves behind opens normally
 // with the same content.
 
-private func caught<T>(_ body: () throws -> T) -> StoreError? {
-    do {
-        _ = try body()
-        return nil
-    } catch let error as StoreError {
-        return error
-    } catch {
-        Issue.record("expected a StoreError, got \(error)")
-        return nil
-    }
-}
-
 @Suite struct EngineRepairTests {
     /// Opens `fs` with repair and checks the report and the content, then closes and checks that
     /// a normal open sees the same content and that a second repair finds nothing to do.

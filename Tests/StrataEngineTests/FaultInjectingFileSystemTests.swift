@@ -5,18 +5,6 @@ import Testing
 
 /// The ``StoreError`` `body` throws, or nil when it succeeds. (Closures here throw untyped:
 /// Swift 6 does not infer a closure's typed throws from its context.)
-private func caught<T>(_ body: () throws -> T) -> StoreError? {
-    do {
-        _ = try body()
-        return nil
-    } catch let error as StoreError {
-        return error
-    } catch {
-        Issue.record("expected a StoreError, got \(error)")
-        return nil
-    }
-}
-
 /// Creates `path` holding `bytes`, syncing the file if `sync`; returns nothing open.
 private func makeFile(
     _ fs: FaultInjectingFileSystem, _ path: String, _ bytes: [UInt8], sync: Bool

@@ -14,18 +14,6 @@ private func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
 
 /// The ``StoreError`` `body` throws, or nil when it succeeds. (Closures here throw untyped:
 /// Swift 6 does not infer a closure's typed throws from its context.)
-private func caught<T>(_ body: () throws -> T) -> StoreError? {
-    do {
-        _ = try body()
-        return nil
-    } catch let error as StoreError {
-        return error
-    } catch {
-        Issue.record("expected a StoreError, got \(error)")
-        return nil
-    }
-}
-
 @Suite struct PosixFileSystemTests {
     let fs = PosixFileSystem()
 

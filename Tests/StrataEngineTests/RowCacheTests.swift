@@ -3,18 +3,8 @@ import Synchronization
 import Testing
 @testable import StrataEngine
 
-/// A seeded SplitMix64 generator, so every run of these tests makes the same operations.
-struct CacheRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255, using: &self) } }
+/// Row-cache test helpers on the shared seeded generator.
+extension SeededRandom {
     mutating func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &self) < percent }
     /// A row value: usually 0 to 60 bytes, sometimes 300 (bigger than small budgets).
     mutating func row() -> [UInt8] { bytes(chance(5) ? 300 : Int.random(in: 0...60, using: &self)) }
@@ -142,7 +132,7 @@ private struct RowCacheModel {
     /// Random operations over 8 keys, checked against the model after every step.
     @Test(arguments: [(UInt64(1), 0), (2, 300), (3, 600), (4, 900), (5, 4_000)])
     func randomOperationsMatchTheModel(seed: UInt64, budget: Int) throws {
-        var rng = CacheRandom(seed: seed)
+        var rng = SeededRandom(seed: seed)
         let cache = RowCache(budgetBytes: budget)
         var model = RowCacheModel(budget: budget)
         let keys = (0..<8).map { key("row-\($0)") }
@@ -376,7 +366,7 @@ private struct RowCacheModel {
         let threads = 4
         for thread in 0..<threads {
             DispatchQueue.global().async(group: group) {
-                var rng = CacheRandom(seed: 100 + UInt64(thread))
+                var rng = SeededRandom(seed: 100 + UInt64(thread))
                 var pins: [[UInt8]: Int] = [:]
                 // The version each pinned key must hold: written while pinned, so no eviction by
                 // any thread may drop it.

@@ -1,3 +1,4 @@
+import Testing
 @testable import StrataEngine
 
 /// A small deterministic random number generator (SplitMix64) so every test run is repeatable.
@@ -67,5 +68,19 @@ struct ModelBatch {
             }
         }
         return batch
+    }
+}
+
+/// The `StoreError` that `body` throws, or `nil` if it returns. Any other error is recorded as
+/// a test issue. (An untyped closure: Swift 6.3 does not infer typed throws from context here.)
+func caught<T>(_ body: () throws -> T) -> StoreError? {
+    do {
+        _ = try body()
+        return nil
+    } catch let error as StoreError {
+        return error
+    } catch {
+        Issue.record("expected a StoreError, got \(error)")
+        return nil
     }
 }

@@ -30,9 +30,15 @@ public struct EngineStats: Sendable, Equatable {
     public var segments: [File]
     /// The manifest's next file number.
     public var nextFileNumber: UInt32
+    /// The compactor's progress and totals.
+    public var compaction: CompactionStats
+    /// The row cache's counters.
+    public var cache: RowCacheStats
 
     /// Bytes of every live WAL and segment.
     public var diskBytes: UInt64 { (wals + segments).reduce(0) { $0 + $1.sizeBytes } }
+    /// Disk bytes divided by live bytes: 1.0 means no dead data at all.
+    public var spaceAmplification: Double { liveBytes == 0 ? 1 : Double(diskBytes) / Double(liveBytes) }
     /// Bytes of entries that hold a key's newest value.
     public var liveBytes: UInt64 { (wals + segments).reduce(0) { $0 + $1.liveBytes } }
 }
@@ -41,6 +47,7 @@ extension Engine {
     /// Current statistics. Cheap: reads counters kept up to date by commits and flushes.
     public func stats() throws(StoreError) -> EngineStats {
         let (manifest, walEnd, walNumber) = writer.withLock { ($0.manifest, $0.walEnd, $0.wal.number) }
+        let compaction = compactionStats(), cache = cacheStats()
         return try shared.withLock { (state) throws(StoreError) -> EngineStats in
             func describe(_ number: UInt32, size: UInt64) -> EngineStats.File {
                 let usage = state.usage[number] ?? FileUsage()
@@ -61,7 +68,7 @@ extension Engine {
                 keyCount: state.index.count, indexMemoryBytes: state.index.estimatedMemoryBytes,
                 lastSequence: state.sequence, wals: wals,
                 segments: manifest.segments.map { describe($0.fileNumber, size: $0.size) },
-                nextFileNumber: manifest.nextFileNumber)
+                nextFileNumber: manifest.nextFileNumber, compaction: compaction, cache: cache)
         }
     }
 }
