@@ -2,19 +2,6 @@ import Testing
 
 @testable import StrataEngine
 
-/// A small, seeded, deterministic random number generator (SplitMix64).
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// A distinct entry for `n`, so that wrong values are caught, not just wrong keys.
 private func entry(_ n: UInt64) -> IndexEntry {
     IndexEntry(
@@ -55,19 +42,19 @@ private func expectSame(
 }
 
 /// A key from a tiny space (many collisions, prefixes of each other, 0x00 and 0xFF).
-private func smallKey(_ rng: inout SplitMix64) -> [UInt8] {
+private func smallKey(_ rng: inout SeededRandom) -> [UInt8] {
     let alphabet: [UInt8] = [0x00, 0x01, 0x61, 0x62, 0x7F, 0x80, 0xFE, 0xFF]
     return (0..<Int.random(in: 0...3, using: &rng)).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &rng)] }
 }
 
 /// A key from a huge space (the index keeps growing).
-private func largeKey(_ rng: inout SplitMix64) -> [UInt8] {
+private func largeKey(_ rng: inout SeededRandom) -> [UInt8] {
     (0..<Int.random(in: 1...24, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
 }
 
 /// `count` distinct random 16-byte keys, sorted.
 private func sortedKeys(_ count: Int, seed: UInt64) -> [[UInt8]] {
-    var rng = SplitMix64(seed: seed)
+    var rng = SeededRandom(seed: seed)
     var keys = Set<[UInt8]>()
     while keys.count < count {
         keys.insert((0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) })
@@ -85,7 +72,7 @@ private let shapes: [(Int, Int)] = [
 struct KeyIndexTests {
     @Test("random upserts, removes and lookups agree with a dictionary", arguments: shapes)
     func matchesDictionaryOracle(leafCapacity: Int, branchCapacity: Int) throws {
-        var rng = SplitMix64(seed: 0x5EED_0000 + UInt64(leafCapacity))
+        var rng = SeededRandom(seed: 0x5EED_0000 + UInt64(leafCapacity))
         var index = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
         var oracle: [[UInt8]: IndexEntry] = [:]
         var seen: [[UInt8]] = []
@@ -123,7 +110,7 @@ struct KeyIndexTests {
 
     @Test("a copy is unchanged by heavy mutation of the original, and vice versa", arguments: shapes)
     func snapshotIsolation(leafCapacity: Int, branchCapacity: Int) throws {
-        var rng = SplitMix64(seed: 42)
+        var rng = SeededRandom(seed: 42)
         var original = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
         var keys: [[UInt8]] = []
         for i in 0..<3_000 {
@@ -304,7 +291,7 @@ struct KeyIndexTests {
 
     @Test("removing every key leaves an empty, valid tree", arguments: shapes)
     func removeEverything(leafCapacity: Int, branchCapacity: Int) throws {
-        var rng = SplitMix64(seed: 11)
+        var rng = SeededRandom(seed: 11)
         let keys = sortedKeys(5_000, seed: 12)
         var index = try KeyIndex(
             sortedUnique: keys.map { ($0, entry(1)) }, leafCapacity: leafCapacity,
@@ -352,7 +339,7 @@ struct KeyIndexTests {
     func memoryEstimate() throws {
         let keys = sortedKeys(20_000, seed: 5)
         let bulk = try KeyIndex(sortedUnique: keys.map { ($0, entry(1)) })
-        var rng = SplitMix64(seed: 6)
+        var rng = SeededRandom(seed: 6)
         var random = KeyIndex()
         for key in keys.shuffled(using: &rng) { random.upsert(key, entry(1)) }
         for index in [bulk, random] {

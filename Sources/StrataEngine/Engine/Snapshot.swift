@@ -72,12 +72,12 @@ public struct Snapshot: Sendable {
 
     /// Every key starting with `prefix` and its value, in ascending key order.
     public func scan(prefix: [UInt8]) throws(StoreError) -> [(key: [UInt8], value: [UInt8])] {
-        try scan(from: prefix, to: Self.prefixUpperBound(prefix))
+        try scan(from: prefix, to: KeyIndex.prefixEnd(prefix))
     }
 
     /// The keys starting with `prefix`, in ascending order. Reads only the index.
     public func keys(prefix: [UInt8]) -> [[UInt8]] {
-        index.cursor(from: prefix, to: Self.prefixUpperBound(prefix)).map(\.key)
+        index.cursor(from: prefix, to: KeyIndex.prefixEnd(prefix)).map(\.key)
     }
 
     /// Calls `body` with each key and value in `[lowerBound, upperBound)`, in ascending key
@@ -91,19 +91,6 @@ public struct Snapshot: Sendable {
             let decoded = try read(key: key, entry: entry, blockMemo: &memo)
             guard try body(key, decoded.value) else { return }
         }
-    }
-
-    /// The smallest key greater than every key starting with `prefix`, or `nil` if none.
-    static func prefixUpperBound(_ prefix: [UInt8]) -> [UInt8]? {
-        var bound = prefix
-        while let last = bound.last {
-            if last < 0xFF {
-                bound[bound.count - 1] = last + 1
-                return bound
-            }
-            bound.removeLast()
-        }
-        return nil
     }
 }
 

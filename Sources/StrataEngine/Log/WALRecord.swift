@@ -53,16 +53,8 @@ enum WALRecord {
         writer.patchU32(headerCRC, at: headerStart + 12)
     }
 
-    /// The WAL file header ([WAL-1]): magic, version, reserved, file number, header CRC, reserved.
+    /// The WAL file header ([WAL-1]).
     static func fileHeader(fileNumber: UInt32) -> [UInt8] {
-        var writer = ByteWriter(capacity: Format.walHeaderSize)
-        writer.append(Format.walMagic)
-        writer.u32(Format.version)
-        writer.u32(0)
-        writer.u64(UInt64(fileNumber))
-        let crc = CRC32C.checksum(writer.bytes)
-        writer.u32(crc)
-        writer.u32(0)
-        return writer.bytes
+        Format.fileHeader(magic: Format.walMagic, fileNumber: fileNumber)
     }
 }

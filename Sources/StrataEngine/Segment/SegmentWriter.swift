@@ -131,14 +131,7 @@ struct SegmentWriter {
 
     /// The segment file header ([SEG-2]).
     static func header(fileNumber: UInt32) -> [UInt8] {
-        var writer = ByteWriter(capacity: Format.segmentHeaderSize)
-        writer.append(Format.segmentMagic)
-        writer.u32(Format.version)
-        writer.u32(0)
-        writer.u64(UInt64(fileNumber))
-        writer.u32(CRC32C.checksum(writer.bytes))
-        writer.u32(0)
-        return writer.bytes
+        Format.fileHeader(magic: Format.segmentMagic, fileNumber: fileNumber)
     }
 
     /// A block header ([SEG-3]): CRC of (header bytes 4..<16 + stored bytes), stored length,

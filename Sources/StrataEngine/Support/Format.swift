@@ -41,6 +41,19 @@ enum Format {
     static let segmentMagic: [UInt8] = Array("STRATSEG".utf8)
     static let manifestMagic: [UInt8] = Array("STRATMAN".utf8)
 
+    /// The 32-byte header shared by WAL and segment files ([WAL-1], [SEG-2]): magic, version,
+    /// reserved, file number (u64), CRC-32C of bytes 0..<24, reserved.
+    static func fileHeader(magic: [UInt8], fileNumber: UInt32) -> [UInt8] {
+        var writer = ByteWriter(capacity: walHeaderSize)
+        writer.append(magic)
+        writer.u32(version)
+        writer.u32(0)
+        writer.u64(UInt64(fileNumber))
+        writer.u32(CRC32C.checksum(writer.bytes))
+        writer.u32(0)
+        return writer.bytes
+    }
+
     // MARK: Write-ahead log ([WAL-*])
 
     /// Bytes of the WAL file header.
