@@ -12,6 +12,7 @@ public struct PosixFileSystem: FileSystem {
     /// Creates the file system. It has no state of its own.
     public init() {}
 
+    /// Opens with `open(2)` (`O_CLOEXEC`; `O_CREAT|O_EXCL` for ``FileOpenMode/createNew``).
     public func open(_ path: String, mode: FileOpenMode) throws(StoreError) -> any FileHandle {
         let flags: Int32
         switch mode {
@@ -33,6 +34,7 @@ public struct PosixFileSystem: FileSystem {
         return PosixFileHandle(fd: fd, path: path)
     }
 
+    /// Classifies the path with `stat(2)`; `nil` on `ENOENT`.
     public func kind(of path: String) throws(StoreError) -> FileKind? {
         var info = stat()
         guard stat(path, &info) == 0 else {
@@ -47,6 +49,7 @@ public struct PosixFileSystem: FileSystem {
         }
     }
 
+    /// Lists entries with `opendir(3)`/`readdir(3)`, without `.` and `..`.
     public func contentsOfDirectory(_ path: String) throws(StoreError) -> [String] {
         guard let dir = opendir(path) else {
             throw posixError("opendir", "check that the directory exists and is readable", path: path, errno: errno)
@@ -69,12 +72,14 @@ public struct PosixFileSystem: FileSystem {
         }
     }
 
+    /// Creates the directory with `mkdir(2)`, mode 0755.
     public func createDirectory(_ path: String) throws(StoreError) {
         guard mkdir(path, 0o755) == 0 else {
             throw posixError("mkdir", "check that the parent exists, is writable and the path is free", path: path, errno: errno)
         }
     }
 
+    /// Removes a file with `unlink(2)` or an empty directory with `rmdir(2)`.
     public func remove(_ path: String) throws(StoreError) {
         if unlink(path) == 0 { return }
         let code = errno
@@ -87,6 +92,7 @@ public struct PosixFileSystem: FileSystem {
         }
     }
 
+    /// Renames atomically with `rename(2)`.
     public func rename(_ from: String, to: String) throws(StoreError) {
         guard Glibc.rename(from, to) == 0 else {
             throw posixError(
@@ -94,6 +100,7 @@ public struct PosixFileSystem: FileSystem {
         }
     }
 
+    /// Opens the directory `O_RDONLY|O_DIRECTORY` and calls `fsync(2)` on it.
     public func syncDirectory(_ path: String) throws(StoreError) {
         let fd = try openDescriptor(
             path, flags: O_RDONLY | O_DIRECTORY | O_CLOEXEC, advice: "check that the directory exists and is readable")
@@ -103,6 +110,7 @@ public struct PosixFileSystem: FileSystem {
         }
     }
 
+    /// Takes `flock(2)` with `LOCK_EX|LOCK_NB` on the file (created if missing).
     public func lock(_ path: String) throws(StoreError) -> any FileLock {
         let fd = try openDescriptor(
             path, flags: O_RDWR | O_CREAT | O_CLOEXEC, advice: "check that the lock file's directory exists and is writable")
