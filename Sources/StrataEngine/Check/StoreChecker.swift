@@ -1,0 +1,279 @@
+/// One problem a check found.
+public struct CheckProblem: Sendable, Equatable, CustomStringConvertible {
+    /// How bad a problem is.
+    public enum Severity: String, Sendable, Equatable {
+        /// Data is damaged or inconsistent; open fails or loses it.
+        case error
+        /// Harmless leftovers that the next open cleans up (an orphan file, a torn WAL tail).
+        case warning
+    }
+
+    /// How bad it is.
+    public var severity: Severity
+    /// The file concerned.
+    public var path: String
+    /// Where in the file, if known.
+    public var offset: UInt64?
+    /// The key concerned, if any.
+    public var key: [UInt8]?
+    /// What is wrong.
+    public var message: String
+
+    public var description: String {
+        var text = "\(severity): \(path)"
+        if let offset { text += " at offset \(offset)" }
+        if let key { text += " key 0x" + key.map { String($0, radix: 16).leftPadded(2) }.joined() }
+        return text + ": " + message
+    }
+}
+
+/// What ``StoreChecker/check(at:fileSystem:progress:)`` found.
+public struct CheckReport: Sendable, Equatable {
+    /// Every problem, in the order found.
+    public var problems: [CheckProblem] = []
+    /// WAL records read and verified.
+    public var walRecords = 0
+    /// Segment blocks (data and hint) read and verified.
+    public var blocks = 0
+    /// Entries decoded from WALs and data blocks.
+    public var entries = 0
+    /// Keys with a value after applying every entry.
+    public var liveKeys = 0
+    /// Bytes read and checked.
+    public var bytesChecked: UInt64 = 0
+
+    /// Whether no error was found (warnings allowed).
+    public var isClean: Bool { !problems.contains { $0.severity == .error } }
+}
+
+/// Progress of a check, for progress bars: bytes checked so far of the total.
+public struct CheckProgress: Sendable {
+    /// Bytes checked so far.
+    public var bytesDone: UInt64
+    /// Bytes the check will read.
+    public var bytesTotal: UInt64
+    /// The file being checked.
+    public var path: String
+}
+
+/// Checks a store offline without changing it: the engine-level core of `strata fsck`.
+///
+/// It verifies every checksum of every WAL record and segment block, the manifest against the
+/// files present, each segment's hints against its data blocks, and that the index open would
+/// build from hints matches a full scan of every entry. It reports every problem it finds
+/// instead of stopping at the first, sharing the readers that recovery uses.
+///
+/// For example:
+///
+/// ```swift
+/// let report = try StoreChecker.check(at: "/var/lib/app/store")
+/// for problem in report.problems { print(problem) }
+/// ```
+public enum StoreChecker {
+    /// Checks the store at `path`. Takes the store's lock for the duration, so it never checks a
+    /// store another process is writing.
+    ///
+    /// - Throws: ``StoreError/Code/locked`` when the store is open elsewhere,
+    ///   ``StoreError/Code/notFound`` / ``StoreError/Code/notAStore`` when `path` is not a store,
+    ///   and I/O errors. Damage is reported in the returned report, not thrown.
+    public static func check(
+        at path: String, fileSystem: any FileSystem = PosixFileSystem(),
+        progress: (@Sendable (CheckProgress) -> Void)? = nil
+    ) throws(StoreError) -> CheckReport {
+        guard case .directory? = try fileSystem.kind(of: path) else {
+            throw StoreError(.notFound, "no store directory at this path", path: path)
+        }
+        let names = try fileSystem.contentsOfDirectory(path)
+        guard names.contains(Format.manifestFileName) else {
+            throw StoreError(.notAStore, "directory has no MANIFEST; it is not a Strata store", path: path)
+        }
+        let lock = try fileSystem.lock(path + "/" + Format.lockFileName)
+        defer { lock.unlock() }
+        var checker = Run(path: path, fileSystem: fileSystem, progress: progress)
+        try checker.run(names: names)
+        return checker.report
+    }
+
+    /// The state of one check.
+    struct Run {
+        let path: String
+        let fileSystem: any FileSystem
+        let progress: (@Sendable (CheckProgress) -> Void)?
+        var report = CheckReport()
+        var total: UInt64 = 0
+        /// Per key, the newest entry seen by the full scan and the newest seen through hints.
+        var scanned: [[UInt8]: (sequence: UInt64, isDelete: Bool)] = [:]
+        var hinted: [[UInt8]: (sequence: UInt64, isDelete: Bool)] = [:]
+
+        mutating func problem(_ severity: CheckProblem.Severity, _ path: String, _ offset: UInt64?, _ message: String, key: [UInt8]? = nil) {
+            report.problems.append(CheckProblem(severity: severity, path: path, offset: offset, key: key, message: message))
+        }
+
+        mutating func advance(_ bytes: UInt64, _ file: String) {
+            report.bytesChecked += bytes
+            progress?(CheckProgress(bytesDone: report.bytesChecked, bytesTotal: total, path: file))
+        }
+
+        mutating func run(names: [String]) throws(StoreError) {
+            let manifestPath = path + "/" + Format.manifestFileName
+            let manifest: Manifest
+            do throws(StoreError) {
+                guard let loaded = try Manifest.load(fileSystem: fileSystem, directory: path) else { return }
+                manifest = loaded
+            } catch where error.code == .corruption || error.code == .notAStore || error.code == .unsupportedVersion {
+                problem(.error, error.path ?? manifestPath, error.offset, error.message)
+                return
+            }
+            // The manifest against the files present.
+            let live = Set(manifest.wals + manifest.segments.map(\.fileNumber))
+            var sizes: [String: UInt64] = [:]
+            for name in names {
+                let filePath = path + "/" + name
+                if case .file(let size)? = try fileSystem.kind(of: filePath) { sizes[filePath] = size }
+                if let parsed = Format.parseNumberedFileName(name), !live.contains(parsed.number) {
+                    problem(.warning, filePath, nil, "file is not named by the manifest (an orphan; the next open removes it)")
+                }
+            }
+            for number in manifest.wals { total += sizes[path + "/" + Format.walFileName(number)] ?? 0 }
+            for segment in manifest.segments { total += sizes[path + "/" + Format.segmentFileName(segment.fileNumber)] ?? 0 }
+
+            for segment in manifest.segments {
+                let segmentPath = path + "/" + Format.segmentFileName(segment.fileNumber)
+                guard let size = sizes[segmentPath] else {
+                    problem(.error, segmentPath, nil, "segment named by the manifest is missing")
+                    continue
+                }
+                if size != segment.size {
+                    problem(.error, segmentPath, nil, "segment is \(size) bytes; the manifest recorded \(segment.size)")
+                }
+                try checkSegment(segmentPath, number: segment.fileNumber)
+            }
+            for (position, number) in manifest.wals.enumerated() {
+                let walPath = path + "/" + Format.walFileName(number)
+                guard sizes[walPath] != nil else {
+                    problem(.error, walPath, nil, "WAL named by the manifest is missing")
+                    continue
+                }
+                try checkWAL(walPath, number: number, isNewest: position == manifest.wals.count - 1)
+            }
+            // The index open would build (hints, then WAL) against a full scan of every entry.
+            for (key, newest) in scanned where hinted[key]?.sequence != newest.sequence || hinted[key]?.isDelete != newest.isDelete {
+                problem(.error, path, nil, "hints disagree with the data: the newest entry has sequence \(newest.sequence), the hints say \(hinted[key].map { "\($0.sequence)" } ?? "nothing")", key: key)
+            }
+            for key in hinted.keys where scanned[key] == nil {
+                problem(.error, path, nil, "hints name a key that no data block holds", key: key)
+            }
+            report.liveKeys = scanned.values.filter { !$0.isDelete }.count
+        }
+
+        static func see(_ key: [UInt8], _ sequence: UInt64, _ isDelete: Bool, into table: inout [[UInt8]: (sequence: UInt64, isDelete: Bool)]) {
+            if let current = table[key], current.sequence >= sequence { return }
+            table[key] = (sequence, isDelete)
+        }
+
+        mutating func checkSegment(_ segmentPath: String, number: UInt32) throws(StoreError) {
+            let reader: SegmentReader
+            do throws(StoreError) {
+                reader = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: number)
+            } catch where error.code == .corruption || error.code == .unsupportedVersion {
+                problem(.error, segmentPath, error.offset, error.message)
+                return
+            }
+            // Every data block: checksum, decompression, entries.
+            var entriesAt: [ValueLocation: LogEntry] = [:]
+            for (index, block) in reader.dataBlocks.enumerated() {
+                defer { advance(UInt64(Format.blockHeaderSize) + UInt64(block.storedCount), segmentPath) }
+                report.blocks += 1
+                let raw: [UInt8]
+                do throws(StoreError) {
+                    raw = try reader.readBlock(block)
+                } catch {
+                    problem(.error, segmentPath, error.offset, error.message)
+                    continue
+                }
+                var bad = false
+                raw.withUnsafeBytes { buffer in
+                    var bytes = ByteReader(buffer)
+                    while !bytes.isAtEnd {
+                        let start = bytes.position
+                        guard case .success(let entry) = LogEntry.decode(from: &bytes) else {
+                            bad = true
+                            return
+                        }
+                        let location = ValueLocation(
+                            fileNumber: number, position: UInt32(index), offset: UInt32(start), length: UInt32(bytes.position - start))
+                        entriesAt[location] = entry
+                    }
+                }
+                if bad { problem(.error, segmentPath, block.offset, "an entry in this data block does not decode") }
+            }
+            report.entries += entriesAt.count
+            for entry in entriesAt.values { Self.see(entry.key, entry.sequence, entry.isDelete, into: &scanned) }
+            // Hints against the entries they describe.
+            report.blocks += reader.hintBlocks.count
+            for block in reader.hintBlocks { advance(UInt64(Format.blockHeaderSize) + UInt64(block.storedCount), segmentPath) }
+            do throws(StoreError) {
+                let hints = try reader.readHints()
+                for hint in hints {
+                    Self.see(hint.key, hint.sequence, hint.isDelete, into: &hinted)
+                    guard let entry = entriesAt[hint.location] else {
+                        problem(.error, segmentPath, reader.dataBlocks[Int(hint.location.position)].offset,
+                                "hint points at no entry (block \(hint.location.position), offset \(hint.location.offset))", key: hint.key)
+                        continue
+                    }
+                    if entry.key != hint.key || entry.sequence != hint.sequence || entry.isDelete != hint.isDelete {
+                        problem(.error, segmentPath, reader.dataBlocks[Int(hint.location.position)].offset,
+                                "hint disagrees with the entry it points at", key: hint.key)
+                    }
+                }
+                if hints.count != entriesAt.count {
+                    problem(.error, segmentPath, nil, "\(hints.count) hints for \(entriesAt.count) entries")
+                }
+            } catch {
+                problem(.error, segmentPath, error.offset, "hints: \(error.message)")
+                // Recovery cannot use this segment; count its entries as what open would see
+                // only after repair.
+            }
+        }
+
+        mutating func checkWAL(_ walPath: String, number: UInt32, isNewest: Bool) throws(StoreError) {
+            let handle = try fileSystem.open(walPath, mode: .readOnly)
+            defer { handle.close() }
+            let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
+            let reader = WALReader(path: walPath, bytes: bytes, isNewest: isNewest, repair: true)
+            do throws(StoreError) {
+                let recorded = try reader.checkHeader()
+                if recorded != number { problem(.error, walPath, 16, "WAL header names file \(recorded), expected \(number)") }
+            } catch {
+                problem(.error, walPath, error.offset, error.message)
+            }
+            var records = 0, entries = 0
+            var seen: [([UInt8], UInt64, Bool)] = []
+            let outcome = try reader.read { record in
+                records += 1
+                for item in record.entries {
+                    entries += 1
+                    seen.append((item.entry.key, item.entry.sequence, item.entry.isDelete))
+                }
+            }
+            for (key, sequence, isDelete) in seen {
+                Self.see(key, sequence, isDelete, into: &scanned)
+                Self.see(key, sequence, isDelete, into: &hinted)  // open replays the WAL itself
+            }
+            report.walRecords += records
+            report.entries += entries
+            for dropped in outcome.dropped { problem(.error, dropped.path, dropped.offset, "WAL record damaged: \(dropped.reason)") }
+            if let torn = outcome.tornTail {
+                problem(.warning, walPath, torn.offset, "torn tail of \(torn.length) bytes (an unacknowledged write cut by a crash; the next open truncates it)")
+            }
+            advance(UInt64(bytes.count), walPath)
+        }
+    }
+}
+
+extension String {
+    /// The string padded on the left with zeros to `width` characters.
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
+}
