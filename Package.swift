@@ -30,6 +30,7 @@ let package = Package(
             ],
             path: "Tools/strata"),
         .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
+        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph"]),
     ],
     swiftLanguageModes: [.v6]
 )

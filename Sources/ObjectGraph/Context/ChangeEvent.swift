@@ -1,0 +1,44 @@
+import Foundation
+
+/// One change of one property, as recorded during an event.
+///
+/// Recorded for every change made through the public setters; the basis for undo
+/// (which replays them backwards) and for merging, both planned for later issues.
+struct PropertyChange {
+    /// How a property changed.
+    enum Kind {
+        /// The whole value was replaced.
+        case value(old: PropertyValue, new: PropertyValue)
+        /// Destinations were added to or removed from a to-many relationship (kept as a
+        /// delta so that building a large relationship records O(1) per step).
+        case members(added: [ManagedObjectID], removed: [ManagedObjectID])
+    }
+
+    /// The object that changed.
+    let object: ManagedObject
+    /// The property that changed.
+    let key: String
+    /// What changed.
+    let kind: Kind
+}
+
+/// What happened in a context since the last ``ManagedObjectContext/processPendingChanges()``:
+/// the objects of the next objects-did-change notification, and each property change.
+struct ChangeEvent {
+    var inserted: Set<ManagedObject> = []
+    var updated: Set<ManagedObject> = []
+    var deleted: Set<ManagedObject> = []
+    var refreshed: Set<ManagedObject> = []
+    var invalidated: Set<ManagedObject> = []
+    var propertyChanges: [PropertyChange] = []
+
+    var isEmpty: Bool {
+        inserted.isEmpty && updated.isEmpty && deleted.isEmpty && refreshed.isEmpty && invalidated.isEmpty
+    }
+}
+
+/// A weak reference to a registered object; the context holds changed objects strongly
+/// elsewhere, and all objects when ``ManagedObjectContext/retainsRegisteredObjects`` is set.
+struct WeakObject {
+    weak var object: ManagedObject?
+}

@@ -1,0 +1,238 @@
+import Foundation
+
+extension ManagedObjectContext {
+    /// The objects matching a request, registered in this context.
+    ///
+    /// Pending changes are honoured as Core Data does: matching unsaved inserts are
+    /// returned, pending deletes are not, changed objects are matched on their in-memory
+    /// values, and objects already in the context are returned as they are in memory.
+    /// The request's ``FetchRequest/resultType`` is ignored (objects are returned).
+    ///
+    /// - Throws: ``ObjectGraphError/Code/noPersistentStore`` when no store holds the
+    ///   entity, ``ObjectGraphError/Code/unknownEntity``, ``ObjectGraphError/Code/unknownKey``
+    ///   for a key path the entity does not have, or a store's error.
+    public func fetch(_ request: FetchRequest) throws -> [ManagedObject] {
+        var request = request
+        request.resultType = .managedObject
+        let (resolved, stores) = try prepare(request)
+        let results = try withRegistrationBatch { () throws -> [ManagedObject] in
+            if usesInMemoryEvaluation(resolved, stores: stores) {
+                return try evaluateInMemory(resolved)
+            }
+            return try objects(from: try coordinatorExecute(resolved))
+        }
+        try finish(results, for: resolved)
+        return results
+    }
+
+    /// Fetches objects of a subclass, typed.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/wrongValueType`` if a result is not a `T`.
+    public func fetch<T: ManagedObject>(_ request: FetchRequest, as type: T.Type) throws -> [T] {
+        try fetch(request).map { object in
+            guard let typed = object as? T else {
+                throw ObjectGraphError(.wrongValueType, "Fetched \(object.entity.name) is a \(Swift.type(of: object)), not \(T.self).", entityName: object.entity.name)
+            }
+            return typed
+        }
+    }
+
+    /// The IDs of the objects matching a request, honouring pending changes like ``fetch(_:)``.
+    public func fetchObjectIDs(_ request: FetchRequest) throws -> [ManagedObjectID] {
+        var request = request
+        request.resultType = .managedObjectID
+        let (resolved, stores) = try prepare(request)
+        if usesInMemoryEvaluation(resolved, stores: stores) {
+            if resolved.sortDescriptors.isEmpty {
+                // Nothing to compare, so no objects need to be made for the stored rows.
+                let (storeIDs, changed) = try pendingAwareMatches(resolved)
+                return resolved.page(storeIDs + changed.map(\.objectID))
+            }
+            return try withRegistrationBatch { try evaluateInMemory(resolved).map(\.objectID) }
+        }
+        switch try coordinatorExecute(resolved) {
+        case .objectIDs(let ids): return ids
+        case .objects(let objects): return objects.map(\.objectID)
+        default: throw unexpectedResult(resolved)
+        }
+    }
+
+    /// Dictionaries of property values for the matching objects, as stored (pending
+    /// changes are not applied to dictionary results).
+    public func fetchDictionaries(_ request: FetchRequest) throws -> [[String: FetchValue]] {
+        var request = request
+        request.resultType = .dictionary
+        let (resolved, _) = try prepare(request)
+        guard case .dictionaries(let rows) = try coordinatorExecute(resolved) else { throw unexpectedResult(resolved) }
+        return rows
+    }
+
+    /// The number of objects ``fetch(_:)`` would return, without registering them.
+    public func count(for request: FetchRequest) throws -> Int {
+        var request = request
+        request.resultType = .count
+        let (resolved, stores) = try prepare(request)
+        if usesInMemoryEvaluation(resolved, stores: stores) {
+            return try countInMemory(resolved)
+        }
+        switch try coordinatorExecute(resolved) {
+        case .count(let count): return count
+        case .objectIDs(let ids): return ids.count
+        default: throw unexpectedResult(resolved)
+        }
+    }
+
+    /// Executes a fetch for whatever its ``FetchRequest/resultType`` asks.
+    public func execute(_ request: FetchRequest) throws -> PersistentStoreResult {
+        switch request.resultType {
+        case .managedObject: return .objects(try fetch(request))
+        case .managedObjectID: return .objectIDs(try fetchObjectIDs(request))
+        case .dictionary: return .dictionaries(try fetchDictionaries(request))
+        case .count: return .count(try count(for: request))
+        }
+    }
+
+    // MARK: Steps
+
+    /// Resolves the entity, checks key paths, finds the stores, and ends the event.
+    private func prepare(_ request: FetchRequest) throws -> (FetchRequest, [IncrementalStore]) {
+        let coordinator = try requireCoordinator()
+        var request = request
+        let entity = try request.entity ?? coordinator.managedObjectModel.entity(named: request.entityName)
+        request.entity = entity
+        request.entityName = entity.name
+        var keyPaths = request.predicate?.keyPaths ?? []
+        keyPaths.formUnion(request.sortDescriptors.map(\.keyPath))
+        keyPaths.formUnion(request.relationshipKeyPathsForPrefetching)
+        if request.resultType == .dictionary {
+            keyPaths.formUnion(request.propertiesToFetch ?? [])
+            keyPaths.formUnion(request.propertiesToGroupBy ?? [])
+        }
+        for keyPath in keyPaths { try Self.checkKeyPath(keyPath, from: entity) }
+        let stores = try coordinator.incrementalStores(for: request)
+        processPendingChanges()
+        return (request, stores)
+    }
+
+    static func checkKeyPath(_ keyPath: String, from entity: EntityDescription) throws {
+        var current = entity
+        var components = keyPath.split(separator: ".").map(String.init)[...]
+        while let key = components.popFirst() {
+            if key == "self" || key == "SELF" { continue }
+            let property = try current.property(named: key)
+            guard let relationship = property as? RelationshipDescription else {
+                if !components.isEmpty {
+                    throw ObjectGraphError(
+                        .unknownKey, "Key path \"\(keyPath)\" continues past attribute \(current.name).\(key).",
+                        entityName: entity.name, key: keyPath)
+                }
+                return
+            }
+            guard let destination = relationship.destinationEntity else { return }
+            current = destination
+        }
+    }
+
+    /// Whether the context must evaluate the request itself: its pending changes touch
+    /// the entity, or several stores must be merged.
+    private func usesInMemoryEvaluation(_ request: FetchRequest, stores: [IncrementalStore]) -> Bool {
+        if stores.count > 1 { return true }
+        guard request.includesPendingChanges else { return false }
+        let names = request.matchingEntityNames()
+        return insertedInOrder.contains { names.contains($0.entity.name) }
+            || updatedSet.contains { names.contains($0.entity.name) }
+            || deletedSet.contains { names.contains($0.entity.name) }
+    }
+
+    /// The seed-003 rules: stored matches minus pending deletes and changed objects, plus
+    /// inserted and changed objects matching in memory; then sorted and paged in memory.
+    private func evaluateInMemory(_ request: FetchRequest) throws -> [ManagedObject] {
+        let (storeIDs, changed) = try pendingAwareMatches(request)
+        var results = storeIDs.map { object(with: $0) } + changed
+        results = try FetchSortDescriptor.sort(results, by: request.sortDescriptors)
+        return request.page(results)
+    }
+
+    /// The count of ``evaluateInMemory(_:)``'s results, without making objects for rows.
+    private func countInMemory(_ request: FetchRequest) throws -> Int {
+        let (storeIDs, changed) = try pendingAwareMatches(request)
+        var count = max(0, storeIDs.count + changed.count - request.fetchOffset)
+        if request.fetchLimit > 0 { count = min(count, request.fetchLimit) }
+        return count
+    }
+
+    /// The IDs the stores match, less those of objects with pending changes, and the
+    /// inserted or changed objects that match in memory.
+    /// The stores are asked for every match, unsorted: sorting and paging happen here.
+    private func pendingAwareMatches(_ request: FetchRequest) throws -> ([ManagedObjectID], [ManagedObject]) {
+        var storeRequest = request
+        storeRequest.resultType = .managedObjectID
+        storeRequest.fetchLimit = 0
+        storeRequest.fetchOffset = 0
+        storeRequest.sortDescriptors = []
+        let storeIDs: [ManagedObjectID]
+        switch try coordinatorExecute(storeRequest) {
+        case .objectIDs(let ids): storeIDs = ids
+        case .objects(let objects): storeIDs = objects.map(\.objectID)
+        default: throw unexpectedResult(request)
+        }
+        var seen: Set<ManagedObjectID> = []
+        var unchanged: [ManagedObjectID] = []
+        for id in storeIDs {
+            // Changed objects are matched again below, on their in-memory values.
+            if request.includesPendingChanges, registry[id]?.object?.hasChanges ?? false { continue }
+            if seen.insert(id).inserted { unchanged.append(id) }
+        }
+        var changed: [ManagedObject] = []
+        if request.includesPendingChanges {
+            let names = request.matchingEntityNames()
+            for object in insertedInOrder + Array(updatedSet) where !object.deleted && names.contains(object.entity.name) {
+                guard seen.insert(object.objectID).inserted else { continue }
+                if try request.predicate?.evaluate(with: object) ?? true { changed.append(object) }
+            }
+        }
+        return (unchanged, changed)
+    }
+
+    private func coordinatorExecute(_ request: FetchRequest) throws -> PersistentStoreResult {
+        try requireCoordinator().execute(request, with: self)
+    }
+
+    private func objects(from result: PersistentStoreResult) throws -> [ManagedObject] {
+        switch result {
+        case .objects(let objects): return objects.map { registry[$0.objectID]?.object ?? $0 }
+        case .objectIDs(let ids): return ids.map { object(with: $0) }
+        default: throw ObjectGraphError(.invalidFetchRequest, "A store returned \(result) for an object fetch.")
+        }
+    }
+
+    private func unexpectedResult(_ request: FetchRequest) -> ObjectGraphError {
+        ObjectGraphError(.invalidFetchRequest, "A store returned an unexpected result type for a \(request.resultType) fetch.", entityName: request.entityName)
+    }
+
+    /// Applies the result-shaping hints: fulfil faults, prefetch, refresh refetched objects.
+    private func finish(_ objects: [ManagedObject], for request: FetchRequest) throws {
+        if request.shouldRefreshRefetchedObjects {
+            for object in objects where !object.isFault && !object.inserted { refresh(object, mergeChanges: true) }
+        }
+        if !request.returnsObjectsAsFaults {
+            for object in objects { try object.fulfillFault() }
+        }
+        for keyPath in request.relationshipKeyPathsForPrefetching {
+            var level = objects
+            for key in keyPath.split(separator: ".").map(String.init) {
+                var next: [ManagedObject] = []
+                for object in level {
+                    guard let relationship = object.entity.relationshipsByName[key] else { continue }
+                    let ids = try object.currentValue(for: relationship).relationshipValue?.objectIDs ?? []
+                    for id in ids {
+                        let destination = self.object(with: id)
+                        try destination.fulfillFault()
+                        next.append(destination)
+                    }
+                }
+                level = next
+            }
+        }
+    }
+}

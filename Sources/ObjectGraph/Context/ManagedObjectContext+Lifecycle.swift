@@ -1,0 +1,161 @@
+import Foundation
+
+extension ManagedObjectContext {
+    /// Ends the current event: applies delete rules (when
+    /// ``propagatesDeletesAtEndOfEvent`` is set), drops objects inserted and deleted in
+    /// the same session, and posts ``objectsDidChangeNotification`` if anything changed.
+    public func processPendingChanges() {
+        if propagatesDeletesAtEndOfEvent { propagateDeletes() }
+        dropInsertedAndDeleted()
+        postObjectsDidChange()
+    }
+
+    /// Applies every pending deletion's delete rules.
+    func propagateDeletes() {
+        var next = 0
+        defer { deletesToPropagate = [] }
+        while next < deletesToPropagate.count {
+            let object = deletesToPropagate[next]
+            next += 1
+            object.prepareForDeletion()
+            for relationship in object.entity.relationships {
+                guard let value = try? object.currentValue(for: relationship).relationshipValue else { continue }
+                switch relationship.deleteRule {
+                case .nullify:
+                    for id in value.objectIDs { try? object.inverseRemove(id, relationship) }
+                case .cascade:
+                    for id in value.objectIDs {
+                        let destination = self.object(with: id)
+                        if (try? destination.fulfillFault()) != nil || destination.inserted {
+                            delete(destination)
+                        }
+                    }
+                case .deny, .noAction:
+                    break
+                }
+            }
+        }
+    }
+
+    /// Objects inserted then deleted before a save never reach a store: forget them.
+    func dropInsertedAndDeleted() {
+        let dropped = insertedInOrder.filter(\.deleted)
+        guard !dropped.isEmpty else { return }
+        insertedInOrder.removeAll(where: \.deleted)
+        for object in dropped {
+            deletedSet.remove(object)
+            event.inserted.remove(object)
+            event.deleted.remove(object)
+            unregister(object)
+        }
+    }
+
+    func postObjectsDidChange() {
+        let finished = event
+        event = ChangeEvent()
+        guard !finished.isEmpty else { return }
+        var info: [AnyHashable: Any] = [:]
+        if !finished.inserted.isEmpty { info[NotificationKey.insertedObjects.rawValue] = finished.inserted }
+        let updated = finished.updated.subtracting(finished.deleted).filter { !$0.inserted }
+        if !updated.isEmpty { info[NotificationKey.updatedObjects.rawValue] = updated }
+        if !finished.deleted.isEmpty { info[NotificationKey.deletedObjects.rawValue] = finished.deleted }
+        if !finished.refreshed.isEmpty { info[NotificationKey.refreshedObjects.rawValue] = finished.refreshed }
+        if !finished.invalidated.isEmpty { info[NotificationKey.invalidatedObjects.rawValue] = finished.invalidated }
+        NotificationCenter.default.post(name: Self.objectsDidChangeNotification, object: self, userInfo: info)
+    }
+
+    /// Discards every unsaved change: inserted objects leave the context, deleted ones
+    /// come back, updated ones return to their last committed values. Nothing is read
+    /// from the stores.
+    public func rollback() {
+        let inserted = insertedInOrder
+        let updated = updatedSet
+        let deleted = deletedSet
+        insertedInOrder = []
+        updatedSet = []
+        deletedSet = []
+        deletesToPropagate = []
+        event = ChangeEvent()
+        for object in inserted {
+            object.changes.removeAll()
+            object.inserted = false
+            object.deleted = false
+            unregister(object)
+        }
+        for object in updated.union(deleted) where !object.inserted {
+            object.changes.removeAll()
+            object.deleted = false
+        }
+    }
+
+    /// Forgets every object: registered objects leave the context (and their rows are
+    /// unregistered from the stores), unsaved changes are lost. Posts
+    /// ``objectsDidChangeNotification`` with the IDs of every object it forgot under
+    /// ``NotificationKey/invalidatedAllObjects``.
+    public func reset() {
+        let objects = registry.values.compactMap(\.object)
+        let ids = Array(registry.keys)
+        insertedInOrder = []
+        updatedSet = []
+        deletedSet = []
+        deletesToPropagate = []
+        event = ChangeEvent()
+        for object in objects {
+            object.managedObjectContext = nil
+            object.inserted = false
+            object.deleted = false
+        }
+        registry = [:]
+        retainedObjects = [:]
+        let registered = Array(storeRegisteredIDs)
+        storeRegisteredIDs = []
+        pendingStoreRegistrations = []
+        if !registered.isEmpty { persistentStoreCoordinator?.contextDidUnregister(registered) }
+        NotificationCenter.default.post(
+            name: Self.objectsDidChangeNotification, object: self,
+            userInfo: [NotificationKey.invalidatedAllObjects.rawValue: ids])
+    }
+
+    /// Updates an object with its store's latest values.
+    ///
+    /// - Parameters:
+    ///   - object: A registered object.
+    ///   - mergeChanges: `false` turns the object into a fault and discards its pending
+    ///     changes (and transient values); `true` reloads the stored values and reapplies
+    ///     the pending changes over them, keeping transient values.
+    ///
+    /// Values cached by the coordinator are reused while they are younger than
+    /// ``stalenessInterval``. Inserted objects are not affected.
+    public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
+        guard object.managedObjectContext === self, !object.inserted else { return }
+        if mergeChanges {
+            guard !object.isFault else { return }
+            let pending = object.changes
+            let transient = object.transientValues
+            object.snapshot = nil
+            object.changes.removeAll()
+            if (try? object.fulfillFault()) == nil {
+                // The row is gone or unreachable: keep what the object had.
+                object.changes = pending
+                event.invalidated.insert(object)
+                return
+            }
+            object.transientValues = transient
+            for (key, value) in pending.all {
+                guard let property = object.entity.propertiesByName[key] else { continue }
+                if let committed = try? object.committedValue(for: property), sameValue(committed, value, for: property) { continue }
+                object.changes.set(value, for: property)
+            }
+            if object.changes.isEmpty && !object.deleted { updatedSet.remove(object) }
+        } else {
+            object.turnIntoFault()
+            updatedSet.remove(object)
+            if object.deleted {
+                object.deleted = false
+                deletedSet.remove(object)
+                deletesToPropagate.removeAll { $0 === object }
+            }
+        }
+        event.refreshed.insert(object)
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+
+extension ManagedObjectContext {
+    /// Commits the unsaved changes to the stores.
+    ///
+    /// In order: ends the event (applying delete rules), posts
+    /// ``willSaveObjectsNotification``, calls ``ManagedObject/willSave()``, validates every
+    /// inserted, updated and deleted object (all failures are collected), obtains permanent
+    /// IDs for inserted objects, sends one ``SaveChangesRequest`` per store, then calls
+    /// ``ManagedObject/didSave()`` and posts ``didSaveObjectsNotification``.
+    ///
+    /// - Throws: a validation error (``ObjectGraphError/Code/multipleValidationErrors``
+    ///   when there are several, ``ObjectGraphError/Code/deleteDenied`` for a deny rule),
+    ///   ``ObjectGraphError/Code/noPersistentStore``, or a store's error. After a failure
+    ///   the changes are still pending.
+    public func save() throws {
+        let coordinator = try requireCoordinator()
+        endEventForSave()
+        guard hasChanges else { return }
+        NotificationCenter.default.post(name: Self.willSaveObjectsNotification, object: self)
+        for object in insertedInOrder + Array(updatedSet) + Array(deletedSet) { object.willSave() }
+        endEventForSave()
+        guard hasChanges else { return }
+
+        try validatePendingChanges()
+
+        let inserted = insertedInOrder
+        let updated = Array(updatedSet)
+        let deleted = Array(deletedSet)
+        for object in updated + deleted where try coordinator.incrementalStore(for: object.objectID).isReadOnly {
+            throw ObjectGraphError(
+                .invalidArgument, "The store of \(object.objectID) is read-only; the save was refused.",
+                entityName: object.entity.name, objectID: object.objectID)
+        }
+        try obtainPermanentIDs(for: inserted)
+
+        // Group the changes by store, keeping the order in which stores are first met.
+        var order: [ObjectIdentifier] = []
+        var stores: [ObjectIdentifier: IncrementalStore] = [:]
+        var groups: [ObjectIdentifier: (inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject])] = [:]
+        func group(of object: ManagedObject) throws -> ObjectIdentifier {
+            let store = try coordinator.incrementalStore(for: object.objectID)
+            let key = ObjectIdentifier(store)
+            if stores[key] == nil {
+                order.append(key)
+                stores[key] = store
+                groups[key] = ([], [], [])
+            }
+            return key
+        }
+        for object in inserted { groups[try group(of: object)]?.inserted.append(object) }
+        for object in updated { groups[try group(of: object)]?.updated.append(object) }
+        for object in deleted { groups[try group(of: object)]?.deleted.append(object) }
+        var requests: [(store: IncrementalStore, request: SaveChangesRequest)] = []
+        for key in order {
+            guard let store = stores[key], let changes = groups[key] else { continue }
+            if store.isReadOnly {
+                throw ObjectGraphError(.invalidArgument, "Store \(store.identifier) is read-only; the save was refused.")
+            }
+            var request = SaveChangesRequest(
+                inserted: Set(changes.inserted), updated: Set(changes.updated), deleted: Set(changes.deleted), locked: [])
+            request.affectedStores = [store]
+            requests.append((store, request))
+        }
+        try coordinator.executeSave(requests, in: self)
+
+        for object in inserted + updated { object.commitChanges() }
+        insertedInOrder = []
+        updatedSet = []
+        deletedSet = []
+        for object in deleted {
+            object.deleted = false
+            unregister(object)
+        }
+        for object in inserted + updated + deleted { object.didSave() }
+        NotificationCenter.default.post(
+            name: Self.didSaveObjectsNotification, object: self,
+            userInfo: [
+                NotificationKey.insertedObjects.rawValue: Set(inserted),
+                NotificationKey.updatedObjects.rawValue: Set(updated),
+                NotificationKey.deletedObjects.rawValue: Set(deleted),
+            ])
+    }
+
+    /// Ends the event, applying delete rules even when they are deferred to the save.
+    private func endEventForSave() {
+        if !propagatesDeletesAtEndOfEvent { propagateDeletes() }
+        processPendingChanges()
+    }
+
+    /// Validates every pending change and throws all failures at once.
+    func validatePendingChanges() throws {
+        var errors: [ObjectGraphError] = []
+        func collect(_ check: () throws -> Void) {
+            do {
+                try check()
+            } catch let error as ObjectGraphError {
+                errors += error.code == .multipleValidationErrors ? error.detailedErrors : [error]
+            } catch {
+                errors.append(ObjectGraphError(.invalidArgument, "Validation failed: \(error)."))
+            }
+        }
+        for object in insertedInOrder { collect(object.validateForInsert) }
+        for object in updatedSet { collect(object.validateForUpdate) }
+        for object in deletedSet { collect(object.validateForDelete) }
+        if let error = ObjectGraphError.combining(errors) { throw error }
+    }
+}

@@ -1,0 +1,338 @@
+import Foundation
+
+/// A scratch pad of managed objects (Core Data's `NSManagedObjectContext`): it fetches
+/// objects from its coordinator's stores, keeps one object per ID, tracks changes, and
+/// saves or discards them.
+///
+/// For example:
+///
+/// ```swift
+/// let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+/// let person = try context.insertNewObject(forEntityName: "Person")
+/// try person.setValue("Ada", forKey: "name")
+/// try context.save()
+/// let people = try context.fetch(FetchRequest(entityName: "Person"))
+/// ```
+///
+/// A context and its objects are not `Sendable`: use them on one thread (Core Data's
+/// confinement model). Share ``ManagedObjectID``s between contexts instead.
+public final class ManagedObjectContext {
+    /// The coordinator that provides the model and the stores.
+    public let persistentStoreCoordinator: PersistentStoreCoordinator?
+    /// A name for debugging.
+    public var name: String?
+    /// Whether deletes propagate along delete rules at the end of each event; when false
+    /// they propagate during ``save()``.
+    ///
+    /// There is no run loop: an event ends when ``processPendingChanges()`` runs, which
+    /// every fetch and save does first.
+    public var propagatesDeletesAtEndOfEvent = true
+    /// How long, in seconds, loaded values may be reused when a fault fires again;
+    /// negative for forever, 0 for never.
+    public var stalenessInterval: TimeInterval = -1
+    /// Whether every registered object is held strongly; by default only objects with
+    /// unsaved changes are, and unchanged objects go away when nothing else holds them.
+    public var retainsRegisteredObjects = false {
+        didSet {
+            if retainsRegisteredObjects {
+                for (id, entry) in registry { if let object = entry.object { retainedObjects[id] = object } }
+            } else {
+                retainedObjects = [:]
+            }
+        }
+    }
+
+    // Object registry: one object per ID (uniquing).
+    var registry: [ManagedObjectID: WeakObject] = [:]
+    var retainedObjects: [ManagedObjectID: ManagedObject] = [:]
+    /// IDs this context has registered with their stores and not yet unregistered.
+    var storeRegisteredIDs: Set<ManagedObjectID> = []
+    var pendingStoreRegistrations: [ManagedObjectID] = []
+    var registrationBatchDepth = 0
+
+    // Change tracking (changed objects are held strongly by these collections).
+    var insertedInOrder: [ManagedObject] = []
+    var updatedSet: Set<ManagedObject> = []
+    var deletedSet: Set<ManagedObject> = []
+    var deletesToPropagate: [ManagedObject] = []
+    var event = ChangeEvent()
+
+    private let recursiveLock = NSRecursiveLock()
+
+    /// Creates a context on a coordinator.
+    public init(persistentStoreCoordinator: PersistentStoreCoordinator?) {
+        self.persistentStoreCoordinator = persistentStoreCoordinator
+    }
+
+    deinit {
+        let ids = Array(storeRegisteredIDs)
+        if !ids.isEmpty { persistentStoreCoordinator?.contextDidUnregister(ids) }
+    }
+
+    // MARK: Change sets
+
+    /// The objects inserted and not yet saved, in insertion order.
+    public var insertedObjects: Set<ManagedObject> { Set(insertedInOrder.filter { !$0.deleted }) }
+    /// The registered objects with unsaved changes (neither inserted nor deleted).
+    public var updatedObjects: Set<ManagedObject> { updatedSet }
+    /// The objects whose deletion the next save makes (not inserted ones).
+    public var deletedObjects: Set<ManagedObject> { deletedSet.filter { !$0.inserted } }
+    /// Every object registered in the context.
+    public var registeredObjects: Set<ManagedObject> { Set(registry.values.compactMap(\.object)) }
+    /// Whether there are unsaved changes.
+    public var hasChanges: Bool { !insertedInOrder.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
+
+    // MARK: Registering objects
+
+    /// The object for an ID: the registered one, or a new fault. Never fails; if the
+    /// store has no such object, the fault throws when its values are first read.
+    public func object(with objectID: ManagedObjectID) -> ManagedObject {
+        if let object = registry[objectID]?.object { return object }
+        let object = objectID.entity.managedObjectClass.init(entity: objectID.entity, insertInto: nil)
+        object.objectID = objectID
+        object.changes.removeAll()
+        object.transientValues = [:]
+        object.managedObjectContext = self
+        register(object)
+        return object
+    }
+
+    /// The object for an ID with its values loaded; never a fault.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/objectNotFound`` if the object does not exist.
+    public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
+        let wasRegistered = registry[objectID]?.object != nil
+        let object = self.object(with: objectID)
+        do {
+            try object.fulfillFault()
+        } catch {
+            if !wasRegistered { unregister(object) }
+            throw error
+        }
+        return object
+    }
+
+    /// The object registered for an ID, if any; never loads anything.
+    public func registeredObject(for objectID: ManagedObjectID) -> ManagedObject? {
+        registry[objectID]?.object
+    }
+
+    /// Registers an object to be inserted by the next save; it gets a temporary ID and
+    /// its attributes' default values, then ``ManagedObject/awakeFromInsert()`` is called.
+    /// An object deleted before that save is simply dropped.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/wrongContext`` if the object belongs to another
+    ///   context, ``ObjectGraphError/Code/invalidArgument`` if it was already saved.
+    public func insert(_ object: ManagedObject) throws {
+        if object.managedObjectContext === self { return }
+        if object.managedObjectContext != nil {
+            throw ObjectGraphError(
+                .wrongContext, "\(object.entity.name) \(object.objectID) belongs to another context.",
+                entityName: object.entity.name, objectID: object.objectID)
+        }
+        if !object.objectID.isTemporaryID {
+            throw ObjectGraphError(
+                .invalidArgument, "\(object.entity.name) \(object.objectID) was already saved; fetch it instead of inserting it.",
+                entityName: object.entity.name, objectID: object.objectID)
+        }
+        adopt(object)
+    }
+
+    /// Inserts an object known to be new and free.
+    func adopt(_ object: ManagedObject) {
+        object.managedObjectContext = self
+        object.inserted = true
+        object.deleted = false
+        object.snapshot = nil
+        object.applyDefaultValues()
+        insertedInOrder.append(object)
+        register(object)
+        event.inserted.insert(object)
+        object.awakeFromInsert()
+    }
+
+    /// Inserts a new object of the named entity.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/unknownEntity``, or
+    ///   ``ObjectGraphError/Code/noPersistentStore`` without a coordinator.
+    public func insertNewObject(forEntityName name: String) throws -> ManagedObject {
+        let entity = try requireCoordinator().managedObjectModel.entity(named: name)
+        return entity.managedObjectClass.init(entity: entity, insertInto: self)
+    }
+
+    /// Marks an object for deletion by the next save; delete rules are applied at the end
+    /// of the event (or at save when ``propagatesDeletesAtEndOfEvent`` is false).
+    ///
+    /// Objects of other contexts, and objects already deleted, are left alone.
+    public func delete(_ object: ManagedObject) {
+        guard object.managedObjectContext === self, !object.deleted else { return }
+        object.deleted = true
+        deletedSet.insert(object)
+        updatedSet.remove(object)
+        deletesToPropagate.append(object)
+        event.deleted.insert(object)
+    }
+
+    /// Gives objects permanent IDs now, from the stores they will be saved to. Objects
+    /// that already have one are left alone; the objects stay inserted.
+    public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        let coordinator = try requireCoordinator()
+        var byStore: [ObjectIdentifier: (IncrementalStore, [ManagedObject])] = [:]
+        var order: [ObjectIdentifier] = []
+        for object in objects where object.objectID.isTemporaryID {
+            let store = try coordinator.incrementalStore(forInserting: object)
+            let key = ObjectIdentifier(store)
+            if byStore[key] == nil { order.append(key); byStore[key] = (store, []) }
+            byStore[key]?.1.append(object)
+        }
+        var replaced: [ManagedObjectID: ManagedObjectID] = [:]
+        for key in order {
+            guard let (store, batch) = byStore[key] else { continue }
+            let ids = try store.obtainPermanentIDs(for: batch)
+            guard ids.count == batch.count else {
+                throw ObjectGraphError(
+                    .invalidArgument, "Store \(store.identifier) returned \(ids.count) permanent IDs for \(batch.count) objects.")
+            }
+            for (object, id) in zip(batch, ids) {
+                guard !id.isTemporaryID, id.entity.name == object.entity.name else {
+                    throw ObjectGraphError(
+                        .invalidArgument, "Store \(store.identifier) returned \(id) for a \(object.entity.name).",
+                        entityName: object.entity.name, objectID: id)
+                }
+                replaced[object.objectID] = id
+            }
+        }
+        guard !replaced.isEmpty else { return }
+        var newlyRegistered: [ManagedObjectID] = []
+        for (old, new) in replaced {
+            guard let object = registry.removeValue(forKey: old)?.object else { continue }
+            retainedObjects[old] = nil
+            object.objectID = new
+            registry[new] = WeakObject(object: object)
+            if retainsRegisteredObjects { retainedObjects[new] = object }
+            newlyRegistered.append(new)
+        }
+        for object in insertedInOrder + Array(updatedSet) + Array(deletedSet) { object.replaceReferences(replaced) }
+        storeRegister(newlyRegistered)
+    }
+
+    /// Chooses the store a newly inserted object is saved to, when several stores hold
+    /// its entity.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/invalidArgument`` if the object is not inserted
+    ///   or the store does not hold its entity.
+    public func assign(_ object: ManagedObject, to store: PersistentStore) throws {
+        guard object.inserted, object.managedObjectContext === self else {
+            throw ObjectGraphError(.invalidArgument, "Only objects inserted in this context can be assigned to a store.", objectID: object.objectID)
+        }
+        guard persistentStoreCoordinator?.persistentStores.contains(where: { $0 === store }) ?? false, store.holds(object.entity) else {
+            throw ObjectGraphError(
+                .invalidArgument, "Store \(store.identifier) does not hold entity \(object.entity.name).",
+                entityName: object.entity.name, objectID: object.objectID)
+        }
+        object.assignedStore = store
+    }
+
+    // MARK: Locking
+
+    /// Blocks until the context's lock is acquired.
+    public func lock() { recursiveLock.lock() }
+    /// Releases the context's lock.
+    public func unlock() { recursiveLock.unlock() }
+    /// Acquires the context's lock if it is free; returns whether it did.
+    public func tryLock() -> Bool { recursiveLock.try() }
+
+    // MARK: Internal bookkeeping
+
+    func register(_ object: ManagedObject) {
+        registry[object.objectID] = WeakObject(object: object)
+        if retainsRegisteredObjects { retainedObjects[object.objectID] = object }
+        if !object.objectID.isTemporaryID { storeRegister([object.objectID]) }
+    }
+
+    /// Removes an object from the context: it keeps its values but no longer belongs here.
+    func unregister(_ object: ManagedObject) {
+        let id = object.objectID
+        if registry[id]?.object === object { registry[id] = nil }
+        retainedObjects[id] = nil
+        object.managedObjectContext = nil
+        if storeRegisteredIDs.remove(id) != nil { persistentStoreCoordinator?.contextDidUnregister([id]) }
+    }
+
+    func storeRegister(_ ids: [ManagedObjectID]) {
+        let fresh = ids.filter { storeRegisteredIDs.insert($0).inserted }
+        guard !fresh.isEmpty else { return }
+        if registrationBatchDepth > 0 {
+            pendingStoreRegistrations += fresh
+        } else {
+            persistentStoreCoordinator?.contextDidRegister(fresh)
+        }
+    }
+
+    /// Runs `body` with store registrations collected into one call per store.
+    func withRegistrationBatch<T>(_ body: () throws -> T) rethrows -> T {
+        registrationBatchDepth += 1
+        defer {
+            registrationBatchDepth -= 1
+            if registrationBatchDepth == 0, !pendingStoreRegistrations.isEmpty {
+                let ids = pendingStoreRegistrations
+                pendingStoreRegistrations = []
+                persistentStoreCoordinator?.contextDidRegister(ids)
+            }
+        }
+        return try body()
+    }
+
+    /// Called from a managed object's `deinit`: the object is gone, so the context stops
+    /// using its row. Touches only the registry, never the collections holding objects.
+    func objectDidDeallocate(_ id: ManagedObjectID) {
+        guard let entry = registry[id], entry.object == nil else { return }
+        registry[id] = nil
+        if storeRegisteredIDs.remove(id) != nil {
+            if registrationBatchDepth > 0, let index = pendingStoreRegistrations.firstIndex(of: id) {
+                pendingStoreRegistrations.remove(at: index)
+            } else {
+                persistentStoreCoordinator?.contextDidUnregister([id])
+            }
+        }
+    }
+
+    /// Loads a fault's values through the coordinator.
+    func fulfill(_ id: ManagedObjectID) throws -> IncrementalStoreNode {
+        try requireCoordinator().newValues(forObjectWith: id, in: self)
+    }
+
+    /// Loads a relationship's destinations through the coordinator.
+    func fulfillRelationship(_ relationship: RelationshipDescription, of id: ManagedObjectID) throws -> RelationshipValue {
+        try requireCoordinator().newValue(forRelationship: relationship, forObjectWith: id, in: self)
+    }
+
+    /// Called by an object after a property changed.
+    ///
+    /// A primitive change (`notify` false) still makes the object updated, so it is saved,
+    /// but is not recorded in the event and posts no notification.
+    func objectDidChange(_ object: ManagedObject, key: String, change: PropertyChange.Kind, notify: Bool) {
+        if notify { event.propertyChanges.append(PropertyChange(object: object, key: key, kind: change)) }
+        guard !object.inserted, !object.deleted, !(object.entity.propertiesByName[key]?.isTransient ?? false) else { return }
+        if object.changes.isEmpty {
+            updatedSet.remove(object)
+        } else {
+            updatedSet.insert(object)
+            if notify { event.updated.insert(object) }
+        }
+    }
+
+    /// Called when an object's row turned out to be gone from its store.
+    func objectWasInvalidated(_ object: ManagedObject) {
+        event.invalidated.insert(object)
+    }
+
+    /// The coordinator, or the error every operation that needs one throws.
+    func requireCoordinator() throws -> PersistentStoreCoordinator {
+        guard let coordinator = persistentStoreCoordinator else {
+            throw ObjectGraphError(
+                .noPersistentStore, "The context has no persistent store coordinator; create it with one.")
+        }
+        return coordinator
+    }
+}

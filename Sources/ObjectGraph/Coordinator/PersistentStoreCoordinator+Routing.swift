@@ -1,0 +1,157 @@
+import Foundation
+
+/// Routing of requests, faults and registrations to the right store.
+extension PersistentStoreCoordinator {
+    /// Executes a request against the stores that hold its entity (or its
+    /// ``PersistentStoreRequest/affectedStores``), combining their results.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/noPersistentStore`` when no store can serve it.
+    public func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+        if var fetch = request as? FetchRequest {
+            if fetch.entity == nil { fetch.entity = try managedObjectModel.entity(named: fetch.entityName) }
+            let stores = try incrementalStores(for: fetch)
+            if stores.count == 1 { return try stores[0].execute(fetch, with: context) }
+            var objects: [ManagedObject] = []
+            var ids: [ManagedObjectID] = []
+            var rows: [[String: FetchValue]] = []
+            var count = 0
+            for store in stores {
+                switch try store.execute(fetch, with: context) {
+                case .objects(let found): objects += found
+                case .objectIDs(let found): ids += found
+                case .dictionaries(let found): rows += found
+                case .count(let found): count += found
+                case .saved: break
+                }
+            }
+            switch fetch.resultType {
+            case .managedObject: return ids.isEmpty ? .objects(objects) : .objectIDs(objects.map(\.objectID) + ids)
+            case .managedObjectID: return .objectIDs(objects.map(\.objectID) + ids)
+            case .dictionary: return .dictionaries(rows)
+            case .count: return .count(count)
+            }
+        }
+        let stores = (request.affectedStores ?? persistentStores).compactMap { $0 as? IncrementalStore }
+        guard !stores.isEmpty else {
+            throw ObjectGraphError(.noPersistentStore, "The coordinator has no store to execute a \(request.requestType) request.")
+        }
+        var last = PersistentStoreResult.saved
+        for store in stores { last = try store.execute(request, with: context) }
+        return last
+    }
+
+    /// The incremental stores a fetch goes to.
+    func incrementalStores(for request: FetchRequest) throws -> [IncrementalStore] {
+        let entity = try request.entity ?? managedObjectModel.entity(named: request.entityName)
+        let candidates = request.affectedStores ?? persistentStores
+        let stores = candidates.filter { $0.holds(entity) }.compactMap { $0 as? IncrementalStore }
+        guard !stores.isEmpty else {
+            throw ObjectGraphError(
+                .noPersistentStore,
+                persistentStores.isEmpty
+                    ? "The coordinator has no persistent store; add one before fetching \(entity.name)."
+                    : "No persistent store of the coordinator holds entity \(entity.name).",
+                entityName: entity.name)
+        }
+        return stores
+    }
+
+    /// The store an object ID belongs to.
+    func incrementalStore(for objectID: ManagedObjectID) throws -> IncrementalStore {
+        guard let identifier = objectID.storeIdentifier else {
+            throw ObjectGraphError(.invalidArgument, "\(objectID) is temporary and belongs to no store yet.", objectID: objectID)
+        }
+        guard let store = persistentStore(withIdentifier: identifier) as? IncrementalStore else {
+            throw ObjectGraphError(
+                .noPersistentStore, "The store \(identifier) of \(objectID) is not part of this coordinator.",
+                entityName: objectID.entityName, objectID: objectID)
+        }
+        return store
+    }
+
+    /// The store a newly inserted object will be saved to: its assigned store, or the
+    /// first writable store that holds its entity.
+    func incrementalStore(forInserting object: ManagedObject) throws -> IncrementalStore {
+        if let assigned = object.assignedStore as? IncrementalStore { return assigned }
+        let stores = persistentStores.filter { $0.holds(object.entity) }
+        guard let store = (stores.first { !$0.isReadOnly } ?? stores.first) as? IncrementalStore else {
+            throw ObjectGraphError(
+                .noPersistentStore,
+                persistentStores.isEmpty
+                    ? "The coordinator has no persistent store to save \(object.entity.name) to."
+                    : "No persistent store of the coordinator holds entity \(object.entity.name).",
+                entityName: object.entity.name, objectID: object.objectID)
+        }
+        return store
+    }
+
+    /// Sends each store its save request and forgets the cached rows each one changed.
+    /// Stores save one after another: with several stores a failure can leave earlier
+    /// stores saved (there is no cross-store transaction yet).
+    func executeSave(_ requests: [(store: IncrementalStore, request: SaveChangesRequest)], in context: ManagedObjectContext) throws {
+        for (store, request) in requests {
+            _ = try store.execute(request, with: context)
+            let saved = [request.updatedObjects, request.deletedObjects, request.insertedObjects]
+                .compactMap { $0 }.flatMap { $0.map(\.objectID) }
+            state.withLock { state in for id in saved { state.rowCache[id] = nil } }
+        }
+    }
+
+    /// Loads an object's values, reusing a cached node younger than the context's
+    /// staleness interval.
+    func newValues(forObjectWith id: ManagedObjectID, in context: ManagedObjectContext) throws -> IncrementalStoreNode {
+        let interval = context.stalenessInterval
+        let cached = state.withLock { $0.rowCache[id] }
+        if let cached, interval < 0 || Date().timeIntervalSince(cached.loadedAt) <= interval {
+            return cached.node
+        }
+        let node = try incrementalStore(for: id).newValuesForObject(with: id, with: context)
+        state.withLock { state in
+            if state.registerCounts[id, default: 0] > 0 { state.rowCache[id] = CachedNode(node: node, loadedAt: Date()) }
+        }
+        return node
+    }
+
+    func newValue(
+        forRelationship relationship: RelationshipDescription, forObjectWith id: ManagedObjectID, in context: ManagedObjectContext
+    ) throws -> RelationshipValue {
+        try incrementalStore(for: id).newValue(forRelationship: relationship, forObjectWith: id, with: context)
+    }
+
+    /// A context started using rows: count them, and tell each store once.
+    func contextDidRegister(_ ids: [ManagedObjectID]) {
+        state.withLock { state in for id in ids { state.registerCounts[id, default: 0] += 1 } }
+        for (store, group) in group(ids) { store.managedObjectContextDidRegisterObjects(with: group) }
+    }
+
+    /// A context stopped using rows: count them down, drop unused cached rows, and tell
+    /// each store once.
+    func contextDidUnregister(_ ids: [ManagedObjectID]) {
+        state.withLock { state in
+            for id in ids {
+                let count = state.registerCounts[id, default: 0] - 1
+                if count <= 0 {
+                    state.registerCounts[id] = nil
+                    state.rowCache[id] = nil
+                } else {
+                    state.registerCounts[id] = count
+                }
+            }
+        }
+        for (store, group) in group(ids) { store.managedObjectContextDidUnregisterObjects(with: group) }
+    }
+
+    private func group(_ ids: [ManagedObjectID]) -> [(IncrementalStore, [ManagedObjectID])] {
+        var order: [String] = []
+        var groups: [String: [ManagedObjectID]] = [:]
+        for id in ids {
+            guard let identifier = id.storeIdentifier else { continue }
+            if groups[identifier] == nil { order.append(identifier) }
+            groups[identifier, default: []].append(id)
+        }
+        return order.compactMap { identifier in
+            guard let store = persistentStore(withIdentifier: identifier) as? IncrementalStore, let ids = groups[identifier] else { return nil }
+            return (store, ids)
+        }
+    }
+}

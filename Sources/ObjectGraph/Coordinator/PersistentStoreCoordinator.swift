@@ -1,0 +1,217 @@
+import Foundation
+import Synchronization
+
+/// The link between contexts and stores (Core Data's `NSPersistentStoreCoordinator`):
+/// it owns the model, adds and removes stores, and routes every request to the stores
+/// that hold each entity.
+///
+/// For example:
+///
+/// ```swift
+/// let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+/// try coordinator.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
+/// ```
+///
+/// Thread safety: shared by every context, on any thread; its mutable state (the stores,
+/// the row cache and the register counts) is inside one `Mutex`, and stores are called
+/// outside it.
+public final class PersistentStoreCoordinator: Sendable {
+    /// The model of every store and context of this coordinator.
+    public let managedObjectModel: ManagedObjectModel
+
+    struct CachedNode {
+        var node: IncrementalStoreNode
+        var loadedAt: Date
+    }
+
+    struct State {
+        var stores: [PersistentStore] = []
+        /// Nodes loaded by fault fulfilment, reused within a context's staleness interval.
+        var rowCache: [ManagedObjectID: CachedNode] = [:]
+        /// How many contexts use each row; cache entries go when it reaches zero.
+        var registerCounts: [ManagedObjectID: Int] = [:]
+    }
+
+    // State below is protected by `state`.
+    let state = Mutex(State())
+
+    /// Store classes by type name, shared by every coordinator.
+    private static let storeTypes = Mutex<[String: PersistentStore.Type]>([
+        PersistentStore.StoreType.inMemory.rawValue: InMemoryStore.self
+    ])
+
+    /// Creates a coordinator for a model.
+    public init(managedObjectModel: ManagedObjectModel) {
+        self.managedObjectModel = managedObjectModel
+    }
+
+    // MARK: Store types
+
+    /// Registers a store class under a type name, so ``addPersistentStore(type:configuration:at:options:)``
+    /// can create it; `nil` removes the registration.
+    public static func registerStoreClass(_ storeClass: PersistentStore.Type?, type: PersistentStore.StoreType) {
+        storeTypes.withLock { $0[type.rawValue] = storeClass }
+    }
+
+    /// The registered store types and their classes.
+    public static var registeredStoreTypes: [PersistentStore.StoreType: PersistentStore.Type] {
+        storeTypes.withLock { types in
+            Dictionary(uniqueKeysWithValues: types.map { (PersistentStore.StoreType($0.key), $0.value) })
+        }
+    }
+
+    static func storeClass(for type: PersistentStore.StoreType) throws -> PersistentStore.Type {
+        guard let storeClass = storeTypes.withLock({ $0[type.rawValue] }) else {
+            throw ObjectGraphError(
+                .unknownStoreType, "No store class is registered for type \"\(type)\"; call registerStoreClass(_:type:) first.")
+        }
+        return storeClass
+    }
+
+    // MARK: Adding and removing stores
+
+    /// The stores, in the order they were added.
+    public var persistentStores: [PersistentStore] { state.withLock { $0.stores } }
+
+    /// Creates a store of a registered type, loads its metadata and adds it.
+    ///
+    /// - Parameters:
+    ///   - type: A registered store type, such as ``PersistentStore/StoreType/inMemory``.
+    ///   - configuration: The model configuration whose entities the store holds; `nil` for all.
+    ///   - url: The store's location, if it has one.
+    ///   - options: Store options, such as ``PersistentStore/readOnlyOption``.
+    /// - Throws: ``ObjectGraphError/Code/unknownStoreType``,
+    ///   ``ObjectGraphError/Code/invalidArgument`` for an unknown configuration,
+    ///   ``ObjectGraphError/Code/storeMismatch`` if a store at `url` is already added,
+    ///   ``ObjectGraphError/Code/storeOpenFailed`` if the store's model hashes differ, or the
+    ///   store's own error.
+    @discardableResult
+    public func addPersistentStore(
+        type: PersistentStore.StoreType, configuration: String? = nil, at url: URL? = nil,
+        options: [String: AttributeValue] = [:]
+    ) throws -> PersistentStore {
+        let storeClass = try Self.storeClass(for: type)
+        guard !(storeClass is AtomicStore.Type) else {
+            throw ObjectGraphError(.unsupportedRequest, "Atomic stores are not supported yet; \(type) cannot be added.")
+        }
+        if let configuration, managedObjectModel.configurations[configuration] == nil {
+            throw ObjectGraphError(.invalidArgument, "The model has no configuration named \"\(configuration)\".")
+        }
+        if let url, persistentStore(for: url) != nil {
+            throw ObjectGraphError(.storeMismatch, "A store at \(url.absoluteString) is already added to this coordinator.")
+        }
+        let store = storeClass.init(persistentStoreCoordinator: self, configurationName: configuration, at: url, options: options)
+        try store.loadMetadata()
+        var metadata = store.metadata
+        if metadata[PersistentStore.storeUUIDKey]?.stringValue?.isEmpty ?? true {
+            metadata[PersistentStore.storeUUIDKey] = .string(storeClass.identifierForNewStore(at: url))
+        }
+        metadata[PersistentStore.storeTypeKey] = .string(store.type.rawValue)
+        for entity in managedObjectModel.entities(forConfigurationName: configuration) {
+            let key = PersistentStore.modelVersionHashKeyPrefix + entity.name
+            if case .data(let stored)? = metadata[key], stored != entity.versionHash {
+                throw ObjectGraphError(
+                    .storeOpenFailed,
+                    "The store at \(url?.absoluteString ?? "(no URL)") was made with a different version of entity \(entity.name); migration is not supported yet.",
+                    entityName: entity.name)
+            }
+            metadata[key] = .data(entity.versionHash)
+        }
+        if metadata != store.metadata {
+            store.metadata = metadata
+            // An empty save request asks the store to write its metadata now.
+            if let incremental = store as? IncrementalStore, !store.isReadOnly {
+                _ = try incremental.execute(SaveChangesRequest(), with: nil)
+            }
+        }
+        let identifier = store.identifier
+        try state.withLock { state in
+            if state.stores.contains(where: { $0.identifier == identifier }) {
+                throw ObjectGraphError(.storeMismatch, "A store with identifier \(identifier) is already added to this coordinator.")
+            }
+            state.stores.append(store)
+        }
+        store.didAdd(to: self)
+        return store
+    }
+
+    /// Removes a store; objects from it can no longer be loaded or saved.
+    public func remove(_ store: PersistentStore) throws {
+        store.willRemove(from: self)
+        try state.withLock { state in
+            guard let index = state.stores.firstIndex(where: { $0 === store }) else {
+                throw ObjectGraphError(.storeMismatch, "Store \(store.identifier) is not part of this coordinator.")
+            }
+            state.stores.remove(at: index)
+            let identifier = store.identifier
+            state.rowCache = state.rowCache.filter { $0.key.storeIdentifier != identifier }
+        }
+    }
+
+    /// The store added at a URL.
+    public func persistentStore(for url: URL) -> PersistentStore? {
+        state.withLock { $0.stores.first { $0.url?.standardizedFileURL == url.standardizedFileURL } }
+    }
+
+    /// The store with an identifier.
+    public func persistentStore(withIdentifier identifier: String) -> PersistentStore? {
+        state.withLock { $0.stores.first { $0.identifier == identifier } }
+    }
+
+    /// The URL of a store.
+    public func url(for store: PersistentStore) -> URL? { store.url }
+
+    // MARK: Metadata
+
+    /// Reads the metadata of the store of a type at a URL, without adding it.
+    public static func metadataForPersistentStore(type: PersistentStore.StoreType, at url: URL) throws -> [String: AttributeValue] {
+        try storeClass(for: type).metadataForPersistentStore(at: url)
+    }
+
+    /// Writes the metadata of the store of a type at a URL, without adding it.
+    public static func setMetadata(_ metadata: [String: AttributeValue], forPersistentStoreOfType type: PersistentStore.StoreType, at url: URL) throws {
+        try storeClass(for: type).setMetadata(metadata, forPersistentStoreAt: url)
+    }
+
+    /// The metadata of an added store.
+    public func metadata(for store: PersistentStore) -> [String: AttributeValue] { store.metadata }
+
+    /// Replaces the metadata of an added store; the store saves it with its next save.
+    public func setMetadata(_ metadata: [String: AttributeValue], for store: PersistentStore) {
+        var merged = metadata
+        merged[PersistentStore.storeUUIDKey] = .string(store.identifier)
+        merged[PersistentStore.storeTypeKey] = .string(store.type.rawValue)
+        store.metadata = merged
+    }
+
+    /// Removes the store of a type at a URL, with its files.
+    public static func destroyPersistentStore(at url: URL, type: PersistentStore.StoreType) throws {
+        try storeClass(for: type).destroyPersistentStore(at: url)
+    }
+
+    // MARK: Object IDs
+
+    /// The object ID a URI from ``ManagedObjectID/uriRepresentation()`` names, if its
+    /// store is added to this coordinator and its entity is in the model.
+    public func managedObjectID(forURIRepresentation uri: URL) -> ManagedObjectID? {
+        guard uri.scheme == "x-coredata", let components = URLComponents(url: uri, resolvingAgainstBaseURL: false) else { return nil }
+        // Split the still-escaped path, so an escaped "/" inside a string reference stays put.
+        let parts = components.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard parts.count == 2, let entityName = parts[0].removingPercentEncoding,
+            let entity = managedObjectModel.entitiesByName[entityName], let key = parts[1].first
+        else { return nil }
+        let body = String(parts[1].dropFirst())
+        switch key {
+        case "t":
+            guard let uuid = UUID(uuidString: body) else { return nil }
+            return ManagedObjectID(entity: entity, storeIdentifier: nil, kind: .temporary(uuid), store: nil)
+        case "p":
+            guard let host = components.host, let store = persistentStore(withIdentifier: host) as? IncrementalStore,
+                store.holds(entity), let reference = ReferenceObject(uriComponent: body)
+            else { return nil }
+            return store.newObjectID(for: entity, referenceObject: reference)
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+
+/// The single error type thrown by the ObjectGraph module.
+///
+/// Every error carries a ``Code`` that says what went wrong, a message that
+/// says where and what to do, and, where relevant, the entity, key and object
+/// involved. Validation failures found during one save are collected into one
+/// error whose ``detailedErrors`` lists each failure.
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     try context.save()
+/// } catch let error as ObjectGraphError where error.code == .multipleValidationErrors {
+///     for failure in error.detailedErrors { print(failure) }
+/// }
+/// ```
+public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a stable, switchable code.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The code's stable name.
+        public let rawValue: String
+        /// Creates a code from its stable name.
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// The code's stable name.
+        public var description: String { rawValue }
+
+        /// The model is inconsistent (duplicate names, unknown destination, bad inverse, …).
+        public static let invalidModel = Code(rawValue: "invalidModel")
+        /// No entity of the given name exists in the model.
+        public static let unknownEntity = Code(rawValue: "unknownEntity")
+        /// The entity has no property of the given name.
+        public static let unknownKey = Code(rawValue: "unknownKey")
+        /// A value's type does not match the property's declared type.
+        public static let wrongValueType = Code(rawValue: "wrongValueType")
+        /// The coordinator has no store that can serve the request.
+        public static let noPersistentStore = Code(rawValue: "noPersistentStore")
+        /// No store type is registered under the given name.
+        public static let unknownStoreType = Code(rawValue: "unknownStoreType")
+        /// The store could not be opened or its metadata could not be read.
+        public static let storeOpenFailed = Code(rawValue: "storeOpenFailed")
+        /// The store is already added to a coordinator, or is not part of this one.
+        public static let storeMismatch = Code(rawValue: "storeMismatch")
+        /// The object does not exist in its persistent store.
+        public static let objectNotFound = Code(rawValue: "objectNotFound")
+        /// The object is not (or no longer) usable in this context.
+        public static let objectInvalidated = Code(rawValue: "objectInvalidated")
+        /// The object belongs to a different context.
+        public static let wrongContext = Code(rawValue: "wrongContext")
+        /// The store received a request type it does not handle.
+        public static let unsupportedRequest = Code(rawValue: "unsupportedRequest")
+        /// A fetch request or predicate is malformed.
+        public static let invalidFetchRequest = Code(rawValue: "invalidFetchRequest")
+        /// A URI is not an object URI of a store known to the coordinator.
+        public static let invalidURI = Code(rawValue: "invalidURI")
+        /// A mandatory property has no value.
+        public static let missingMandatoryProperty = Code(rawValue: "missingMandatoryProperty")
+        /// A value is below its attribute's minimum.
+        public static let valueTooSmall = Code(rawValue: "valueTooSmall")
+        /// A value is above its attribute's maximum.
+        public static let valueTooLarge = Code(rawValue: "valueTooLarge")
+        /// A string is shorter than its attribute's minimum length.
+        public static let stringTooShort = Code(rawValue: "stringTooShort")
+        /// A string is longer than its attribute's maximum length.
+        public static let stringTooLong = Code(rawValue: "stringTooLong")
+        /// A string does not match its attribute's pattern.
+        public static let patternMismatch = Code(rawValue: "patternMismatch")
+        /// A to-many relationship holds fewer objects than its minimum count.
+        public static let tooFewObjects = Code(rawValue: "tooFewObjects")
+        /// A to-many relationship holds more objects than its maximum count.
+        public static let tooManyObjects = Code(rawValue: "tooManyObjects")
+        /// A relationship with the deny rule still has destinations, so the delete is refused.
+        public static let deleteDenied = Code(rawValue: "deleteDenied")
+        /// Several validation errors; see ``ObjectGraphError/detailedErrors``.
+        public static let multipleValidationErrors = Code(rawValue: "multipleValidationErrors")
+        /// A store saw an unregister with no matching register.
+        public static let unbalancedUnregister = Code(rawValue: "unbalancedUnregister")
+        /// An argument is outside what the operation accepts.
+        public static let invalidArgument = Code(rawValue: "invalidArgument")
+        /// A Codable value could not be encoded or decoded.
+        public static let transformFailed = Code(rawValue: "transformFailed")
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// A sentence that says what went wrong, where, and what to do.
+    public var message: String
+    /// The entity involved, if any.
+    public var entityName: String?
+    /// The property involved, if any.
+    public var key: String?
+    /// The object involved, if any.
+    public var objectID: ManagedObjectID?
+    /// The individual errors when ``code`` is ``Code/multipleValidationErrors``.
+    public var detailedErrors: [ObjectGraphError]
+
+    /// Creates an error.
+    public init(
+        _ code: Code,
+        _ message: String,
+        entityName: String? = nil,
+        key: String? = nil,
+        objectID: ManagedObjectID? = nil,
+        detailedErrors: [ObjectGraphError] = []
+    ) {
+        self.code = code
+        self.message = message
+        self.entityName = entityName
+        self.key = key
+        self.objectID = objectID
+        self.detailedErrors = detailedErrors
+    }
+
+    /// The code, the message and the details, on one line each.
+    public var description: String {
+        var text = "ObjectGraphError.\(code): \(message)"
+        for detail in detailedErrors { text += "\n  - \(detail.code): \(detail.message)" }
+        return text
+    }
+
+    /// Whether this error is a validation failure (one or several).
+    public var isValidationError: Bool {
+        [.missingMandatoryProperty, .valueTooSmall, .valueTooLarge, .stringTooShort, .stringTooLong,
+         .patternMismatch, .tooFewObjects, .tooManyObjects, .deleteDenied, .multipleValidationErrors,
+         .wrongValueType].contains(code)
+    }
+
+    /// Combines validation errors into one: the error itself when there is one, a
+    /// ``Code/multipleValidationErrors`` error carrying all of them otherwise.
+    static func combining(_ errors: [ObjectGraphError]) -> ObjectGraphError? {
+        if errors.count <= 1 { return errors.first }
+        return ObjectGraphError(
+            .multipleValidationErrors,
+            "\(errors.count) validation errors; see detailedErrors.",
+            detailedErrors: errors)
+    }
+}

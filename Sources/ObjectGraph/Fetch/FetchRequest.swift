@@ -1,0 +1,142 @@
+import Foundation
+
+/// What a fetch returns: objects, their IDs, dictionaries of values, or a count
+/// (Core Data's `NSFetchRequestResultType`).
+public enum FetchRequestResultType: Sendable, Hashable {
+    /// Managed objects.
+    case managedObject
+    /// Object IDs.
+    case managedObjectID
+    /// One dictionary of property values per result.
+    case dictionary
+    /// The number of results.
+    case count
+}
+
+/// A description of the objects to fetch (Core Data's `NSFetchRequest`), with every
+/// property the Incremental Store Programming Guide lists.
+///
+/// For example:
+///
+/// ```swift
+/// var request = FetchRequest(entityName: "Person")
+/// request.predicate = .greaterThan("age", 30)
+/// request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+/// request.fetchLimit = 10
+/// let people = try context.fetch(request)
+/// ```
+public struct FetchRequest: PersistentStoreRequest, Sendable {
+    /// Always ``PersistentStoreRequestType/fetch``.
+    public var requestType: PersistentStoreRequestType { .fetch }
+    /// The stores to search; `nil` for every store that holds the entity.
+    public var affectedStores: [PersistentStore]?
+    /// The name of the entity to fetch.
+    public var entityName: String
+    /// The entity, once resolved by the context (stores always receive it set).
+    public var entity: EntityDescription?
+    /// The condition results must meet; `nil` for all instances.
+    public var predicate: FetchPredicate?
+    /// The order of the results.
+    public var sortDescriptors: [FetchSortDescriptor] = []
+    /// The most results to return; 0 for no limit.
+    public var fetchLimit = 0
+    /// The number of leading results to skip.
+    public var fetchOffset = 0
+    /// How many objects a store may realise at a time; 0 for all. A hint: results are complete either way.
+    public var fetchBatchSize = 0
+    /// What the fetch returns.
+    public var resultType: FetchRequestResultType = .managedObject
+    /// Whether instances of subentities match.
+    public var includesSubentities = true
+    /// Whether the context's unsaved changes are taken into account (handled by the context).
+    public var includesPendingChanges = true
+    /// Whether values are loaded with the objects (a hint; `false` leaves them as faults).
+    public var includesPropertyValues = true
+    /// Whether returned objects are faults; `false` fulfils them before returning.
+    public var returnsObjectsAsFaults = true
+    /// Relationship key paths whose destinations are loaded with the results.
+    public var relationshipKeyPathsForPrefetching: [String] = []
+    /// The properties of a dictionary result; `nil` for all attributes.
+    public var propertiesToFetch: [String]?
+    /// Whether a dictionary fetch drops duplicate dictionaries.
+    public var returnsDistinctResults = false
+    /// The properties a dictionary fetch groups by.
+    public var propertiesToGroupBy: [String]?
+    /// The condition a group must meet, evaluated against each result dictionary.
+    public var havingPredicate: FetchPredicate?
+    /// Whether objects already in the context are updated with the values fetched.
+    public var shouldRefreshRefetchedObjects = false
+
+    /// A request for instances of the named entity.
+    public init(entityName: String) {
+        self.entityName = entityName
+    }
+
+    /// A request for instances of an entity.
+    public init(entity: EntityDescription) {
+        self.entityName = entity.name
+        self.entity = entity
+    }
+
+    /// The entities whose instances match: the entity, and its subentities when
+    /// ``includesSubentities`` is true.
+    public func matchingEntityNames() -> Set<String> {
+        guard let entity else { return [entityName] }
+        return Set((includesSubentities ? entity.selfAndAllSubentities : [entity]).map(\.name))
+    }
+
+    /// Applies predicate, sort descriptors, offset and limit to candidate results, the
+    /// way a store that evaluates in memory does.
+    public func filterSortAndPage<T: FetchEvaluable>(_ candidates: [T]) throws -> [T] {
+        var results = candidates
+        if let predicate { results = try results.filter { try predicate.evaluate(with: $0) } }
+        results = try FetchSortDescriptor.sort(results, by: sortDescriptors)
+        return page(results)
+    }
+
+    /// Applies offset and limit.
+    public func page<T>(_ results: [T]) -> [T] {
+        var slice = results[...]
+        if fetchOffset > 0 { slice = slice.dropFirst(fetchOffset) }
+        if fetchLimit > 0 { slice = slice.prefix(fetchLimit) }
+        return Array(slice)
+    }
+
+    /// Builds the dictionaries of a ``FetchRequestResultType/dictionary`` fetch from
+    /// rows that already passed the predicate: the requested properties, grouped,
+    /// filtered by ``havingPredicate``, made distinct, sorted and paged.
+    ///
+    /// Aggregate expressions (sum, count, …) come with the expression language later;
+    /// until then every property to fetch must be one of the properties to group by.
+    public func dictionaries<T: FetchEvaluable>(from rows: [T]) throws -> [[String: FetchValue]] {
+        guard let entity else {
+            throw ObjectGraphError(.invalidFetchRequest, "The fetch request's entity is not resolved.", entityName: entityName)
+        }
+        let keys = propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map(\.name)
+        for key in keys where entity.propertiesByName[key] == nil && !key.contains(".") {
+            throw ObjectGraphError(.unknownKey, "Entity \(entity.name) has no property \"\(key)\" to fetch.", entityName: entity.name, key: key)
+        }
+        if let groupBy = propertiesToGroupBy {
+            for key in keys where !groupBy.contains(key) {
+                throw ObjectGraphError(
+                    .invalidFetchRequest,
+                    "Property \"\(key)\" is fetched but not grouped by; aggregate expressions are not supported yet.",
+                    entityName: entity.name, key: key)
+            }
+        } else if havingPredicate != nil {
+            throw ObjectGraphError(.invalidFetchRequest, "havingPredicate needs propertiesToGroupBy.", entityName: entity.name)
+        }
+        let sorted = try FetchSortDescriptor.sort(rows, by: sortDescriptors)
+        var results = try sorted.map { row in
+            try Dictionary(uniqueKeysWithValues: keys.map { ($0, try row.fetchValue(forKeyPath: $0)) })
+        }
+        if propertiesToGroupBy != nil || returnsDistinctResults {
+            var seen: Set<[String: FetchValue]> = []
+            results = results.filter { seen.insert($0).inserted }
+        }
+        if let havingPredicate {
+            results = try results.filter { try havingPredicate.evaluate(with: FetchValueRow($0)) }
+        }
+        return page(results)
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+
+/// Options for string comparisons in predicates (`[c]` and `[d]` in Core Data's syntax).
+public struct ComparisonOptions: OptionSet, Sendable, Hashable {
+    /// The options' bits.
+    public let rawValue: Int
+    /// Creates options from bits.
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    /// Ignore case.
+    public static let caseInsensitive = ComparisonOptions(rawValue: 1)
+    /// Ignore diacritics.
+    public static let diacriticInsensitive = ComparisonOptions(rawValue: 2)
+
+    func normalize(_ text: String) -> String {
+        var result = text
+        if contains(.diacriticInsensitive) { result = result.folding(options: .diacriticInsensitive, locale: nil) }
+        if contains(.caseInsensitive) { result = result.lowercased() }
+        return result
+    }
+}
+
+extension AttributeValue {
+    /// Orders two values of comparable kinds: any two numbers, two strings, two dates,
+    /// and so on. Returns `nil` when the kinds cannot be compared (including `null`
+    /// against a non-null value).
+    public static func compare(
+        _ lhs: AttributeValue, _ rhs: AttributeValue, options: ComparisonOptions = []
+    ) -> ComparisonResult? {
+        func order<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult {
+            a < b ? .orderedAscending : (a == b ? .orderedSame : .orderedDescending)
+        }
+        switch (lhs, rhs) {
+        case (.null, .null): return .orderedSame
+        case (.null, _), (_, .null): return nil
+        case (.string(let a), .string(let b)):
+            return options.isEmpty ? order(a, b) : order(options.normalize(a), options.normalize(b))
+        case (.bool(let a), .bool(let b)): return order(a ? 1 : 0, b ? 1 : 0)
+        case (.date(let a), .date(let b)): return order(a, b)
+        case (.uuid(let a), .uuid(let b)): return order(a.uuidString, b.uuidString)
+        case (.uri(let a), .uri(let b)): return order(a.absoluteString, b.absoluteString)
+        case (.data(let a), .data(let b)), (.transformable(let a), .transformable(let b)):
+            if a == b { return .orderedSame }
+            return a.lexicographicallyPrecedes(b) ? .orderedAscending : .orderedDescending
+        default:
+            break
+        }
+        if let a = lhs.integerValue, let b = rhs.integerValue { return order(a, b) }
+        if case .decimal(let a) = lhs, let b = rhs.decimalApproximation { return order(a, b) }
+        if case .decimal(let b) = rhs, let a = lhs.decimalApproximation { return order(a, b) }
+        if let a = lhs.doubleValue, let b = rhs.doubleValue { return order(a, b) }
+        return nil
+    }
+
+    private var decimalApproximation: Decimal? {
+        switch self {
+        case .decimal(let v): return v
+        case .double(let v): return Decimal(v)
+        case .float(let v): return Decimal(Double(v))
+        default: return integerValue.map { Decimal($0) }
+        }
+    }
+}
+
+extension FetchValue {
+    /// Whether two values are equal for a predicate: the same object, or attribute
+    /// values that compare the same.
+    static func matches(_ lhs: FetchValue, _ rhs: FetchValue, options: ComparisonOptions) -> Bool {
+        switch (lhs, rhs) {
+        case (.object(let a), .object(let b)): return a == b
+        case (.attribute(let a), .attribute(let b)): return AttributeValue.compare(a, b, options: options) == .orderedSame
+        default: return false
+        }
+    }
+
+    /// A total order for sorting: nulls first, then values of one kind in their natural
+    /// order; values of different kinds order by kind so that sorting is deterministic.
+    static func sortOrder(_ lhs: FetchValue, _ rhs: FetchValue, options: ComparisonOptions) -> ComparisonResult {
+        switch (lhs, rhs) {
+        case (.attribute(let a), .attribute(let b)):
+            if a.isNull || b.isNull { return a.isNull == b.isNull ? .orderedSame : (a.isNull ? .orderedAscending : .orderedDescending) }
+            if let result = AttributeValue.compare(a, b, options: options) { return result }
+            let (x, y) = (a.typeName, b.typeName)
+            return x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending)
+        case (.object(let a), .object(let b)):
+            let (x, y) = (a.description, b.description)
+            return x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending)
+        default:
+            return lhs.kindRank < rhs.kindRank ? .orderedAscending : (lhs.kindRank == rhs.kindRank ? .orderedSame : .orderedDescending)
+        }
+    }
+
+    private var kindRank: Int {
+        switch self {
+        case .attribute(let value): return value.isNull ? 0 : 1
+        case .object: return 2
+        case .collection: return 3
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+
+/// An entity: a kind of managed object, its properties and its place in an
+/// inheritance tree (Core Data's `NSEntityDescription`).
+///
+/// For example:
+///
+/// ```swift
+/// let person = EntityDescription(name: "Person", properties: [
+///     .attribute("name", .string, optional: false),
+///     .toOne("department", "Department", inverse: "employees"),
+/// ])
+/// let manager = EntityDescription(name: "Manager", superentity: "Person", properties: [
+///     .attribute("level", .integer16, defaultValue: 1),
+/// ])
+/// ```
+///
+/// Thread safety: `@unchecked Sendable` because every `internal(set)` link below is set
+/// exactly once while ``ManagedObjectModel`` is initialised, and never changed afterwards.
+public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
+    /// The entity's name, unique in its model.
+    public let name: String
+    /// Whether the entity has no instances of its own (only of its subentities).
+    public let isAbstract: Bool
+    /// The name of the superentity, if any.
+    public let superentityName: String?
+    /// The properties declared by this entity itself (not inherited).
+    public let ownProperties: [PropertyDescription]
+    /// The class instantiated for objects of this entity.
+    public let managedObjectClass: ManagedObject.Type
+
+    /// The model the entity belongs to; set when the model is created.
+    public internal(set) weak var managedObjectModel: ManagedObjectModel?
+    /// The superentity; set when the model is created.
+    public internal(set) weak var superentity: EntityDescription?
+    /// The direct subentities; set when the model is created.
+    public internal(set) var subentities: [EntityDescription] = []
+    /// Inherited properties first, then the entity's own; set when the model is created.
+    public internal(set) var properties: [PropertyDescription] = []
+    /// ``properties`` by name.
+    public internal(set) var propertiesByName: [String: PropertyDescription] = [:]
+    /// The attributes among ``properties``, by name.
+    public internal(set) var attributesByName: [String: AttributeDescription] = [:]
+    /// The relationships among ``properties``, by name.
+    public internal(set) var relationshipsByName: [String: RelationshipDescription] = [:]
+    /// A digest of the entity's stored shape: it changes when a stored property changes.
+    public internal(set) var versionHash = Data()
+
+    /// Creates an entity.
+    public init(
+        name: String, superentity: String? = nil, isAbstract: Bool = false,
+        managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription] = []
+    ) {
+        self.name = name
+        self.superentityName = superentity
+        self.isAbstract = isAbstract
+        self.managedObjectClass = managedObjectClass
+        self.ownProperties = properties
+    }
+
+    /// The entity's name.
+    public var description: String { "EntityDescription(\(name))" }
+
+    /// The attributes in declaration order, inherited ones first.
+    public var attributes: [AttributeDescription] { properties.compactMap { $0 as? AttributeDescription } }
+    /// The relationships in declaration order, inherited ones first.
+    public var relationships: [RelationshipDescription] { properties.compactMap { $0 as? RelationshipDescription } }
+
+    /// Whether this entity is `other` or inherits from it.
+    public func isKind(of other: EntityDescription) -> Bool {
+        var current: EntityDescription? = self
+        while let entity = current {
+            if entity === other { return true }
+            current = entity.superentity
+        }
+        return false
+    }
+
+    /// This entity and every entity below it.
+    public var selfAndAllSubentities: [EntityDescription] {
+        [self] + subentities.flatMap(\.selfAndAllSubentities)
+    }
+
+    /// The topmost entity of this entity's inheritance tree.
+    public var rootEntity: EntityDescription {
+        var entity = self
+        while let parent = entity.superentity { entity = parent }
+        return entity
+    }
+
+    /// The entity of a name in a context's model (Core Data's `entity(forEntityName:in:)`).
+    public static func entity(forEntityName name: String, in context: ManagedObjectContext) throws -> EntityDescription {
+        try context.requireCoordinator().managedObjectModel.entity(named: name)
+    }
+
+    /// Inserts a new object of the named entity into a context (Core Data's
+    /// `insertNewObject(forEntityName:into:)`).
+    public static func insertNewObject(forEntityName name: String, into context: ManagedObjectContext) throws -> ManagedObject {
+        try context.insertNewObject(forEntityName: name)
+    }
+
+    /// The property of the given name, or an ``ObjectGraphError/Code/unknownKey`` error.
+    public func property(named key: String) throws -> PropertyDescription {
+        guard let property = propertiesByName[key] else {
+            throw ObjectGraphError(
+                .unknownKey, "Entity \(name) has no property \"\(key)\".", entityName: name, key: key)
+        }
+        return property
+    }
+}

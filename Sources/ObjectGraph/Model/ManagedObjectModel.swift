@@ -1,0 +1,233 @@
+import Foundation
+
+/// A set of entities and the configurations that group them (Core Data's
+/// `NSManagedObjectModel`), checked for consistency when created.
+///
+/// For example:
+///
+/// ```swift
+/// let model = try ManagedObjectModel(entities: [
+///     EntityDescription(name: "Department", properties: [
+///         .attribute("name", .string, optional: false),
+///         .toMany("employees", "Person", inverse: "department", deleteRule: .cascade),
+///     ]),
+///     EntityDescription(name: "Person", properties: [
+///         .attribute("name", .string),
+///         .toOne("department", "Department", inverse: "employees"),
+///     ]),
+/// ])
+/// ```
+///
+/// A model is immutable once created; every problem found (duplicate names, an unknown
+/// destination or superentity, an inverse that does not exist or does not point back,
+/// a default value of the wrong type) is reported in one
+/// ``ObjectGraphError/Code/invalidModel`` error whose ``ObjectGraphError/detailedErrors``
+/// name each problem.
+public final class ManagedObjectModel: Sendable, CustomStringConvertible {
+    /// The entities, in the order given.
+    public let entities: [EntityDescription]
+    /// The entities by name.
+    public let entitiesByName: [String: EntityDescription]
+    /// Named groups of entities; a store added with a configuration holds only those entities.
+    public let configurations: [String: [String]]
+    /// Each entity's version hash, by entity name.
+    public let entityVersionHashesByName: [String: Data]
+
+    /// Creates and checks a model.
+    ///
+    /// - Parameters:
+    ///   - entities: The entities; superentities and relationship destinations are named.
+    ///   - configurations: Configuration names mapped to the names of their entities.
+    /// - Throws: ``ObjectGraphError/Code/invalidModel`` naming every inconsistency.
+    public init(entities: [EntityDescription], configurations: [String: [String]] = [:]) throws {
+        var problems: [String] = []
+        var byName: [String: EntityDescription] = [:]
+        for entity in entities {
+            if entity.name.isEmpty { problems.append("An entity has an empty name.") }
+            if byName[entity.name] != nil {
+                problems.append("Duplicate entity name \"\(entity.name)\".")
+            }
+            byName[entity.name] = entity
+            if entity.managedObjectModel != nil {
+                problems.append("Entity \(entity.name) already belongs to another model.")
+            }
+        }
+        Self.linkInheritance(entities, byName, &problems)
+        for entity in entities { Self.collectProperties(of: entity, &problems) }
+        for entity in entities {
+            for case let relationship as RelationshipDescription in entity.ownProperties {
+                Self.link(relationship, in: entity, byName, &problems)
+            }
+        }
+        for (configuration, names) in configurations {
+            for name in names where byName[name] == nil {
+                problems.append("Configuration \"\(configuration)\" names unknown entity \"\(name)\".")
+            }
+        }
+        if !problems.isEmpty {
+            throw ObjectGraphError(
+                .invalidModel,
+                problems.count == 1 ? "Invalid model: \(problems[0])" : "Invalid model: \(problems.count) problems; see detailedErrors.",
+                detailedErrors: problems.map { ObjectGraphError(.invalidModel, $0) })
+        }
+        var hashes: [String: Data] = [:]
+        for entity in entities {
+            entity.versionHash = VersionHash.digest(of: Self.versionText(of: entity))
+            hashes[entity.name] = entity.versionHash
+        }
+        self.entities = entities
+        self.entitiesByName = byName
+        self.configurations = configurations
+        self.entityVersionHashesByName = hashes
+        for entity in entities { entity.managedObjectModel = self }
+    }
+
+    /// A one-line summary of the model.
+    public var description: String { "ManagedObjectModel(\(entities.map(\.name).joined(separator: ", ")))" }
+
+    /// The entity of the given name, or an ``ObjectGraphError/Code/unknownEntity`` error.
+    public func entity(named name: String) throws -> EntityDescription {
+        guard let entity = entitiesByName[name] else {
+            throw ObjectGraphError(.unknownEntity, "The model has no entity named \"\(name)\".", entityName: name)
+        }
+        return entity
+    }
+
+    /// The entities of a configuration; all entities for `nil`.
+    public func entities(forConfigurationName configuration: String?) -> [EntityDescription] {
+        guard let configuration else { return entities }
+        return (configurations[configuration] ?? []).compactMap { entitiesByName[$0] }
+    }
+
+    /// Whether a store's metadata records the same version hashes as this model for every
+    /// entity of a configuration (all entities for `nil`).
+    public func isConfiguration(_ configuration: String?, compatibleWithStoreMetadata metadata: [String: AttributeValue]) -> Bool {
+        entities(forConfigurationName: configuration).allSatisfy { entity in
+            metadata[PersistentStore.modelVersionHashKeyPrefix + entity.name] == .data(entity.versionHash)
+        }
+    }
+
+    /// The entity whose objects are instances of `type`, if exactly that class is used.
+    public func entity(for type: ManagedObject.Type) -> EntityDescription? {
+        entities.first { $0.managedObjectClass == type }
+    }
+
+    // MARK: - Checking and linking
+
+    private static func linkInheritance(
+        _ entities: [EntityDescription], _ byName: [String: EntityDescription], _ problems: inout [String]
+    ) {
+        for entity in entities {
+            guard let parentName = entity.superentityName else { continue }
+            guard let parent = byName[parentName] else {
+                problems.append("Entity \(entity.name) names unknown superentity \"\(parentName)\".")
+                continue
+            }
+            entity.superentity = parent
+            parent.subentities.append(entity)
+        }
+        for entity in entities {
+            var seen: Set<String> = [entity.name]
+            var current = entity.superentity
+            while let next = current {
+                if !seen.insert(next.name).inserted {
+                    problems.append("Entity \(entity.name) is part of an inheritance cycle.")
+                    entity.superentity = nil
+                    break
+                }
+                current = next.superentity
+            }
+        }
+    }
+
+    private static func collectProperties(of entity: EntityDescription, _ problems: inout [String]) {
+        var chain: [EntityDescription] = []
+        var current: EntityDescription? = entity
+        while let next = current, chain.count < 1_000 {
+            chain.insert(next, at: 0)
+            current = next.superentity
+        }
+        var properties: [PropertyDescription] = []
+        var byName: [String: PropertyDescription] = [:]
+        for owner in chain {
+            for property in owner.ownProperties {
+                if property.name.isEmpty { problems.append("Entity \(owner.name) has a property with an empty name.") }
+                if byName[property.name] != nil {
+                    if owner === entity {
+                        problems.append("Duplicate property name \"\(property.name)\" in entity \(entity.name).")
+                    }
+                    continue
+                }
+                byName[property.name] = property
+                properties.append(property)
+            }
+        }
+        entity.properties = properties
+        entity.propertiesByName = byName
+        entity.attributesByName = byName.compactMapValues { $0 as? AttributeDescription }
+        entity.relationshipsByName = byName.compactMapValues { $0 as? RelationshipDescription }
+        for property in entity.ownProperties {
+            if property.entity != nil && property.entity !== entity {
+                problems.append("Property \(property.name) of \(entity.name) is already used by entity \(property.entity?.name ?? "?").")
+            }
+            property.entity = entity
+            if let attribute = property as? AttributeDescription { check(attribute, in: entity, &problems) }
+        }
+    }
+
+    private static func check(_ attribute: AttributeDescription, in entity: EntityDescription, _ problems: inout [String]) {
+        let label = "\(entity.name).\(attribute.name)"
+        if attribute.defaultValue.converted(to: attribute.attributeType) == nil {
+            problems.append("Default value of \(label) is \(attribute.defaultValue.typeName), expected \(attribute.attributeType).")
+        }
+        for rule in attribute.validationRules {
+            switch rule {
+            case .pattern(let pattern):
+                if (try? Regex(pattern)) == nil { problems.append("Pattern /\(pattern)/ of \(label) is not a valid regular expression.") }
+            case .minimum(let bound), .maximum(let bound):
+                if AttributeValue.compare(bound, bound) == nil || bound.isNull {
+                    problems.append("Bound \(bound) of \(label) cannot be compared.")
+                }
+            case .minimumLength(let n), .maximumLength(let n):
+                if n < 0 { problems.append("Length bound \(n) of \(label) is negative.") }
+            }
+        }
+    }
+
+    private static func link(
+        _ relationship: RelationshipDescription, in entity: EntityDescription,
+        _ byName: [String: EntityDescription], _ problems: inout [String]
+    ) {
+        let label = "\(entity.name).\(relationship.name)"
+        guard let destination = byName[relationship.destinationEntityName] else {
+            problems.append("Relationship \(label) names unknown destination entity \"\(relationship.destinationEntityName)\".")
+            return
+        }
+        relationship.destinationEntity = destination
+        if relationship.minCount < 0 || relationship.maxCount < 0
+            || (relationship.maxCount > 0 && relationship.minCount > relationship.maxCount)
+        {
+            problems.append("Relationship \(label) has inconsistent counts \(relationship.minCount)...\(relationship.maxCount).")
+        }
+        guard let inverseName = relationship.inverseName else { return }
+        guard let inverse = destination.relationshipsByName[inverseName] else {
+            problems.append("Relationship \(label) names inverse \"\(inverseName)\", which is not a relationship of \(destination.name).")
+            return
+        }
+        guard let inverseTarget = byName[inverse.destinationEntityName], entity.isKind(of: inverseTarget) else {
+            problems.append("Inverse \(destination.name).\(inverseName) of \(label) points to \(inverse.destinationEntityName), not \(entity.name).")
+            return
+        }
+        if let back = inverse.inverseName, back != relationship.name {
+            problems.append("Inverse \(destination.name).\(inverseName) of \(label) names \"\(back)\" as its own inverse, not \"\(relationship.name)\".")
+            return
+        }
+        relationship.inverseRelationship = inverse
+        if inverse.inverseName == nil { inverse.inverseRelationship = relationship }
+    }
+
+    private static func versionText(of entity: EntityDescription) -> String {
+        let stored = entity.properties.filter { !$0.isTransient }.sorted { $0.name < $1.name }
+        return "\(entity.name)|\(entity.superentityName ?? "")|\(entity.isAbstract)|" + stored.map(\.versionHashText).joined(separator: ";")
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+/// The common part of an entity's attributes and relationships (Core Data's
+/// `NSPropertyDescription`).
+///
+/// Create properties through ``AttributeDescription`` and ``RelationshipDescription``
+/// or the factory methods such as ``attribute(_:_:optional:defaultValue:transient:indexed:rules:)``.
+/// A property belongs to one model; it becomes immutable once the model that
+/// contains it is created.
+///
+/// Thread safety: `@unchecked Sendable` because the model links (``entity``) are set
+/// exactly once while ``ManagedObjectModel`` is initialised and never changed afterwards.
+public class PropertyDescription: @unchecked Sendable, CustomStringConvertible {
+    /// The property's name, unique within its entity and the entity's superentities.
+    public let name: String
+    /// Whether a `nil` value passes validation.
+    public let isOptional: Bool
+    /// Whether the value lives only in memory and is never given to a store. Changing a
+    /// transient value does not make its object updated.
+    public let isTransient: Bool
+    /// Whether stores should index the property (a hint).
+    public let isIndexed: Bool
+    /// The entity that declares the property; set when the model is created.
+    public internal(set) weak var entity: EntityDescription?
+
+    init(name: String, isOptional: Bool, isTransient: Bool, isIndexed: Bool) {
+        self.name = name
+        self.isOptional = isOptional
+        self.isTransient = isTransient
+        self.isIndexed = isIndexed
+    }
+
+    /// The property's kind and name.
+    public var description: String { "\(type(of: self))(\(name))" }
+
+    /// Text that changes whenever the stored shape of the property changes; feeds the version hash.
+    var versionHashText: String { "\(name)|\(isOptional)|\(isTransient)" }
+
+    /// Creates an attribute; see ``AttributeDescription``.
+    public static func attribute(
+        _ name: String, _ type: AttributeType, optional: Bool = true,
+        defaultValue: AttributeValue = .null, transient: Bool = false, indexed: Bool = false,
+        rules: [ValidationRule] = []
+    ) -> PropertyDescription {
+        AttributeDescription(
+            name: name, type: type, isOptional: optional, defaultValue: defaultValue,
+            isTransient: transient, isIndexed: indexed, validationRules: rules)
+    }
+
+    /// Creates a to-one relationship; see ``RelationshipDescription``.
+    public static func toOne(
+        _ name: String, _ destination: String, inverse: String? = nil, optional: Bool = true,
+        deleteRule: DeleteRule = .nullify
+    ) -> PropertyDescription {
+        RelationshipDescription(
+            name: name, destination: destination, inverse: inverse, isToMany: false,
+            isOptional: optional, deleteRule: deleteRule)
+    }
+
+    /// Creates a to-many relationship; see ``RelationshipDescription``.
+    public static func toMany(
+        _ name: String, _ destination: String, inverse: String? = nil, ordered: Bool = false,
+        minCount: Int = 0, maxCount: Int = 0, deleteRule: DeleteRule = .nullify
+    ) -> PropertyDescription {
+        RelationshipDescription(
+            name: name, destination: destination, inverse: inverse, isToMany: true,
+            isOrdered: ordered, minCount: minCount, maxCount: maxCount, deleteRule: deleteRule)
+    }
+}

@@ -1,0 +1,318 @@
+import Foundation
+
+/// An object of the object graph (Core Data's `NSManagedObject`): an instance of an
+/// entity, owned by one context, whose values load on demand and whose changes the
+/// context tracks until they are saved.
+///
+/// Use it directly with key-based accessors, or subclass it with typed properties:
+///
+/// ```swift
+/// final class Person: ManagedObject {
+///     @Managed("name") var name: String?
+///     var department: ManagedObject? {
+///         get { try? object(forKey: "department") }
+///     }
+/// }
+/// ```
+///
+/// A managed object is not `Sendable`: use it only on the thread of its context. Pass
+/// its ``objectID`` to other contexts instead.
+open class ManagedObject: Hashable, CustomStringConvertible {
+    /// The object's entity.
+    public let entity: EntityDescription
+    /// The object's ID: temporary until the object is first saved (or
+    /// ``ManagedObjectContext/obtainPermanentIDs(for:)`` is called), permanent after.
+    public internal(set) var objectID: ManagedObjectID
+    /// The context the object is registered in, if any.
+    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+
+    // Change tracking, owned by the context's thread.
+    /// Last committed values; `nil` while the object is a fault.
+    var snapshot: ObjectSnapshot?
+    /// Uncommitted values, by property name. Attribute and to-one values that return to
+    /// their committed value are dropped; to-many ones stay pending once changed.
+    var changes = PendingChanges()
+    /// Values of transient attributes; never given to a store.
+    var transientValues: [String: AttributeValue] = [:]
+    /// Whether the object is inserted and not yet saved.
+    var inserted = false
+    /// Whether the object is deleted and the delete not yet saved.
+    var deleted = false
+    /// The store an inserted object was assigned to with ``ManagedObjectContext/assign(_:to:)``.
+    weak var assignedStore: PersistentStore?
+    /// The last error a non-throwing accessor (``Managed``) met, if any.
+    public internal(set) var lastAccessError: ObjectGraphError?
+
+    /// Creates an object of `entity`, inserted into `context` if given.
+    ///
+    /// Subclasses that override this initializer must call it.
+    public required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
+        self.entity = entity
+        self.objectID = .temporary(for: entity)
+        applyDefaultValues()
+        // A fresh object has no context and a temporary ID, so it can always be inserted.
+        if let context { context.adopt(self) }
+    }
+
+    /// Creates an object of the entity whose class is this class, inserted into `context`.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/unknownEntity`` if no entity of the context's
+    ///   model uses this class, or ``ObjectGraphError/Code/noPersistentStore`` if the
+    ///   context has no coordinator.
+    public convenience init(context: ManagedObjectContext) throws {
+        guard let entity = try context.requireCoordinator().managedObjectModel.entity(for: Self.self) else {
+            throw ObjectGraphError(.unknownEntity, "No entity of the model uses class \(Self.self).")
+        }
+        self.init(entity: entity, insertInto: context)
+    }
+
+    deinit {
+        managedObjectContext?.objectDidDeallocate(objectID)
+    }
+
+    /// Identity: two managed objects are equal only if they are the same instance.
+    public static func == (lhs: ManagedObject, rhs: ManagedObject) -> Bool { lhs === rhs }
+    /// Hashes the instance's identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// The entity, the ID and the state.
+    public var description: String {
+        var flags: [String] = []
+        if isFault { flags.append("fault") }
+        if inserted { flags.append("inserted") }
+        if deleted { flags.append("deleted") }
+        if isUpdated { flags.append("updated") }
+        return "<\(entity.name) \(objectID)\(flags.isEmpty ? "" : " " + flags.joined(separator: ","))>"
+    }
+
+    // MARK: State
+
+    /// Whether the object's values are not loaded yet.
+    public var isFault: Bool { snapshot == nil && !isNew }
+
+    /// Whether the object was created here and never saved: inserted, or not yet inserted.
+    /// Its committed values are the empty defaults, so it never loads anything.
+    var isNew: Bool { inserted || (snapshot == nil && objectID.isTemporaryID) }
+    /// Whether the object is inserted and not yet saved.
+    public var isInserted: Bool { inserted }
+    /// Whether the object has unsaved changes (and is neither inserted nor deleted).
+    public var isUpdated: Bool { !inserted && !deleted && !changes.isEmpty }
+    /// Whether the object is deleted and the delete is not yet saved.
+    public var isDeleted: Bool { deleted }
+    /// Whether the object is inserted, updated or deleted.
+    public var hasChanges: Bool { inserted || deleted || !changes.isEmpty }
+
+    /// The uncommitted values, by property name.
+    public func changedValues() -> [String: PropertyValue] { changes.all }
+
+    /// The last committed values of the given properties (all stored properties for
+    /// `nil`); loads the object's values if it is a fault.
+    public func committedValues(forKeys keys: [String]?) throws -> [String: PropertyValue] {
+        try fulfillFault()
+        let properties = try keys.map { try $0.map { try entity.property(named: $0) } }
+            ?? entity.properties.filter { !$0.isTransient }
+        var result: [String: PropertyValue] = [:]
+        for property in properties where !property.isTransient {
+            result[property.name] = try committedValue(for: property)
+        }
+        return result
+    }
+
+    /// Whether the named relationship's destinations are not loaded yet.
+    public func hasFault(forRelationshipNamed name: String) -> Bool {
+        guard let relationship = entity.relationshipsByName[name] else { return false }
+        if changes.contains(name) || isNew { return false }
+        guard let snapshot else { return true }
+        return relationship.isToMany ? snapshot.toMany[name] == nil : snapshot.toOne[name] == nil
+    }
+
+    // MARK: Lifecycle hooks
+
+    /// Called once after the object is inserted into a context.
+    open func awakeFromInsert() {}
+    /// Called after the object's values are first loaded from its store.
+    open func awakeFromFetch() {}
+    /// Called before the object's changes are saved.
+    open func willSave() {}
+    /// Called after the object's changes are saved.
+    open func didSave() {}
+    /// Called when the object is deleted, before delete rules are applied.
+    open func prepareForDeletion() {}
+    /// Called before the object turns into a fault.
+    open func willTurnIntoFault() {}
+    /// Called after the object turned into a fault.
+    open func didTurnIntoFault() {}
+
+    // MARK: Validation
+
+    /// Checks the object before its insert is saved; throws every failure at once.
+    /// Overrides should call `super` and combine their own errors.
+    open func validateForInsert() throws { try validateValues() }
+    /// Checks the object before its update is saved; throws every failure at once.
+    open func validateForUpdate() throws { try validateValues() }
+    /// Checks the object may be deleted: no deny-rule relationship may have destinations left.
+    open func validateForDelete() throws {
+        var errors: [ObjectGraphError] = []
+        for relationship in entity.relationships where relationship.deleteRule == .deny {
+            let ids = try currentValue(for: relationship).relationshipValue?.objectIDs ?? []
+            let live = ids.filter { id in !(managedObjectContext?.registeredObject(for: id)?.isDeleted ?? false) }
+            if !live.isEmpty {
+                errors.append(ObjectGraphError(
+                    .deleteDenied,
+                    "Cannot delete \(entity.name) \(objectID): relationship \(relationship.name) (deny rule) still has \(live.count) object(s).",
+                    entityName: entity.name, key: relationship.name, objectID: objectID))
+            }
+        }
+        if let error = ObjectGraphError.combining(errors) { throw error }
+    }
+
+    /// The value and count checks of every property.
+    func validateValues() throws {
+        var errors: [ObjectGraphError] = []
+        if entity.isAbstract {
+            errors.append(ObjectGraphError(
+                .invalidArgument, "Entity \(entity.name) is abstract and cannot have instances.",
+                entityName: entity.name, objectID: objectID))
+        }
+        for property in entity.properties where !property.isTransient {
+            let value = try currentValue(for: property)
+            switch (property, value) {
+            case (let attribute as AttributeDescription, .attribute(let v)):
+                errors += attribute.validationErrors(for: v, entityName: entity.name, objectID: objectID)
+            case (let relationship as RelationshipDescription, .relationship(let r)):
+                errors += relationship.validationErrors(count: r.objectIDs.count, entityName: entity.name, objectID: objectID)
+            default:
+                break
+            }
+        }
+        if let error = ObjectGraphError.combining(errors) { throw error }
+    }
+
+    // MARK: Faulting and stored values
+
+    /// Loads the object's values from its store if it is a fault.
+    func fulfillFault() throws {
+        guard snapshot == nil, !isNew else { return }
+        guard let context = managedObjectContext else {
+            throw ObjectGraphError(
+                .objectInvalidated, "\(entity.name) \(objectID) is not in a context, so its values cannot be loaded.",
+                entityName: entity.name, objectID: objectID)
+        }
+        let node: IncrementalStoreNode
+        do {
+            node = try context.fulfill(objectID)
+        } catch let error as ObjectGraphError where error.code == .objectNotFound {
+            context.objectWasInvalidated(self)
+            throw error
+        }
+        snapshot = ObjectSnapshot(node: node, entity: entity)
+        awakeFromFetch()
+    }
+
+    /// The committed value of a property, loading a relationship from the store if needed.
+    func committedValue(for property: PropertyDescription) throws -> PropertyValue {
+        try fulfillFault()
+        if let value = snapshot?.value(for: property) { return value }
+        guard let relationship = property as? RelationshipDescription else { return .attribute(.null) }
+        if isNew { return .relationship(relationship.isToMany ? .toMany([]) : .toOne(nil)) }
+        guard let context = managedObjectContext else {
+            throw ObjectGraphError(.objectInvalidated, "\(objectID) is not in a context.", objectID: objectID)
+        }
+        let value = try context.fulfillRelationship(relationship, of: objectID)
+        snapshot?.set(.relationship(value), for: relationship.name)
+        return .relationship(value)
+    }
+
+    /// The current value of a stored or transient property.
+    func currentValue(for property: PropertyDescription) throws -> PropertyValue {
+        if property.isTransient, let attribute = property as? AttributeDescription {
+            return .attribute(transientValues[property.name] ?? attribute.defaultValue)
+        }
+        if let changed = changes[property.name] { return changed }
+        return try committedValue(for: property)
+    }
+
+    /// Records a new value for a stored property, keeping ``changes`` minimal, and tells
+    /// the context (unless `notify` is false, for primitive setters).
+    func record(_ value: PropertyValue, for property: PropertyDescription, notify: Bool = true) throws {
+        if property.isTransient, case .attribute(let attribute) = value {
+            let old = transientValues[property.name] ?? .null
+            transientValues[property.name] = attribute
+            managedObjectContext?.objectDidChange(self, key: property.name, change: .value(old: .attribute(old), new: value), notify: notify)
+            return
+        }
+        let old = try currentValue(for: property)
+        if sameValue(old, value, for: property) { return }
+        if !isNew, let committed = try? committedValue(for: property), sameValue(committed, value, for: property) {
+            changes.set(nil, for: property)
+        } else {
+            changes.set(value, for: property)
+        }
+        managedObjectContext?.objectDidChange(self, key: property.name, change: .value(old: old, new: value), notify: notify)
+    }
+
+    /// Adds or removes one destination of a to-many relationship in place (constant time
+    /// for unordered relationships) and tells the context. Returns whether it changed.
+    @discardableResult
+    func changeMember(_ id: ManagedObjectID, of relationship: RelationshipDescription, adding: Bool) throws -> Bool {
+        if !changes.contains(relationship.name) {
+            changes.set(try committedValue(for: relationship), for: relationship)
+        }
+        let changed = changes.updateMembers(of: relationship) { list in
+            adding ? list.append(id) : list.remove(id)
+        }
+        if changed {
+            let change: PropertyChange.Kind = adding ? .members(added: [id], removed: []) : .members(added: [], removed: [id])
+            managedObjectContext?.objectDidChange(self, key: relationship.name, change: change, notify: true)
+        }
+        return changed
+    }
+
+    /// Gives a new object its attributes' default values and empty relationships, as
+    /// pending changes (a new object has nothing committed).
+    func applyDefaultValues() {
+        for property in entity.properties {
+            switch property {
+            case let attribute as AttributeDescription where !attribute.defaultValue.isNull:
+                if attribute.isTransient {
+                    transientValues[attribute.name] = transientValues[attribute.name] ?? attribute.defaultValue
+                } else if changes[attribute.name] == nil {
+                    changes.set(.attribute(attribute.defaultValue), for: attribute)
+                }
+            case let relationship as RelationshipDescription where changes[relationship.name] == nil:
+                changes.set(.relationship(relationship.isToMany ? .toMany([]) : .toOne(nil)), for: relationship)
+            default:
+                break
+            }
+        }
+    }
+
+    /// Makes the object a fault again, dropping its values (and changes).
+    func turnIntoFault() {
+        willTurnIntoFault()
+        snapshot = nil
+        changes.removeAll()
+        transientValues = [:]
+        didTurnIntoFault()
+    }
+
+    /// Moves the current values into the snapshot after a successful save.
+    func commitChanges() {
+        var committed = snapshot ?? ObjectSnapshot()
+        for (key, value) in changes.all { committed.set(value, for: key) }
+        committed.version = inserted ? 1 : committed.version + 1
+        snapshot = committed
+        changes.removeAll()
+        inserted = false
+    }
+
+    /// Replaces object IDs inside the snapshot and the changes (temporary to permanent).
+    func replaceReferences(_ map: [ManagedObjectID: ManagedObjectID]) {
+        changes.replaceReferences(map)
+        if var committed = snapshot {
+            committed.toOne = committed.toOne.mapValues { $0.map { map[$0] ?? $0 } }
+            committed.toMany = committed.toMany.mapValues { $0.map { map[$0] ?? $0 } }
+            snapshot = committed
+        }
+    }
+}

@@ -1,0 +1,302 @@
+import Foundation
+import Synchronization
+
+/// An incremental store that keeps its rows in memory: the reference implementation of
+/// the store contract, against which every other store is tested.
+///
+/// Stores added with the same URL in one process share their rows, so a test can
+/// "reopen" a store by adding it again at its URL; a store added without a URL is
+/// private to its coordinator. Row keys are 64-bit integers from 1 up; row versions start
+/// at 1 and grow by one per saved change. Register counts never go below zero: an
+/// unbalanced unregister is recorded in ``bookkeepingErrors``.
+///
+/// Thread safety: rows live in a `Mutex` shared by the stores at one URL; register
+/// counts in a `Mutex` of this store. A fetch works on a copy of the rows taken under the
+/// lock, so it sees all of a concurrent save or none of it.
+open class InMemoryStore: IncrementalStore, @unchecked Sendable {
+    // @unchecked: an IncrementalStore subclass cannot be checked; all mutable state is in
+    // the two Mutexes below.
+
+    struct Row {
+        var entityName: String
+        var values: [String: PropertyValue]
+        var version: UInt64
+    }
+
+    struct Database {
+        var rows: [Int64: Row] = [:]
+        var nextReference: Int64 = 1
+        var metadata: [String: AttributeValue] = [:]
+    }
+
+    final class Backing: Sendable {
+        let database = Mutex(Database())
+    }
+
+    struct Registration {
+        var counts: [ManagedObjectID: Int] = [:]
+        var errors: [ObjectGraphError] = []
+    }
+
+    /// Backings of stores added with a URL, shared across coordinators in this process.
+    private static let backings = Mutex<[URL: Backing]>([:])
+
+    // Constant after construction.
+    private let backing: Backing
+    // State below is protected by `registration`.
+    private let registration = Mutex(Registration())
+
+    /// Creates the store; rows are shared with other stores at the same URL.
+    public required init(
+        persistentStoreCoordinator: PersistentStoreCoordinator?, configurationName: String?,
+        at url: URL?, options: [String: AttributeValue] = [:]
+    ) {
+        if let url {
+            backing = Self.backings.withLock { backings in
+                if let existing = backings[url] { return existing }
+                let created = Backing()
+                backings[url] = created
+                return created
+            }
+        } else {
+            backing = Backing()
+        }
+        super.init(persistentStoreCoordinator: persistentStoreCoordinator, configurationName: configurationName, at: url, options: options)
+    }
+
+    /// ``PersistentStore/StoreType/inMemory``.
+    open override var type: StoreType { .inMemory }
+
+    /// Reads the shared metadata, or creates it for a new store.
+    open override func loadMetadata() throws {
+        let stored = backing.database.withLock { database in
+            if database.metadata.isEmpty {
+                database.metadata = [
+                    Self.storeUUIDKey: .string(Self.identifierForNewStore(at: url)),
+                    Self.storeTypeKey: .string(StoreType.inMemory.rawValue),
+                ]
+            }
+            return database.metadata
+        }
+        metadata = stored
+    }
+
+    /// The metadata of the store at `url` in this process.
+    open override class func metadataForPersistentStore(at url: URL) throws -> [String: AttributeValue] {
+        guard let backing = backings.withLock({ $0[url] }) else {
+            throw ObjectGraphError(.storeOpenFailed, "No in-memory store exists at \(url.absoluteString) in this process.")
+        }
+        return backing.database.withLock { $0.metadata }
+    }
+
+    /// Replaces the metadata of the store at `url` in this process.
+    open override class func setMetadata(_ metadata: [String: AttributeValue], forPersistentStoreAt url: URL) throws {
+        guard let backing = backings.withLock({ $0[url] }) else {
+            throw ObjectGraphError(.storeOpenFailed, "No in-memory store exists at \(url.absoluteString) in this process.")
+        }
+        backing.database.withLock { $0.metadata = metadata }
+    }
+
+    /// Forgets the rows of the store at `url`.
+    open override class func destroyPersistentStore(at url: URL) throws {
+        _ = backings.withLock { $0.removeValue(forKey: url) }
+    }
+
+    // MARK: Requests
+
+    /// Executes fetch and save requests; any other request throws
+    /// ``ObjectGraphError/Code/unsupportedRequest``.
+    open override func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+        switch request {
+        case let fetch as FetchRequest: return try execute(fetch, with: context)
+        case let save as SaveChangesRequest: return try execute(save)
+        default:
+            throw ObjectGraphError(.unsupportedRequest, "InMemoryStore does not handle \(request.requestType) requests.")
+        }
+    }
+
+    private func execute(_ request: FetchRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+        guard let model = persistentStoreCoordinator?.managedObjectModel else {
+            throw ObjectGraphError(.noPersistentStore, "The store is not part of a coordinator.")
+        }
+        var request = request
+        if request.entity == nil { request.entity = try model.entity(named: request.entityName) }
+        let names = request.matchingEntityNames()
+        let database = backing.database.withLock { $0 }
+        let rows = database.rows.filter { names.contains($0.value.entityName) }.keys.sorted().compactMap {
+            RowView(reference: $0, database: database, store: self, model: model)
+        }
+        switch request.resultType {
+        case .count:
+            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
+            return .count(request.page(matching).count)
+        case .managedObjectID, .managedObject:
+            let ids = try request.filterSortAndPage(rows).map(\.objectID)
+            if request.resultType == .managedObject, let context { return .objects(ids.map { context.object(with: $0) }) }
+            return .objectIDs(ids)
+        case .dictionary:
+            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
+            return .dictionaries(try request.dictionaries(from: matching))
+        }
+    }
+
+    private func execute(_ request: SaveChangesRequest) throws -> PersistentStoreResult {
+        if request.isMetadataSave {
+            let metadata = self.metadata
+            backing.database.withLock { $0.metadata = metadata }
+            return .saved
+        }
+        guard !isReadOnly else { throw ObjectGraphError(.invalidArgument, "The in-memory store \(identifier) is read-only.") }
+        // Read every value before taking the lock: reading may fire faults, which call back
+        // into this store.
+        let inserts = try (request.insertedObjects ?? []).map { ($0, try integerReference($0.objectID), try values(of: $0, existing: nil)) }
+        let current = backing.database.withLock { $0 }
+        let updates = try (request.updatedObjects ?? []).map { object in
+            let reference = try integerReference(object.objectID)
+            return (object, reference, try values(of: object, existing: current.rows[reference]?.values))
+        }
+        let deletes = try (request.deletedObjects ?? []).map { ($0, try integerReference($0.objectID)) }
+        let metadata = self.metadata
+        try backing.database.withLock { database in
+            for (object, reference, _) in inserts where database.rows[reference] != nil {
+                throw ObjectGraphError(.invalidArgument, "Row \(reference) already exists; cannot insert \(object.objectID) again.", objectID: object.objectID)
+            }
+            for (object, reference, _) in updates where database.rows[reference] == nil {
+                throw ObjectGraphError(.objectNotFound, "Cannot update \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
+            }
+            for (object, reference) in deletes where database.rows[reference] == nil {
+                throw ObjectGraphError(.objectNotFound, "Cannot delete \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
+            }
+            for (object, reference, values) in inserts {
+                database.rows[reference] = Row(entityName: object.entity.name, values: values, version: 1)
+                database.nextReference = max(database.nextReference, reference + 1)
+            }
+            for (_, reference, values) in updates {
+                database.rows[reference]?.values = values
+                database.rows[reference]?.version += 1
+            }
+            for (_, reference) in deletes { database.rows[reference] = nil }
+            database.metadata = metadata
+        }
+        return .saved
+    }
+
+    /// The stored values of an object: every stored attribute, and each relationship whose
+    /// destinations are loaded (unloaded ones keep their stored value).
+    private func values(of object: ManagedObject, existing: [String: PropertyValue]?) throws -> [String: PropertyValue] {
+        var values = existing ?? [:]
+        for property in object.entity.properties where !property.isTransient {
+            if let attribute = property as? AttributeDescription {
+                values[attribute.name] = .attribute(try object.value(forKey: attribute.name))
+            } else if let relationship = property as? RelationshipDescription {
+                if existing != nil && object.hasFault(forRelationshipNamed: relationship.name) { continue }
+                let ids = try object.objectIDs(forRelationshipNamed: relationship.name)
+                values[relationship.name] = .relationship(relationship.isToMany ? .toMany(ids) : .toOne(ids.first))
+            }
+        }
+        return values
+    }
+
+    // MARK: Faulting
+
+    /// Every attribute and to-one relationship of the row, with its version.
+    open override func newValuesForObject(with objectID: ManagedObjectID, with context: ManagedObjectContext) throws -> IncrementalStoreNode {
+        let reference = try integerReference(objectID)
+        guard let row = backing.database.withLock({ $0.rows[reference] }) else {
+            throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
+        }
+        var values: [String: PropertyValue] = [:]
+        for property in objectID.entity.properties where !property.isTransient {
+            if let attribute = property as? AttributeDescription {
+                values[attribute.name] = row.values[attribute.name] ?? .attribute(.null)
+            } else if let relationship = property as? RelationshipDescription, relationship.isToOne {
+                values[relationship.name] = row.values[relationship.name] ?? .relationship(.toOne(nil))
+            }
+        }
+        return IncrementalStoreNode(objectID: objectID, values: values, version: row.version)
+    }
+
+    /// The stored destinations of one relationship.
+    open override func newValue(
+        forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID,
+        with context: ManagedObjectContext?
+    ) throws -> RelationshipValue {
+        let reference = try integerReference(objectID)
+        guard let row = backing.database.withLock({ $0.rows[reference] }) else {
+            throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, key: relationship.name, objectID: objectID)
+        }
+        return row.values[relationship.name]?.relationshipValue ?? (relationship.isToMany ? .toMany([]) : .toOne(nil))
+    }
+
+    /// Reserves one new integer reference per object, in order.
+    open override func obtainPermanentIDs(for objects: [ManagedObject]) throws -> [ManagedObjectID] {
+        let first = backing.database.withLock { database in
+            let first = database.nextReference
+            database.nextReference += Int64(objects.count)
+            return first
+        }
+        return objects.enumerated().map { index, object in
+            newObjectID(for: object.entity, referenceObject: .int64(first + Int64(index)))
+        }
+    }
+
+    private func integerReference(_ objectID: ManagedObjectID) throws -> Int64 {
+        guard case .int64(let reference) = try referenceObject(for: objectID) else {
+            throw ObjectGraphError(.invalidArgument, "\(objectID) does not have an integer reference.", objectID: objectID)
+        }
+        return reference
+    }
+
+    // MARK: Register counts
+
+    /// Adds one to each ID's register count.
+    open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
+        registration.withLock { state in for id in objectIDs { state.counts[id, default: 0] += 1 } }
+    }
+
+    /// Subtracts one from each ID's register count; an ID already at zero stays at zero
+    /// and the imbalance is recorded in ``bookkeepingErrors``.
+    open override func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {
+        registration.withLock { state in
+            for id in objectIDs {
+                let count = state.counts[id, default: 0]
+                if count == 0 {
+                    state.errors.append(ObjectGraphError(
+                        .unbalancedUnregister, "\(id) was unregistered more often than registered.",
+                        entityName: id.entityName, objectID: id))
+                } else if count == 1 {
+                    state.counts[id] = nil
+                } else {
+                    state.counts[id] = count - 1
+                }
+            }
+        }
+    }
+
+    /// How many contexts currently use the row of `objectID`.
+    public func registrationCount(for objectID: ManagedObjectID) -> Int {
+        registration.withLock { $0.counts[objectID] ?? 0 }
+    }
+
+    /// Every row in use and its register count (rows at zero are absent).
+    public var registrationCounts: [ManagedObjectID: Int] {
+        registration.withLock { $0.counts }
+    }
+
+    /// The unbalanced unregisters seen so far.
+    public var bookkeepingErrors: [ObjectGraphError] {
+        registration.withLock { $0.errors }
+    }
+
+    /// Every row's version, by object ID (for tests and inspection).
+    public func rowVersions() -> [ManagedObjectID: UInt64] {
+        guard let model = persistentStoreCoordinator?.managedObjectModel else { return [:] }
+        let rows = backing.database.withLock { $0.rows }
+        var versions: [ManagedObjectID: UInt64] = [:]
+        for (reference, row) in rows {
+            guard let entity = model.entitiesByName[row.entityName] else { continue }
+            versions[newObjectID(for: entity, referenceObject: .int64(reference))] = row.version
+        }
+        return versions
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+
+/// A store that loads data on demand (Core Data's `NSIncrementalStore`): subclass it to
+/// put the object graph on any storage.
+///
+/// The coordinator calls, in order: ``PersistentStore/loadMetadata()`` once; then
+/// ``execute(_:with:)`` for fetches and saves, preceded before a save with inserts by
+/// ``obtainPermanentIDs(for:)``; ``newValuesForObject(with:with:)`` and
+/// ``newValue(forRelationship:forObjectWith:with:)`` when faults fire; and
+/// ``managedObjectContextDidRegisterObjects(with:)`` /
+/// ``managedObjectContextDidUnregisterObjects(with:)`` as contexts start and stop
+/// using objects, balanced over each context's life.
+///
+/// A minimal store:
+///
+/// ```swift
+/// final class ArrayStore: IncrementalStore, @unchecked Sendable {
+///     override func execute(_ request: any PersistentStoreRequest,
+///                           with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+///         guard let fetch = request as? FetchRequest else {
+///             throw ObjectGraphError(.unsupportedRequest, "Only fetches.")
+///         }
+///         return .objectIDs(…)
+///     }
+///     override func newValuesForObject(with objectID: ManagedObjectID,
+///                                      with context: ManagedObjectContext) throws -> IncrementalStoreNode { … }
+/// }
+/// ```
+///
+/// Thread safety: `@unchecked Sendable` because an open class cannot be checked;
+/// subclasses must protect their own state.
+open class IncrementalStore: PersistentStore, @unchecked Sendable {
+    /// Executes a fetch or save request.
+    ///
+    /// - A fetch returns objects (from `context.object(with:)`) or IDs, dictionaries, or a
+    ///   count, as its ``FetchRequest/resultType`` says.
+    /// - A save records the request's changes and returns ``PersistentStoreResult/saved``;
+    ///   a request whose sets are all `nil` asks to save metadata.
+    /// - Any other request throws ``ObjectGraphError/Code/unsupportedRequest``.
+    open func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+        throw ObjectGraphError(.unsupportedRequest, "\(type) does not handle \(request.requestType) requests.")
+    }
+
+    /// The stored values of an object: every attribute, and optionally to-one relationships.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/objectNotFound`` if the store has no such object.
+    open func newValuesForObject(with objectID: ManagedObjectID, with context: ManagedObjectContext) throws -> IncrementalStoreNode {
+        throw ObjectGraphError(.unsupportedRequest, "\(type) does not implement newValuesForObject(with:with:).", objectID: objectID)
+    }
+
+    /// The destinations of one relationship of an object: an ID or `nil` for a to-one,
+    /// the IDs for a to-many.
+    open func newValue(
+        forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID,
+        with context: ManagedObjectContext?
+    ) throws -> RelationshipValue {
+        throw ObjectGraphError(
+            .unsupportedRequest, "\(type) does not implement newValue(forRelationship:forObjectWith:with:).",
+            key: relationship.name, objectID: objectID)
+    }
+
+    /// Permanent IDs for newly inserted objects, in the same order as `objects`.
+    ///
+    /// Called before ``execute(_:with:)`` with a save request that inserts objects; the
+    /// IDs never change afterwards.
+    open func obtainPermanentIDs(for objects: [ManagedObject]) throws -> [ManagedObjectID] {
+        throw ObjectGraphError(.unsupportedRequest, "\(type) does not implement obtainPermanentIDs(for:).")
+    }
+
+    /// An object ID of this store for an entity and a reference. Do not override.
+    public final func newObjectID(for entity: EntityDescription, referenceObject: ReferenceObject) -> ManagedObjectID {
+        ManagedObjectID(entity: entity, storeIdentifier: identifier, kind: .permanent(referenceObject), store: self)
+    }
+
+    /// The reference an ID of this store was made with. Do not override.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/invalidArgument`` if the ID is temporary or from another store.
+    public final func referenceObject(for objectID: ManagedObjectID) throws -> ReferenceObject {
+        guard let reference = objectID.referenceObject, objectID.storeIdentifier == identifier else {
+            throw ObjectGraphError(
+                .invalidArgument, "\(objectID) was not created by store \(identifier).", objectID: objectID)
+        }
+        return reference
+    }
+
+    /// A context started using these objects: add one to each ID's register count.
+    /// The default does nothing.
+    open func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {}
+
+    /// A context stopped using these objects: subtract one from each ID's register count.
+    /// The default does nothing.
+    open func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {}
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Synchronization
+
+/// The base class of every store (Core Data's `NSPersistentStore`).
+///
+/// A store is created by a ``PersistentStoreCoordinator`` from the class registered
+/// for its ``StoreType``, then asked to ``loadMetadata()``. Stores are shared by every
+/// context of their coordinator, possibly on several threads, so subclasses must be
+/// thread-safe.
+///
+/// Thread safety: `@unchecked Sendable` because an open class cannot be checked; the
+/// base class's mutable state (metadata) is inside a `Mutex`, the rest is constant.
+open class PersistentStore: @unchecked Sendable {
+    /// The name of a store type, used to register and add stores.
+    public struct StoreType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The type's name.
+        public let rawValue: String
+        /// Creates a store type from its name.
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// Creates a store type from its name.
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        /// The type's name.
+        public var description: String { rawValue }
+        /// ``InMemoryStore``.
+        public static let inMemory = StoreType("InMemory")
+    }
+
+    /// Metadata key holding the store type's name.
+    public static let storeTypeKey = "NSStoreType"
+    /// Metadata key holding the store identifier.
+    public static let storeUUIDKey = "NSStoreUUID"
+    /// Prefix of the metadata keys holding each entity's version hash (`NSStoreModelVersionHashes.<Entity>`).
+    public static let modelVersionHashKeyPrefix = "NSStoreModelVersionHashes."
+    /// Option key: open the store read-only (a ``AttributeValue/bool(_:)``).
+    public static let readOnlyOption = "NSReadOnlyPersistentStoreOption"
+
+    // Constant after construction.
+    /// The coordinator the store belongs to.
+    public weak let persistentStoreCoordinator: PersistentStoreCoordinator?
+    /// The configuration whose entities the store holds; `nil` for every entity.
+    public let configurationName: String?
+    /// The store's location, if it has one.
+    public let url: URL?
+    /// The options the store was added with.
+    public let options: [String: AttributeValue]
+
+    // State below is protected by `metadataLock`.
+    private let metadataLock = Mutex<[String: AttributeValue]>([:])
+
+    /// Creates a store; the coordinator then calls ``loadMetadata()``.
+    public required init(
+        persistentStoreCoordinator: PersistentStoreCoordinator?, configurationName: String?,
+        at url: URL?, options: [String: AttributeValue] = [:]
+    ) {
+        self.persistentStoreCoordinator = persistentStoreCoordinator
+        self.configurationName = configurationName
+        self.url = url
+        self.options = options
+    }
+
+    /// The store's type; by default the name of its class.
+    open var type: StoreType { StoreType(String(describing: Swift.type(of: self))) }
+
+    /// Whether the store refuses saves.
+    open var isReadOnly: Bool { options[Self.readOnlyOption]?.boolValue ?? false }
+
+    /// The store's identifier, kept in its metadata; object URIs name it.
+    public var identifier: String { metadata[Self.storeUUIDKey]?.stringValue ?? "" }
+
+    /// The store's metadata.
+    public var metadata: [String: AttributeValue] {
+        get { metadataLock.withLock { $0 } }
+        set { metadataLock.withLock { $0 = newValue } }
+    }
+
+    /// Reads the store's metadata and checks the location is usable; throws if not.
+    ///
+    /// A store that sets no identifier gets one from ``identifierForNewStore(at:)``.
+    open func loadMetadata() throws {}
+
+    /// The identifier for a new store at `url`; a new UUID by default.
+    open class func identifierForNewStore(at url: URL?) -> String { UUID().uuidString }
+
+    /// Reads the metadata of the store at `url` without adding it to a coordinator.
+    open class func metadataForPersistentStore(at url: URL) throws -> [String: AttributeValue] {
+        throw ObjectGraphError(.unsupportedRequest, "\(self) cannot read metadata without opening the store at \(url.path).")
+    }
+
+    /// Writes the metadata of the store at `url` without adding it to a coordinator.
+    open class func setMetadata(_ metadata: [String: AttributeValue], forPersistentStoreAt url: URL) throws {
+        throw ObjectGraphError(.unsupportedRequest, "\(self) cannot write metadata without opening the store at \(url.path).")
+    }
+
+    /// Removes the store at `url` and its files.
+    open class func destroyPersistentStore(at url: URL) throws {}
+
+    /// Called after the coordinator added the store.
+    open func didAdd(to coordinator: PersistentStoreCoordinator) {}
+
+    /// Called before the coordinator removes the store.
+    open func willRemove(from coordinator: PersistentStoreCoordinator) {}
+
+    /// The entities this store holds: its configuration's, or the whole model's.
+    public var entities: [EntityDescription] {
+        persistentStoreCoordinator?.managedObjectModel.entities(forConfigurationName: configurationName) ?? []
+    }
+
+    /// Whether this store holds instances of `entity`.
+    public func holds(_ entity: EntityDescription) -> Bool {
+        guard let configurationName else { return true }
+        return persistentStoreCoordinator?.managedObjectModel.configurations[configurationName]?.contains(entity.name) ?? false
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import ObjectGraph
+import Testing
+
+@Suite("Conformance: faulting and uniquing")
+struct FaultingConformance {
+    private func savedPerson(_ stack: TestStack, _ name: String = "Ada") throws -> ManagedObjectID {
+        let context = stack.context()
+        let person = try context.makePerson(name)
+        try context.save()
+        return person.objectID
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func objectWithIDReturnsAFaultThatFiresOnFirstAccess(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let id = try savedPerson(stack)
+        let context = stack.context()
+        let object = context.object(with: id)
+        #expect(object.isFault)
+        #expect(context.registeredObject(for: id) === object)
+        let person = try #require(object as? Person)
+        #expect(person.fetchAwakenings == 0)
+        #expect(person.name == "Ada")
+        #expect(!object.isFault)
+        #expect(person.fetchAwakenings == 1)
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func fetchedObjectsAreFaultsUnlessAskedOtherwise(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        _ = try savedPerson(stack)
+        var request = FetchRequest(entityName: "Person")
+        #expect(try stack.context().fetch(request).first?.isFault == true)
+        request.returnsObjectsAsFaults = false
+        #expect(try stack.context().fetch(request).first?.isFault == false)
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func oneObjectPerIDPerContext(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let id = try savedPerson(stack)
+        let context = stack.context()
+        let first = try context.fetch(FetchRequest(entityName: "Person"))
+        let second = try context.fetch(FetchRequest(entityName: "Person"))
+        #expect(first.first === second.first)
+        #expect(context.object(with: id) === first.first)
+        #expect(try context.existingObject(with: id) === first.first)
+        #expect(stack.context().object(with: id) !== first.first, "uniquing is per context")
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func faultForMissingRowThrowsWhenFired(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let store = try #require(stack.store as? IncrementalStore)
+        let ghost = store.newObjectID(for: try TestModel.make().entity(named: "Person"), referenceObject: .int64(9_999))
+        let context = stack.context()
+        let fault = context.object(with: ghost)
+        #expect(fault.isFault)
+        #expect(throws: ObjectGraphError.self) { try fault.value(forKey: "name") }
+        do {
+            _ = try context.existingObject(with: ghost)
+            Issue.record("existingObject(with:) returned a missing object")
+        } catch let error as ObjectGraphError {
+            #expect(error.code == .objectNotFound)
+        }
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func toManyRelationshipsFaultSeparately(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let writer = stack.context()
+        let sales = try writer.makeDepartment("Sales")
+        try writer.makePerson("Ada").setValue(sales, forKey: "department")
+        try writer.save()
+
+        let context = stack.context()
+        let department = try context.existingObject(with: sales.objectID)
+        #expect(!department.isFault)
+        #expect(department.hasFault(forRelationshipNamed: "employees"))
+        let employees = try department.objects(forKey: "employees")
+        #expect(!department.hasFault(forRelationshipNamed: "employees"))
+        #expect(employees.count == 1)
+        #expect(employees.first?.isFault == true, "destinations stay faults")
+        #expect(try employees.first?.object(forKey: "department") === department)
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func prefetchingLoadsRelationshipDestinations(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let writer = stack.context()
+        let sales = try writer.makeDepartment("Sales")
+        try writer.makePerson("Ada").setValue(sales, forKey: "department")
+        try writer.save()
+        let context = stack.context()
+        context.retainsRegisteredObjects = true
+        var request = FetchRequest(entityName: "Person")
+        request.relationshipKeyPathsForPrefetching = ["department"]
+        let people = try context.fetch(request)
+        #expect(context.registeredObject(for: sales.objectID)?.isFault == false)
+        #expect(people.count == 1)
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func keyPathsFollowRelationships(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let context = stack.context()
+        let sales = try context.makeDepartment("Sales")
+        let ada = try context.makePerson("Ada")
+        try ada.setValue(sales, forKey: "department")
+        #expect(try ada.value(forKeyPath: "department.name") == .attribute("Sales"))
+        #expect(try sales.value(forKeyPath: "employees.name") == .collection([.attribute("Ada")]))
+        try context.save()
+        let reader = stack.context()
+        #expect(try reader.names(.make("Person", .equal("department.name", "Sales"))) == ["Ada"])
+        #expect(try reader.names(.make("Department", .equal("employees.name", "Ada"))) == ["Sales"])
+        #expect(try reader.names(.make("Person", .equal("department", object: sales.objectID))) == ["Ada"])
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func unchangedObjectsAreReleasedUnlessRetained(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let id = try savedPerson(stack)
+        let context = stack.context()
+        _ = try context.fetch(FetchRequest(entityName: "Person"))
+        #expect(context.registeredObject(for: id) == nil, "weakly held: nothing else keeps it")
+        context.retainsRegisteredObjects = true
+        _ = try context.fetch(FetchRequest(entityName: "Person"))
+        #expect(context.registeredObject(for: id) != nil)
+    }
+}

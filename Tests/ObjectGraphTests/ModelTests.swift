@@ -1,0 +1,194 @@
+import Foundation
+import ObjectGraph
+import Testing
+
+@Suite("Model")
+struct ModelTests {
+    private func problems(_ build: () throws -> ManagedObjectModel) -> [String] {
+        do {
+            _ = try build()
+            return []
+        } catch let error as ObjectGraphError {
+            #expect(error.code == .invalidModel)
+            return error.detailedErrors.map(\.message)
+        } catch {
+            Issue.record("unexpected error \(error)")
+            return []
+        }
+    }
+
+    @Test func subentityInheritsSuperentityProperties() throws {
+        let model = try TestModel.make()
+        let manager = try model.entity(named: "Manager")
+        let person = try model.entity(named: "Person")
+        #expect(manager.superentity === person)
+        #expect(person.subentities.map(\.name) == ["Manager"])
+        #expect(manager.propertiesByName["name"] != nil)
+        #expect(manager.attributesByName["level"]?.attributeType == .integer32)
+        #expect(manager.relationshipsByName["department"]?.destinationEntity?.name == "Department")
+        #expect(manager.isKind(of: person) && !person.isKind(of: manager))
+    }
+
+    @Test func relationshipsResolveDestinationAndInverse() throws {
+        let model = try TestModel.make()
+        let employees = try #require(model.entitiesByName["Department"]?.relationshipsByName["employees"])
+        #expect(employees.isToMany)
+        #expect(employees.destinationEntity?.name == "Person")
+        #expect(employees.inverseRelationship?.name == "department")
+        #expect(employees.inverseRelationship?.inverseRelationship === employees)
+        #expect(employees.deleteRule == .cascade)
+    }
+
+    @Test func duplicateEntityNameIsRejected() {
+        let found = problems {
+            try ManagedObjectModel(entities: [EntityDescription(name: "A"), EntityDescription(name: "A")])
+        }
+        #expect(found.contains { $0.contains("Duplicate entity name \"A\"") })
+    }
+
+    @Test func duplicatePropertyNameIsRejected() {
+        let found = problems {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "A", properties: [.attribute("x", .string), .attribute("x", .integer64)])
+            ])
+        }
+        #expect(found.contains { $0.contains("Duplicate property name \"x\"") })
+    }
+
+    @Test func propertyRedeclaredInSubentityIsRejected() {
+        let found = problems {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "A", properties: [.attribute("x", .string)]),
+                EntityDescription(name: "B", superentity: "A", properties: [.attribute("x", .string)]),
+            ])
+        }
+        #expect(found.contains { $0.contains("Duplicate property name \"x\" in entity B") })
+    }
+
+    @Test func unknownDestinationIsRejected() {
+        let found = problems {
+            try ManagedObjectModel(entities: [EntityDescription(name: "A", properties: [.toOne("b", "Nowhere")])])
+        }
+        #expect(found.contains { $0.contains("unknown destination entity \"Nowhere\"") })
+    }
+
+    @Test func missingInverseTargetIsRejected() {
+        let found = problems {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "A", properties: [.toOne("b", "B", inverse: "missing")]),
+                EntityDescription(name: "B"),
+            ])
+        }
+        #expect(found.contains { $0.contains("inverse \"missing\"") && $0.contains("A.b") })
+    }
+
+    @Test func inverseThatPointsElsewhereIsRejected() {
+        let found = problems {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "A", properties: [.toOne("b", "B", inverse: "c")]),
+                EntityDescription(name: "B", properties: [.toOne("c", "C", inverse: "b")]),
+                EntityDescription(name: "C", properties: [.toOne("b", "B", inverse: "c")]),
+            ])
+        }
+        #expect(found.contains { $0.contains("points to C, not A") })
+    }
+
+    @Test func unknownSuperentityAndCyclesAreRejected() {
+        let unknown = problems {
+            try ManagedObjectModel(entities: [EntityDescription(name: "A", superentity: "Ghost")])
+        }
+        #expect(unknown.contains { $0.contains("unknown superentity \"Ghost\"") })
+        let cycle = problems {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "A", superentity: "B"), EntityDescription(name: "B", superentity: "A"),
+            ])
+        }
+        #expect(cycle.contains { $0.contains("inheritance cycle") })
+    }
+
+    @Test func wrongDefaultValueTypeAndBadPatternAreRejectedTogether() {
+        let found = problems {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "A", properties: [
+                    .attribute("n", .integer16, defaultValue: "seven"),
+                    .attribute("s", .string, rules: [.pattern("([")]),
+                ])
+            ])
+        }
+        #expect(found.count == 2)
+        #expect(found.contains { $0.contains("Default value of A.n is string, expected integer16") })
+        #expect(found.contains { $0.contains("Pattern /([/ of A.s") })
+    }
+
+    @Test func configurationNamingUnknownEntityIsRejected() {
+        let found = problems {
+            try ManagedObjectModel(entities: [EntityDescription(name: "A")], configurations: ["Main": ["A", "Z"]])
+        }
+        #expect(found.contains { $0.contains("Configuration \"Main\" names unknown entity \"Z\"") })
+    }
+
+    @Test func versionHashIsStableAndTracksStoredShape() throws {
+        func model(_ type: AttributeType, transient: Bool = false) throws -> ManagedObjectModel {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "A", properties: [.attribute("x", type), .attribute("t", .string, transient: transient)])
+            ])
+        }
+        let a = try model(.string).entitiesByName["A"]?.versionHash
+        let b = try model(.string).entitiesByName["A"]?.versionHash
+        let c = try model(.integer64).entitiesByName["A"]?.versionHash
+        #expect(a == b)
+        #expect(a != c)
+        #expect(a?.count == 32)
+    }
+
+    @Test func configurationsSelectEntities() throws {
+        let model = try ManagedObjectModel(
+            entities: [EntityDescription(name: "A"), EntityDescription(name: "B")], configurations: ["Left": ["A"]])
+        #expect(model.entities(forConfigurationName: "Left").map(\.name) == ["A"])
+        #expect(model.entities(forConfigurationName: nil).map(\.name) == ["A", "B"])
+    }
+
+    @Test func storeMetadataCompatibilityFollowsVersionHashes() throws {
+        let model = try TestModel.make()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let store = try coordinator.addPersistentStore(type: .inMemory)
+        #expect(model.isConfiguration(nil, compatibleWithStoreMetadata: store.metadata))
+        var changed = store.metadata
+        changed[PersistentStore.modelVersionHashKeyPrefix + "Person"] = .data(Data([1, 2, 3]))
+        #expect(!model.isConfiguration(nil, compatibleWithStoreMetadata: changed))
+    }
+
+    @Test func coreDataStyleEntityHelpersWork() throws {
+        let stack = try InMemoryFixture().makeStack(model: try TestModel.make())
+        let context = stack.context()
+        #expect(try EntityDescription.entity(forEntityName: "Badge", in: context).name == "Badge")
+        let badge = try EntityDescription.insertNewObject(forEntityName: "Badge", into: context)
+        #expect(badge.isInserted && badge.entity.name == "Badge")
+    }
+
+    @Test func validateValueChecksWithoutSetting() throws {
+        let stack = try InMemoryFixture().makeStack(model: try TestModel.make())
+        let ada = try stack.context().makePerson("Ada")
+        try ada.validateValue(42, forKey: "age")
+        #expect(throws: ObjectGraphError.self) { try ada.validateValue(200, forKey: "age") }
+        #expect(throws: ObjectGraphError.self) { try ada.validateValue("x", forKey: "age") }
+        #expect(try ada.value(forKey: "age") == .int16(30))
+    }
+
+    @Test func codableValuesRoundTripThroughTransformableAttributes() throws {
+        struct Settings: Codable, Equatable { var theme: String; var size: Int }
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Profile", properties: [AttributeDescription(name: "settings", transformable: Settings.self)])
+        ])
+        let stack = try InMemoryFixture().makeStack(model: model)
+        let context = stack.context()
+        let profile = try context.insertNewObject(forEntityName: "Profile")
+        try profile.setValue(encoding: Settings(theme: "dark", size: 12), forKey: "settings")
+        try context.save()
+        let decoded = try stack.read { reader in
+            try reader.fetch(FetchRequest(entityName: "Profile")).first?.value(forKey: "settings", decoding: Settings.self)
+        }
+        #expect(decoded == Settings(theme: "dark", size: 12))
+        #expect(model.entitiesByName["Profile"]?.attributesByName["settings"]?.valueTypeName == "Settings")
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import ObjectGraph
+import Testing
+
+@Suite("Multiple stores")
+struct MultipleStoreTests {
+    private func makeCoordinator() throws -> (PersistentStoreCoordinator, PersistentStore, PersistentStore) {
+        let model = try ManagedObjectModel(
+            entities: [
+                EntityDescription(name: "Log", properties: [.attribute("text", .string), .attribute("n", .integer64)]),
+                EntityDescription(name: "Setting", properties: [.attribute("key", .string)]),
+            ],
+            configurations: ["Logs": ["Log"], "Both": ["Log", "Setting"]])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let logs = try coordinator.addPersistentStore(type: .inMemory, configuration: "Logs")
+        let both = try coordinator.addPersistentStore(type: .inMemory, configuration: "Both")
+        return (coordinator, logs, both)
+    }
+
+    @Test func insertsGoToTheFirstStoreOrTheAssignedOne() throws {
+        let (coordinator, logs, both) = try makeCoordinator()
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let first = try context.insertNewObject(forEntityName: "Log")
+        try first.setValue(1, forKey: "n")
+        let second = try context.insertNewObject(forEntityName: "Log")
+        try second.setValue(2, forKey: "n")
+        try context.assign(second, to: both)
+        let setting = try context.insertNewObject(forEntityName: "Setting")
+        #expect(throws: ObjectGraphError.self) { try context.assign(setting, to: logs) }
+        try context.save()
+        #expect(first.objectID.storeIdentifier == logs.identifier)
+        #expect(second.objectID.storeIdentifier == both.identifier)
+        #expect(setting.objectID.storeIdentifier == both.identifier)
+    }
+
+    @Test func fetchesMergeStoresThenSortAndPage() throws {
+        let (coordinator, _, both) = try makeCoordinator()
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for n in [5, 1, 4, 2, 3] {
+            let log = try context.insertNewObject(forEntityName: "Log")
+            try log.setValue(.int64(Int64(n)), forKey: "n")
+            if n.isMultiple(of: 2) { try context.assign(log, to: both) }
+        }
+        try context.save()
+        let reader = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var request = FetchRequest.make("Log", .greaterThan("n", 1), sortedBy: ["n"])
+        request.fetchLimit = 3
+        #expect(try reader.fetch(request).map { try $0.value(forKey: "n") } == [2, 3, 4])
+        #expect(try reader.count(for: FetchRequest(entityName: "Log")) == 5)
+        #expect(try reader.fetchObjectIDs(request).count == 3)
+    }
+
+    @Test func removedStoreNoLongerServesFetches() throws {
+        let (coordinator, logs, both) = try makeCoordinator()
+        try coordinator.remove(logs)
+        #expect(coordinator.persistentStores.map(\.identifier) == [both.identifier])
+        #expect(throws: ObjectGraphError.self) { try coordinator.remove(logs) }
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.fetch(FetchRequest(entityName: "Log")).isEmpty)
+    }
+}
