@@ -30,7 +30,7 @@ let package = Package(
             ],
             path: "Tools/strata"),
         .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
-        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph"]),
+        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata"]),
     ],
     swiftLanguageModes: [.v6]
 )

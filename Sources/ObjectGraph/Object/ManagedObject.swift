@@ -102,6 +102,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the object is inserted, updated or deleted.
     public var hasChanges: Bool { inserted || deleted || !changes.isEmpty }
 
+    /// The version of the row the committed values came from (the store's node version,
+    /// counted up by each save of this object), or `nil` while the object is a fault. Stores
+    /// compare it with the stored version to detect conflicting saves.
+    public var committedVersion: UInt64? { snapshot?.version }
+
     /// The uncommitted values, by property name.
     public func changedValues() -> [String: PropertyValue] { changes.all }
 

@@ -1,0 +1,36 @@
+/// Where StrataStore keeps things in the engine's key space (SPEC.md [KEY-1]…[KEY-3]).
+///
+/// ```
+/// 0x00 "metadata"                                   the metadata record ([ROW-4])
+/// 0x01 rootEntityName 0x00 reference (8 bytes, BE)   one row per object ([ROW-1])
+/// ```
+///
+/// Every entity hierarchy (an entity without a superentity and all its subentities) shares
+/// one key space named after its root, so a fetch of an entity and its subentities is one
+/// prefix scan. References are big-endian with the sign bit flipped, so keys sort by
+/// reference.
+enum KeyLayout {
+    static let metadataKey: [UInt8] = [0x00] + Array("metadata".utf8)
+    static let rowTag: UInt8 = 0x01
+
+    /// The prefix of every row of the hierarchy rooted at `root`.
+    static func rowPrefix(root: String) -> [UInt8] {
+        [rowTag] + Array(root.utf8) + [0x00]
+    }
+
+    /// The key of one row.
+    static func rowKey(root: String, reference: Int64) -> [UInt8] {
+        var key = rowPrefix(root: root)
+        let ordered = UInt64(bitPattern: reference) ^ (1 << 63)
+        withUnsafeBytes(of: ordered.bigEndian) { key.append(contentsOf: $0) }
+        return key
+    }
+
+    /// The reference at the end of a row key.
+    static func reference(fromRowKey key: [UInt8]) -> Int64? {
+        guard key.count >= 9 else { return nil }
+        var ordered: UInt64 = 0
+        for byte in key.suffix(8) { ordered = ordered << 8 | UInt64(byte) }
+        return Int64(bitPattern: ordered ^ (1 << 63))
+    }
+}

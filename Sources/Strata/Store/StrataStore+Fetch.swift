@@ -1,0 +1,113 @@
+import ObjectGraph
+import StrataEngine
+
+extension StrataStore {
+    func executeRequest(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+        switch request {
+        case let fetch as FetchRequest: return try execute(fetch, with: context)
+        case let save as SaveChangesRequest: return try execute(save)
+        default: throw ObjectGraphError(.unsupportedRequest, "StrataStore does not handle \(request.requestType) requests.")
+        }
+    }
+
+    func model() throws -> ManagedObjectModel {
+        guard let model = persistentStoreCoordinator?.managedObjectModel else {
+            throw ObjectGraphError(.noPersistentStore, "The store is not part of a coordinator.")
+        }
+        return model
+    }
+
+    private func execute(_ request: FetchRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+        let model = try model()
+        var request = request
+        if request.entity == nil { request.entity = try model.entity(named: request.entityName) }
+        let names = request.matchingEntityNames()
+        let engine = try openEngine()
+        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+        // [ROW-4] A count of whole entities is the sum of stored counters: O(entities).
+        if request.resultType == .count && request.predicate == nil && request.fetchOffset == 0 && request.fetchLimit == 0 {
+            let record = try Self.record(in: snapshot)
+            return .count(names.reduce(0) { $0 + (record.rowCounts[$1] ?? 0) })
+        }
+        let source = RowSource(snapshot: snapshot, store: self, model: model)
+        var rows: [RowView] = []
+        let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
+        for root in roots.sorted() {
+            var failure: Error? = nil
+            _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+                try snapshot.forEach(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefix(root: root + "\u{1}")) { key, value in
+                    do {
+                        guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
+                        let row = try StoredRow.decode(value, context: "row \(root) #\(reference)")
+                        source.remember(row, key: key)
+                        if names.contains(row.entity), let entity = model.entitiesByName[row.entity] {
+                            rows.append(RowView(reference: reference, row: row, entity: entity, source: source))
+                        }
+                        return true
+                    } catch {
+                        failure = error
+                        return false
+                    }
+                }
+            }
+            if let failure { throw failure }
+        }
+        switch request.resultType {
+        case .count:
+            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
+            return .count(request.page(matching).count)
+        case .managedObjectID, .managedObject:
+            let ids = try request.filterSortAndPage(rows).map(\.objectID)
+            if request.resultType == .managedObject, let context { return .objects(ids.map { context.object(with: $0) }) }
+            return .objectIDs(ids)
+        case .dictionary:
+            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
+            return .dictionaries(try request.dictionaries(from: matching))
+        }
+    }
+
+    static func record(in snapshot: Snapshot) throws -> MetadataRecord {
+        guard let bytes = try mappingEngineErrors("read the metadata record", { () throws(StoreError) in try snapshot.get(KeyLayout.metadataKey) }) else {
+            return MetadataRecord()
+        }
+        return try MetadataRecord.decode(bytes)
+    }
+
+    // MARK: Faulting
+
+    func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
+        let row = try storedRow(objectID)
+        let model = try model()
+        var values: [String: PropertyValue] = [:]
+        for property in objectID.entity.properties where !property.isTransient {
+            if let attribute = property as? AttributeDescription {
+                values[attribute.name] = .attribute(row.attributes[attribute.name] ?? .null)
+            } else if let relationship = property as? RelationshipDescription, relationship.isToOne {
+                let target = (row.toOne[relationship.name] ?? nil).flatMap { target in
+                    model.entitiesByName[target.entity].map { newObjectID(for: $0, referenceObject: .int64(target.reference)) }
+                }
+                values[relationship.name] = .relationship(.toOne(target))
+            }
+        }
+        return IncrementalStoreNode(objectID: objectID, values: values, version: row.version)
+    }
+
+    func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {
+        let row = try storedRow(objectID)
+        let model = try model()
+        func id(_ target: (entity: String, reference: Int64)) -> ManagedObjectID? {
+            model.entitiesByName[target.entity].map { newObjectID(for: $0, referenceObject: .int64(target.reference)) }
+        }
+        if relationship.isToMany { return .toMany((row.toMany[relationship.name] ?? []).compactMap(id)) }
+        return .toOne((row.toOne[relationship.name] ?? nil).flatMap(id))
+    }
+
+    func storedRow(_ objectID: ManagedObjectID) throws -> StoredRow {
+        let key = try rowKey(objectID)
+        let engine = try openEngine()
+        guard let bytes = try mappingEngineErrors("read \(objectID)", { () throws(StoreError) in try engine.get(key) }) else {
+            throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
+        }
+        return try StoredRow.decode(bytes, context: "row of \(objectID)")
+    }
+}

@@ -1,0 +1,88 @@
+import ObjectGraph
+import StrataEngine
+
+extension StrataStore {
+    /// One save: every changed row and the metadata record in one engine transaction.
+    func execute(_ request: SaveChangesRequest) throws -> PersistentStoreResult {
+        guard !isReadOnly else { throw ObjectGraphError(.invalidArgument, "The Strata store \(identifier) is read-only.") }
+        let shared = try sharedEngine()
+        let engine = shared.engine
+        // Read every value before taking the lock: reading may fire faults.
+        let inserts = try (request.insertedObjects ?? []).map { ($0, try rowKey($0.objectID), try stored(values: $0, existing: nil)) }
+        let updates = try (request.updatedObjects ?? []).map { object in
+            (object, try rowKey(object.objectID), try stored(values: object, existing: try? storedRow(object.objectID)))
+        }
+        let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
+        let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
+        let metadata = self.metadata
+
+        try shared.saveLock.withLock { _ in
+            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+            var record = try Self.record(in: snapshot)
+            record.nextReference = max(record.nextReference, shared.nextReference.withLock { $0 })
+            record.metadata = metadata
+            var conflicts: [ObjectGraphError] = []
+            var batch = WriteBatch()
+            func current(_ object: ManagedObject, _ key: [UInt8]) throws -> StoredRow {
+                guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) else {
+                    throw ObjectGraphError(.objectNotFound, "Cannot save \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
+                }
+                let row = try StoredRow.decode(bytes, context: "row of \(object.objectID)")
+                // Optimistic locking: the row must still be the version the context read.
+                if let read = object.committedVersion, read != row.version {
+                    conflicts.append(ObjectGraphError(
+                        .saveConflict, "\(object.objectID) changed since it was read: the context has version \(read), the store version \(row.version).",
+                        entityName: object.entity.name, objectID: object.objectID))
+                }
+                return row
+            }
+            for (object, key, var row) in inserts {
+                if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil {
+                    throw ObjectGraphError(.invalidArgument, "Row of \(object.objectID) already exists; cannot insert it again.", objectID: object.objectID)
+                }
+                row.version = 1
+                batch.put(key, row.encode())
+                record.rowCounts[row.entity, default: 0] += 1
+            }
+            for (object, key, var row) in updates {
+                row.version = try current(object, key).version + 1
+                batch.put(key, row.encode())
+            }
+            for (object, key) in deletes {
+                let existing = try current(object, key)
+                batch.delete(key)
+                record.rowCounts[existing.entity, default: 1] -= 1
+            }
+            for (object, key) in locked { _ = try current(object, key) }
+            guard conflicts.isEmpty else {
+                throw ObjectGraphError(.saveConflict, "The save conflicts with changes saved since the objects were read.", detailedErrors: conflicts)
+            }
+            batch.put(KeyLayout.metadataKey, record.encode())
+            _ = try mappingEngineErrors("commit the save") { () throws(StoreError) in try engine.commit(batch) }
+        }
+        return .saved
+    }
+
+    /// The row an object saves as: every stored attribute, and each relationship whose
+    /// destinations are loaded (an unloaded one keeps its stored value).
+    private func stored(values object: ManagedObject, existing: StoredRow?) throws -> StoredRow {
+        var row = existing ?? StoredRow(entity: object.entity.name, version: 1, attributes: [:], toOne: [:], toMany: [:])
+        row.entity = object.entity.name
+        for property in object.entity.properties where !property.isTransient {
+            if let attribute = property as? AttributeDescription {
+                row.attributes[attribute.name] = try object.value(forKey: attribute.name)
+            } else if let relationship = property as? RelationshipDescription {
+                if existing != nil && object.hasFault(forRelationshipNamed: relationship.name) { continue }
+                let targets = try object.objectIDs(forRelationshipNamed: relationship.name).map { id in
+                    (entity: id.entityName, reference: try integerReference(id))
+                }
+                if relationship.isToMany {
+                    row.toMany[relationship.name] = targets
+                } else {
+                    row.toOne[relationship.name] = .some(targets.first)
+                }
+            }
+        }
+        return row
+    }
+}

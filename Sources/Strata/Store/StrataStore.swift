@@ -1,0 +1,230 @@
+import Foundation
+import ObjectGraph
+import StrataEngine
+import Synchronization
+
+/// The incremental store on StrataEngine: Core Data's contract on a log-structured engine.
+///
+/// For example:
+///
+/// ```swift
+/// StrataStore.register()
+/// let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+/// try coordinator.addPersistentStore(type: .strata, at: URL(fileURLWithPath: "/var/lib/app/store"))
+/// ```
+///
+/// The URL names a directory (created if missing) or a zero-length file, which becomes the
+/// store directory. Options: ``durabilityOption`` (`"full"`, the default; `"normal"`;
+/// `"none"`), ``compactionOption`` (`false` stops the background compactor) and
+/// ``rowCacheBytesOption``. Each save is one engine transaction; rows a context has
+/// registered stay pinned in the engine's row cache until it unregisters them.
+///
+/// Thread safety: `@unchecked Sendable` as an ``IncrementalStore`` subclass; the engine is
+/// thread-safe, `saveLock` serialises saves (version checks and the commit), and `state`
+/// holds the counters.
+open class StrataStore: IncrementalStore, @unchecked Sendable {
+    /// Durability of saves: `"full"` (default), `"normal"` or `"none"`.
+    public static let durabilityOption = "StrataDurability"
+    /// `false` turns the background compactor off. Default `true`.
+    public static let compactionOption = "StrataCompaction"
+    /// Bytes of unpinned rows the engine's cache keeps. Default 64 MiB.
+    public static let rowCacheBytesOption = "StrataRowCacheBytes"
+
+    struct State {
+        var shared: SharedEngine?
+        var unbalancedUnregisters: [ObjectGraphError] = []
+    }
+    /// The shared engine while the store is loaded.
+    let state = Mutex(State())
+
+    /// Registers this class for ``PersistentStore/StoreType/strata``. Call once at start-up.
+    public static func register() {
+        PersistentStoreCoordinator.registerStoreClass(StrataStore.self, type: .strata)
+    }
+
+    /// ``PersistentStore/StoreType/strata``.
+    open override var type: StoreType { .strata }
+
+    /// The shared engine, or an error if the store is not loaded.
+    func sharedEngine() throws -> SharedEngine {
+        guard let shared = state.withLock({ $0.shared }) else {
+            throw ObjectGraphError(.noPersistentStore, "StrataStore at \(url?.path ?? "?") is not loaded.")
+        }
+        return shared
+    }
+
+    /// The open engine, or an error if the store is not loaded.
+    func openEngine() throws -> Engine { try sharedEngine().engine }
+
+    /// Opens (or creates) the store directory and reads the metadata record.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/storeLocked`` if another process has the store open,
+    ///   ``ObjectGraphError/Code/storeOpenFailed`` for a path that is not a Strata store,
+    ///   ``ObjectGraphError/Code/storeCorrupted`` naming file and offset for damage.
+    open override func loadMetadata() throws {
+        guard let url, url.isFileURL else {
+            throw ObjectGraphError(.storeOpenFailed, "StrataStore needs a file URL naming its directory.")
+        }
+        var options = EngineOptions()
+        switch self.options[Self.durabilityOption]?.stringValue ?? "full" {
+        case "full": options.durability = .full
+        case "normal": options.durability = .normal
+        case "none": options.durability = .none
+        case let other: throw ObjectGraphError(.invalidArgument, "\(Self.durabilityOption) must be full, normal or none, not \"\(other)\".")
+        }
+        if self.options[Self.compactionOption]?.boolValue == false { options.compaction.automatic = false }
+        if case .int64(let bytes)? = self.options[Self.rowCacheBytesOption] { options.rowCacheBytes = Int(bytes) }
+        options.readOnly = isReadOnly
+        let shared = try SharedEngine.acquire(path: url.path, options: options) { engine in
+            try Self.record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
+        }
+        let record: MetadataRecord
+        do {
+            record = try Self.record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() })
+        } catch {
+            shared.release()
+            throw error
+        }
+        let previous = state.withLock { state -> SharedEngine? in
+            defer { state.shared = shared }
+            return state.shared
+        }
+        previous?.release()
+        metadata = record.metadata
+    }
+
+    /// The metadata of the store at `url`, read without adding it to a coordinator (shares the
+    /// engine if this process has the store open).
+    ///
+    /// - Throws: ``ObjectGraphError/Code/storeLocked`` if another process has it open.
+    open override class func metadataForPersistentStore(at url: URL) throws -> [String: AttributeValue] {
+        let shared = try SharedEngine.acquire(path: url.path, options: EngineOptions()) { engine in
+            try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
+        }
+        defer { shared.release() }
+        return try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }).metadata
+    }
+
+    /// Replaces the metadata of the store at `url`, in one engine transaction.
+    open override class func setMetadata(_ metadata: [String: AttributeValue], forPersistentStoreAt url: URL) throws {
+        let shared = try SharedEngine.acquire(path: url.path, options: EngineOptions()) { engine in
+            try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
+        }
+        defer { shared.release() }
+        try shared.saveLock.withLock { _ in
+            var record = try self.record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() })
+            record.metadata = metadata
+            var batch = WriteBatch()
+            batch.put(KeyLayout.metadataKey, record.encode())
+            _ = try mappingEngineErrors("write the metadata") { () throws(StoreError) in try shared.engine.commit(batch) }
+        }
+    }
+
+    /// Gives the engine back when the coordinator removes the store (the last store using it
+    /// closes it).
+    open override func willRemove(from coordinator: PersistentStoreCoordinator) {
+        releaseEngine()
+    }
+
+    deinit { releaseEngine() }
+
+    private func releaseEngine() {
+        let shared = state.withLock { state -> SharedEngine? in
+            defer { state.shared = nil }
+            return state.shared
+        }
+        shared?.release()
+    }
+
+    /// The engine under this store (for tools, tests and statistics).
+    public var storageEngine: Engine? { state.withLock { $0.shared?.engine } }
+
+    // MARK: The contract
+
+    /// Executes fetch and save requests; any other request throws
+    /// ``ObjectGraphError/Code/unsupportedRequest``.
+    open override func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+        try executeRequest(request, with: context)
+    }
+
+    /// The row's attributes and to-one destinations, with its version (from the engine's row
+    /// cache when the row is pinned or recently read).
+    open override func newValuesForObject(with objectID: ManagedObjectID, with context: ManagedObjectContext) throws -> IncrementalStoreNode {
+        try node(for: objectID)
+    }
+
+    /// The stored destinations of one relationship, in order.
+    open override func newValue(
+        forRelationship relationship: RelationshipDescription, forObjectWith objectID: ManagedObjectID,
+        with context: ManagedObjectContext?
+    ) throws -> RelationshipValue {
+        try storedDestinations(of: relationship, for: objectID)
+    }
+
+    // MARK: IDs
+
+    /// Reserves one new integer reference per object, in order. References are persisted with
+    /// the next save; a crash before it leaves a harmless gap.
+    open override func obtainPermanentIDs(for objects: [ManagedObject]) throws -> [ManagedObjectID] {
+        let first = try sharedEngine().nextReference.withLock { next in
+            defer { next += Int64(objects.count) }
+            return next
+        }
+        return objects.enumerated().map { index, object in
+            newObjectID(for: object.entity, referenceObject: .int64(first + Int64(index)))
+        }
+    }
+
+    func integerReference(_ objectID: ManagedObjectID) throws -> Int64 {
+        guard case .int64(let reference) = try referenceObject(for: objectID) else {
+            throw ObjectGraphError(.invalidArgument, "\(objectID) does not have an integer reference.", objectID: objectID)
+        }
+        return reference
+    }
+
+    /// The key of the row of `objectID`.
+    func rowKey(_ objectID: ManagedObjectID) throws -> [UInt8] {
+        KeyLayout.rowKey(root: Self.root(of: objectID.entity).name, reference: try integerReference(objectID))
+    }
+
+    static func root(of entity: EntityDescription) -> EntityDescription {
+        var root = entity
+        while let parent = root.superentity { root = parent }
+        return root
+    }
+
+    // MARK: Register counts → pins
+
+    /// Pins the rows in the engine's cache: a registered row stays resident.
+    open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
+        guard let engine = try? openEngine() else { return }
+        engine.pin(objectIDs.compactMap { try? rowKey($0) })
+    }
+
+    /// Unpins the rows. An unbalanced unregister is recorded in ``bookkeepingErrors``.
+    open override func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {
+        guard let engine = try? openEngine() else { return }
+        let keys = objectIDs.compactMap { try? rowKey($0) }
+        do {
+            try engine.unpin(keys)
+        } catch {
+            // Apply the balanced ones one by one, and record each imbalance.
+            for (id, key) in zip(objectIDs, keys) {
+                do {
+                    try engine.unpin([key])
+                } catch {
+                    let failure = ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
+                    state.withLock { $0.unbalancedUnregisters.append(failure) }
+                }
+            }
+        }
+    }
+
+    /// The unbalanced unregisters seen so far.
+    public var bookkeepingErrors: [ObjectGraphError] { state.withLock { $0.unbalancedUnregisters } }
+}
+
+extension PersistentStore.StoreType {
+    /// StrataStore's type.
+    public static let strata = PersistentStore.StoreType("Strata")
+}
