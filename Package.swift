@@ -31,6 +31,7 @@ let package = Package(
             path: "Tools/strata"),
         .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata"]),
     ],
     swiftLanguageModes: [.v6]
 )

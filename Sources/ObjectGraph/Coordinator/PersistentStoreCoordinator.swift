@@ -107,15 +107,18 @@ public final class PersistentStoreCoordinator: Sendable {
             metadata[PersistentStore.storeUUIDKey] = .string(storeClass.identifierForNewStore(at: url))
         }
         metadata[PersistentStore.storeTypeKey] = .string(store.type.rawValue)
+        var differing: [String] = []
         for entity in managedObjectModel.entities(forConfigurationName: configuration) {
             let key = PersistentStore.modelVersionHashKeyPrefix + entity.name
-            if case .data(let stored)? = metadata[key], stored != entity.versionHash {
-                throw ObjectGraphError(
-                    .storeOpenFailed,
-                    "The store at \(url?.absoluteString ?? "(no URL)") was made with a different version of entity \(entity.name); migration is not supported yet.",
-                    entityName: entity.name)
-            }
+            if case .data(let stored)? = metadata[key], stored != entity.versionHash { differing.append(entity.name) }
             metadata[key] = .data(entity.versionHash)
+        }
+        if !differing.isEmpty {
+            // Nothing has been written: the store is left exactly as it was.
+            throw ObjectGraphError(
+                .storeOpenFailed,
+                "The store at \(url?.absoluteString ?? "(no URL)") was made with a different version of entit\(differing.count == 1 ? "y" : "ies") \(differing.joined(separator: ", ")); migration is not supported yet.",
+                entityName: differing.first)
         }
         if metadata != store.metadata {
             store.metadata = metadata
