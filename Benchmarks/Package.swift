@@ -1,0 +1,37 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Benchmarks live in their own package so that the library never depends on a benchmark
+// harness. Run from the repository root:
+//
+//     swift run -c release --package-path Benchmarks engine-report
+//     swift package --package-path Benchmarks benchmark
+let package = Package(
+    name: "StrataBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Strata", path: ".."),
+        // `MallocInterposer` only: malloc statistics without jemalloc.
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // Workloads shared by the package-benchmark suite and engine-report.
+        .target(
+            name: "BenchmarkSupport",
+            dependencies: [.product(name: "StrataEngine", package: "Strata")]),
+        .executableTarget(
+            name: "EngineBenchmarks",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "StrataEngine", package: "Strata"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/EngineBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]),
+        .executableTarget(
+            name: "engine-report",
+            dependencies: ["BenchmarkSupport", .product(name: "StrataEngine", package: "Strata")],
+            path: "Sources/EngineReport"),
+    ],
+    swiftLanguageModes: [.v6]
+)
