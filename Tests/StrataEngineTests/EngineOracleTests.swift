@@ -96,6 +96,25 @@ import Testing
         #expect(try engine.snapshot().sequence(of: [1]) == 1)
     }
 
+    // [SEG-7] Entries of one transaction share a sequence number: the flush must keep the put
+    // that follows a delete of the same key, not the tombstone.
+    @Test func aDeleteThenPutOfOneKeyInOneBatchSurvivesFlushAndReopen() throws {
+        let fs = FaultInjectingFileSystem()
+        let engine = try Engine.open(at: "/store", options: testOptions(fs, rollover: 1 << 20))
+        try engine.put([1], [1])
+        try engine.flush()
+        var batch = WriteBatch()
+        batch.delete([1])
+        batch.put([1], [2])
+        batch.put([2], [2])
+        batch.delete([2])
+        try engine.commit(batch)
+        try engine.flush()
+        try engine.close()
+        let reopened = try Engine.open(at: "/store", options: testOptions(fs))
+        #expect(try contents(of: reopened) == [[1]: [2]])
+    }
+
     @Test func statsCountLiveAndDeadBytes() throws {
         let engine = try Engine.open(at: "/store", options: testOptions(FaultInjectingFileSystem(), rollover: 1 << 20))
         for _ in 0..<3 { for i in 0..<10 { try engine.put(testKey(i), [UInt8](repeating: 7, count: 100)) } }

@@ -152,7 +152,7 @@ extension Engine {
         for key in puts.keys { tombstones[key] = nil }
         var inputs: [(input: SegmentWriter.Input, from: ValueLocation?)] = puts.values.map { ($0.input, $0.from) }
         inputs += tombstones.values.map { ($0, nil) }
-        inputs.sort { $0.input.key.lexicographicallyPrecedes($1.input.key) }
+        inputs.sort { $0.input.key.precedes($1.input.key) }
 
         // Write the outputs, cut at the target size. Nothing refers to them until the swap.
         var outputs: [(file: LiveFile, size: UInt64, minSequence: UInt64, items: ArraySlice<(input: SegmentWriter.Input, from: ValueLocation?)>, locations: [ValueLocation])] = []

@@ -15,7 +15,11 @@ extension Engine {
             return failAll(error)
         }
 
-        var out = ByteWriter(capacity: group.reduce(0) { $0 + $1.operations.count * 64 })
+        // Exact size: header and entry count per record, and per entry its bytes plus at most
+        // 1 + 10 + 5 + 5 bytes of kind and varints and a 4-byte CRC.
+        var out = ByteWriter(capacity: group.reduce(0) { total, request in
+            total + 32 + request.operations.reduce(0) { $0 + $1.key.count + $1.value.count + 25 }
+        })
         var positions: [[WALRecord.EncodedEntry]] = []
         positions.reserveCapacity(group.count)
         var sequence = state.lastSequence
@@ -67,7 +71,7 @@ extension Engine {
                     length: UInt32(entry.length))
                 Self.apply(
                     isDelete: operation.isDelete, key: operation.key, sequence: recordSequence, location: location,
-                    index: &index, usage: &usage)
+                    index: &index, usage: &usage, newest: true)
             }
         }
         state.lastSequence = sequence
@@ -103,15 +107,16 @@ extension Engine {
     }
 
     /// Applies one entry to the index and the per-file usage counts. Shared by commit and
-    /// recovery, so both build the same index from the same entries. An entry older than
-    /// the key's indexed one is ignored (it can only come from an older file).
+    /// recovery, so both build the same index from the same entries. During recovery an entry
+    /// older than the key's indexed one is ignored (it can only come from an older file); a
+    /// commit's entries are `newest` by construction, which saves an index descent per key.
     static func apply(
         isDelete: Bool, key: [UInt8], sequence: UInt64, location: ValueLocation, index: inout KeyIndex,
-        usage: inout [UInt32: FileUsage]
+        usage: inout [UInt32: FileUsage], newest: Bool = false
     ) {
         let length = UInt64(location.length)
         usage[location.fileNumber, default: FileUsage()].entryBytes += length
-        if let current = index.lookup(key), current.sequence > sequence {
+        if !newest, let current = index.lookup(key), current.sequence > sequence {
             usage[location.fileNumber, default: FileUsage()].deadBytes += length
             return
         }

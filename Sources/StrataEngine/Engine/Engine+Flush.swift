@@ -89,25 +89,35 @@ extension Engine {
         // In repair mode the WAL may hold ranges recovery dropped; skip them the same way.
         let reader = WALReader(path: file.path, bytes: bytes, isNewest: false, repair: options.repair)
         if !options.repair { _ = try reader.checkHeader() }
-        var latest: [[UInt8]: (entry: LogEntry, offset: UInt64)] = [:]
+        // A put is kept when the index still points at exactly this entry (so it is the key's
+        // newest value); a delete is kept as a tombstone, since an older segment may hold the
+        // key ([SEG-7]). Sorting by key, newest first, then keeping one entry per key drops the
+        // older entries of keys written more than once; a put that is not kept never shadows.
+        var inputs: [SegmentWriter.Input] = []
         var maxSequence: UInt64 = 0
         _ = try reader.read { (record) throws(StoreError) in
-            for item in record.entries { latest[item.entry.key] = (item.entry, item.offset) }
+            for item in record.entries {
+                if item.entry.isDelete {
+                    inputs.append(.init(isDelete: true, sequence: item.entry.sequence, key: item.entry.key, value: []))
+                } else if let current = snapshotIndex.lookup(item.entry.key), current.location.fileNumber == number,
+                    UInt64(current.location.offset) == item.offset
+                {
+                    inputs.append(.init(isDelete: false, sequence: item.entry.sequence, key: item.entry.key, value: item.entry.value))
+                }
+            }
             maxSequence = record.sequence
         }
-        var inputs: [SegmentWriter.Input] = []
-        inputs.reserveCapacity(latest.count)
-        for (key, item) in latest {
-            if item.entry.isDelete {
-                // Keep the tombstone: an older segment may still hold the key ([SEG-7]).
-                inputs.append(.init(isDelete: true, sequence: item.entry.sequence, key: key, value: []))
-            } else if let current = snapshotIndex.lookup(key), current.location.fileNumber == number,
-                UInt64(current.location.offset) == item.offset
-            {
-                inputs.append(.init(isDelete: false, sequence: item.entry.sequence, key: key, value: item.entry.value))
-            }
+        // Per key: a kept put first (the index points at it, so it is the newest, even against a
+        // tombstone of the same transaction), else the newest tombstone.
+        inputs.sort { a, b in
+            guard a.key == b.key else { return a.key.precedes(b.key) }
+            if a.isDelete != b.isDelete { return !a.isDelete }
+            return a.sequence > b.sequence
         }
-        inputs.sort { $0.key.lexicographicallyPrecedes($1.key) }
+        var unique: [SegmentWriter.Input] = []
+        unique.reserveCapacity(inputs.count)
+        for input in inputs where unique.last?.key != input.key { unique.append(input) }
+        inputs = unique
 
         // Phase 2, no lock: write the segment.
         var segmentFile: LiveFile? = nil

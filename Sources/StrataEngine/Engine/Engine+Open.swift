@@ -314,9 +314,9 @@ extension Engine {
         result.reserveCapacity(a.count + b.count)
         var i = 0, j = 0
         while i < a.count || j < b.count {
-            if j == b.count || (i < a.count && a[i].key.lexicographicallyPrecedes(b[j].key)) {
+            if j == b.count || (i < a.count && a[i].key.precedes(b[j].key)) {
                 result.append(a[i]); i += 1
-            } else if i == a.count || b[j].key.lexicographicallyPrecedes(a[i].key) {
+            } else if i == a.count || b[j].key.precedes(a[i].key) {
                 result.append(b[j]); j += 1
             } else {
                 let (winner, loser) = a[i].sequence >= b[j].sequence ? (a[i], b[j]) : (b[j], a[i])

@@ -74,8 +74,20 @@ extension FileHandle {
     /// Reads exactly `count` bytes at `offset`, or throws ``StoreError/Code/corruption`` naming the
     /// file and offset when the file ends first.
     public func read(exactly count: Int, at offset: UInt64) throws(StoreError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let got = try typed { try bytes.withUnsafeMutableBytes { try read(into: $0, at: offset) } }
+        // No zero-fill: the read overwrites the buffer, and a short read is an error.
+        var failure: StoreError? = nil
+        var got = 0
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            do throws(StoreError) {
+                got = try read(into: UnsafeMutableRawBufferPointer(buffer), at: offset)
+            } catch {
+                failure = error
+            }
+            // Bytes past a short read are zeroed so the array never exposes uninitialized memory.
+            if got < count, let base = buffer.baseAddress { (base + got).initialize(repeating: 0, count: count - got) }
+            initialized = count
+        }
+        if let failure { throw failure }
         guard got == count else {
             throw StoreError.corruption(
                 "expected \(count) bytes but the file ends after \(got)", path: path, offset: offset)

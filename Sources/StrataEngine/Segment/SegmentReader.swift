@@ -232,7 +232,7 @@ final class SegmentReader: Sendable {
                         throw StoreError.corruption("hint does not decode", path: path, offset: block.offset)
                     }
                     // [SEG-4] Hints are in strictly ascending key order.
-                    if let previous = hints.last, !previous.key.lexicographicallyPrecedes(key) {
+                    if let previous = hints.last, !previous.key.precedes(key) {
                         throw StoreError.corruption("hints are not in ascending key order", path: path, offset: block.offset)
                     }
                     hints.append(
@@ -285,7 +285,7 @@ final class SegmentReader: Sendable {
             }
         }
         // Damaged files may hold keys out of order or twice: keep the newest entry per key, sorted.
-        hints.sort { $0.key == $1.key ? $0.sequence > $1.sequence : $0.key.lexicographicallyPrecedes($1.key) }
+        hints.sort { $0.key == $1.key ? $0.sequence > $1.sequence : $0.key.precedes($1.key) }
         var unique: [Hint] = []
         unique.reserveCapacity(hints.count)
         for hint in hints where unique.last?.key != hint.key { unique.append(hint) }

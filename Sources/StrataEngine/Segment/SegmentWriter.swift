@@ -67,7 +67,7 @@ struct SegmentWriter {
         var hintList: [(index: Int, location: ValueLocation)] = []
         hintList.reserveCapacity(inputs.count)
         for (index, input) in inputs.enumerated() {
-            if let previousKey, !previousKey.lexicographicallyPrecedes(input.key) {
+            if let previousKey, !previousKey.precedes(input.key) {
                 throw StoreError(.invalidArgument, "segment keys must be strictly ascending", path: path)
             }
             previousKey = input.key

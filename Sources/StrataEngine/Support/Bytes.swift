@@ -1,3 +1,5 @@
+import Glibc
+
 /// Appends little-endian integers and varints to a byte array. All on-disk integers are
 /// little-endian (SPEC.md [ENC-1]); varints are LEB128, at most 10 bytes (SPEC.md [ENC-2]).
 struct ByteWriter {
@@ -119,5 +121,21 @@ extension Array where Element == UInt8 {
             Result { () throws(StoreError) -> R in try body(raw) }
         }
         return try result.get()
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Whether `self` sorts before `other` in unsigned byte order (a prefix first), compared
+    /// with `memcmp`: the one key order of the engine.
+    @inline(__always)
+    func precedes(_ other: [UInt8]) -> Bool {
+        withUnsafeBufferPointer { a in
+            other.withUnsafeBufferPointer { b in
+                let common = Swift.min(a.count, b.count)
+                guard common > 0, let pa = a.baseAddress, let pb = b.baseAddress else { return a.count < b.count }
+                let order = memcmp(pa, pb, common)
+                return order != 0 ? order < 0 : a.count < b.count
+            }
+        }
     }
 }

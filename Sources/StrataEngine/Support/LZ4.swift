@@ -14,6 +14,7 @@ public enum LZ4 {
             guard let source = input.baseAddress, input.count > 0 else { return 0 }
             return LZ4_compress_default(
                 source.assumingMemoryBound(to: CChar.self),
+                // The output holds at least one byte, so its base address exists.
                 out.baseAddress!.assumingMemoryBound(to: CChar.self),
                 Int32(input.count), Int32(out.count))
         }
@@ -27,12 +28,17 @@ public enum LZ4 {
         guard rawCount >= 0, rawCount <= maxInputSize, input.count <= Int(Int32.max) else { return nil }
         if rawCount == 0 { return input.count == 0 ? [] : nil }
         guard let source = input.baseAddress, input.count > 0 else { return nil }
-        var output = [UInt8](repeating: 0, count: rawCount)
-        let produced = output.withUnsafeMutableBytes { out -> Int32 in
-            LZ4_decompress_safe(
+        var produced: Int32 = 0
+        // No zero-fill: LZ4 writes every byte it reports; anything short is zeroed before use.
+        let output = [UInt8](unsafeUninitializedCapacity: rawCount) { buffer, initialized in
+            guard let base = buffer.baseAddress else { return }
+            produced = LZ4_decompress_safe(
                 source.assumingMemoryBound(to: CChar.self),
-                out.baseAddress!.assumingMemoryBound(to: CChar.self),
+                UnsafeMutableRawPointer(base).assumingMemoryBound(to: CChar.self),
                 Int32(input.count), Int32(rawCount))
+            let written = Int(max(produced, 0))
+            if written < rawCount { (base + written).initialize(repeating: 0, count: rawCount - written) }
+            initialized = rawCount
         }
         return produced == Int32(rawCount) ? output : nil
     }
