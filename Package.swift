@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "StrataEngine", targets: ["StrataEngine"]),
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
         .executable(name: "strata", targets: ["StrataTool"]),
+        .executable(name: "strata-fuzz", targets: ["StrataFuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -29,6 +30,9 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/strata"),
+        .executableTarget(
+            name: "StrataFuzz", dependencies: ["StrataEngine"], path: "Tools/fuzz",
+            exclude: ["README.md", "regressions"]),
         .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata"]),

@@ -142,6 +142,11 @@ extension Engine {
                 } else if index.lookup(hint.key)?.location == hint.location {
                     let block = try memo.block(hint.location.position, of: reader)
                     let entry = try reader.entry(in: block, at: hint.location)
+                    guard entry.key == hint.key, entry.sequence == hint.sequence else {
+                        throw StoreError.corruption(
+                            "a hint does not describe the entry it points at", path: reader.path,
+                            offset: reader.dataBlocks[Int(hint.location.position)].offset)
+                    }
                     puts[hint.key] = (.init(isDelete: false, sequence: entry.sequence, key: entry.key, value: entry.value), hint.location)
                 }
             }

@@ -17,6 +17,11 @@ extension Engine {
 
         // Exact size: header and entry count per record, and per entry its bytes plus at most
         // 1 + 10 + 5 + 5 bytes of kind and varints and a 4-byte CRC.
+        // Sequence numbers never wrap: a store whose counter is near the end (only a damaged
+        // or crafted file can say so) refuses commits instead of trapping.
+        guard state.lastSequence <= UInt64.max - UInt64(group.count) else {
+            return failAll(StoreError(.corruption, "sequence numbers are exhausted (last sequence \(state.lastSequence)); the store's files carry an implausible sequence number", path: path))
+        }
         var out = ByteWriter(capacity: group.reduce(0) { total, request in
             total + 32 + request.operations.reduce(0) { $0 + $1.key.count + $1.value.count + 25 }
         })

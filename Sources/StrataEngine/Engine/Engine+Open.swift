@@ -172,10 +172,14 @@ extension Engine {
                 pendingFlushes: Array(manifest.wals.dropLast()), segmentMinSequence: segmentMinSequence))
         if options.repair && !options.readOnly && !report.isClean {
             // Rewrite what was salvaged into a clean segment and a clean manifest.
+            // A fresh WAL even when the damaged one holds no record: appends must never follow
+            // a damaged header or damaged bytes.
             try engine.writer.withLock { (state) throws(StoreError) in
                 try state.manifest.install(fileSystem: fs, directory: path)
+                try engine.rollOver(&state)
             }
-            try engine.flush()
+            engine.runPendingFlushes()
+            try engine.checkWritable()
             try engine.compact(.full)
         } else if !options.readOnly && manifest.wals.count > 1 {
             engine.scheduleFlushes()
@@ -291,7 +295,19 @@ extension Engine {
             }
         }
         do throws(StoreError) {
-            return try reader.readHints().filter { !badBlocks.contains($0.location.position) }
+            let hints = try reader.readHints().filter { !badBlocks.contains($0.location.position) }
+            // Every hint must describe the entry it points at; one that does not means the
+            // hints cannot be trusted, and they are rebuilt from the data.
+            var memo = BlockMemo()
+            for hint in hints {
+                let entry = try reader.entry(in: try memo.block(hint.location.position, of: reader), at: hint.location)
+                guard entry.key == hint.key, entry.sequence == hint.sequence, entry.isDelete == hint.isDelete else {
+                    throw StoreError.corruption(
+                        "a hint does not describe the entry it points at", path: reader.path,
+                        offset: reader.dataBlocks[Int(hint.location.position)].offset)
+                }
+            }
+            return hints
         } catch {
             let start = reader.hintBlocks.first?.offset ?? 0
             let end = reader.hintBlocks.last.map { $0.offset + UInt64(Format.blockHeaderSize) + UInt64($0.storedCount) } ?? start

@@ -29,6 +29,17 @@ struct WALReader {
     /// Whether this is the newest WAL, the only one that may have a torn tail.
     let isNewest: Bool
     let repair: Bool
+    /// One past the last non-zero byte: everything from here on is zeros (computed once, so
+    /// "is the rest zero?" costs O(1) at every offset repair tries).
+    let zeroTailStart: Int
+
+    init(path: String, bytes: [UInt8], isNewest: Bool, repair: Bool) {
+        self.path = path
+        self.bytes = bytes
+        self.isNewest = isNewest
+        self.repair = repair
+        self.zeroTailStart = (bytes.lastIndex { $0 != 0 } ?? -1) + 1
+    }
 
     /// Checks the file header ([WAL-1]) and returns the file number it records.
     func checkHeader() throws(StoreError) -> UInt32 {
@@ -96,7 +107,7 @@ struct WALReader {
     private func parseRecord(at position: Int, after lastSequence: UInt64) -> Parse {
         bytes.withUnsafeBytes { raw -> Parse in
             let remaining = raw.count - position
-            let restIsZero = raw[position...].allSatisfy { $0 == 0 }
+            let restIsZero = position >= zeroTailStart
             // [REC-3] A header cut short, or zero-filled space, at the end of the newest WAL is a torn tail.
             if remaining < Format.walRecordHeaderSize {
                 return isNewest ? .torn : .corrupt("truncated record header")

@@ -1,0 +1,38 @@
+import Testing
+@testable import StrataEngine
+
+/// Bugs the fuzzer found (Tools/fuzz/regressions), pinned down as unit tests.
+@Suite struct EngineRegressionTests {
+    @Test func aCommitAtTheEndOfTheSequenceSpaceFailsInsteadOfTrapping() throws {
+        let fs = FaultInjectingFileSystem()
+        try Engine.open(at: "/store", options: testOptions(fs)).close()
+        var manifest = try #require(try Manifest.load(fileSystem: fs, directory: "/store"))
+        manifest.lastSequence = .max
+        fs.setContents(manifest.encode(), of: "/store/MANIFEST")
+        let engine = try Engine.open(at: "/store", options: testOptions(fs))
+        #expect(caught { try engine.put([1], [1]) }?.code == .corruption)
+        #expect(try engine.get([1]) == nil)
+    }
+
+    // [REC-7] Appends never follow a damaged WAL header, even when the WAL holds no record.
+    @Test func repairStartsAFreshWALWhenTheActiveOneIsDamaged() throws {
+        let fs = FaultInjectingFileSystem()
+        fs.setContents([], of: "/store/00000012.wal")
+        var options = testOptions(fs)
+        options.repair = true
+        let repaired = try Engine.open(at: "/store", options: options)
+        try repaired.put([1], [1])
+        try repaired.close()
+        let reopened = try Engine.open(at: "/store", options: testOptions(fs))
+        #expect(try contents(of: reopened) == [[1]: [1]])
+    }
+
+    @Test func findingTheZeroTailIsLinearNotQuadratic() throws {
+        // 64 KiB of zeros then one byte: repair must try every offset cheaply.
+        let bytes = WALRecord.fileHeader(fileNumber: 1) + [UInt8](repeating: 0, count: 64 << 10) + [1]
+        let reader = WALReader(path: "/w", bytes: bytes, isNewest: true, repair: true)
+        #expect(reader.zeroTailStart == bytes.count)
+        let outcome = try reader.read { _ in }
+        #expect(outcome.dropped.count == 1)
+    }
+}
