@@ -18,6 +18,11 @@ enum KeyLayout {
         [rowTag] + Array(root.utf8) + [0x00]
     }
 
+    /// The first key after every row of the hierarchy rooted at `root`.
+    static func rowPrefixEnd(root: String) -> [UInt8] {
+        [rowTag] + Array(root.utf8) + [0x01]
+    }
+
     /// The key of one row.
     static func rowKey(root: String, reference: Int64) -> [UInt8] {
         var key = rowPrefix(root: root)

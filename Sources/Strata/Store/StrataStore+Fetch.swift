@@ -35,7 +35,7 @@ extension StrataStore {
         for root in roots.sorted() {
             var failure: Error? = nil
             _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
-                try snapshot.forEach(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefix(root: root + "\u{1}")) { key, value in
+                try snapshot.forEach(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                     do {
                         guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
                         let row = try StoredRow.decode(value, context: "row \(root) #\(reference)")

@@ -36,21 +36,32 @@ extension StrataStore {
                 }
                 return row
             }
+            // [IDX-S3] Index entries change in the same transaction as their rows.
+            func indexKeys(_ row: StoredRow, _ object: ManagedObject) throws -> Set<[UInt8]> {
+                let root = Self.root(of: object.entity).name
+                return Set(IndexKey.keys(of: row, reference: try integerReference(object.objectID), entity: object.entity, root: root))
+            }
             for (object, key, var row) in inserts {
                 if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil {
                     throw ObjectGraphError(.invalidArgument, "Row of \(object.objectID) already exists; cannot insert it again.", objectID: object.objectID)
                 }
                 row.version = 1
                 batch.put(key, row.encode())
+                for indexKey in try indexKeys(row, object) { batch.put(indexKey, []) }
                 record.rowCounts[row.entity, default: 0] += 1
             }
             for (object, key, var row) in updates {
-                row.version = try current(object, key).version + 1
+                let existing = try current(object, key)
+                row.version = existing.version + 1
                 batch.put(key, row.encode())
+                let before = try indexKeys(existing, object), after = try indexKeys(row, object)
+                for stale in before.subtracting(after) { batch.delete(stale) }
+                for fresh in after.subtracting(before) { batch.put(fresh, []) }
             }
             for (object, key) in deletes {
                 let existing = try current(object, key)
                 batch.delete(key)
+                for indexKey in try indexKeys(existing, object) { batch.delete(indexKey) }
                 record.rowCounts[existing.entity, default: 1] -= 1
             }
             for (object, key) in locked { _ = try current(object, key) }

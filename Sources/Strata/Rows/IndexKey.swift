@@ -1,0 +1,89 @@
+import Foundation
+import ObjectGraph
+
+/// Keys of StrataStore's secondary indexes (SPEC.md [IDX-S1]…[IDX-S3]).
+///
+/// ```
+/// 0x02 root 0x00 attribute 0x00 orderedValue ref(8, as in [KEY-2])  → empty value
+/// ```
+///
+/// `orderedValue` sorts in the order the fetch language compares values, so equality, ranges,
+/// `IN` and `BEGINSWITH` become key ranges. The encoding may map distinct values to one key
+/// (a decimal rounded to a double): an index only narrows candidates, and every candidate row
+/// is evaluated against the whole predicate again.
+enum IndexKey {
+    static let tag: UInt8 = 0x02
+
+    /// The prefix of every entry of one attribute's index.
+    static func prefix(root: String, attribute: String) -> [UInt8] {
+        [tag] + Array(root.utf8) + [0x00] + Array(attribute.utf8) + [0x00]
+    }
+
+    /// The key of one row's entry.
+    static func key(root: String, attribute: String, value: AttributeValue, reference: Int64) -> [UInt8] {
+        let row = KeyLayout.rowKey(root: "", reference: reference).suffix(8)
+        return prefix(root: root, attribute: attribute) + encode(value) + row
+    }
+
+    /// The reference at the end of an index key.
+    static func reference(fromIndexKey key: [UInt8]) -> Int64? { KeyLayout.reference(fromRowKey: key) }
+
+    /// [IDX-S2] The order-preserving encoding of one value: a type byte, then bytes whose
+    /// unsigned order is the values' order. Variable-length encodings are escaped (0x00 → 0x00
+    /// 0xFF) and end with 0x00 0x01, so a shorter value sorts before its extensions.
+    static func encode(_ value: AttributeValue) -> [UInt8] {
+        switch value {
+        case .null: return [0x00]
+        case .int16(let v): return [0x20] + orderedInteger(Int64(v))
+        case .int32(let v): return [0x20] + orderedInteger(Int64(v))
+        case .int64(let v): return [0x20] + orderedInteger(v)
+        case .bool(let v): return [0x20] + orderedInteger(v ? 1 : 0)
+        case .double(let v): return [0x21] + orderedDouble(v)
+        case .float(let v): return [0x21] + orderedDouble(Double(v))
+        case .decimal(let v): return [0x21] + orderedDouble(NSDecimalNumber(decimal: v).doubleValue)
+        case .string(let v): return [0x30] + escaped(Array(v.precomposedStringWithCanonicalMapping.utf8))
+        case .uri(let v): return [0x30] + escaped(Array(v.absoluteString.utf8))
+        case .date(let v): return [0x40] + orderedDouble(v.timeIntervalSinceReferenceDate)
+        case .uuid(let v): return [0x50] + withUnsafeBytes(of: v.uuid) { Array($0) }
+        case .data(let v): return [0x60] + escaped(Array(v))
+        case .transformable(let v): return [0x60] + escaped(Array(v))
+        }
+    }
+
+    /// For `BEGINSWITH`: the encoding of a string without its terminator, so every string with
+    /// that prefix sorts at or after it and before ``prefixEnd(_:)``.
+    static func stringPrefix(_ text: String) -> [UInt8] {
+        let bytes = escaped(Array(text.precomposedStringWithCanonicalMapping.utf8))
+        return [0x30] + bytes.dropLast(2)
+    }
+
+    static func orderedInteger(_ value: Int64) -> [UInt8] {
+        withUnsafeBytes(of: (UInt64(bitPattern: value) ^ (1 << 63)).bigEndian) { Array($0) }
+    }
+
+    /// IEEE-754 bits made unsigned-order-preserving: negative numbers flip every bit, others
+    /// the sign bit. (-0.0 and 0.0 are made equal first; NaN sorts after +∞.)
+    static func orderedDouble(_ value: Double) -> [UInt8] {
+        let bits = (value == 0 ? 0.0 : value).bitPattern
+        let ordered = bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
+        return withUnsafeBytes(of: ordered.bigEndian) { Array($0) }
+    }
+
+    static func escaped(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 2)
+        for byte in bytes {
+            out.append(byte)
+            if byte == 0x00 { out.append(0xFF) }
+        }
+        return out + [0x00, 0x01]
+    }
+
+    /// Every index key of a row: one per indexed, stored attribute of its entity.
+    static func keys(of row: StoredRow, reference: Int64, entity: EntityDescription, root: String) -> [[UInt8]] {
+        entity.properties.compactMap { property in
+            guard let attribute = property as? AttributeDescription, attribute.isIndexed, !attribute.isTransient else { return nil }
+            return key(root: root, attribute: attribute.name, value: row.attributes[attribute.name] ?? .null, reference: reference)
+        }
+    }
+}
