@@ -5,6 +5,7 @@ import PackageDescription
 // harness. Run from the repository root:
 //
 //     swift run -c release --package-path Benchmarks engine-report
+//     swift run -c release --package-path Benchmarks compaction-report
 //     swift package --package-path Benchmarks benchmark
 let package = Package(
     name: "StrataBenchmarks",
@@ -32,6 +33,10 @@ let package = Package(
             name: "engine-report",
             dependencies: ["BenchmarkSupport", .product(name: "StrataEngine", package: "Strata")],
             path: "Sources/EngineReport"),
+        .executableTarget(
+            name: "compaction-report",
+            dependencies: ["BenchmarkSupport", .product(name: "StrataEngine", package: "Strata")],
+            path: "Sources/CompactionReport"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,3 +1,4 @@
+import BenchmarkSupport
 import Foundation
 
 /// One line of the report's table.
@@ -51,26 +52,10 @@ struct Report {
     }
 }
 
-/// `value` with `digits` decimals.
-func fixed(_ value: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", value) }
-
 private func pad(_ text: String, _ width: Int) -> String {
     text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
 }
 
 private func lpad(_ text: String, _ width: Int) -> String {
     text.count >= width ? " " + text : String(repeating: " ", count: width - text.count) + text
-}
-
-/// Runs `body` and returns its result with the wall-clock seconds it took.
-func timed<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> (T, Double) {
-    let start = ContinuousClock.now
-    let result = try body()
-    return (result, seconds(ContinuousClock.now - start))
-}
-
-/// `duration` in seconds.
-func seconds(_ duration: Duration) -> Double {
-    let (whole, attoseconds) = duration.components
-    return Double(whole) + Double(attoseconds) / 1e18
 }

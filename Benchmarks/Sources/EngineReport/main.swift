@@ -252,12 +252,6 @@ func runReport(_ settings: Settings) throws {
             + "(key is \(Workload.keyLength) B)")
 }
 
-/// The 1, 5 and 15 minute load averages from /proc/loadavg, or "unknown".
-func loadAverage() -> String {
-    guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
-    return text.split(separator: " ").prefix(3).joined(separator: " ")
-}
-
 /// Writes `megabytes` MB of keys and values as a WAL lays them out, for `lz4 -b1`.
 func writeSampleData(to path: String, megabytes: Int) throws {
     let values = Workload.values()
