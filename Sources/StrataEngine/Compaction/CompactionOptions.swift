@@ -7,8 +7,10 @@
 public struct CompactionOptions: Sendable, Equatable {
     /// Whether the compactor runs by itself in the background after each flush. Default `true`.
     public var automatic = true
-    /// A segment with at least this fraction of dead bytes is a victim. Default 0.5.
-    public var minDeadRatio = 0.5
+    /// A segment with at least this fraction of dead bytes is a victim. Default 0.2: no
+    /// segment stays more than a fifth dead, so space stays within about 1.25 × the live
+    /// data (DESIGN's target is 1.3 ×) at the price of rewriting segments sooner.
+    public var minDeadRatio = 0.2
     /// A segment with at least this many dead bytes is a victim, whatever the ratio. Default 64 MiB.
     public var maxDeadBytes: UInt64 = 64 << 20
     /// Segments smaller than this are merged together when two or more exist. Default 4 MiB.

@@ -50,11 +50,12 @@ extension Engine {
     /// Flushes queued WALs, oldest first, one at a time. A failure turns the engine read-only
     /// (the WAL still holds the data; the next open retries).
     func runPendingFlushes() {
-        let flushed = flushLock.withLock { _ -> Bool in
+        let flushed = flushLock.withLock { completed -> Bool in
             var flushed = false
             while let number = writer.withLock({ $0.pendingFlushes.first }) {
                 do throws(StoreError) {
                     try flushWAL(number)
+                    completed += 1
                     flushed = true
                 } catch {
                     poison(error)

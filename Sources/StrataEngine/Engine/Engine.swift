@@ -71,8 +71,8 @@ public final class Engine: Sendable {
 
     /// Commits waiting for a leader. Protected by its own lock, taken only briefly.
     let pending: Locked<[CommitRequest]> = Locked([])
-    /// Serialises flushes (one WAL becomes a segment at a time).
-    let flushLock: Locked<Void> = Locked(())
+    /// Serialises flushes (one WAL becomes a segment at a time); holds how many have completed.
+    let flushLock: Locked<UInt64> = Locked(0)
 
     init(
         path: String, options: EngineOptions, lock: any FileLock, repairReport: RepairReport?,
