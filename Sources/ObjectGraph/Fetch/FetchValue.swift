@@ -46,6 +46,49 @@ public indirect enum FetchValue: Sendable, Hashable, CustomStringConvertible {
 public protocol FetchEvaluable {
     /// The value at `keyPath`, or an ``ObjectGraphError/Code/unknownKey`` error.
     func fetchValue(forKeyPath keyPath: String) throws -> FetchValue
+    /// The value at `keyPath` of another object the subject can reach (a relationship
+    /// destination), for subqueries and variables such as `$x.name`.
+    ///
+    /// The default implementation throws ``ObjectGraphError/Code/unsupportedRequest``.
+    func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue
+    /// The subject itself (`SELF`): an object's ID for objects and rows.
+    ///
+    /// The default implementation reads the key path `self`.
+    func fetchValueOfSelf() throws -> FetchValue
+}
+
+extension FetchEvaluable {
+    /// Throws ``ObjectGraphError/Code/unsupportedRequest``: this subject cannot follow object IDs.
+    public func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
+        throw ObjectGraphError(
+            .unsupportedRequest, "\(type(of: self)) cannot read \"\(keyPath)\" of \(objectID); subqueries and variables need a subject that follows object IDs.",
+            key: keyPath, objectID: objectID)
+    }
+
+    /// The value of the key path `self`.
+    public func fetchValueOfSelf() throws -> FetchValue { try fetchValue(forKeyPath: "self") }
+}
+
+extension FetchValue {
+    /// The value with nested collections flattened into one collection (a key path
+    /// through two to-many relationships yields a collection of collections).
+    public var flattened: FetchValue {
+        guard case .collection(let members) = self, members.contains(where: { if case .collection = $0 { true } else { false } }) else {
+            return self
+        }
+        var result: [FetchValue] = []
+        func add(_ value: FetchValue) {
+            if case .collection(let inner) = value { inner.forEach(add) } else { result.append(value) }
+        }
+        members.forEach(add)
+        return .collection(result)
+    }
+
+    /// The elements of a collection, or the value alone.
+    var elements: [FetchValue] {
+        if case .collection(let members) = flattened { return members }
+        return [self]
+    }
 }
 
 extension Dictionary: FetchEvaluable where Key == String, Value == AttributeValue {

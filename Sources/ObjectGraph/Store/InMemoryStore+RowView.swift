@@ -57,6 +57,10 @@ extension InMemoryStore {
             }
         }
 
+        func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
+            try view(of: objectID)?.fetchValue(forKeyPath: keyPath) ?? .null
+        }
+
         private func view(of id: ManagedObjectID) -> RowView? {
             guard id.storeIdentifier == store.identifier, case .int64(let reference)? = id.referenceObject else { return nil }
             return RowView(reference: reference, database: database, store: store, model: model)

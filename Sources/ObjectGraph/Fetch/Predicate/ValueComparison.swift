@@ -1,24 +1,5 @@
 import Foundation
 
-/// Options for string comparisons in predicates (`[c]` and `[d]` in Core Data's syntax).
-public struct ComparisonOptions: OptionSet, Sendable, Hashable {
-    /// The options' bits.
-    public let rawValue: Int
-    /// Creates options from bits.
-    public init(rawValue: Int) { self.rawValue = rawValue }
-    /// Ignore case.
-    public static let caseInsensitive = ComparisonOptions(rawValue: 1)
-    /// Ignore diacritics.
-    public static let diacriticInsensitive = ComparisonOptions(rawValue: 2)
-
-    func normalize(_ text: String) -> String {
-        var result = text
-        if contains(.diacriticInsensitive) { result = result.folding(options: .diacriticInsensitive, locale: nil) }
-        if contains(.caseInsensitive) { result = result.lowercased() }
-        return result
-    }
-}
-
 extension AttributeValue {
     /// Orders two values of comparable kinds: any two numbers, two strings, two dates,
     /// and so on. Returns `nil` when the kinds cannot be compared (including `null`
@@ -33,8 +14,13 @@ extension AttributeValue {
         case (.null, .null): return .orderedSame
         case (.null, _), (_, .null): return nil
         case (.string(let a), .string(let b)):
-            return options.isEmpty ? order(a, b) : order(options.normalize(a), options.normalize(b))
+            if options.isEmpty { return order(a, b) }
+            let (x, y) = (options.normalize(a), options.normalize(b))
+            return options.contains(.numeric) ? StringMatching.numericOrder(x, y) : order(x, y)
         case (.bool(let a), .bool(let b)): return order(a ? 1 : 0, b ? 1 : 0)
+        // Core Data stores Booleans as the numbers 0 and 1, so they compare with numbers.
+        case (.bool(let a), _) where rhs.doubleValue != nil: return compare(.int64(a ? 1 : 0), rhs)
+        case (_, .bool(let b)) where lhs.doubleValue != nil: return compare(lhs, .int64(b ? 1 : 0))
         case (.date(let a), .date(let b)): return order(a, b)
         case (.uuid(let a), .uuid(let b)): return order(a.uuidString, b.uuidString)
         case (.uri(let a), .uri(let b)): return order(a.absoluteString, b.absoluteString)
