@@ -55,7 +55,7 @@ public enum FetchIndex: Sendable, Hashable {
 /// let total = FetchExpression.function(.sum, [.keyPath("employees.salary")])
 /// let named = FetchExpression.keyPath("department.name")
 /// let jane = FetchExpression.subquery(.keyPath("employees"), variable: "e",
-///     .comparison(.variable("e", "name"), .equal, .constant("Jane")))
+///     .comparison(.variable("e", "name"), .equal, .constant(.attribute("Jane"))))
 /// ```
 ///
 /// Key paths may contain collection operators (`@count`, `@sum`, `@avg`, `@min`, `@max`,
@@ -88,9 +88,6 @@ public indirect enum FetchExpression: Sendable, Hashable {
         guard let keyPath else { return .variable(name) }
         return .member(.variable(name), keyPath)
     }
-
-    /// A constant attribute value.
-    public static func constant(_ value: AttributeValue) -> FetchExpression { .constant(.attribute(value)) }
 
     /// The key paths the expression reads from the evaluated object, with collection
     /// operators removed (`employees.@avg.age` reads `employees.age`).

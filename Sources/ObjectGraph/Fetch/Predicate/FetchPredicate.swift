@@ -71,7 +71,7 @@ public indirect enum FetchPredicate: Sendable, Hashable {
     }
     /// `keyPath BETWEEN {lower, upper}`
     public static func between(_ keyPath: String, _ lower: AttributeValue, _ upper: AttributeValue) -> FetchPredicate {
-        .comparison(.keyPath(keyPath), .between, .aggregate([.constant(lower), .constant(upper)]))
+        .comparison(.keyPath(keyPath), .between, .aggregate([.constant(.attribute(lower)), .constant(.attribute(upper))]))
     }
     /// `keyPath IN values`
     public static func isIn(_ keyPath: String, _ values: [AttributeValue]) -> FetchPredicate {
