@@ -72,14 +72,20 @@ extension FetchExpression {
         if op == .count && !rest.isEmpty {
             throw ObjectGraphError(.invalidFetchRequest, "@count ends a key path; \"\(path)\" continues after it.", key: path)
         }
-        let source = (prefix + (op == .count ? [] : rest)).joined(separator: ".")
+        // The operator consumes the plain keys after it (`@avg.age`); a later operator
+        // applies to its result (`@distinctUnionOfObjects.department.@count`).
+        let next = rest.firstIndex(where: { $0.hasPrefix("@") }) ?? rest.endIndex
+        let remaining = rest[next...]
+        let source = (prefix + rest[..<next]).joined(separator: ".")
         let values: FetchValue
         if source.isEmpty {
             values = try start ?? subject.fetchValueOfSelf()
         } else {
             values = try navigate(source, from: start, subject: subject)
         }
-        return FetchAggregation.apply(op, to: values.isNull ? [] : values.elements)
+        let result = FetchAggregation.apply(op, to: values.isNull ? [] : values.elements)
+        if remaining.isEmpty { return result }
+        return try read(remaining.joined(separator: "."), from: result, subject: subject)
     }
 
     /// Follows a plain key path (no operators).
