@@ -102,7 +102,7 @@ extension ManagedObjectContext {
         request.entity = entity
         request.entityName = entity.name
         var keyPaths = request.predicate?.keyPaths ?? []
-        keyPaths.formUnion(request.sortDescriptors.map(\.keyPath))
+        keyPaths.formUnion(request.sortDescriptors.map { FetchExpression.strippingOperators($0.keyPath) })
         keyPaths.formUnion(request.relationshipKeyPathsForPrefetching)
         if request.resultType == .dictionary {
             keyPaths.formUnion(request.propertiesToFetch ?? [])
