@@ -126,18 +126,11 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         let rows = database.rows.filter { names.contains($0.value.entityName) }.keys.sorted().compactMap {
             RowView(reference: $0, database: database, store: self, model: model)
         }
-        switch request.resultType {
-        case .count:
-            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
-            return .count(request.page(matching).count)
-        case .managedObjectID, .managedObject:
-            let ids = try request.filterSortAndPage(rows).map(\.objectID)
-            if request.resultType == .managedObject, let context { return .objects(ids.map { context.object(with: $0) }) }
-            return .objectIDs(ids)
-        case .dictionary:
-            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
-            return .dictionaries(try request.dictionaries(from: matching))
+        let result = try request.apply(to: rows, objectID: \.objectID)
+        if request.resultType == .managedObject, let context, case .objectIDs(let ids) = result {
+            return .objects(ids.map { context.object(with: $0) })
         }
+        return result
     }
 
     private func execute(_ request: SaveChangesRequest) throws -> PersistentStoreResult {
