@@ -2,7 +2,7 @@ import Foundation
 
 /// A value a predicate or sort descriptor reads through a key path: an attribute
 /// value, a related object's ID, or the values of a to-many key path.
-public indirect enum FetchValue: Sendable, Hashable, CustomStringConvertible {
+public enum FetchValue: Sendable, Hashable, CustomStringConvertible {
     /// An attribute value (``AttributeValue/null`` for a missing to-one destination).
     case attribute(AttributeValue)
     /// The ID of a related object.

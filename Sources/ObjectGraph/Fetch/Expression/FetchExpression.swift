@@ -131,7 +131,7 @@ public indirect enum FetchExpression: Sendable, Hashable {
 
     /// `employees.@avg.age` → `employees.age`; `employees.@count` → `employees`.
     static func strippingOperators(_ path: String) -> String {
-        guard path.contains("@") else { return path }
+        guard path.utf8.contains(UInt8(ascii: "@")) else { return path }
         return path.split(separator: ".").filter { !$0.hasPrefix("@") }.joined(separator: ".")
     }
 }

@@ -82,6 +82,11 @@ public struct ComparisonOptions: OptionSet, Sendable, Hashable {
         if contains(.caseInsensitive) { folding.insert(.caseInsensitive) }
         if contains(.diacriticInsensitive) { folding.insert(.diacriticInsensitive) }
         if folding.isEmpty { return text }
+        // ASCII text has no diacritics and folds case by byte: skip Foundation's folding.
+        if text.utf8.allSatisfy({ $0 < 0x80 }) {
+            guard contains(.caseInsensitive), text.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else { return text }
+            return String(decoding: text.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 }, as: UTF8.self)
+        }
         // Folding does not map every case pair (for example final sigma); lowercasing after it does.
         let folded = text.folding(options: folding, locale: nil)
         return contains(.caseInsensitive) ? folded.lowercased() : folded
