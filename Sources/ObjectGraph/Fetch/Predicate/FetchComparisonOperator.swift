@@ -31,14 +31,6 @@ public enum FetchComparisonOperator: String, Sendable, Hashable, CaseIterable {
     case matches = "MATCHES"
     /// `BETWEEN`: the left value lies within the right two-element aggregate, bounds included.
     case between = "BETWEEN"
-
-    /// Whether the operator compares strings as text (and only strings).
-    var isStringOperator: Bool {
-        switch self {
-        case .beginsWith, .endsWith, .like, .matches: return true
-        default: return false
-        }
-    }
 }
 
 /// How a comparison treats a collection on its left (`ANY`, `ALL`, `NONE` in the format syntax).
