@@ -8,7 +8,8 @@ import ObjectGraph
 // 1. parse 10k predicate format strings;
 // 2. evaluate a three-clause predicate over 1M rows, as a store would on its decoded
 //    rows (a struct row type), and on 1M dictionary rows;
-// 3. an end-to-end count fetch through InMemoryStore (rows, no objects).
+// 3. an end-to-end count fetch through InMemoryStore (rows, no objects); skipped with
+//    `--no-store`.
 
 /// A decoded store row: what a store's candidate looks like.
 struct Row: FetchEvaluable {
@@ -99,6 +100,7 @@ report("evaluate 3-clause predicate, 1M dictionary rows", count: dictionaries.co
 precondition(matches == dictionaryMatches, "struct and dictionary rows must agree")
 
 // 3. End to end through InMemoryStore: a count fetch evaluates on stored rows.
+if CommandLine.arguments.contains("--no-store") { exit(0) }
 let model = try ManagedObjectModel(entities: [
     EntityDescription(name: "Person", properties: [
         .attribute("name", .string), .attribute("age", .integer16), .attribute("salary", .double), .attribute("department", .string),

@@ -210,6 +210,10 @@ struct PredicateParserTests {
         ("a.in == 1", 2),                   // reserved word as key
         ("a == $X", 5),                     // unknown variable (substitution given below)
         ("a == 1 b == 2", 7),               // missing connective
+        ("sum:(a, b) == 1", 0),             // wrong argument count for a function
+        ("SUBQUERY(tags, $t) == 1", 17),    // wrong argument count for SUBQUERY
+        ("a == CAST(1, 'NSThing')", 13),    // unknown CAST type
+        ("a == {1, 2", 10),                 // unbalanced braces inside a comparison
     ])
     func malformedInputsReportTheirPosition(format: String, offset: Int) {
         do {
