@@ -11,6 +11,7 @@ extension PersistentStoreCoordinator {
             if fetch.entity == nil { fetch.entity = try managedObjectModel.entity(named: fetch.entityName) }
             let stores = try incrementalStores(for: fetch)
             if stores.count == 1 { return try stores[0].execute(fetch, with: context) }
+            if fetch.resultType == .dictionary { return .dictionaries(try mergedDictionaries(fetch, from: stores, with: context)) }
             var objects: [ManagedObject] = []
             var ids: [ManagedObjectID] = []
             var rows: [[String: FetchValue]] = []
@@ -38,6 +39,41 @@ extension PersistentStoreCoordinator {
         var last = PersistentStoreResult.saved
         for store in stores { last = try store.execute(request, with: context) }
         return last
+    }
+
+    /// A dictionary fetch over several stores: each store returns the raw values of every
+    /// key path involved for its matching rows, and the request's in-memory emulation
+    /// groups, aggregates, filters, sorts and pages the union, so that groups and
+    /// aggregates span the stores.
+    private func mergedDictionaries(
+        _ fetch: FetchRequest, from stores: [IncrementalStore], with context: ManagedObjectContext?
+    ) throws -> [[String: FetchValue]] {
+        let properties = fetch.propertiesToFetch
+            ?? (fetch.entity?.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) } ?? [])
+        let resultNames = Set(properties.map(\.name))
+        var keyPaths: Set<String> = []
+        for property in properties + (fetch.propertiesToGroupBy ?? []) { keyPaths.formUnion(property.keyPaths) }
+        for descriptor in fetch.sortDescriptors where !resultNames.contains(descriptor.keyPath) {
+            keyPaths.insert(FetchExpression.strippingOperators(descriptor.keyPath))
+        }
+        var raw = fetch
+        raw.propertiesToFetch = keyPaths.sorted().map(FetchProperty.keyPath)
+        raw.propertiesToGroupBy = nil
+        raw.havingPredicate = nil
+        raw.returnsDistinctResults = false
+        raw.sortDescriptors = []
+        raw.fetchLimit = 0
+        raw.fetchOffset = 0
+        var rows: [FetchValueRow] = []
+        for store in stores {
+            guard case .dictionaries(let found) = try store.execute(raw, with: context) else {
+                throw ObjectGraphError(.invalidFetchRequest, "Store \(store.identifier) returned no dictionaries for a dictionary fetch.", entityName: fetch.entityName)
+            }
+            rows += found.map(FetchValueRow.init)
+        }
+        var merged = fetch
+        merged.propertiesToFetch = properties
+        return try merged.dictionaries(from: rows)
     }
 
     /// The incremental stores a fetch goes to.
