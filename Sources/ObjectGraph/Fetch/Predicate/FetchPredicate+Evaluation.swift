@@ -88,11 +88,6 @@ extension FetchPredicate {
                 return equal(lhs, rhs, options)
             }
         case .contains:
-            if case .collection(let members) = rhs {
-                // `name CONTAINS {…}`: contains every listed substring.
-                for member in members where try !scalar(lhs, .contains, member, options) { return false }
-                return true
-            }
             guard let text = lhs.attributeValue?.stringValue, let part = rhs.attributeValue?.stringValue else {
                 return equal(lhs, rhs, options) && !lhs.isNull
             }
