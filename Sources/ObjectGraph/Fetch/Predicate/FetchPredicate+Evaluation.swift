@@ -22,6 +22,10 @@ extension FetchPredicate {
             return false
         case .not(let inner):
             return try !inner.evaluate(with: subject, variables: variables)
+        case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options)
+            where !path.utf8.contains(UInt8(ascii: "@")):
+            // The common `keyPath op constant` shape, without the general expression walk.
+            return try Self.compare(try subject.fetchValue(forKeyPath: path).flattened, op, right, modifier: .direct, options: options)
         case .comparison(let lhs, let op, let rhs, let modifier, let options):
             let left = try lhs.evaluate(with: subject, variables: variables)
             let right = try rhs.evaluate(with: subject, variables: variables)
