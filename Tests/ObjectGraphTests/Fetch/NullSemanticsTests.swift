@@ -64,6 +64,17 @@ struct NullSemanticsTests {
         #expect(try FetchExpression(format: "v.@min").evaluate(with: values) == .attribute(.int64(2)))
     }
 
+    @Test func integersAndDoublesCompareExactly() {
+        let big = Int64(1) << 53
+        #expect(AttributeValue.compare(.int64(big + 1), .double(Double(big))) == .orderedDescending, "no rounding of the integer")
+        #expect(AttributeValue.compare(.double(Double(big)), .int64(big + 1)) == .orderedAscending)
+        #expect(AttributeValue.compare(.int64(.max), .double(Double(Int64.max))) == .orderedAscending, "Double(Int64.max) is 2^63")
+        #expect(AttributeValue.compare(.int16(-3), .double(-3.5)) == .orderedDescending)
+        #expect(AttributeValue.compare(.int32(7), .float(7)) == .orderedSame)
+        #expect(AttributeValue.compare(.int64(1), .double(.nan)) == nil, "NaN does not compare")
+        #expect(AttributeValue.compare(.double(.nan), .double(1)) == nil)
+    }
+
     @Test func mixedKindsDoNotCompare() throws {
         #expect(try !holds("name > 3"))
         #expect(try !holds("name == 3"))

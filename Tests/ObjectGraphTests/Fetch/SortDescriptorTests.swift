@@ -42,6 +42,10 @@ struct SortDescriptorTests {
             == [.int64(-1), .double(2.5), .decimal(3), .float(4.5), .int16(5)])
     }
 
+    @Test func notANumberSortsAfterEveryNumber() throws {
+        #expect(try sorted([.double(.nan), 2, .double(1.5), nil], FetchSortDescriptor(keyPath: "v")).map(\.description) == ["null", "1.5", "2", "nan"])
+    }
+
     @Test func descriptorsChainAndStayStable() throws {
         let rows: [[String: AttributeValue]] = [
             ["a": 1, "b": "x", "k": 0], ["a": 2, "b": "y", "k": 1], ["a": 1, "b": "y", "k": 2],

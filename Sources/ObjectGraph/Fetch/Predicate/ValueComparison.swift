@@ -31,10 +31,41 @@ extension AttributeValue {
             break
         }
         if let a = lhs.integerValue, let b = rhs.integerValue { return order(a, b) }
+        if lhs.floatingValue?.isNaN == true || rhs.floatingValue?.isNaN == true { return nil }
+        if let a = lhs.integerValue, let b = rhs.floatingValue { return exactOrder(a, b) }
+        if let a = lhs.floatingValue, let b = rhs.integerValue {
+            switch exactOrder(b, a) {
+            case .orderedAscending: return .orderedDescending
+            case .orderedDescending: return .orderedAscending
+            case .orderedSame: return .orderedSame
+            }
+        }
         if case .decimal(let a) = lhs, let b = rhs.decimalApproximation { return order(a, b) }
         if case .decimal(let b) = rhs, let a = lhs.decimalApproximation { return order(a, b) }
         if let a = lhs.doubleValue, let b = rhs.doubleValue { return order(a, b) }
         return nil
+    }
+
+    /// A double or a float, widened.
+    var floatingValue: Double? {
+        switch self {
+        case .double(let v): return v
+        case .float(let v): return Double(v)
+        default: return nil
+        }
+    }
+
+    /// Orders an integer against a non-NaN double exactly, without rounding the integer
+    /// to the nearest double (2⁵³ + 1 is greater than 2⁵³ as a double).
+    private static func exactOrder(_ integer: Int64, _ double: Double) -> ComparisonResult {
+        // 2⁶³ is exactly representable; every Int64 is below it and at or above -2⁶³.
+        if double >= 9_223_372_036_854_775_808.0 { return .orderedAscending }
+        if double < -9_223_372_036_854_775_808.0 { return .orderedDescending }
+        let whole = double.rounded(.towardZero)
+        let truncated = Int64(whole)  // in range: checked above
+        if integer != truncated { return integer < truncated ? .orderedAscending : .orderedDescending }
+        let fraction = double - whole
+        return fraction > 0 ? .orderedAscending : (fraction < 0 ? .orderedDescending : .orderedSame)
     }
 
     private var decimalApproximation: Decimal? {
@@ -65,6 +96,9 @@ extension FetchValue {
         case (.attribute(let a), .attribute(let b)):
             if a.isNull || b.isNull { return a.isNull == b.isNull ? .orderedSame : (a.isNull ? .orderedAscending : .orderedDescending) }
             if let result = AttributeValue.compare(a, b, options: options) { return result }
+            // NaN compares with nothing; sort it after every other number so the order stays total.
+            let (nanA, nanB) = (a.floatingValue?.isNaN == true, b.floatingValue?.isNaN == true)
+            if nanA || nanB { return nanA == nanB ? .orderedSame : (nanA ? .orderedDescending : .orderedAscending) }
             let (x, y) = (a.typeName, b.typeName)
             return x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending)
         case (.object(let a), .object(let b)):
