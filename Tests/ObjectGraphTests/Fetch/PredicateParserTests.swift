@@ -105,6 +105,7 @@ struct PredicateParserTests {
         #expect(try parse("tags[LAST] == nil") == .comparison(.index(key("tags"), .last), .equal, .constant(.null)))
         #expect(try parse("tags[1] == nil") == .comparison(.index(key("tags"), .position(1)), .equal, .constant(.null)))
         #expect(try parse("#in == 1") == .comparison(key("in"), .equal, int(1)))
+        #expect(try parse("SELF.manager.name == 'x'") == .comparison(key("manager.name"), .equal, str("x")))
         #expect(try parse("sum:(employees.age) > 10") == .comparison(.function(.sum, [key("employees.age")]), .greaterThan, int(10)))
         let subquery = try parse("SUBQUERY(employees, $e, $e.age > 30 AND name BEGINSWITH 'A').@count > 0")
         #expect(subquery == .comparison(

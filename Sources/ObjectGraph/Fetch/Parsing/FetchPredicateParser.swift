@@ -245,6 +245,9 @@ struct FetchPredicateParser {
                 let path = try parseKeyPathTail(first: try keyPathComponent())
                 if case .keyPath(let base) = expression {
                     expression = .keyPath(base + "." + path)
+                } else if expression == .evaluatedObject {
+                    // `SELF.name` is the key path `name` of the evaluated object.
+                    expression = .keyPath(path)
                 } else {
                     expression = .member(expression, path)
                 }
