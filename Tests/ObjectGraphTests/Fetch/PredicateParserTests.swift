@@ -176,6 +176,16 @@ struct PredicateParserTests {
         #expect(try parse("NONE tags.name == 'x'") == .none("tags.name", .equal, "x"))
     }
 
+    @Test func expressionBuilderMatchesTheParser() throws {
+        typealias E = FetchExpression
+        #expect(try parse("SUBQUERY(projects, $p, $p.budget > 300)[SIZE] > 0")
+            == (E.key("projects").subquery("p", where: .variable("p", "budget") > .value(300)).count > .value(0)))
+        #expect(try parse("name MATCHES[c] '[a-z]+' AND age BETWEEN {1, 5} AND salary <= age")
+            == (E.key("name").matches(.value("[a-z]+"), options: .caseInsensitive) && E.key("age").between(.value(1), and: .value(5)) && E.key("salary") <= .key("age")))
+        #expect(try parse("ANY tags.name ==[cd] 'x'") == E.key("tags.name").compare(.equal, .value("x"), modifier: .any, options: [.caseInsensitive, .diacriticInsensitive]))
+        #expect(try parse("%@ IN tags", "x") == E.value("x").isIn(.key("tags")))
+    }
+
     @Test func conjunctiveConstraintsListIndexableComparisons() throws {
         let predicate = try parse("age >= 18 AND 'A' == name AND (x == 1 OR y == 2) AND 5 < score AND ANY tags.name == 'q' AND id IN {1, 2}")
         #expect(predicate.conjunctiveConstraints.map(\.description) == ["age >= 18", #"name == "A""#, "score > 5", "id IN {1, 2}"])
