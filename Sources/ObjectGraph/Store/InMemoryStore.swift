@@ -10,6 +10,9 @@ import Synchronization
 /// at 1 and grow by one per saved change. Register counts never go below zero: an
 /// unbalanced unregister is recorded in ``bookkeepingErrors``.
 ///
+/// Fetches evaluate the whole fetch language on the stored rows, following relationships
+/// between rows without making managed objects, through ``FetchRequest/apply(to:objectID:)``.
+///
 /// Thread safety: rows live in a `Mutex` shared by the stores at one URL; register
 /// counts in a `Mutex` of this store. A fetch works on a copy of the rows taken under the
 /// lock, so it sees all of a concurrent save or none of it.

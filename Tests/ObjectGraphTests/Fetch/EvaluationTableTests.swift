@@ -235,11 +235,11 @@ struct EvaluationTableTests {
         #expect(evaluationTable.count >= 150)
     }
 
-    /// Each case is evaluated twice: by InMemoryStore on its rows (no objects are made)
-    /// and on managed objects (firing faults); both must match the expected names.
-    @Test(arguments: evaluationTable)
-    func predicateMatchesExpectedObjects(_ row: EvaluationCase) throws {
-        let (stack, ids) = try FetchGraph.make()
+    /// Each case is evaluated by each store on its rows (no objects are made) and on
+    /// managed objects (firing faults); both must match the expected names.
+    @Test(arguments: allStoreFixtures, evaluationTable)
+    func predicateMatchesExpectedObjects(fixture: any StoreFixture, _ row: EvaluationCase) throws {
+        let (stack, ids) = try FetchGraph.make(in: fixture)
         let arguments: [any FetchArgument] = try row.arguments.map { argument in
             switch argument {
             case .value(let value): return value

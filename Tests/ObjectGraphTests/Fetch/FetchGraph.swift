@@ -60,9 +60,9 @@ enum FetchGraph {
     /// The key that names an object of each entity in the tests.
     static func nameKey(_ entity: String) -> String { entity == "Project" ? "title" : "name" }
 
-    /// A saved graph in a fresh in-memory store, and every object's ID by name.
-    static func make() throws -> (TestStack, [String: ManagedObjectID]) {
-        let stack = try InMemoryFixture().makeStack(model: try model())
+    /// A saved graph in a fresh store of the fixture's type, and every object's ID by name.
+    static func make(in fixture: any StoreFixture = InMemoryFixture()) throws -> (TestStack, [String: ManagedObjectID]) {
+        let stack = try fixture.makeStack(model: try model())
         let context = stack.context()
         func make(_ entity: String, _ values: [String: AttributeValue]) throws -> ManagedObject {
             let object = try context.insertNewObject(forEntityName: entity)
