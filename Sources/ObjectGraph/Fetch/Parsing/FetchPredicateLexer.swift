@@ -19,11 +19,13 @@ struct FetchPredicateToken: Equatable {
 
     let kind: Kind
     let offset: Int
-
     /// The keyword this token spells (uppercased), if it is an unescaped identifier.
-    var keyword: String? {
-        if case .identifier(let name, false) = kind { return name.uppercased() }
-        return nil
+    let keyword: String?
+
+    init(kind: Kind, offset: Int) {
+        self.kind = kind
+        self.offset = offset
+        if case .identifier(let name, false) = kind { keyword = name.uppercased() } else { keyword = nil }
     }
 
     func isSymbol(_ text: String) -> Bool { kind == .symbol(text) }
