@@ -10,8 +10,13 @@ extension PersistentStoreCoordinator {
         if var fetch = request as? FetchRequest {
             if fetch.entity == nil { fetch.entity = try managedObjectModel.entity(named: fetch.entityName) }
             let stores = try incrementalStores(for: fetch)
+            let required = fetch.requiredCapabilities
+            if fetch.resultType == .dictionary,
+                stores.count > 1 || !stores[0].fetchCapabilities.isSuperset(of: required)
+            {
+                return .dictionaries(try mergedDictionaries(fetch, from: stores, with: context))
+            }
             if stores.count == 1 { return try stores[0].execute(fetch, with: context) }
-            if fetch.resultType == .dictionary { return .dictionaries(try mergedDictionaries(fetch, from: stores, with: context)) }
             var objects: [ManagedObject] = []
             var ids: [ManagedObjectID] = []
             var rows: [[String: FetchValue]] = []
@@ -41,10 +46,10 @@ extension PersistentStoreCoordinator {
         return last
     }
 
-    /// A dictionary fetch over several stores: each store returns the raw values of every
-    /// key path involved for its matching rows, and the request's in-memory emulation
-    /// groups, aggregates, filters, sorts and pages the union, so that groups and
-    /// aggregates span the stores.
+    /// A dictionary fetch over several stores, or over a store that lacks a capability
+    /// the request needs: each store returns the raw values of every key path involved
+    /// for its matching rows, and the request's in-memory emulation groups, aggregates,
+    /// filters, sorts and pages the union (so groups and aggregates span the stores).
     private func mergedDictionaries(
         _ fetch: FetchRequest, from stores: [IncrementalStore], with context: ManagedObjectContext?
     ) throws -> [[String: FetchValue]] {

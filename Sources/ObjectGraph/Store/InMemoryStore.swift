@@ -67,6 +67,9 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         super.init(persistentStoreCoordinator: persistentStoreCoordinator, configurationName: configurationName, at: url, options: options)
     }
 
+    /// Everything: ``FetchRequest/apply(to:objectID:)`` computes every dictionary result.
+    open override var fetchCapabilities: FetchCapabilities { .all }
+
     /// ``PersistentStore/StoreType/inMemory``.
     open override var type: StoreType { .inMemory }
 

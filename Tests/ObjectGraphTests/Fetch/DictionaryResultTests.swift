@@ -6,6 +6,7 @@ import Testing
 struct DictionaryResultTests {
     private func request(_ properties: [FetchProperty], groupBy: [FetchProperty]? = nil) -> FetchRequest {
         var request = FetchRequest(entityName: "Person")
+        request.resultType = .dictionary
         request.propertiesToFetch = properties
         request.propertiesToGroupBy = groupBy
         return request
@@ -66,6 +67,31 @@ struct DictionaryResultTests {
         #expect(try stack.context().fetchDictionaries(fetch).map { $0["department.name"] } == [.attribute("Engineering"), .attribute("Sales")])
         fetch.havingPredicate = try FetchPredicate(format: "$payroll > 130 AND department.name != nil")
         #expect(try stack.context().fetchDictionaries(fetch).map { $0["department.name"] } == [.attribute("Sales")])
+    }
+
+    /// InMemoryStore computes dictionary results itself; DictionaryStore declares no
+    /// capabilities, so the coordinator sends it a plain fetch and emulates the rest.
+    @Test(arguments: allStoreFixtures)
+    func everyStoreGivesTheSameGroupedResults(fixture: any StoreFixture) throws {
+        let (stack, _) = try FetchGraph.make(in: fixture)
+        var fetch = request([
+            "department.name", .aggregate(.average, of: "projects.budget", as: "meanBudget"),
+            .expression(FetchExpressionDescription(name: "most", expression: .function(.max, [.keyPath("projects.@count")]))),
+        ], groupBy: ["department.name"])
+        fetch.predicate = try FetchPredicate(format: "age > 20")
+        fetch.havingPredicate = try FetchPredicate(format: "most >= 1")
+        fetch.sortDescriptors = [FetchSortDescriptor(keyPath: "meanBudget", ascending: false)]
+        #expect(fetch.requiredCapabilities == [.grouping])
+        #expect(try stack.context().fetchDictionaries(fetch) == [
+            ["department.name": .null, "meanBudget": .attribute(.double(500)), "most": .attribute(.int64(1))],
+            ["department.name": .attribute("Engineering"), "meanBudget": .attribute(.double(350)), "most": .attribute(.int64(2))],
+            ["department.name": .attribute("Sales"), "meanBudget": .attribute(.double(200)), "most": .attribute(.int64(1))],
+        ])
+        var distinct = request(["manager.name"])
+        distinct.returnsDistinctResults = true
+        distinct.sortDescriptors = [FetchSortDescriptor(keyPath: "manager.name")]
+        #expect(distinct.requiredCapabilities == [.distinct])
+        #expect(try stack.context().fetchDictionaries(distinct).map { $0["manager.name"] } == [.null, .attribute("Ada"), .attribute("Bob"), .attribute("Zoë")])
     }
 
     @Test func groupsSortByAggregateNames() throws {
