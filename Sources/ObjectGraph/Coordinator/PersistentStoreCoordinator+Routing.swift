@@ -57,7 +57,11 @@ extension PersistentStoreCoordinator {
             ?? (fetch.entity?.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) } ?? [])
         let resultNames = Set(properties.map(\.name))
         var keyPaths: Set<String> = []
-        for property in properties + (fetch.propertiesToGroupBy ?? []) { keyPaths.formUnion(property.keyPaths) }
+        for property in properties + (fetch.propertiesToGroupBy ?? []) {
+            keyPaths.formUnion(property.keyPaths)
+            // An expression may read the object itself (`count:(SELF)`): fetch its ID too.
+            if case .expression = property { keyPaths.insert("self") }
+        }
         for descriptor in fetch.sortDescriptors where !resultNames.contains(descriptor.keyPath) {
             keyPaths.insert(FetchExpression.strippingOperators(descriptor.keyPath))
         }

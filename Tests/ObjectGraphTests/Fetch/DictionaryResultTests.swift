@@ -87,6 +87,10 @@ struct DictionaryResultTests {
             ["department.name": .attribute("Engineering"), "meanBudget": .attribute(.double(350)), "most": .attribute(.int64(2))],
             ["department.name": .attribute("Sales"), "meanBudget": .attribute(.double(200)), "most": .attribute(.int64(1))],
         ])
+        let counted = request([
+            "department.name", .expression(FetchExpressionDescription(name: "people", expression: .function(.count, [.evaluatedObject]))),
+        ], groupBy: ["department.name"])
+        #expect(try stack.context().fetchDictionaries(counted).map { $0["people"] } == [2, 2, 2].map { .attribute(.int64($0)) })
         var distinct = request(["manager.name"])
         distinct.returnsDistinctResults = true
         distinct.sortDescriptors = [FetchSortDescriptor(keyPath: "manager.name")]

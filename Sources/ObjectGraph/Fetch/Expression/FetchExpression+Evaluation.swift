@@ -90,7 +90,10 @@ extension FetchExpression {
 
     /// Follows a plain key path (no operators).
     private static func navigate<S: FetchEvaluable>(_ path: String, from start: FetchValue?, subject: S) throws -> FetchValue {
-        guard let start else { return try subject.fetchValue(forKeyPath: path).flattened }
+        guard let start else {
+            if path == "self" || path == "SELF" { return try subject.fetchValueOfSelf() }
+            return try subject.fetchValue(forKeyPath: path).flattened
+        }
         if path.isEmpty { return start }
         switch start {
         case .object(let id):
