@@ -9,7 +9,7 @@ import ObjectGraph
 // 2. evaluate a three-clause predicate over 1M rows, as a store would on its decoded
 //    rows (a struct row type), and on 1M dictionary rows;
 // 3. an end-to-end count fetch through InMemoryStore (rows, no objects); skipped with
-//    `--no-store`.
+//    `--no-store` (`--parse-only` stops after 1).
 
 /// A decoded store row: what a store's candidate looks like.
 struct Row: FetchEvaluable {
@@ -67,6 +67,8 @@ let withArguments = try seconds {
     }
 }
 report("parse 10k predicates with four typed arguments", count: 10_000, unit: "predicates", withArguments)
+
+if CommandLine.arguments.contains("--parse-only") { exit(0) }
 
 // 2. Evaluation over 1M rows.
 let departments = ["Sales", "Engineering", "Ops", "Legal"]

@@ -69,11 +69,26 @@ struct FetchPredicateLexer {
         FetchPredicateParser.syntaxError(message, at: offset, in: source)
     }
 
-    private static func isIdentifierStart(_ c: Character) -> Bool { c.isLetter || c == "_" }
-    private static func isIdentifierPart(_ c: Character) -> Bool { c.isLetter || c.isNumber || c == "_" }
+    // ASCII is decided by byte: Unicode property lookups dominate lexing otherwise.
+    private static func isIdentifierStart(_ c: Character) -> Bool {
+        if let a = c.asciiValue { return (a >= 0x41 && a <= 0x5A) || (a >= 0x61 && a <= 0x7A) || a == 0x5F }
+        return c.isLetter
+    }
+    private static func isIdentifierPart(_ c: Character) -> Bool {
+        if let a = c.asciiValue { return (a >= 0x41 && a <= 0x5A) || (a >= 0x61 && a <= 0x7A) || (a >= 0x30 && a <= 0x39) || a == 0x5F }
+        return c.isLetter || c.isNumber
+    }
+    private static func isDigit(_ c: Character?) -> Bool {
+        guard let a = c?.asciiValue else { return false }
+        return a >= 0x30 && a <= 0x39
+    }
+    private static func isSpace(_ c: Character) -> Bool {
+        if let a = c.asciiValue { return a == 0x20 || (a >= 0x09 && a <= 0x0D) }
+        return c.isWhitespace
+    }
 
     private mutating func next() throws -> FetchPredicateToken {
-        while let c = peek(), c.isWhitespace { position += 1 }
+        while let c = peek(), Self.isSpace(c) { position += 1 }
         let start = position
         guard let c = peek() else { return FetchPredicateToken(kind: .end, offset: start) }
         if Self.isIdentifierStart(c) || c == "#" {
@@ -100,8 +115,8 @@ struct FetchPredicateLexer {
         }
         if c == "%" { return try readFormat(start) }
         if c == "\"" || c == "'" { return try readString(start, quote: c) }
-        if c.isASCII && c.isNumber { return try readNumber(start) }
-        if c == "." && peek(1).map({ $0.isASCII && $0.isNumber }) == true { return try readNumber(start) }
+        if Self.isDigit(c) { return try readNumber(start) }
+        if c == "." && Self.isDigit(peek(1)) { return try readNumber(start) }
         for symbol in ["==", "!=", "<>", "<=", "=<", ">=", "=>", "&&", "||"] where matches(symbol) {
             position += symbol.count
             return FetchPredicateToken(kind: .symbol(symbol), offset: start)
@@ -175,19 +190,19 @@ struct FetchPredicateLexer {
             guard let value = Int64(hex, radix: 16) else { throw error("Bad hexadecimal number.", at: start) }
             return FetchPredicateToken(kind: .integer(value), offset: start)
         }
-        while let c = peek(), c.isASCII, c.isNumber { text.append(c); position += 1 }
-        if peek() == ".", let d = peek(1), d.isASCII, d.isNumber {
+        while let c = peek(), Self.isDigit(c) { text.append(c); position += 1 }
+        if peek() == ".", Self.isDigit(peek(1)) {
             isFloat = true
             text.append("."); position += 1
-            while let c = peek(), c.isASCII, c.isNumber { text.append(c); position += 1 }
+            while let c = peek(), Self.isDigit(c) { text.append(c); position += 1 }
         }
         if let e = peek(), e == "e" || e == "E" {
             var ahead = 1
             if let sign = peek(1), sign == "+" || sign == "-" { ahead = 2 }
-            if let d = peek(ahead), d.isASCII, d.isNumber {
+            if Self.isDigit(peek(ahead)) {
                 isFloat = true
                 for _ in 0..<ahead { text.append(characters[position]); position += 1 }
-                while let c = peek(), c.isASCII, c.isNumber { text.append(c); position += 1 }
+                while let c = peek(), Self.isDigit(c) { text.append(c); position += 1 }
             }
         }
         if let c = peek(), Self.isIdentifierStart(c) {
