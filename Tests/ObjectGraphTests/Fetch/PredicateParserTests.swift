@@ -253,6 +253,16 @@ struct PredicateParserTests {
         #expect(offset("a == %@ AND b == %@", ["x"]) == 17, "the second %@ has no argument")
     }
 
+    @Test func unicodeKeysParseAndOffsetsCountCharacters() throws {
+        #expect(try parse("prénom == 'Zoë'") == .comparison(key("prénom"), .equal, str("Zoë")))
+        do {
+            _ = try parse("nom == 'e\u{301}te\u{301}' ~")  // two decomposed é: 2 characters, 4 scalars
+            Issue.record("parsed")
+        } catch let error as ObjectGraphError {
+            #expect(error.offset == 13, "offsets count characters, not scalars (15) or bytes")
+        }
+    }
+
     @Test func errorMessageShowsCaret() {
         do {
             _ = try parse("age > AND x")
