@@ -33,6 +33,7 @@ let package = Package(
         .executableTarget(
             name: "StrataFuzz", dependencies: ["StrataEngine"], path: "Tools/fuzz",
             exclude: ["README.md", "regressions"]),
+        .executableTarget(name: "fetch-bench", dependencies: ["ObjectGraph"], path: "Tools/fetch-bench"),
         .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata"]),

@@ -50,6 +50,33 @@ struct MultipleStoreTests {
         #expect(try reader.fetchObjectIDs(request).count == 3)
     }
 
+    @Test func dictionaryGroupsAndAggregatesSpanStores() throws {
+        let (coordinator, _, both) = try makeCoordinator()
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for (text, n) in [("a", 1), ("b", 2), ("a", 3), ("b", 4), ("a", 5)] {
+            let log = try context.insertNewObject(forEntityName: "Log")
+            try log.setValue(.string(text), forKey: "text")
+            try log.setValue(.int64(Int64(n)), forKey: "n")
+            if n > 2 { try context.assign(log, to: both) }
+        }
+        try context.save()
+        var request = FetchRequest(entityName: "Log")
+        request.propertiesToFetch = ["text", .aggregate(.sum, of: "n", as: "total"), .aggregate(.count, of: "n", as: "logs")]
+        request.propertiesToGroupBy = ["text"]
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "text")]
+        let rows = try ManagedObjectContext(persistentStoreCoordinator: coordinator).fetchDictionaries(request)
+        #expect(rows == [
+            ["text": .attribute("a"), "total": .attribute(.int64(9)), "logs": .attribute(.int64(3))],
+            ["text": .attribute("b"), "total": .attribute(.int64(6)), "logs": .attribute(.int64(2))],
+        ])
+        var paged = FetchRequest.make("Log", .greaterThan("n", 1), sortedBy: ["n"])
+        paged.propertiesToFetch = ["n"]
+        paged.fetchLimit = 2
+        paged.fetchOffset = 1
+        #expect(try ManagedObjectContext(persistentStoreCoordinator: coordinator).fetchDictionaries(paged).map { $0["n"] }
+            == [.attribute(.int64(3)), .attribute(.int64(4))])
+    }
+
     @Test func removedStoreNoLongerServesFetches() throws {
         let (coordinator, logs, both) = try makeCoordinator()
         try coordinator.remove(logs)

@@ -102,11 +102,14 @@ extension ManagedObjectContext {
         request.entity = entity
         request.entityName = entity.name
         var keyPaths = request.predicate?.keyPaths ?? []
-        keyPaths.formUnion(request.sortDescriptors.map(\.keyPath))
+        // A dictionary fetch may sort by the name of a fetched expression.
+        let resultNames = request.resultType == .dictionary ? Set((request.propertiesToFetch ?? []).map(\.name)) : []
+        keyPaths.formUnion(request.sortDescriptors.filter { !resultNames.contains($0.keyPath) }.map { FetchExpression.strippingOperators($0.keyPath) })
         keyPaths.formUnion(request.relationshipKeyPathsForPrefetching)
         if request.resultType == .dictionary {
-            keyPaths.formUnion(request.propertiesToFetch ?? [])
-            keyPaths.formUnion(request.propertiesToGroupBy ?? [])
+            for property in (request.propertiesToFetch ?? []) + (request.propertiesToGroupBy ?? []) {
+                keyPaths.formUnion(property.keyPaths)
+            }
         }
         for keyPath in keyPaths { try Self.checkKeyPath(keyPath, from: entity) }
         let stores = try coordinator.incrementalStores(for: request)

@@ -10,6 +10,12 @@ extension PersistentStoreCoordinator {
         if var fetch = request as? FetchRequest {
             if fetch.entity == nil { fetch.entity = try managedObjectModel.entity(named: fetch.entityName) }
             let stores = try incrementalStores(for: fetch)
+            let required = fetch.requiredCapabilities
+            if fetch.resultType == .dictionary,
+                stores.count > 1 || !stores[0].fetchCapabilities.isSuperset(of: required)
+            {
+                return .dictionaries(try mergedDictionaries(fetch, from: stores, with: context))
+            }
             if stores.count == 1 { return try stores[0].execute(fetch, with: context) }
             var objects: [ManagedObject] = []
             var ids: [ManagedObjectID] = []
@@ -38,6 +44,45 @@ extension PersistentStoreCoordinator {
         var last = PersistentStoreResult.saved
         for store in stores { last = try store.execute(request, with: context) }
         return last
+    }
+
+    /// A dictionary fetch over several stores, or over a store that lacks a capability
+    /// the request needs: each store returns the raw values of every key path involved
+    /// for its matching rows, and the request's in-memory emulation groups, aggregates,
+    /// filters, sorts and pages the union (so groups and aggregates span the stores).
+    private func mergedDictionaries(
+        _ fetch: FetchRequest, from stores: [IncrementalStore], with context: ManagedObjectContext?
+    ) throws -> [[String: FetchValue]] {
+        let properties = fetch.propertiesToFetch
+            ?? (fetch.entity?.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) } ?? [])
+        let resultNames = Set(properties.map(\.name))
+        var keyPaths: Set<String> = []
+        for property in properties + (fetch.propertiesToGroupBy ?? []) {
+            keyPaths.formUnion(property.keyPaths)
+            // An expression may read the object itself (`count:(SELF)`): fetch its ID too.
+            if case .expression = property { keyPaths.insert("self") }
+        }
+        for descriptor in fetch.sortDescriptors where !resultNames.contains(descriptor.keyPath) {
+            keyPaths.insert(FetchExpression.strippingOperators(descriptor.keyPath))
+        }
+        var raw = fetch
+        raw.propertiesToFetch = keyPaths.sorted().map(FetchProperty.keyPath)
+        raw.propertiesToGroupBy = nil
+        raw.havingPredicate = nil
+        raw.returnsDistinctResults = false
+        raw.sortDescriptors = []
+        raw.fetchLimit = 0
+        raw.fetchOffset = 0
+        var rows: [FetchValueRow] = []
+        for store in stores {
+            guard case .dictionaries(let found) = try store.execute(raw, with: context) else {
+                throw ObjectGraphError(.invalidFetchRequest, "Store \(store.identifier) returned no dictionaries for a dictionary fetch.", entityName: fetch.entityName)
+            }
+            rows += found.map(FetchValueRow.init)
+        }
+        var merged = fetch
+        merged.propertiesToFetch = properties
+        return try merged.dictionaries(from: rows)
     }
 
     /// The incremental stores a fetch goes to.

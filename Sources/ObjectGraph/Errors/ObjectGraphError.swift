@@ -52,6 +52,8 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         public static let unsupportedRequest = Code(rawValue: "unsupportedRequest")
         /// A fetch request or predicate is malformed.
         public static let invalidFetchRequest = Code(rawValue: "invalidFetchRequest")
+        /// A predicate format string does not parse; ``ObjectGraphError/offset`` says where.
+        public static let malformedPredicate = Code(rawValue: "malformedPredicate")
         /// A URI is not an object URI of a store known to the coordinator.
         public static let invalidURI = Code(rawValue: "invalidURI")
         /// A mandatory property has no value.
@@ -94,6 +96,9 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
     public var objectID: ManagedObjectID?
     /// The individual errors when ``code`` is ``Code/multipleValidationErrors``.
     public var detailedErrors: [ObjectGraphError]
+    /// For ``Code/malformedPredicate``, the zero-based offset, in characters, of the
+    /// offending position in the format string.
+    public var offset: Int?
 
     /// Creates an error.
     public init(
@@ -102,8 +107,10 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         entityName: String? = nil,
         key: String? = nil,
         objectID: ManagedObjectID? = nil,
-        detailedErrors: [ObjectGraphError] = []
+        detailedErrors: [ObjectGraphError] = [],
+        offset: Int? = nil
     ) {
+        self.offset = offset
         self.code = code
         self.message = message
         self.entityName = entityName

@@ -56,13 +56,15 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     public var returnsObjectsAsFaults = true
     /// Relationship key paths whose destinations are loaded with the results.
     public var relationshipKeyPathsForPrefetching: [String] = []
-    /// The properties of a dictionary result; `nil` for all attributes.
-    public var propertiesToFetch: [String]?
+    /// The properties of a dictionary result: key paths (string literals) and named
+    /// expressions; `nil` for all stored attributes.
+    public var propertiesToFetch: [FetchProperty]?
     /// Whether a dictionary fetch drops duplicate dictionaries.
     public var returnsDistinctResults = false
     /// The properties a dictionary fetch groups by.
-    public var propertiesToGroupBy: [String]?
-    /// The condition a group must meet, evaluated against each result dictionary.
+    public var propertiesToGroupBy: [FetchProperty]?
+    /// The condition a group must meet, evaluated against each result dictionary (it may
+    /// name fetched expressions, as key paths or as `$variables`).
     public var havingPredicate: FetchPredicate?
     /// Whether objects already in the context are updated with the values fetched.
     public var shouldRefreshRefetchedObjects = false
@@ -100,43 +102,5 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
         if fetchOffset > 0 { slice = slice.dropFirst(fetchOffset) }
         if fetchLimit > 0 { slice = slice.prefix(fetchLimit) }
         return Array(slice)
-    }
-
-    /// Builds the dictionaries of a ``FetchRequestResultType/dictionary`` fetch from
-    /// rows that already passed the predicate: the requested properties, grouped,
-    /// filtered by ``havingPredicate``, made distinct, sorted and paged.
-    ///
-    /// Aggregate expressions (sum, count, …) come with the expression language later;
-    /// until then every property to fetch must be one of the properties to group by.
-    public func dictionaries<T: FetchEvaluable>(from rows: [T]) throws -> [[String: FetchValue]] {
-        guard let entity else {
-            throw ObjectGraphError(.invalidFetchRequest, "The fetch request's entity is not resolved.", entityName: entityName)
-        }
-        let keys = propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map(\.name)
-        for key in keys where entity.propertiesByName[key] == nil && !key.contains(".") {
-            throw ObjectGraphError(.unknownKey, "Entity \(entity.name) has no property \"\(key)\" to fetch.", entityName: entity.name, key: key)
-        }
-        if let groupBy = propertiesToGroupBy {
-            for key in keys where !groupBy.contains(key) {
-                throw ObjectGraphError(
-                    .invalidFetchRequest,
-                    "Property \"\(key)\" is fetched but not grouped by; aggregate expressions are not supported yet.",
-                    entityName: entity.name, key: key)
-            }
-        } else if havingPredicate != nil {
-            throw ObjectGraphError(.invalidFetchRequest, "havingPredicate needs propertiesToGroupBy.", entityName: entity.name)
-        }
-        let sorted = try FetchSortDescriptor.sort(rows, by: sortDescriptors)
-        var results = try sorted.map { row in
-            try Dictionary(uniqueKeysWithValues: keys.map { ($0, try row.fetchValue(forKeyPath: $0)) })
-        }
-        if propertiesToGroupBy != nil || returnsDistinctResults {
-            var seen: Set<[String: FetchValue]> = []
-            results = results.filter { seen.insert($0).inserted }
-        }
-        if let havingPredicate {
-            results = try results.filter { try havingPredicate.evaluate(with: FetchValueRow($0)) }
-        }
-        return page(results)
     }
 }

@@ -1,21 +1,36 @@
 import Foundation
 
-/// One sort key of a fetch: a key path and a direction (Core Data's `NSSortDescriptor`).
-///
-/// `null` sorts before every other value in ascending order.
+/// One sort key of a fetch: a key path, a direction and string comparison options
+/// (Core Data's `NSSortDescriptor`).
 ///
 /// For example:
 ///
 /// ```swift
-/// request.sortDescriptors = [FetchSortDescriptor(keyPath: "name"),
-///                            FetchSortDescriptor(keyPath: "age", ascending: false)]
+/// request.sortDescriptors = [
+///     FetchSortDescriptor(keyPath: "department.name"),
+///     FetchSortDescriptor(keyPath: "name", options: .localizedStandard),
+///     FetchSortDescriptor(keyPath: "projects.@count", ascending: false),
+/// ]
 /// ```
+///
+/// The key path may go through to-one relationships and may end with a collection
+/// operator (`projects.@count`); a key path that yields several values (through a
+/// to-many relationship) cannot be sorted on and throws.
+///
+/// Order: `null` is smaller than every value, as in Core Data's SQLite store, so nulls
+/// come first in ascending order and last in descending order. Numbers compare across
+/// widths; strings by Unicode scalar order unless ``options`` ask for case- or
+/// diacritic-insensitive or numeric comparison; values of kinds that do not compare (a
+/// string against a number) are ordered by kind name so that sorting stays total.
+/// Sorting is stable: ties keep the order in which the candidates came.
 public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
     /// The key path whose values are compared.
     public var keyPath: String
     /// Whether smaller values come first.
     public var ascending: Bool
-    /// String comparison options.
+    /// String comparison options: ``ComparisonOptions/caseInsensitive``,
+    /// ``ComparisonOptions/diacriticInsensitive``, ``ComparisonOptions/numeric``, or
+    /// ``ComparisonOptions/localizedStandard`` for all three.
     public var options: ComparisonOptions
 
     /// Creates a sort descriptor.
@@ -25,15 +40,48 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         self.options = options
     }
 
-    /// The key path and direction.
-    public var description: String { "\(keyPath) \(ascending ? "ASC" : "DESC")" }
+    /// A descriptor that orders strings as Finder does: case- and diacritic-insensitive,
+    /// digit runs by value (Foundation's `localizedStandardCompare`, without locale rules).
+    public static func localizedStandard(_ keyPath: String, ascending: Bool = true) -> FetchSortDescriptor {
+        FetchSortDescriptor(keyPath: keyPath, ascending: ascending, options: .localizedStandard)
+    }
+
+    /// The descriptor with the opposite direction.
+    public var reversed: FetchSortDescriptor {
+        FetchSortDescriptor(keyPath: keyPath, ascending: !ascending, options: options)
+    }
+
+    /// The key path, the direction and the options, such as `name ASC [cd numeric]`.
+    public var description: String {
+        var flags: [String] = []
+        if options.contains(.caseInsensitive) { flags.append("c") }
+        if options.contains(.diacriticInsensitive) { flags.append("d") }
+        if options.contains(.numeric) { flags.append("numeric") }
+        return "\(keyPath) \(ascending ? "ASC" : "DESC")" + (flags.isEmpty ? "" : " [\(flags.joined(separator: " "))]")
+    }
+
+    /// The value this descriptor compares for one subject.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/invalidFetchRequest`` when the key path yields
+    ///   several values, or the subject's error for an unknown key.
+    public func sortValue<T: FetchEvaluable>(of subject: T) throws -> FetchValue {
+        let value = try FetchExpression.read(keyPath, from: nil, subject: subject)
+        if case .collection = value {
+            throw ObjectGraphError(
+                .invalidFetchRequest,
+                "Cannot sort by \"\(keyPath)\": it reaches several values through a to-many relationship; sort by an aggregate such as \(keyPath.split(separator: ".").first.map(String.init) ?? keyPath).@count instead.",
+                key: keyPath)
+        }
+        return value
+    }
 
     /// Compares two subjects by this descriptor.
     public func compare(_ lhs: some FetchEvaluable, _ rhs: some FetchEvaluable) throws -> ComparisonResult {
-        order(try lhs.fetchValue(forKeyPath: keyPath), try rhs.fetchValue(forKeyPath: keyPath))
+        order(try sortValue(of: lhs), try sortValue(of: rhs))
     }
 
-    func order(_ lhs: FetchValue, _ rhs: FetchValue) -> ComparisonResult {
+    /// Compares two values by this descriptor's direction and options.
+    public func order(_ lhs: FetchValue, _ rhs: FetchValue) -> ComparisonResult {
         let result = FetchValue.sortOrder(lhs, rhs, options: options)
         guard !ascending else { return result }
         switch result {
@@ -43,12 +91,11 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Sorts subjects by several descriptors; ties keep their original order.
-    ///
-    /// Each subject's key-path values are read once.
+    /// Sorts subjects by several descriptors, the first deciding first; ties keep their
+    /// original order. Each subject's values are read once.
     public static func sort<T: FetchEvaluable>(_ items: [T], by descriptors: [FetchSortDescriptor]) throws -> [T] {
         guard !descriptors.isEmpty, items.count > 1 else { return items }
-        let keys = try items.map { item in try descriptors.map { try item.fetchValue(forKeyPath: $0.keyPath) } }
+        let keys = try items.map { item in try descriptors.map { try $0.sortValue(of: item) } }
         let order = items.indices.sorted { a, b in
             for (index, descriptor) in descriptors.enumerated() {
                 switch descriptor.order(keys[a][index], keys[b][index]) {

@@ -2,7 +2,7 @@ import Foundation
 
 /// A value a predicate or sort descriptor reads through a key path: an attribute
 /// value, a related object's ID, or the values of a to-many key path.
-public indirect enum FetchValue: Sendable, Hashable, CustomStringConvertible {
+public enum FetchValue: Sendable, Hashable, CustomStringConvertible {
     /// An attribute value (``AttributeValue/null`` for a missing to-one destination).
     case attribute(AttributeValue)
     /// The ID of a related object.
@@ -36,39 +36,24 @@ public indirect enum FetchValue: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Something a ``FetchPredicate`` can be evaluated against and a
-/// ``FetchSortDescriptor`` can order: a managed object, a store's raw row, or a
-/// dictionary of values.
-///
-/// Adopters resolve dotted key paths themselves (`department.name`), following
-/// to-one relationships to a single value and to-many relationships to a
-/// ``FetchValue/collection(_:)``.
-public protocol FetchEvaluable {
-    /// The value at `keyPath`, or an ``ObjectGraphError/Code/unknownKey`` error.
-    func fetchValue(forKeyPath keyPath: String) throws -> FetchValue
-}
-
-extension Dictionary: FetchEvaluable where Key == String, Value == AttributeValue {
-    /// The value stored under the whole key path; unknown keys throw.
-    public func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
-        guard let value = self[keyPath] else {
-            throw ObjectGraphError(.unknownKey, "No value for key path \"\(keyPath)\".", key: keyPath)
+extension FetchValue {
+    /// The value with nested collections flattened into one collection (a key path
+    /// through two to-many relationships yields a collection of collections).
+    public var flattened: FetchValue {
+        guard case .collection(let members) = self, members.contains(where: { if case .collection = $0 { true } else { false } }) else {
+            return self
         }
-        return .attribute(value)
+        var result: [FetchValue] = []
+        func add(_ value: FetchValue) {
+            if case .collection(let inner) = value { inner.forEach(add) } else { result.append(value) }
+        }
+        members.forEach(add)
+        return .collection(result)
     }
-}
 
-/// A row of named fetch values, as returned by dictionary-result fetches.
-public struct FetchValueRow: FetchEvaluable, Sendable, Hashable {
-    /// The values by property name.
-    public var values: [String: FetchValue]
-    /// Wraps a dictionary.
-    public init(_ values: [String: FetchValue]) { self.values = values }
-    /// The value stored under the whole key path; unknown keys throw.
-    public func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
-        guard let value = values[keyPath] else {
-            throw ObjectGraphError(.unknownKey, "No value for key path \"\(keyPath)\".", key: keyPath)
-        }
-        return value
+    /// The elements of a collection, or the value alone.
+    var elements: [FetchValue] {
+        if case .collection(let members) = flattened { return members }
+        return [self]
     }
 }

@@ -204,6 +204,12 @@ extension ManagedObject: FetchEvaluable {
         }
     }
 
+    /// The value at a key path of another object of this object's context (a
+    /// relationship destination), for subqueries and variables such as `$x.name`.
+    public func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
+        try resolve(objectID).fetchValue(forKeyPath: keyPath)
+    }
+
     // MARK: Primitive accessors
 
     /// The current value of an attribute without change notification; `nil` for an

@@ -14,6 +14,7 @@ extension InMemoryStore {
         /// not in the model.
         init?(reference: Int64, database: Database, store: InMemoryStore, model: ManagedObjectModel) {
             guard let row = database.rows[reference], let entity = model.entitiesByName[row.entityName] else { return nil }
+            self.row = row
             self.reference = reference
             self.entity = entity
             self.database = database
@@ -21,13 +22,13 @@ extension InMemoryStore {
             self.model = model
         }
 
-        var row: Row? { database.rows[reference] }
+        /// The row itself, looked up once.
+        let row: Row
 
         var objectID: ManagedObjectID { store.newObjectID(for: entity, referenceObject: .int64(reference)) }
 
         func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
             let (head, rest) = ManagedObject.split(keyPath)
-            guard let row else { return .null }
             if head == "self" || head == "SELF" {
                 return rest == nil ? .object(objectID) : try fetchValue(forKeyPath: rest ?? "")
             }
@@ -55,6 +56,10 @@ extension InMemoryStore {
                 }
                 return .null
             }
+        }
+
+        func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
+            try view(of: objectID)?.fetchValue(forKeyPath: keyPath) ?? .null
         }
 
         private func view(of id: ManagedObjectID) -> RowView? {

@@ -10,6 +10,9 @@ import Synchronization
 /// at 1 and grow by one per saved change. Register counts never go below zero: an
 /// unbalanced unregister is recorded in ``bookkeepingErrors``.
 ///
+/// Fetches evaluate the whole fetch language on the stored rows, following relationships
+/// between rows without making managed objects, through ``FetchRequest/apply(to:objectID:)``.
+///
 /// Thread safety: rows live in a `Mutex` shared by the stores at one URL; register
 /// counts in a `Mutex` of this store. A fetch works on a copy of the rows taken under the
 /// lock, so it sees all of a concurrent save or none of it.
@@ -63,6 +66,9 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         }
         super.init(persistentStoreCoordinator: persistentStoreCoordinator, configurationName: configurationName, at: url, options: options)
     }
+
+    /// Everything: ``FetchRequest/apply(to:objectID:)`` computes every dictionary result.
+    open override var fetchCapabilities: FetchCapabilities { .all }
 
     /// ``PersistentStore/StoreType/inMemory``.
     open override var type: StoreType { .inMemory }
@@ -126,18 +132,11 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         let rows = database.rows.filter { names.contains($0.value.entityName) }.keys.sorted().compactMap {
             RowView(reference: $0, database: database, store: self, model: model)
         }
-        switch request.resultType {
-        case .count:
-            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
-            return .count(request.page(matching).count)
-        case .managedObjectID, .managedObject:
-            let ids = try request.filterSortAndPage(rows).map(\.objectID)
-            if request.resultType == .managedObject, let context { return .objects(ids.map { context.object(with: $0) }) }
-            return .objectIDs(ids)
-        case .dictionary:
-            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
-            return .dictionaries(try request.dictionaries(from: matching))
+        let result = try request.apply(to: rows, objectID: \.objectID)
+        if request.resultType == .managedObject, let context, case .objectIDs(let ids) = result {
+            return .objects(ids.map { context.object(with: $0) })
         }
+        return result
     }
 
     private func execute(_ request: SaveChangesRequest) throws -> PersistentStoreResult {

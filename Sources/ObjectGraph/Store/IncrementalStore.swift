@@ -30,6 +30,11 @@ import Foundation
 /// Thread safety: `@unchecked Sendable` because an open class cannot be checked;
 /// subclasses must protect their own state.
 open class IncrementalStore: PersistentStore, @unchecked Sendable {
+    /// The parts of dictionary fetches this store computes itself; the coordinator
+    /// emulates the rest in memory (see ``FetchCapabilities``). The default is none: a
+    /// store only has to return plain rows of key-path values.
+    open var fetchCapabilities: FetchCapabilities { [] }
+
     /// Executes a fetch or save request.
     ///
     /// - A fetch returns objects (from `context.object(with:)`) or IDs, dictionaries, or a

@@ -32,38 +32,49 @@ extension StrataStore {
         let source = RowSource(snapshot: snapshot, store: self, model: model)
         var rows: [RowView] = []
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
-        for root in roots.sorted() {
-            var failure: Error? = nil
-            _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
-                try snapshot.forEach(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
-                    do {
-                        guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
-                        let row = try StoredRow.decode(value, context: "row \(root) #\(reference)")
-                        source.remember(row, key: key)
-                        if names.contains(row.entity), let entity = model.entitiesByName[row.entity] {
-                            rows.append(RowView(reference: reference, row: row, entity: entity, source: source))
-                        }
-                        return true
-                    } catch {
-                        failure = error
-                        return false
-                    }
+        if roots.count == 1, let root = roots.first, let entity = request.entity,
+            let plan = Self.indexPlan(for: request, entity: entity, root: root)
+        {
+            // [IDX-S4] Candidates from the index, in reference order like a scan.
+            var references: Set<Int64> = []
+            for range in plan.ranges {
+                let keys = snapshot.keys(from: range.lower, to: range.upper)
+                for key in keys { if let reference = IndexKey.reference(fromIndexKey: key) { references.insert(reference) } }
+            }
+            for reference in references.sorted() {
+                guard let row = try source.row(root: root, reference: reference) else { continue }
+                if names.contains(row.entity), let entity = model.entitiesByName[row.entity] {
+                    rows.append(RowView(reference: reference, row: row, entity: entity, source: source))
                 }
             }
-            if let failure { throw failure }
+        } else {
+            for root in roots.sorted() {
+                var failure: Error? = nil
+                _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+                    try snapshot.forEach(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
+                        do {
+                            guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
+                            let row = try StoredRow.decode(value, context: "row \(root) #\(reference)")
+                            source.remember(row, key: key)
+                            if names.contains(row.entity), let entity = model.entitiesByName[row.entity] {
+                                rows.append(RowView(reference: reference, row: row, entity: entity, source: source))
+                            }
+                            return true
+                        } catch {
+                            failure = error
+                            return false
+                        }
+                    }
+                }
+                if let failure { throw failure }
+            }
         }
-        switch request.resultType {
-        case .count:
-            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
-            return .count(request.page(matching).count)
-        case .managedObjectID, .managedObject:
-            let ids = try request.filterSortAndPage(rows).map(\.objectID)
-            if request.resultType == .managedObject, let context { return .objects(ids.map { context.object(with: $0) }) }
-            return .objectIDs(ids)
-        case .dictionary:
-            let matching = try request.predicate.map { predicate in try rows.filter { try predicate.evaluate(with: $0) } } ?? rows
-            return .dictionaries(try request.dictionaries(from: matching))
+        // Filtering, sorting, paging and every result shape: the fetch language's own engine.
+        let result = try request.apply(to: rows, objectID: \.objectID)
+        if request.resultType == .managedObject, let context, case .objectIDs(let ids) = result {
+            return .objects(ids.map { context.object(with: $0) })
         }
+        return result
     }
 
     static func record(in snapshot: Snapshot) throws -> MetadataRecord {

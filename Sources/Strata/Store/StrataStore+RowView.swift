@@ -83,5 +83,10 @@ extension StrataStore {
             guard let rest else { return .collection(ids.map(FetchValue.object)) }
             return .collection(try ids.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: rest) })
         }
+
+        /// A key path of another row of the same snapshot (subqueries, `$x.name`).
+        func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
+            try source.view(of: objectID)?.fetchValue(forKeyPath: keyPath) ?? .null
+        }
     }
 }

@@ -141,6 +141,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
 
     // MARK: The contract
 
+    /// Everything: fetches go through ``FetchRequest/apply(to:objectID:)`` on the store's rows,
+    /// which computes grouping, aggregates, having and distinct results.
+    open override var fetchCapabilities: FetchCapabilities { .all }
+
     /// Executes fetch and save requests; any other request throws
     /// ``ObjectGraphError/Code/unsupportedRequest``.
     open override func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {

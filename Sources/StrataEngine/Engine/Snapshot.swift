@@ -75,6 +75,11 @@ public struct Snapshot: Sendable {
         try scan(from: prefix, to: KeyIndex.prefixEnd(prefix))
     }
 
+    /// The keys in `[lowerBound, upperBound)`, in ascending order. Reads only the index.
+    public func keys(from lowerBound: [UInt8], to upperBound: [UInt8]?) -> [[UInt8]] {
+        index.cursor(from: lowerBound, to: upperBound).map(\.key)
+    }
+
     /// The keys starting with `prefix`, in ascending order. Reads only the index.
     public func keys(prefix: [UInt8]) -> [[UInt8]] {
         index.cursor(from: prefix, to: KeyIndex.prefixEnd(prefix)).map(\.key)

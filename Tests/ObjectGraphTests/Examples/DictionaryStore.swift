@@ -75,6 +75,15 @@ final class DictionaryStore: IncrementalStore, @unchecked Sendable {
             case nil: throw ObjectGraphError(.unknownKey, "DictionaryStore cannot evaluate \"\(keyPath)\".", key: keyPath)
             }
         }
+
+        /// Reads a key path of another row, for subqueries and `$x.key` variables.
+        func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
+            guard case .int64(let key)? = objectID.referenceObject, let row = rows[key] else { return .null }
+            return try Candidate(id: objectID, values: row.values, rows: rows).fetchValue(forKeyPath: keyPath)
+        }
+
+        /// The row's object ID.
+        func fetchValueOfSelf() throws -> FetchValue { .object(id) }
     }
 
     private func fetch(_ request: FetchRequest, _ context: ManagedObjectContext?) throws -> PersistentStoreResult {
@@ -86,21 +95,11 @@ final class DictionaryStore: IncrementalStore, @unchecked Sendable {
             let entity = try model.entity(named: row.entityName)
             return Candidate(id: newObjectID(for: entity, referenceObject: .int64(key)), values: row.values, rows: rows)
         }
-        switch request.resultType {
-        case .count:
-            var counting = request
-            counting.sortDescriptors = []
-            return .count(try counting.filterSortAndPage(candidates).count)
-        case .managedObjectID:
-            return .objectIDs(try request.filterSortAndPage(candidates).map(\.id))
-        case .managedObject:
-            let ids = try request.filterSortAndPage(candidates).map(\.id)
-            guard let context else { return .objectIDs(ids) }
+        let result = try request.apply(to: candidates, objectID: \.id)
+        if request.resultType == .managedObject, let context, case .objectIDs(let ids) = result {
             return .objects(ids.map { context.object(with: $0) })
-        case .dictionary:
-            let matching = try request.predicate.map { p in try candidates.filter { try p.evaluate(with: $0) } } ?? candidates
-            return .dictionaries(try request.dictionaries(from: matching))
         }
+        return result
     }
 
     private func save(_ request: SaveChangesRequest) throws {

@@ -45,6 +45,7 @@ struct GettingStartedTests {
         request.predicate = .greaterThan("year", 1816) && .equal("author.name", "Jane Austen")
         request.sortDescriptors = [FetchSortDescriptor(keyPath: "title")]
         let books = try reader.fetch(request)
+        #expect(try FetchPredicate(format: "year > %d AND author.name == %@", 1816, "Jane Austen") == request.predicate)
 
         // 6. Fault
         let book = try #require(books.first)

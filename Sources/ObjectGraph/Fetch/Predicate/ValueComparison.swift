@@ -1,24 +1,5 @@
 import Foundation
 
-/// Options for string comparisons in predicates (`[c]` and `[d]` in Core Data's syntax).
-public struct ComparisonOptions: OptionSet, Sendable, Hashable {
-    /// The options' bits.
-    public let rawValue: Int
-    /// Creates options from bits.
-    public init(rawValue: Int) { self.rawValue = rawValue }
-    /// Ignore case.
-    public static let caseInsensitive = ComparisonOptions(rawValue: 1)
-    /// Ignore diacritics.
-    public static let diacriticInsensitive = ComparisonOptions(rawValue: 2)
-
-    func normalize(_ text: String) -> String {
-        var result = text
-        if contains(.diacriticInsensitive) { result = result.folding(options: .diacriticInsensitive, locale: nil) }
-        if contains(.caseInsensitive) { result = result.lowercased() }
-        return result
-    }
-}
-
 extension AttributeValue {
     /// Orders two values of comparable kinds: any two numbers, two strings, two dates,
     /// and so on. Returns `nil` when the kinds cannot be compared (including `null`
@@ -33,8 +14,13 @@ extension AttributeValue {
         case (.null, .null): return .orderedSame
         case (.null, _), (_, .null): return nil
         case (.string(let a), .string(let b)):
-            return options.isEmpty ? order(a, b) : order(options.normalize(a), options.normalize(b))
+            if options.isEmpty { return order(a, b) }
+            let (x, y) = (options.normalize(a), options.normalize(b))
+            return options.contains(.numeric) ? StringMatching.numericOrder(x, y) : order(x, y)
         case (.bool(let a), .bool(let b)): return order(a ? 1 : 0, b ? 1 : 0)
+        // Core Data stores Booleans as the numbers 0 and 1, so they compare with numbers.
+        case (.bool(let a), _) where rhs.doubleValue != nil: return compare(.int64(a ? 1 : 0), rhs)
+        case (_, .bool(let b)) where lhs.doubleValue != nil: return compare(lhs, .int64(b ? 1 : 0))
         case (.date(let a), .date(let b)): return order(a, b)
         case (.uuid(let a), .uuid(let b)): return order(a.uuidString, b.uuidString)
         case (.uri(let a), .uri(let b)): return order(a.absoluteString, b.absoluteString)
@@ -45,10 +31,41 @@ extension AttributeValue {
             break
         }
         if let a = lhs.integerValue, let b = rhs.integerValue { return order(a, b) }
+        if lhs.floatingValue?.isNaN == true || rhs.floatingValue?.isNaN == true { return nil }
+        if let a = lhs.integerValue, let b = rhs.floatingValue { return exactOrder(a, b) }
+        if let a = lhs.floatingValue, let b = rhs.integerValue {
+            switch exactOrder(b, a) {
+            case .orderedAscending: return .orderedDescending
+            case .orderedDescending: return .orderedAscending
+            case .orderedSame: return .orderedSame
+            }
+        }
         if case .decimal(let a) = lhs, let b = rhs.decimalApproximation { return order(a, b) }
         if case .decimal(let b) = rhs, let a = lhs.decimalApproximation { return order(a, b) }
         if let a = lhs.doubleValue, let b = rhs.doubleValue { return order(a, b) }
         return nil
+    }
+
+    /// A double or a float, widened.
+    var floatingValue: Double? {
+        switch self {
+        case .double(let v): return v
+        case .float(let v): return Double(v)
+        default: return nil
+        }
+    }
+
+    /// Orders an integer against a non-NaN double exactly, without rounding the integer
+    /// to the nearest double (2⁵³ + 1 is greater than 2⁵³ as a double).
+    private static func exactOrder(_ integer: Int64, _ double: Double) -> ComparisonResult {
+        // 2⁶³ is exactly representable; every Int64 is below it and at or above -2⁶³.
+        if double >= 9_223_372_036_854_775_808.0 { return .orderedAscending }
+        if double < -9_223_372_036_854_775_808.0 { return .orderedDescending }
+        let whole = double.rounded(.towardZero)
+        let truncated = Int64(whole)  // in range: checked above
+        if integer != truncated { return integer < truncated ? .orderedAscending : .orderedDescending }
+        let fraction = double - whole
+        return fraction > 0 ? .orderedAscending : (fraction < 0 ? .orderedDescending : .orderedSame)
     }
 
     private var decimalApproximation: Decimal? {
@@ -79,6 +96,9 @@ extension FetchValue {
         case (.attribute(let a), .attribute(let b)):
             if a.isNull || b.isNull { return a.isNull == b.isNull ? .orderedSame : (a.isNull ? .orderedAscending : .orderedDescending) }
             if let result = AttributeValue.compare(a, b, options: options) { return result }
+            // NaN compares with nothing; sort it after every other number so the order stays total.
+            let (nanA, nanB) = (a.floatingValue?.isNaN == true, b.floatingValue?.isNaN == true)
+            if nanA || nanB { return nanA == nanB ? .orderedSame : (nanA ? .orderedDescending : .orderedAscending) }
             let (x, y) = (a.typeName, b.typeName)
             return x < y ? .orderedAscending : (x == y ? .orderedSame : .orderedDescending)
         case (.object(let a), .object(let b)):

@@ -1,0 +1,93 @@
+import Foundation
+
+/// The arithmetic behind collection operators, aggregate functions and grouped
+/// dictionary results, shared so that every path computes the same figures.
+///
+/// Nulls are skipped. Sums of integers stay integers (falling back to doubles on
+/// overflow); a sum or mean that involves a decimal and no floating-point value is a
+/// decimal; otherwise doubles are used. Non-numeric values are ignored by the numeric
+/// functions; `min:` and `max:` order any comparable kind.
+public enum FetchAggregation {
+    /// Applies a function to values.
+    public static func apply(_ function: FetchFunction, to values: [FetchValue]) -> FetchValue {
+        let present = values.filter { !$0.isNull }
+        switch function {
+        case .count: return .attribute(.int64(Int64(present.count)))
+        case .sum: return sum(present)
+        case .min: return extreme(present, smallest: true)
+        case .max: return extreme(present, smallest: false)
+        case .average: return average(present)
+        case .median:
+            let numbers = present.compactMap { $0.attributeValue?.doubleValue }.sorted()
+            guard !numbers.isEmpty else { return .null }
+            let middle = numbers.count / 2
+            return .attribute(.double(numbers.count % 2 == 1 ? numbers[middle] : (numbers[middle - 1] + numbers[middle]) / 2))
+        case .stddev:
+            let numbers = present.compactMap { $0.attributeValue?.doubleValue }
+            guard !numbers.isEmpty else { return .null }
+            let mean = numbers.reduce(0, +) / Double(numbers.count)
+            let variance = numbers.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / Double(numbers.count)
+            return .attribute(.double(variance.squareRoot()))
+        }
+    }
+
+    /// Applies a collection operator to values.
+    public static func apply(_ op: FetchCollectionOperator, to values: [FetchValue]) -> FetchValue {
+        switch op {
+        case .count: return .attribute(.int64(Int64(values.count)))
+        case .sum: return apply(FetchFunction.sum, to: values)
+        case .avg: return apply(FetchFunction.average, to: values)
+        case .min: return apply(FetchFunction.min, to: values)
+        case .max: return apply(FetchFunction.max, to: values)
+        case .distinctUnionOfObjects:
+            var seen: Set<FetchValue> = []
+            return .collection(values.filter { !$0.isNull && seen.insert($0).inserted })
+        }
+    }
+
+    private static func sum(_ values: [FetchValue]) -> FetchValue {
+        let numbers = values.compactMap(\.attributeValue).filter { $0.doubleValue != nil || $0.boolValue != nil }
+        var integer: Int64 = 0
+        var allIntegers = true
+        for number in numbers {
+            guard let value = number.integerValue ?? number.boolValue.map({ $0 ? 1 : 0 }) else { allIntegers = false; break }
+            let (result, overflow) = integer.addingReportingOverflow(value)
+            if overflow { allIntegers = false; break }
+            integer = result
+        }
+        if allIntegers { return .attribute(.int64(integer)) }
+        if let decimal = decimalSum(numbers) { return .attribute(.decimal(decimal)) }
+        return .attribute(.double(numbers.reduce(0) { $0 + ($1.doubleValue ?? 0) }))
+    }
+
+    private static func average(_ values: [FetchValue]) -> FetchValue {
+        let numbers = values.compactMap(\.attributeValue).filter { $0.doubleValue != nil }
+        guard !numbers.isEmpty else { return .null }
+        if let decimal = decimalSum(numbers) { return .attribute(.decimal(decimal / Decimal(numbers.count))) }
+        return .attribute(.double(numbers.reduce(0) { $0 + ($1.doubleValue ?? 0) } / Double(numbers.count)))
+    }
+
+    /// The exact decimal sum when some value is a decimal and none is floating point.
+    private static func decimalSum(_ numbers: [AttributeValue]) -> Decimal? {
+        var hasDecimal = false
+        var total = Decimal(0)
+        for number in numbers {
+            switch number {
+            case .decimal(let v): hasDecimal = true; total += v
+            case .double, .float: return nil
+            default: total += Decimal(number.integerValue ?? 0)
+            }
+        }
+        return hasDecimal ? total : nil
+    }
+
+    private static func extreme(_ values: [FetchValue], smallest: Bool) -> FetchValue {
+        var best: FetchValue?
+        for value in values {
+            guard let current = best else { best = value; continue }
+            let order = FetchValue.sortOrder(value, current, options: [])
+            if (smallest && order == .orderedAscending) || (!smallest && order == .orderedDescending) { best = value }
+        }
+        return best ?? .null
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+
+/// A function a ``FetchExpression/function(_:_:)`` applies to the values of its argument
+/// (Core Data's `NSExpression(forFunction:arguments:)` names, such as `sum:`).
+public enum FetchFunction: String, Sendable, Hashable, CaseIterable {
+    /// The number of non-null values.
+    case count = "count:"
+    /// The sum of the numbers (0 when there are none).
+    case sum = "sum:"
+    /// The smallest value (null when there is none).
+    case min = "min:"
+    /// The largest value (null when there is none).
+    case max = "max:"
+    /// The arithmetic mean of the numbers (null when there are none).
+    case average = "average:"
+    /// The median of the numbers (the mean of the middle two for an even count).
+    case median = "median:"
+    /// The population standard deviation of the numbers.
+    case stddev = "stddev:"
+}
+
+/// A collection operator in a key path (`employees.@count`, `employees.@avg.salary`).
+public enum FetchCollectionOperator: String, Sendable, Hashable, CaseIterable {
+    /// `@count`: the number of elements.
+    case count = "@count"
+    /// `@sum`: the sum of the numbers.
+    case sum = "@sum"
+    /// `@avg`: the mean of the numbers.
+    case avg = "@avg"
+    /// `@min`: the smallest value.
+    case min = "@min"
+    /// `@max`: the largest value.
+    case max = "@max"
+    /// `@distinctUnionOfObjects`: the distinct values, in first-seen order.
+    case distinctUnionOfObjects = "@distinctUnionOfObjects"
+}
+
+/// An index applied to a collection: `[2]`, `[FIRST]`, `[LAST]` or `[SIZE]`.
+public enum FetchIndex: Sendable, Hashable {
+    /// The element at a zero-based position (null when out of range).
+    case position(Int)
+    /// The first element (null when empty).
+    case first
+    /// The last element (null when empty).
+    case last
+    /// The number of elements.
+    case size
+}
+
+/// An expression of the fetch language (Core Data's `NSExpression`, as an inspectable tree).
+///
+/// For example:
+///
+/// ```swift
+/// let total = FetchExpression.function(.sum, [.keyPath("employees.salary")])
+/// let named = FetchExpression.keyPath("department.name")
+/// let jane = FetchExpression.subquery(.keyPath("employees"), variable: "e",
+///     .comparison(.variable("e", "name"), .equal, .constant(.attribute("Jane"))))
+/// ```
+///
+/// Key paths may contain collection operators (`@count`, `@sum`, `@avg`, `@min`, `@max`,
+/// `@distinctUnionOfObjects`); a key path through a to-many relationship yields a
+/// ``FetchValue/collection(_:)`` of the values reached.
+public indirect enum FetchExpression: Sendable, Hashable {
+    /// A constant value.
+    case constant(FetchValue)
+    /// The object being evaluated (`SELF`).
+    case evaluatedObject
+    /// A key path read from the object being evaluated.
+    case keyPath(String)
+    /// A variable (`$name`), bound by ``FetchPredicate/substituting(_:)``, by the
+    /// evaluation's variables or by a subquery.
+    case variable(String)
+    /// A key path read from the value of another expression (`$x.name`, `SUBQUERY(...).@count`).
+    case member(FetchExpression, String)
+    /// An element of a collection, or its size.
+    case index(FetchExpression, FetchIndex)
+    /// A list of expressions (`{1, 2, 3}`), as used by `IN` and `BETWEEN`.
+    case aggregate([FetchExpression])
+    /// A function of the values of its arguments.
+    case function(FetchFunction, [FetchExpression])
+    /// The elements of a collection for which a predicate holds, each bound to a variable
+    /// (and also the evaluated object of the inner predicate).
+    case subquery(FetchExpression, variable: String, FetchPredicate)
+
+    /// A variable followed by a key path (`$x.name`), or the bare variable for `nil`.
+    public static func variable(_ name: String, _ keyPath: String?) -> FetchExpression {
+        guard let keyPath else { return .variable(name) }
+        return .member(.variable(name), keyPath)
+    }
+
+    /// The key paths the expression reads from the evaluated object, with collection
+    /// operators removed (`employees.@avg.age` reads `employees.age`).
+    public var keyPaths: Set<String> {
+        switch self {
+        case .constant, .evaluatedObject, .variable: return []
+        case .keyPath(let path): return [Self.strippingOperators(path)]
+        case .member(let base, _), .index(let base, _): return base.keyPaths
+        case .aggregate(let parts), .function(_, let parts): return parts.reduce(into: []) { $0.formUnion($1.keyPaths) }
+        case .subquery(let collection, _, _): return collection.keyPaths
+        }
+    }
+
+    /// The variables the expression reads that no subquery inside it binds.
+    public var freeVariables: Set<String> {
+        switch self {
+        case .constant, .evaluatedObject, .keyPath: return []
+        case .variable(let name): return [name]
+        case .member(let base, _), .index(let base, _): return base.freeVariables
+        case .aggregate(let parts), .function(_, let parts): return parts.reduce(into: []) { $0.formUnion($1.freeVariables) }
+        case .subquery(let collection, let variable, let predicate):
+            return collection.freeVariables.union(predicate.freeVariables.subtracting([variable]))
+        }
+    }
+
+    /// The expression with variables replaced by values; variables without a value stay.
+    public func substituting(_ variables: [String: FetchValue]) -> FetchExpression {
+        switch self {
+        case .constant, .evaluatedObject, .keyPath: return self
+        case .variable(let name): return variables[name].map(FetchExpression.constant) ?? self
+        case .member(let base, let path): return .member(base.substituting(variables), path)
+        case .index(let base, let index): return .index(base.substituting(variables), index)
+        case .aggregate(let parts): return .aggregate(parts.map { $0.substituting(variables) })
+        case .function(let function, let parts): return .function(function, parts.map { $0.substituting(variables) })
+        case .subquery(let collection, let variable, let predicate):
+            var inner = variables
+            inner[variable] = nil
+            return .subquery(collection.substituting(variables), variable: variable, predicate.substituting(inner))
+        }
+    }
+
+    /// `employees.@avg.age` → `employees.age`; `employees.@count` → `employees`.
+    static func strippingOperators(_ path: String) -> String {
+        guard path.utf8.contains(UInt8(ascii: "@")) else { return path }
+        return path.split(separator: ".").filter { !$0.hasPrefix("@") }.joined(separator: ".")
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+
+extension FetchPredicate: CustomStringConvertible {
+    /// The predicate in canonical format syntax: `FetchPredicate(format: p.description)`
+    /// parses back to an equal predicate whenever every constant has a literal form
+    /// (strings, numbers, Booleans, null, dates, UUIDs, decimals and data; object IDs
+    /// have none, pass them as arguments).
+    ///
+    /// Compound predicates are always parenthesised, operators are written in their
+    /// main spelling (`==`, `!=`, `<=`, `>=`), keywords in capitals, strings in double
+    /// quotes, and `NONE` as `NOT ANY`.
+    public var description: String { canonicalFormat }
+
+    /// The canonical format string; see ``description``.
+    public var canonicalFormat: String {
+        switch self {
+        case .value(let constant):
+            return constant ? "TRUEPREDICATE" : "FALSEPREDICATE"
+        case .comparison(let lhs, let op, let rhs, let modifier, let options):
+            let prefix = modifier == .direct ? "" : modifier.rawValue + " "
+            return "\(prefix)\(lhs.canonicalFormat) \(op.rawValue)\(options.formatFlags) \(rhs.canonicalFormat)"
+        case .and(let parts):
+            return parts.isEmpty ? "TRUEPREDICATE" : "(" + parts.map(\.canonicalFormat).joined(separator: " AND ") + ")"
+        case .or(let parts):
+            return parts.isEmpty ? "FALSEPREDICATE" : "(" + parts.map(\.canonicalFormat).joined(separator: " OR ") + ")"
+        case .not(let inner):
+            return "NOT " + inner.canonicalFormat
+        }
+    }
+}
+
+extension FetchExpression: CustomStringConvertible {
+    /// The expression in canonical format syntax.
+    public var description: String { canonicalFormat }
+
+    /// The expression in canonical format syntax; see ``FetchPredicate/canonicalFormat``.
+    public var canonicalFormat: String {
+        switch self {
+        case .constant(let value): return Self.literal(value)
+        case .evaluatedObject: return "SELF"
+        case .keyPath(let path): return Self.formatKeyPath(path)
+        case .variable(let name): return "$" + name
+        case .member(let base, let path): return base.canonicalFormat + "." + Self.formatKeyPath(path)
+        case .index(let base, let index):
+            switch index {
+            case .first: return base.canonicalFormat + "[FIRST]"
+            case .last: return base.canonicalFormat + "[LAST]"
+            case .size: return base.canonicalFormat + "[SIZE]"
+            case .position(let n): return base.canonicalFormat + "[\(n)]"
+            }
+        case .aggregate(let parts): return "{" + parts.map(\.canonicalFormat).joined(separator: ", ") + "}"
+        case .function(let function, let arguments):
+            return function.rawValue + "(" + arguments.map(\.canonicalFormat).joined(separator: ", ") + ")"
+        case .subquery(let collection, let variable, let predicate):
+            return "SUBQUERY(\(collection.canonicalFormat), $\(variable), \(predicate.canonicalFormat))"
+        }
+    }
+
+    /// A key path with reserved words escaped by `#`.
+    static func formatKeyPath(_ path: String) -> String {
+        path.split(separator: ".", omittingEmptySubsequences: false).map { part in
+            FetchPredicateLexer.reservedWords.contains(part.uppercased()) ? "#" + part : String(part)
+        }.joined(separator: ".")
+    }
+
+    /// A constant as a format-syntax literal.
+    static func literal(_ value: FetchValue) -> String {
+        switch value {
+        case .collection(let members): return "{" + members.map(literal).joined(separator: ", ") + "}"
+        case .object(let id): return "CAST(\(quoted(id.description)), \"NSManagedObjectID\")"
+        case .attribute(let attribute):
+            switch attribute {
+            case .null: return "nil"
+            case .bool(let v): return v ? "TRUE" : "FALSE"
+            case .int16(let v): return String(v)
+            case .int32(let v): return String(v)
+            case .int64(let v): return String(v)
+            case .double(let v): return formatDouble(v)
+            case .float(let v): return formatDouble(Double(v))
+            case .decimal(let v): return "CAST(\(quoted(v.description)), \"NSDecimalNumber\")"
+            case .string(let v): return quoted(v)
+            case .date(let v): return "CAST(\(formatDouble(v.timeIntervalSinceReferenceDate)), \"NSDate\")"
+            case .uuid(let v): return "CAST(\(quoted(v.uuidString)), \"NSUUID\")"
+            case .data(let v): return "CAST(\(quoted(v.base64EncodedString())), \"NSData\")"
+            case .uri(let v): return "CAST(\(quoted(v.absoluteString)), \"NSURL\")"
+            case .transformable(let v): return "CAST(\(quoted(v.base64EncodedString())), \"NSData\")"
+            }
+        }
+    }
+
+    private static func formatDouble(_ value: Double) -> String {
+        if value.isNaN || value.isInfinite { return value.isNaN ? "CAST(\"nan\", \"NSNumber\")" : (value > 0 ? "CAST(\"inf\", \"NSNumber\")" : "CAST(\"-inf\", \"NSNumber\")") }
+        let text = "\(value)"
+        return text.contains(".") || text.contains("e") ? text : text + ".0"
+    }
+
+    /// A string in double quotes with `\`, `"` and control characters escaped.
+    static func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\t": result += "\\t"
+            case "\r": result += "\\r"
+            default:
+                if scalar.value < 0x20 {
+                    result += String(format: "\\u%04X", scalar.value)
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+
+/// The in-memory emulation of every result-shaping property of a fetch request, for
+/// stores that have no native support for some of them (seed 002 allows a store to
+/// emulate `propertiesToGroupBy` and `havingPredicate` in memory). A store hands its
+/// candidate rows (any ``FetchEvaluable``) to ``apply(to:objectID:)`` and returns the
+/// result.
+extension FetchRequest {
+    /// The whole result of the request over a store's candidates: predicate, sort
+    /// descriptors, offset and limit, then the result type (IDs for object fetches, the
+    /// count, or dictionaries with grouping, having, distinct and aggregates).
+    ///
+    /// For example, inside a store's `execute(_:with:)`:
+    ///
+    /// ```swift
+    /// return try request.apply(to: candidateRows, objectID: \.objectID)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - candidates: every row of the fetched entities, in the store's natural order.
+    ///   - objectID: the object ID of a candidate.
+    /// - Returns: ``PersistentStoreResult/objectIDs(_:)`` for object and ID fetches
+    ///   (the context makes the objects), ``PersistentStoreResult/count(_:)`` or
+    ///   ``PersistentStoreResult/dictionaries(_:)``.
+    public func apply<T: FetchEvaluable>(to candidates: [T], objectID: (T) -> ManagedObjectID) throws -> PersistentStoreResult {
+        switch resultType {
+        case .managedObject, .managedObjectID:
+            return .objectIDs(try filterSortAndPage(candidates).map(objectID))
+        case .count:
+            return .count(page(try filter(candidates)).count)
+        case .dictionary:
+            return .dictionaries(try dictionaries(from: try filter(candidates)))
+        }
+    }
+
+    /// The candidates that satisfy the predicate, in their order.
+    public func filter<T: FetchEvaluable>(_ candidates: [T]) throws -> [T] {
+        guard let predicate else { return candidates }
+        return try candidates.filter { try predicate.evaluate(with: $0) }
+    }
+
+    /// Builds the dictionaries of a ``FetchRequestResultType/dictionary`` fetch from rows
+    /// that already passed the predicate.
+    ///
+    /// Without aggregates or ``propertiesToGroupBy``, each row gives one dictionary of
+    /// ``propertiesToFetch``, in the order of ``sortDescriptors``. With them, rows are
+    /// grouped by the values of the group-by properties (all rows form one group when
+    /// there are aggregates and no group-by); each group gives one dictionary whose
+    /// aggregates are computed over the group's rows by ``FetchAggregation``. Every
+    /// non-aggregate property fetched must then be grouped by. Sort descriptors that name
+    /// a result key order the groups; the others order the rows before grouping (groups
+    /// appear in the order of their first row). Then ``havingPredicate`` filters,
+    /// ``returnsDistinctResults`` drops repeated dictionaries, and offset and limit apply.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/invalidFetchRequest`` for an ungrouped property,
+    ///   a `havingPredicate` without grouping, or duplicate result names;
+    ///   ``ObjectGraphError/Code/unknownKey`` for an unknown key.
+    public func dictionaries<T: FetchEvaluable>(from rows: [T]) throws -> [[String: FetchValue]] {
+        guard let entity else {
+            throw ObjectGraphError(.invalidFetchRequest, "The fetch request's entity is not resolved.", entityName: entityName)
+        }
+        let properties = propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) }
+        var names: Set<String> = []
+        for property in properties {
+            guard names.insert(property.name).inserted else {
+                throw ObjectGraphError(.invalidFetchRequest, "Two properties to fetch are named \"\(property.name)\".", entityName: entity.name, key: property.name)
+            }
+            if case .keyPath(let key) = property, entity.propertiesByName[key] == nil, !key.contains("."), key != "self", key != "SELF" {
+                throw ObjectGraphError(.unknownKey, "Entity \(entity.name) has no property \"\(key)\" to fetch.", entityName: entity.name, key: key)
+            }
+        }
+        let grouping = propertiesToGroupBy ?? (properties.contains(where: \.isAggregate) ? [] : nil)
+        guard let grouping else {
+            if havingPredicate != nil {
+                throw ObjectGraphError(.invalidFetchRequest, "havingPredicate needs propertiesToGroupBy or an aggregate expression.", entityName: entity.name)
+            }
+            let sorted = try FetchSortDescriptor.sort(rows, by: sortDescriptors)
+            var results = try sorted.map { row in
+                try Dictionary(uniqueKeysWithValues: properties.map { ($0.name, try value(of: $0, for: [row])) })
+            }
+            if returnsDistinctResults { results = Self.distinct(results) }
+            return page(results)
+        }
+        for property in properties where !property.isAggregate {
+            guard grouping.contains(where: { $0.name == property.name || $0.expression == property.expression }) else {
+                throw ObjectGraphError(
+                    .invalidFetchRequest,
+                    "Property \"\(property.name)\" is fetched but neither grouped by nor an aggregate; add it to propertiesToGroupBy or fetch an aggregate of it.",
+                    entityName: entity.name, key: property.name)
+            }
+        }
+        let resultSort = sortDescriptors.filter { names.contains($0.keyPath) }
+        let rowSort = sortDescriptors.filter { !names.contains($0.keyPath) }
+        let sorted = try FetchSortDescriptor.sort(rows, by: rowSort)
+        var groups: [[FetchValue]: [T]] = [:]
+        var order: [[FetchValue]] = []
+        for row in sorted {
+            let key = try grouping.map { try value(of: $0, for: [row]) }
+            if groups[key] == nil { order.append(key) }
+            groups[key, default: []].append(row)
+        }
+        if grouping.isEmpty && order.isEmpty { order = [[]] }
+        var results = try order.map { key in
+            let members = groups[key] ?? []
+            return try Dictionary(uniqueKeysWithValues: properties.map { ($0.name, try value(of: $0, for: members)) })
+        }
+        if let havingPredicate {
+            results = try results.filter { try havingPredicate.evaluate(with: FetchValueRow($0), variables: $0) }
+        }
+        if !resultSort.isEmpty {
+            results = try FetchSortDescriptor.sort(results.map(FetchValueRow.init), by: resultSort).map(\.values)
+        }
+        if returnsDistinctResults { results = Self.distinct(results) }
+        return page(results)
+    }
+
+    /// The value of a property for a group of rows (one row when not grouping).
+    private func value<T: FetchEvaluable>(of property: FetchProperty, for rows: [T]) throws -> FetchValue {
+        switch property {
+        case .keyPath(let path):
+            guard let first = rows.first else { return .null }
+            return try FetchExpression.keyPath(path).evaluate(with: first)
+        case .expression(let description):
+            guard case .function(let function, let arguments) = description.expression else {
+                guard let first = rows.first else { return .null }
+                return description.converted(try description.expression.evaluate(with: first))
+            }
+            var values: [FetchValue] = []
+            for row in rows {
+                for argument in arguments {
+                    let value = try argument.evaluate(with: row)
+                    if case .collection(let members) = value { values += members } else { values.append(value) }
+                }
+            }
+            return description.converted(FetchAggregation.apply(function, to: values))
+        }
+    }
+
+    private static func distinct(_ results: [[String: FetchValue]]) -> [[String: FetchValue]] {
+        var seen: Set<[String: FetchValue]> = []
+        return results.filter { seen.insert($0).inserted }
+    }
+}

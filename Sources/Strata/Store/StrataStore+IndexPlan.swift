@@ -1,0 +1,94 @@
+import ObjectGraph
+import StrataEngine
+
+extension StrataStore {
+    /// Key ranges of one secondary index that hold every row a fetch can match.
+    struct IndexPlan: CustomStringConvertible {
+        var attribute: String
+        /// Half-open key ranges `[lower, upper)`.
+        var ranges: [(lower: [UInt8], upper: [UInt8])]
+        var description: String { "index on \(attribute), \(ranges.count) range(s)" }
+    }
+
+    /// [IDX-S4] The first conjunct of the predicate that an index can serve, as key ranges, or
+    /// `nil` to scan the hierarchy. Only plain comparisons of an indexed attribute with a
+    /// constant of the attribute's own kind, without string options, qualify; the whole
+    /// predicate is still evaluated on every candidate.
+    static func indexPlan(for request: FetchRequest, entity: EntityDescription, root: String) -> IndexPlan? {
+        guard let predicate = request.predicate else { return nil }
+        for constraint in predicate.conjunctiveConstraints where constraint.options.isEmpty && !constraint.keyPath.contains(".") {
+            guard let attribute = entity.propertiesByName[constraint.keyPath] as? AttributeDescription,
+                attribute.isIndexed, !attribute.isTransient, let kind = typeByte(of: attribute.attributeType)
+            else { continue }
+            let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
+            func encoded(_ value: FetchValue) -> [UInt8]? {
+                guard case .attribute(let attributeValue) = value, attributeValue != .null else { return nil }
+                let bytes = IndexKey.encode(attributeValue)
+                return bytes.first == kind ? prefix + bytes : nil
+            }
+            let kindStart = prefix + [kind], kindEnd = prefix + [kind + 1]
+            var ranges: [(lower: [UInt8], upper: [UInt8])] = []
+            switch constraint.op {
+            case .equal:
+                guard let key = encoded(constraint.value) else { continue }
+                ranges = [(key, Self.prefixEnd(key))]
+            case .in:
+                guard case .collection(let values) = constraint.value else { continue }
+                let keys = values.map(encoded)
+                guard !keys.contains(where: { $0 == nil }) else { continue }
+                ranges = keys.compactMap { $0 }.map { ($0, Self.prefixEnd($0)) }
+            case .lessThan:
+                guard let key = encoded(constraint.value) else { continue }
+                ranges = [(kindStart, key)]
+            case .lessThanOrEqual:
+                guard let key = encoded(constraint.value) else { continue }
+                ranges = [(kindStart, Self.prefixEnd(key))]
+            case .greaterThan:
+                guard let key = encoded(constraint.value) else { continue }
+                ranges = [(Self.prefixEnd(key), kindEnd)]
+            case .greaterThanOrEqual:
+                guard let key = encoded(constraint.value) else { continue }
+                ranges = [(key, kindEnd)]
+            case .between:
+                guard case .collection(let bounds) = constraint.value, bounds.count == 2,
+                    let low = encoded(bounds[0]), let high = encoded(bounds[1])
+                else { continue }
+                ranges = [(low, Self.prefixEnd(high))]
+            case .beginsWith:
+                guard case .attribute(.string(let text)) = constraint.value, kind == 0x30 else { continue }
+                let start = prefix + IndexKey.stringPrefix(text)
+                ranges = [(start, Self.prefixEnd(start))]
+            default:
+                continue
+            }
+            return IndexPlan(attribute: attribute.name, ranges: ranges)
+        }
+        return nil
+    }
+
+    /// The type byte ([IDX-S2]) every value of an attribute type encodes with.
+    static func typeByte(of type: AttributeType) -> UInt8? {
+        switch type {
+        case .integer16, .integer32, .integer64, .boolean: return 0x20
+        case .double, .float, .decimal: return 0x21
+        case .string, .uri: return 0x30
+        case .date: return 0x40
+        case .uuid: return 0x50
+        case .binaryData, .transformable: return 0x60
+        @unknown default: return nil
+        }
+    }
+
+    /// The first key after every key that starts with `prefix`.
+    static func prefixEnd(_ prefix: [UInt8]) -> [UInt8] {
+        var end = prefix
+        while let last = end.last {
+            if last < 0xFF {
+                end[end.count - 1] = last + 1
+                return end
+            }
+            end.removeLast()
+        }
+        return [0xFF, 0xFF, 0xFF, 0xFF]
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import ObjectGraph
+import Testing
+
+@Suite("Sort descriptors")
+struct SortDescriptorTests {
+    private func sorted(_ values: [AttributeValue], _ descriptor: FetchSortDescriptor) throws -> [AttributeValue] {
+        let rows = values.enumerated().map { ["v": $0.element, "i": .int64(Int64($0.offset))] as [String: AttributeValue] }
+        return try FetchSortDescriptor.sort(rows, by: [descriptor]).map { $0["v"] ?? .null }
+    }
+
+    @Test func defaultStringOrderIsByUnicodeScalars() throws {
+        #expect(try sorted(["b", "A", "a", "B"], FetchSortDescriptor(keyPath: "v")) == ["A", "B", "a", "b"])
+        #expect(try sorted(["é", "f", "e"], FetchSortDescriptor(keyPath: "v")) == ["e", "f", "é"])
+    }
+
+    @Test func caseInsensitiveKeepsTiesInOriginalOrder() throws {
+        #expect(try sorted(["b", "A", "a", "B"], FetchSortDescriptor(keyPath: "v", options: .caseInsensitive)) == ["A", "a", "b", "B"])
+    }
+
+    @Test func diacriticInsensitiveFoldsAccents() throws {
+        #expect(try sorted(["é", "f", "e"], FetchSortDescriptor(keyPath: "v", options: .diacriticInsensitive)) == ["é", "e", "f"])
+    }
+
+    @Test func numericOrdersDigitRunsByValue() throws {
+        #expect(try sorted(["file10", "file9", "file1"], FetchSortDescriptor(keyPath: "v")) == ["file1", "file10", "file9"])
+        #expect(try sorted(["file10", "file9", "file1", "file009"], FetchSortDescriptor(keyPath: "v", options: .numeric)) == ["file1", "file9", "file009", "file10"])
+    }
+
+    @Test func localizedStandardCombinesAllThree() throws {
+        #expect(try sorted(["File10", "file9", "Élan", "alpha"], .localizedStandard("v")) == ["alpha", "Élan", "file9", "File10"])
+        #expect(try sorted(["File10", "file9", "Élan", "alpha"], .localizedStandard("v", ascending: false)) == ["File10", "file9", "Élan", "alpha"])
+    }
+
+    @Test func nullsComeFirstAscendingAndLastDescending() throws {
+        #expect(try sorted([3, nil, 1, nil], FetchSortDescriptor(keyPath: "v")) == [nil, nil, 1, 3])
+        #expect(try sorted([3, nil, 1, nil], FetchSortDescriptor(keyPath: "v", ascending: false)) == [3, 1, nil, nil])
+    }
+
+    @Test func numbersCompareAcrossWidths() throws {
+        #expect(try sorted([.int16(5), .double(2.5), .int64(-1), .decimal(3), .float(4.5)], FetchSortDescriptor(keyPath: "v"))
+            == [.int64(-1), .double(2.5), .decimal(3), .float(4.5), .int16(5)])
+    }
+
+    @Test func notANumberSortsAfterEveryNumber() throws {
+        #expect(try sorted([.double(.nan), 2, .double(1.5), nil], FetchSortDescriptor(keyPath: "v")).map(\.description) == ["null", "1.5", "2", "nan"])
+    }
+
+    @Test func descriptorsChainAndStayStable() throws {
+        let rows: [[String: AttributeValue]] = [
+            ["a": 1, "b": "x", "k": 0], ["a": 2, "b": "y", "k": 1], ["a": 1, "b": "y", "k": 2],
+            ["a": 2, "b": "x", "k": 3], ["a": 1, "b": "x", "k": 4],
+        ]
+        let result = try FetchSortDescriptor.sort(rows, by: [FetchSortDescriptor(keyPath: "b", ascending: false), FetchSortDescriptor(keyPath: "a")])
+        #expect(result.map { $0["k"] } == [2, 1, 0, 4, 3])
+    }
+
+    @Test func descriptionShowsDirectionAndOptions() {
+        #expect(FetchSortDescriptor.localizedStandard("name").description == "name ASC [c d numeric]")
+        #expect(FetchSortDescriptor(keyPath: "age", ascending: false).description == "age DESC")
+        #expect(FetchSortDescriptor(keyPath: "age").reversed.ascending == false)
+    }
+
+    @Test func storeAndOverlaySortThroughToOneRelationships() throws {
+        let (stack, _) = try FetchGraph.make()
+        var request = FetchRequest(entityName: "Person")
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "department.name"), FetchSortDescriptor(keyPath: "name")]
+        let expected = ["José", "Σωκράτης", "Ada", "Zoë", "Bob", "Ådne"]
+        let reader = stack.context()
+        #expect(try reader.names(request) == expected, "sorted by the store")
+        // A pending change makes the context sort in memory, on objects.
+        let people = try reader.fetch(FetchRequest(entityName: "Person"))
+        try people.first { try $0.value(forKey: "name") == "Bob" }?.setValue(26, forKey: "age")
+        #expect(try reader.names(request) == expected, "sorted by the context's overlay")
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "manager.age", ascending: false), .localizedStandard("name")]
+        #expect(try reader.names(request) == ["José", "Bob", "Zoë", "Ådne", "Ada", "Σωκράτης"])
+    }
+
+    @Test func aggregateKeyPathsSortAndToManyKeyPathsThrow() throws {
+        let (stack, _) = try FetchGraph.make()
+        var request = FetchRequest(entityName: "Person")
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "projects.@count", ascending: false), FetchSortDescriptor(keyPath: "name")]
+        #expect(try stack.context().names(request) == ["Ada", "Ådne", "Bob", "José", "Σωκράτης", "Zoë"])
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "projects.title")]
+        #expect(throws: ObjectGraphError.self) { _ = try stack.context().fetch(request) }
+    }
+}
