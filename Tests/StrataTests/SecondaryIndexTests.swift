@@ -69,3 +69,63 @@ import Testing
         #expect(try Self.entries(coordinator, "note").isEmpty, "unindexed attributes have no entries")
     }
 }
+
+@Suite struct IndexedFetchTests {
+    /// The same items in a StrataStore and in the in-memory reference store.
+    static func stores() throws -> (strata: PersistentStoreCoordinator, reference: PersistentStoreCoordinator, keep: TemporaryStore) {
+        let model = try SecondaryIndexTests.model()
+        let temporary = TemporaryStore()
+        let strata = try temporary.coordinator(model: model)
+        let reference = PersistentStoreCoordinator(managedObjectModel: model)
+        try reference.addPersistentStore(type: .inMemory, at: nil)
+        let names = ["alpha", "alp", "beta", "Beta", "é", "e\u{301}x", "gamma", "", "delta", "alphabet"]
+        for coordinator in [strata, reference] {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for i in 0..<60 {
+                let item = try context.insertNewObject(forEntityName: i % 7 == 0 ? "Special" : "Item")
+                try item.setValue(.string(names[i % names.count] + (i < 10 ? "" : "\(i % 13)")), forKey: "name")
+                try item.setValue(.int64(Int64((i * 37) % 23) - 11), forKey: "rank")
+            }
+            try context.save()
+        }
+        return (strata, reference, temporary)
+    }
+
+    static func results(_ coordinator: PersistentStoreCoordinator, _ entity: String, _ predicate: FetchPredicate) throws -> [String] {
+        var request = FetchRequest(entityName: entity)
+        request.predicate = predicate
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        return try context.fetch(request).map { "\(try $0.value(forKey: "name"))|\(try $0.value(forKey: "rank"))" }.sorted()
+    }
+
+    // [IDX-S4] Every index-served shape returns exactly what a full evaluation returns.
+    @Test(arguments: [
+        "name == 'alpha'", "name == 'é'", "name IN {'beta', 'gamma3', 'nothing'}", "name BEGINSWITH 'alp'",
+        "name BEGINSWITH ''", "name < 'beta'", "name >= 'delta'", "rank == 3", "rank < 0", "rank <= -11",
+        "rank > 5", "rank >= 11", "rank BETWEEN {-2, 4}", "rank IN {1, 2, 99}", "-3 < rank AND name BEGINSWITH 'a'",
+    ])
+    func indexServedFetchesMatchTheReferenceStore(format: String) throws {
+        let (strata, reference, keep) = try Self.stores()
+        let predicate = try FetchPredicate(format: format)
+        let entity = try strata.managedObjectModel.entity(named: "Item")
+        #expect(StrataStore.indexPlan(for: { var r = FetchRequest(entityName: "Item"); r.entity = entity; r.predicate = predicate; return r }(), entity: entity, root: "Item") != nil, "\(format) should use an index")
+        for name in ["Item", "Special"] {
+            #expect(try Self.results(strata, name, predicate) == Self.results(reference, name, predicate), "\(format) on \(name)")
+        }
+        withExtendedLifetime(keep) {}
+    }
+
+    // Comparisons an index cannot serve fall back to evaluating every row, still correctly.
+    @Test(arguments: ["name ==[c] 'BETA'", "rank > 2.5", "rank == nil", "note == 'x'", "name ENDSWITH 'a'", "NOT rank == 3"])
+    func unservableComparisonsFallBackToAScan(format: String) throws {
+        let (strata, reference, keep) = try Self.stores()
+        let predicate = try FetchPredicate(format: format)
+        let entity = try strata.managedObjectModel.entity(named: "Item")
+        var request = FetchRequest(entityName: "Item")
+        request.entity = entity
+        request.predicate = predicate
+        #expect(StrataStore.indexPlan(for: request, entity: entity, root: "Item") == nil)
+        #expect(try Self.results(strata, "Item", predicate) == Self.results(reference, "Item", predicate))
+        withExtendedLifetime(keep) {}
+    }
+}
