@@ -126,7 +126,7 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
             Issue.record("the conflicting save succeeded")
         } catch let error as ObjectGraphError {
             #expect(error.code == .saveConflict)
-            #expect(error.detailedErrors.first?.objectID == a.objectID)
+            #expect(error.conflicts == [SaveConflict(objectID: a.objectID, snapshotVersion: 1, cachedVersion: 2, databaseVersion: 2)])
         }
         let check = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         #expect(try check.existingObject(with: a.objectID).value(forKey: "score") == .int64(10))

@@ -96,6 +96,8 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
     public var objectID: ManagedObjectID?
     /// The individual errors when ``code`` is ``Code/multipleValidationErrors``.
     public var detailedErrors: [ObjectGraphError]
+    /// For a save that failed optimistic locking, one record per conflicting object.
+    public var conflicts: [SaveConflict] = []
     /// For ``Code/malformedPredicate``, the zero-based offset, in characters, of the
     /// offending position in the format string.
     public var offset: Int?

@@ -21,7 +21,7 @@ extension StrataStore {
             var record = try Self.record(in: snapshot)
             record.nextReference = max(record.nextReference, shared.nextReference.withLock { $0 })
             record.metadata = metadata
-            var conflicts: [ObjectGraphError] = []
+            var conflicts: [SaveConflict] = []
             var batch = WriteBatch()
             func current(_ object: ManagedObject, _ key: [UInt8]) throws -> StoredRow {
                 guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) else {
@@ -30,9 +30,7 @@ extension StrataStore {
                 let row = try StoredRow.decode(bytes, context: "row of \(object.objectID)")
                 // Optimistic locking: the row must still be the version the context read.
                 if let read = object.committedVersion, read != row.version {
-                    conflicts.append(ObjectGraphError(
-                        .saveConflict, "\(object.objectID) changed since it was read: the context has version \(read), the store version \(row.version).",
-                        entityName: object.entity.name, objectID: object.objectID))
+                    conflicts.append(SaveConflict(objectID: object.objectID, snapshotVersion: read, cachedVersion: row.version, databaseVersion: row.version))
                 }
                 return row
             }
@@ -66,7 +64,11 @@ extension StrataStore {
             }
             for (object, key) in locked { _ = try current(object, key) }
             guard conflicts.isEmpty else {
-                throw ObjectGraphError(.saveConflict, "The save conflicts with changes saved since the objects were read.", detailedErrors: conflicts)
+                var error = ObjectGraphError(
+                    .saveConflict,
+                    "The save conflicts with changes saved since the objects were read: " + conflicts.map(\.description).joined(separator: "; "))
+                error.conflicts = conflicts
+                throw error
             }
             batch.put(KeyLayout.metadataKey, record.encode())
             _ = try mappingEngineErrors("commit the save") { () throws(StoreError) in try engine.commit(batch) }
