@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
         .executable(name: "strata", targets: ["StrataTool"]),
         .executable(name: "strata-fuzz", targets: ["StrataFuzz"]),
+        .executable(name: "strata-crash-worker", targets: ["StrataCrashWorker"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -34,6 +35,8 @@ let package = Package(
             name: "StrataFuzz", dependencies: ["StrataEngine"], path: "Tools/fuzz",
             exclude: ["README.md", "regressions"]),
         .executableTarget(name: "fetch-bench", dependencies: ["ObjectGraph"], path: "Tools/fetch-bench"),
+        .executableTarget(
+            name: "StrataCrashWorker", dependencies: ["Strata"], path: "Tools/crash-worker", exclude: ["README.md"]),
         .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata"]),
