@@ -35,11 +35,13 @@ let package = Package(
             name: "StrataFuzz", dependencies: ["StrataEngine"], path: "Tools/fuzz",
             exclude: ["README.md", "regressions"]),
         .executableTarget(name: "fetch-bench", dependencies: ["ObjectGraph"], path: "Tools/fetch-bench"),
+        .target(name: "StrataChildProcess", path: "Tools/child-process"),
         .executableTarget(
-            name: "StrataCrashWorker", dependencies: ["Strata"], path: "Tools/crash-worker", exclude: ["README.md"]),
+            name: "StrataCrashWorker", dependencies: ["Strata", "StrataChildProcess"], path: "Tools/crash-worker",
+            exclude: ["README.md"]),
         .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataChildProcess"]),
     ],
     swiftLanguageModes: [.v6]
 )

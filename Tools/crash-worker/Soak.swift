@@ -1,4 +1,5 @@
 import Foundation
+import StrataChildProcess
 import Strata
 
 /// When a cycle kills its worker.

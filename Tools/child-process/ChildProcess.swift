@@ -10,9 +10,9 @@ import Foundation
 /// `waitUntilExit` polls, and the kill must be a plain `SIGKILL` at a moment we choose.
 ///
 /// Not thread-safe: one thread starts, reads, kills and waits.
-final class ChildProcess {
+public final class ChildProcess {
     /// The child's process id.
-    let pid: pid_t
+    public let pid: pid_t
     /// The read end of the child's standard output.
     private var output: Int32
     /// Bytes read but not yet returned as a line.
@@ -22,9 +22,9 @@ final class ChildProcess {
 
     /// Starts `executable` with `arguments`; its standard error goes to the file at
     /// `standardErrorPath` (truncated).
-    init(executable: String, arguments: [String], standardErrorPath: String) throws {
+    public init(executable: String, arguments: [String], standardErrorPath: String) throws {
         var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { throw CrashWorkerError("pipe failed: errno \(errno)") }
+        guard pipe(&ends) == 0 else { throw ChildProcessError("pipe failed: errno \(errno)") }
         // Neither end may leak into other children; dup2 clears the flag on the child's stdout.
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
@@ -40,7 +40,7 @@ final class ChildProcess {
         close(ends[1])
         guard result == 0 else {
             close(ends[0])
-            throw CrashWorkerError("cannot start \(executable): posix_spawn error \(result)")
+            throw ChildProcessError("cannot start \(executable): posix_spawn error \(result)")
         }
         pid = child
         output = ends[0]
@@ -57,7 +57,7 @@ final class ChildProcess {
     /// The next line of standard output without its newline, or nil at its end.
     ///
     /// - Throws: if no complete line arrives within `timeout`.
-    func readLine(timeout: Duration) throws -> String? {
+    public func readLine(timeout: Duration) throws -> String? {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let line = takeLine() { return line }
@@ -65,12 +65,12 @@ final class ChildProcess {
                 defer { pending.removeAll() }
                 return pending.isEmpty ? nil : String(decoding: pending, as: UTF8.self)
             }
-            guard try fill(until: deadline) else { throw CrashWorkerError("process \(pid) wrote no line within \(timeout)") }
+            guard try fill(until: deadline) else { throw ChildProcessError("process \(pid) wrote no line within \(timeout)") }
         }
     }
 
     /// The complete lines standard output brings for `duration` (less if it ends sooner).
-    func readLines(for duration: Duration) throws -> [String] {
+    public func readLines(for duration: Duration) throws -> [String] {
         let deadline = ContinuousClock.now + duration
         while output >= 0, try fill(until: deadline) {}
         var lines: [String] = []
@@ -95,7 +95,7 @@ final class ChildProcess {
             let milliseconds = Int32(clamping: seconds * 1_000 + attoseconds / 1_000_000_000_000_000 + 1)
             var descriptor = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
             let ready = poll(&descriptor, 1, milliseconds)
-            if ready < 0 && errno != EINTR { throw CrashWorkerError("poll failed: errno \(errno)") }
+            if ready < 0 && errno != EINTR { throw ChildProcessError("poll failed: errno \(errno)") }
             guard ready > 0 else { continue }
             var chunk = [UInt8](repeating: 0, count: 4096)
             let count = chunk.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
@@ -111,18 +111,18 @@ final class ChildProcess {
     }
 
     /// Every remaining line of standard output, up to its end.
-    func readRemainingLines(timeout: Duration) throws -> [String] {
+    public func readRemainingLines(timeout: Duration) throws -> [String] {
         var lines: [String] = []
         while let line = try readLine(timeout: timeout) { lines.append(line) }
         return lines
     }
 
     /// Sends `SIGKILL`.
-    func killNow() { kill(pid, SIGKILL) }
+    public func killNow() { kill(pid, SIGKILL) }
 
     /// Waits for the child to end and returns how it ended.
     @discardableResult
-    func waitForExit() -> ChildExit {
+    public func waitForExit() -> ChildExit {
         if let waitStatus { return ChildExit(waitStatus) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
@@ -132,23 +132,31 @@ final class ChildProcess {
 }
 
 /// How a child process ended.
-enum ChildExit: Equatable, CustomStringConvertible {
+public enum ChildExit: Equatable, CustomStringConvertible {
     /// It called `exit` with this status.
     case exited(Int32)
     /// A signal ended it.
     case signaled(Int32)
 
     /// Decodes a `waitpid` status.
-    init(_ status: Int32) {
+    public init(_ status: Int32) {
         let signal = status & 0x7F
         self = signal == 0 ? .exited((status >> 8) & 0xFF) : .signaled(signal)
     }
 
     /// For example "exit status 3" or "signal 9".
-    var description: String {
+    public var description: String {
         switch self {
         case .exited(let code): "exit status \(code)"
         case .signaled(let signal): "signal \(signal)"
         }
     }
+}
+
+/// Why a child process could not be started or read.
+public struct ChildProcessError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public var description: String
+    /// Creates an error.
+    public init(_ description: String) { self.description = description }
 }
