@@ -6,6 +6,7 @@ import PackageDescription
 //
 //     swift run -c release --package-path Benchmarks engine-report
 //     swift run -c release --package-path Benchmarks compaction-report
+//     swift run -c release --package-path Benchmarks objectgraph-report
 //     swift package --package-path Benchmarks benchmark
 let package = Package(
     name: "StrataBenchmarks",
@@ -37,6 +38,10 @@ let package = Package(
             name: "compaction-report",
             dependencies: ["BenchmarkSupport", .product(name: "StrataEngine", package: "Strata")],
             path: "Sources/CompactionReport"),
+        .executableTarget(
+            name: "objectgraph-report",
+            dependencies: ["BenchmarkSupport", .product(name: "Strata", package: "Strata")],
+            path: "Sources/ObjectGraphReport"),
     ],
     swiftLanguageModes: [.v6]
 )
