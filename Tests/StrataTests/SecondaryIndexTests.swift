@@ -128,4 +128,19 @@ import Testing
         #expect(try Self.results(strata, "Item", predicate) == Self.results(reference, "Item", predicate))
         withExtendedLifetime(keep) {}
     }
+
+    // [IDX-S4] Of several servable conjuncts, the one with the fewest candidates is used.
+    @Test func theMostSelectiveIndexIsChosen() throws {
+        let (strata, reference, keep) = try Self.stores()
+        let predicate = try FetchPredicate(format: "rank >= -11 AND name == 'alpha'")
+        let entity = try strata.managedObjectModel.entity(named: "Item")
+        var request = FetchRequest(entityName: "Item")
+        request.entity = entity
+        request.predicate = predicate
+        let engine = try #require((strata.persistentStores.first as? StrataStore)?.storageEngine)
+        #expect(StrataStore.indexPlans(for: request, entity: entity, root: "Item").map(\.attribute) == ["rank", "name"])
+        #expect(StrataStore.bestIndexPlan(for: request, entity: entity, root: "Item", in: try engine.snapshot())?.attribute == "name")
+        #expect(try Self.results(strata, "Item", predicate) == Self.results(reference, "Item", predicate))
+        withExtendedLifetime(keep) {}
+    }
 }

@@ -33,7 +33,7 @@ extension StrataStore {
         var rows: [RowView] = []
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
         if roots.count == 1, let root = roots.first, let entity = request.entity,
-            let plan = Self.indexPlan(for: request, entity: entity, root: root)
+            let plan = Self.bestIndexPlan(for: request, entity: entity, root: root, in: snapshot)
         {
             // [IDX-S4] Candidates from the index, in reference order like a scan.
             var references: Set<Int64> = []

@@ -11,11 +11,32 @@ extension StrataStore {
     }
 
     /// [IDX-S4] The first conjunct of the predicate that an index can serve, as key ranges, or
-    /// `nil` to scan the hierarchy. Only plain comparisons of an indexed attribute with a
+    /// `nil` to scan the hierarchy (fetches use ``bestIndexPlan(for:entity:root:in:)``). Only plain comparisons of an indexed attribute with a
     /// constant of the attribute's own kind, without string options, qualify; the whole
     /// predicate is still evaluated on every candidate.
     static func indexPlan(for request: FetchRequest, entity: EntityDescription, root: String) -> IndexPlan? {
-        guard let predicate = request.predicate else { return nil }
+        indexPlans(for: request, entity: entity, root: root).first
+    }
+
+    /// Of the plans the predicate allows, the one with the fewest candidate keys in
+    /// `snapshot`, counting each plan's keys only up to the best count so far.
+    static func bestIndexPlan(for request: FetchRequest, entity: EntityDescription, root: String, in snapshot: Snapshot) -> IndexPlan? {
+        var best: (plan: IndexPlan, count: Int)? = nil
+        for plan in indexPlans(for: request, entity: entity, root: root) {
+            var count = 0
+            let limit = best?.count ?? .max
+            for range in plan.ranges where count < limit {
+                count += snapshot.countKeys(from: range.lower, to: range.upper, limit: limit - count)
+            }
+            if count < (best?.count ?? .max) { best = (plan, count) }
+        }
+        return best?.plan
+    }
+
+    /// Every plan the predicate's conjuncts allow, in conjunct order.
+    static func indexPlans(for request: FetchRequest, entity: EntityDescription, root: String) -> [IndexPlan] {
+        guard let predicate = request.predicate else { return [] }
+        var plans: [IndexPlan] = []
         for constraint in predicate.conjunctiveConstraints where constraint.options.isEmpty && !constraint.keyPath.contains(".") {
             guard let attribute = entity.propertiesByName[constraint.keyPath] as? AttributeDescription,
                 attribute.isIndexed, !attribute.isTransient, let kind = typeByte(of: attribute.attributeType)
@@ -61,9 +82,9 @@ extension StrataStore {
             default:
                 continue
             }
-            return IndexPlan(attribute: attribute.name, ranges: ranges)
+            plans.append(IndexPlan(attribute: attribute.name, ranges: ranges))
         }
-        return nil
+        return plans
     }
 
     /// The type byte ([IDX-S2]) every value of an attribute type encodes with.

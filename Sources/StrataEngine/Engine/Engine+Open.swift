@@ -136,12 +136,15 @@ extension Engine {
             }
             usage[number] = FileUsage()
             let outcome = try reader.read { (record) throws(StoreError) in
+                // A record newer than everything in the segments and in earlier records is the
+                // newest for each of its keys: no index lookup needed before the upsert.
+                let newest = record.sequence > lastSequence
                 for item in record.entries {
                     let location = ValueLocation(
                         fileNumber: number, position: 0, offset: UInt32(item.offset), length: item.length)
                     apply(
                         isDelete: item.entry.isDelete, key: item.entry.key, sequence: item.entry.sequence,
-                        location: location, index: &index, usage: &usage)
+                        location: location, index: &index, usage: &usage, newest: newest)
                 }
                 lastSequence = max(lastSequence, record.sequence)
             }

@@ -80,6 +80,15 @@ public struct Snapshot: Sendable {
         index.cursor(from: lowerBound, to: upperBound).map(\.key)
     }
 
+    /// How many keys lie in `[lowerBound, upperBound)`, counting at most `limit`. Reads only
+    /// the index.
+    public func countKeys(from lowerBound: [UInt8], to upperBound: [UInt8]?, limit: Int = .max) -> Int {
+        var count = 0
+        var cursor = index.cursor(from: lowerBound, to: upperBound)
+        while count < limit, cursor.next() != nil { count += 1 }
+        return count
+    }
+
     /// The keys starting with `prefix`, in ascending order. Reads only the index.
     public func keys(prefix: [UInt8]) -> [[UInt8]] {
         index.cursor(from: prefix, to: KeyIndex.prefixEnd(prefix)).map(\.key)
