@@ -128,6 +128,15 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
 
     deinit { releaseEngine() }
 
+    /// Closes the engine and opens the store again from its files (when no other store in
+    /// this process shares the engine; otherwise the shared engine stays open). Rows pinned
+    /// by registered objects are not pinned in the reopened engine: callers that keep objects
+    /// registered re-pin them (tests use this to read back every save from disk).
+    open func reopenStorage() throws {
+        releaseEngine()
+        try loadMetadata()
+    }
+
     private func releaseEngine() {
         let shared = state.withLock { state -> SharedEngine? in
             defer { state.shared = nil }
