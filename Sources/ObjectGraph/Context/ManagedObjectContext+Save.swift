@@ -103,6 +103,24 @@ extension ManagedObjectContext {
         for object in insertedInOrder { collect(object.validateForInsert) }
         for object in updatedSet { collect(object.validateForUpdate) }
         for object in deletedSet { collect(object.validateForDelete) }
+        // A relationship this save writes must not point at an object this save deletes:
+        // delete rules have run, so what is left is a noAction (or inverse-less) reference.
+        // Only changed relationship values are looked at, so no fault fires.
+        for object in insertedInOrder + Array(updatedSet) where !object.deleted {
+            for relationship in object.entity.relationshipsByName.values.sorted(by: { $0.name < $1.name }) {
+                guard object.changes.contains(relationship.name),
+                    let value = try? object.currentValue(for: relationship).relationshipValue
+                else { continue }
+                // Deleted in this context, or never saved and no longer registered (an object
+                // inserted and deleted before any save has nowhere to point to).
+                for id in value.objectIDs where (registry[id]?.object).map({ $0.deleted }) ?? id.isTemporaryID {
+                    errors.append(ObjectGraphError(
+                        .danglingReference,
+                        "\(object.entity.name).\(relationship.name) of \(object.objectID) refers to \(id), which this save deletes; clear the relationship or use a nullify or cascade delete rule.",
+                        entityName: object.entity.name, key: relationship.name, objectID: object.objectID))
+                }
+            }
+        }
         if let error = ObjectGraphError.combining(errors) { throw error }
     }
 }

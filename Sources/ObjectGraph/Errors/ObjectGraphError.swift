@@ -82,6 +82,9 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code(rawValue: "invalidArgument")
         /// A Codable value could not be encoded or decoded.
         public static let transformFailed = Code(rawValue: "transformFailed")
+        /// A saved object would refer to an object the same save deletes (Core Data's
+        /// "dangling reference to an invalid object").
+        public static let danglingReference = Code(rawValue: "danglingReference")
     }
 
     /// What went wrong.
@@ -132,7 +135,7 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
     public var isValidationError: Bool {
         [.missingMandatoryProperty, .valueTooSmall, .valueTooLarge, .stringTooShort, .stringTooLong,
          .patternMismatch, .tooFewObjects, .tooManyObjects, .deleteDenied, .multipleValidationErrors,
-         .wrongValueType].contains(code)
+         .wrongValueType, .danglingReference].contains(code)
     }
 
     /// Combines validation errors into one: the error itself when there is one, a
