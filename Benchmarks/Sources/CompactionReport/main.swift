@@ -44,42 +44,31 @@ struct Settings {
         """
 
     init(arguments: [String]) throws {
-        var rest = arguments[...]
-        func value(_ flag: String) throws -> String {
-            guard let next = rest.popFirst() else { throw BenchmarkError("\(flag) needs a value\n\(Self.usage)") }
-            return next
-        }
-        func number(_ flag: String) throws -> Double {
-            let text = try value(flag)
-            guard let number = Double(text), number > 0 else {
-                throw BenchmarkError("\(flag) \(text): expected a positive number\n\(Self.usage)")
-            }
-            return number
-        }
-        while let flag = rest.popFirst() {
+        var reader = ArgumentReader(arguments, usage: Self.usage)
+        while let flag = reader.nextFlag() {
             switch flag {
             case "--quick":
                 keys = 20_000
                 commits = 15_000
                 repeats = 1
                 reads = 80_000
-            case "--keys": keys = Int(try number(flag))
-            case "--commits": commits = Int(try number(flag))
-            case "--puts-per-commit": putsPerCommit = Int(try number(flag))
-            case "--samples": samples = Int(try number(flag))
-            case "--repeats": repeats = Int(try number(flag))
+            case "--keys": keys = Int(try reader.positiveNumber(for: flag))
+            case "--commits": commits = Int(try reader.positiveNumber(for: flag))
+            case "--puts-per-commit": putsPerCommit = Int(try reader.positiveNumber(for: flag))
+            case "--samples": samples = Int(try reader.positiveNumber(for: flag))
+            case "--repeats": repeats = Int(try reader.positiveNumber(for: flag))
             case "--durability":
-                switch try value(flag) {
+                switch try reader.value(for: flag) {
                 case "none": durability = .none
                 case "normal": durability = .normal
                 case let other: throw BenchmarkError("--durability \(other): expected none or normal\n\(Self.usage)")
                 }
-            case "--wal-kib": walRolloverBytes = UInt64(try number(flag)) << 10
+            case "--wal-kib": walRolloverBytes = UInt64(try reader.positiveNumber(for: flag)) << 10
             case "--default-compaction": defaultCompaction = true
-            case "--reads": reads = Int(try number(flag))
-            case "--zipf": zipfExponent = try number(flag)
-            case "--seed": seed = UInt64(try number(flag))
-            case "--dir": parent = try value(flag)
+            case "--reads": reads = Int(try reader.positiveNumber(for: flag))
+            case "--zipf": zipfExponent = try reader.positiveNumber(for: flag)
+            case "--seed": seed = UInt64(try reader.positiveNumber(for: flag))
+            case "--dir": parent = try reader.value(for: flag)
             case "-h", "--help":
                 print(Self.usage)
                 exit(0)

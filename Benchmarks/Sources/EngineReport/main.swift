@@ -25,29 +25,18 @@ struct Settings {
         """
 
     init(arguments: [String]) throws {
-        var rest = arguments[...]
-        func value(_ flag: String) throws -> String {
-            guard let next = rest.popFirst() else { throw BenchmarkError("\(flag) needs a value\n\(Self.usage)") }
-            return next
-        }
-        func number(_ flag: String) throws -> Double {
-            let text = try value(flag)
-            guard let number = Double(text), number > 0 else {
-                throw BenchmarkError("\(flag) \(text): expected a positive number\n\(Self.usage)")
-            }
-            return number
-        }
-        while let flag = rest.popFirst() {
+        var reader = ArgumentReader(arguments, usage: Self.usage)
+        while let flag = reader.nextFlag() {
             switch flag {
             case "--quick":
                 keys = 100_000
                 rawMebibytes = 64
                 commitSeconds = 1
                 lz4OnValues = false
-            case "--keys": keys = Int(try number(flag))
-            case "--raw-mib": rawMebibytes = Int(try number(flag))
-            case "--commit-seconds": commitSeconds = try number(flag)
-            case "--dir": parent = try value(flag)
+            case "--keys": keys = Int(try reader.positiveNumber(for: flag))
+            case "--raw-mib": rawMebibytes = Int(try reader.positiveNumber(for: flag))
+            case "--commit-seconds": commitSeconds = try reader.positiveNumber(for: flag)
+            case "--dir": parent = try reader.value(for: flag)
             case "-h", "--help":
                 print(Self.usage)
                 exit(0)

@@ -58,19 +58,8 @@ struct Settings {
         """
 
     init(arguments: [String]) throws {
-        var rest = arguments[...]
-        func value(_ flag: String) throws -> String {
-            guard let next = rest.popFirst() else { throw BenchmarkError("\(flag) needs a value\n\(Self.usage)") }
-            return next
-        }
-        func number(_ flag: String) throws -> Int {
-            let text = try value(flag)
-            guard let number = Int(text), number > 0 else {
-                throw BenchmarkError("\(flag) \(text): expected a positive integer\n\(Self.usage)")
-            }
-            return number
-        }
-        while let flag = rest.popFirst() {
+        var reader = ArgumentReader(arguments, usage: Self.usage)
+        while let flag = reader.nextFlag() {
             switch flag {
             case "--quick":
                 objects = 20_000
@@ -81,13 +70,13 @@ struct Settings {
                 reopenRows = 50_000
                 reopenBatch = 25_000
                 budget = 1
-            case "--objects": objects = try number(flag)
-            case "--saves": saves = try number(flag)
-            case "--faults": faults = try number(flag)
-            case "--fetches": fetches = try number(flag)
-            case "--counts": counts = try number(flag)
-            case "--reopen-rows": reopenRows = try number(flag)
-            case "--dir": parent = try value(flag)
+            case "--objects": objects = try reader.positiveInteger(for: flag)
+            case "--saves": saves = try reader.positiveInteger(for: flag)
+            case "--faults": faults = try reader.positiveInteger(for: flag)
+            case "--fetches": fetches = try reader.positiveInteger(for: flag)
+            case "--counts": counts = try reader.positiveInteger(for: flag)
+            case "--reopen-rows": reopenRows = try reader.positiveInteger(for: flag)
+            case "--dir": parent = try reader.value(for: flag)
             case "-h", "--help":
                 print(Self.usage)
                 exit(0)
