@@ -21,9 +21,11 @@ let package = Package(
         .systemLibrary(
             name: "CISAL", path: "Sources/CISAL", pkgConfig: "libisal",
             providers: [.apt(["libisal-dev"])]),
-        .target(name: "StrataEngine", dependencies: ["CLZ4", "CISAL"]),
-        .target(name: "ObjectGraph"),
-        .target(name: "Strata", dependencies: ["StrataEngine", "ObjectGraph"]),
+        // One lock type for every module (Mutex, or a pthread mutex under -DSTRATA_TSAN).
+        .target(name: "StrataSync"),
+        .target(name: "StrataEngine", dependencies: ["CLZ4", "CISAL", "StrataSync"]),
+        .target(name: "ObjectGraph", dependencies: ["StrataSync"]),
+        .target(name: "Strata", dependencies: ["StrataEngine", "ObjectGraph", "StrataSync"]),
         .executableTarget(
             name: "StrataTool",
             dependencies: [
@@ -39,8 +41,8 @@ let package = Package(
         .executableTarget(
             name: "StrataCrashWorker", dependencies: ["Strata", "StrataChildProcess"], path: "Tools/crash-worker",
             exclude: ["README.md"]),
-        .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine"]),
-        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata"]),
+        .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine", "StrataSync"]),
+        .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata", "StrataSync"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataChildProcess"]),
     ],
     swiftLanguageModes: [.v6]

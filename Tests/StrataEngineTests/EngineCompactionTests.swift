@@ -1,6 +1,7 @@
 import Dispatch
 import Testing
 @testable import StrataEngine
+import StrataSync
 
 /// The compactor: space comes back, content never changes, crashes at any step are safe.
 @Suite struct EngineCompactionTests {

@@ -2,6 +2,7 @@ import Dispatch
 import Synchronization
 import Testing
 @testable import StrataEngine
+import StrataSync
 
 /// Readers see whole transactions only; concurrent committers all get distinct sequences
 /// (DESIGN invariant 7). Run under `swift test --sanitize=thread` too.

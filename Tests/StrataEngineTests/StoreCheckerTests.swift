@@ -1,5 +1,6 @@
 import Testing
 @testable import StrataEngine
+import StrataSync
 
 /// The offline checker behind `strata fsck`: finds every kind of damage, reports and goes on.
 @Suite struct StoreCheckerTests {

@@ -4,6 +4,7 @@ import ObjectGraph
 import Strata
 import StrataEngine
 import Testing
+import StrataSync
 
 /// A small model: Team 1—* Member (cascade), Member is subclassed by Captain.
 enum StoreTestModel {

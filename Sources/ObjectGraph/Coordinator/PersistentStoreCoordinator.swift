@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import StrataSync
 
 /// The link between contexts and stores (Core Data's `NSPersistentStoreCoordinator`):
 /// it owns the model, adds and removes stores, and routes every request to the stores
@@ -33,10 +34,10 @@ public final class PersistentStoreCoordinator: Sendable {
     }
 
     // State below is protected by `state`.
-    let state = Mutex(State())
+    let state = Locked(State())
 
     /// Store classes by type name, shared by every coordinator.
-    private static let storeTypes = Mutex<[String: PersistentStore.Type]>([
+    private static let storeTypes = Locked<[String: PersistentStore.Type]>([
         PersistentStore.StoreType.inMemory.rawValue: InMemoryStore.self
     ])
 

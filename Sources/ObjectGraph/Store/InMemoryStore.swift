@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import StrataSync
 
 /// An incremental store that keeps its rows in memory: the reference implementation of
 /// the store contract, against which every other store is tested.
@@ -33,7 +34,7 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
     }
 
     final class Backing: Sendable {
-        let database = Mutex(Database())
+        let database = Locked(Database())
     }
 
     struct Registration {
@@ -42,12 +43,12 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
     }
 
     /// Backings of stores added with a URL, shared across coordinators in this process.
-    private static let backings = Mutex<[URL: Backing]>([:])
+    private static let backings = Locked<[URL: Backing]>([:])
 
     // Constant after construction.
     private let backing: Backing
     // State below is protected by `registration`.
-    private let registration = Mutex(Registration())
+    private let registration = Locked(Registration())
 
     /// Creates the store; rows are shared with other stores at the same URL.
     public required init(

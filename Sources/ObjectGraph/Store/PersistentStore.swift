@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import StrataSync
 
 /// The base class of every store (Core Data's `NSPersistentStore`).
 ///
@@ -45,7 +46,7 @@ open class PersistentStore: @unchecked Sendable {
     public let options: [String: AttributeValue]
 
     // State below is protected by `metadataLock`.
-    private let metadataLock = Mutex<[String: AttributeValue]>([:])
+    private let metadataLock = Locked<[String: AttributeValue]>([:])
 
     /// Creates a store; the coordinator then calls ``loadMetadata()``.
     public required init(

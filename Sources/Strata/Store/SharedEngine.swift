@@ -1,6 +1,7 @@
 import Foundation
 import StrataEngine
 import Synchronization
+import StrataSync
 
 /// One open engine per store directory in this process, shared by every StrataStore at that
 /// path (several coordinators on one store, as Core Data allows). The engine's own lock keeps
@@ -11,19 +12,19 @@ import Synchronization
 final class SharedEngine: Sendable {
     let path: String
     let engine: Engine
-    /// Held for the whole of a save: reads of current versions and the commit.
-    let saveLock = Mutex(())
+    /// Held for the whole of a save: reads of current versions and the commit. Counts saves.
+    let saveLock = Locked<UInt64>(0)
     /// The next reference to hand out.
-    let nextReference: Mutex<Int64>
+    let nextReference: Locked<Int64>
 
     private init(path: String, engine: Engine, nextReference: Int64) {
         self.path = path
         self.engine = engine
-        self.nextReference = Mutex(nextReference)
+        self.nextReference = Locked(nextReference)
     }
 
     /// Open engines by standardized path, with how many stores use each.
-    private static let registry = Mutex<[String: (shared: SharedEngine, users: Int)]>([:])
+    private static let registry = Locked<[String: (shared: SharedEngine, users: Int)]>([:])
 
     /// The engine at `path`, opened with `options` (and `firstReference` from its metadata) if
     /// no store in this process has it open yet.

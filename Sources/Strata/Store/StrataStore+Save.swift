@@ -16,7 +16,8 @@ extension StrataStore {
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let metadata = self.metadata
 
-        try shared.saveLock.withLock { _ in
+        try shared.saveLock.withLock { saves in
+            defer { saves += 1 }
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             var record = try Self.record(in: snapshot)
             record.nextReference = max(record.nextReference, shared.nextReference.withLock { $0 })

@@ -2,6 +2,7 @@ import Foundation
 import ObjectGraph
 import StrataEngine
 import Synchronization
+import StrataSync
 
 /// The incremental store on StrataEngine: Core Data's contract on a log-structured engine.
 ///
@@ -35,7 +36,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         var unbalancedUnregisters: [ObjectGraphError] = []
     }
     /// The shared engine while the store is loaded.
-    let state = Mutex(State())
+    let state = Locked(State())
 
     /// Registers this class for ``PersistentStore/StoreType/strata``. Call once at start-up.
     public static func register() {

@@ -1,4 +1,5 @@
 import Synchronization
+import StrataSync
 
 /// A bounded, thread-safe cache of row values by key, with reference-counted pins.
 ///

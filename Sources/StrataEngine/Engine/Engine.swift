@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import StrataSync
 
 /// StrataEngine: an embedded, append-only, log-structured key/value store.
 ///

@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import StrataSync
 
 /// An in-memory ``FileSystem`` for crash and I/O-error tests that keeps only what was synced.
 ///

@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import StrataSync
 
 /// The real ``FileSystem``: POSIX system calls through Glibc.
 ///

@@ -1,7 +1,7 @@
 import Foundation
 import ObjectGraph
 import Strata
-import Synchronization
+import StrataEngine
 
 /// A StrataStore that closes and reopens its engine after every save, so everything the
 /// conformance suite reads after a save comes back from the files on disk (issue 6: "reopen
@@ -9,7 +9,7 @@ import Synchronization
 /// itself and pins them again in the reopened engine.
 final class ReopeningStrataStore: StrataStore, @unchecked Sendable {
     // @unchecked: as StrataStore; `registered` is a Mutex.
-    private let registered = Mutex<[ManagedObjectID: Int]>([:])
+    private let registered = Locked<[ManagedObjectID: Int]>([:])
 
     override var type: StoreType { .reopeningStrata }
 
@@ -70,6 +70,7 @@ struct ReopeningStrataFixture: StoreFixture {
 }
 
 import Testing
+import StrataSync
 
 @Suite struct ReopeningStrataFixtureTests {
     @Test func everySaveReallyReopensTheEngineAndKeepsRegisteredRowsPinned() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import StrataSync
 
 /// The string algorithms of the fetch language: `LIKE` wildcards, `MATCHES` regular
 /// expressions (compiled once and cached) and numeric ordering of digit runs.
@@ -71,7 +72,7 @@ enum StringMatching {
     }
 
     /// Compiled expressions by pattern and case option; cleared when it grows past 256.
-    private static let cache = Mutex<[String: Compiled]>([:])
+    private static let cache = Locked<[String: Compiled]>([:])
 
     private static func compiled(_ pattern: String, caseInsensitive: Bool) throws -> NSRegularExpression {
         let key = (caseInsensitive ? "i:" : "s:") + pattern

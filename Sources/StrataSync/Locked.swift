@@ -8,12 +8,12 @@ import Glibc
 /// kernel (a priority-inheritance futex), which ThreadSanitizer cannot observe, so it reports
 /// races on data that is in fact protected (reproduced with a two-line probe). pthread
 /// mutexes are intercepted by ThreadSanitizer, so its reports stay meaningful.
-final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     // @unchecked: `value` is only touched between pthread_mutex_lock and unlock below.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
-    init(_ value: sending Value) {
+    package init(_ value: sending Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
@@ -24,7 +24,7 @@ final class Locked<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
+    package func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
@@ -34,6 +34,6 @@ final class Locked<Value>: @unchecked Sendable {
 import Synchronization
 
 /// A value behind a lock: `Synchronization.Mutex` (see the `STRATA_TSAN` variant for why
-/// ThreadSanitizer builds use a pthread mutex instead).
-typealias Locked<Value> = Mutex<Value>
+/// ThreadSanitizer builds use a pthread mutex instead). `package`: Strata's modules share it.
+package typealias Locked<Value> = Mutex<Value>
 #endif
