@@ -43,7 +43,7 @@ let package = Package(
             exclude: ["README.md"]),
         .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine", "StrataSync"]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata", "StrataSync"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataChildProcess"]),
+        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataChildProcess", "StrataSync"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -317,16 +317,3 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
         #expect(try context.count(for: FetchRequest(entityName: "Member")) == 120)
     }
 }
-
-/// A value behind a lock, for collecting results across test threads.
-final class Locked<Value>: @unchecked Sendable {
-    // @unchecked: `value` is only touched under `lock`.
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
