@@ -21,8 +21,7 @@ enum IndexKey {
 
     /// The key of one row's entry.
     static func key(root: String, attribute: String, value: AttributeValue, reference: Int64) -> [UInt8] {
-        let row = KeyLayout.rowKey(root: "", reference: reference).suffix(8)
-        return prefix(root: root, attribute: attribute) + encode(value) + row
+        prefix(root: root, attribute: attribute) + encode(value) + KeyLayout.referenceBytes(reference)
     }
 
     /// The reference at the end of an index key.

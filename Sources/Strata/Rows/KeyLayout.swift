@@ -25,10 +25,12 @@ enum KeyLayout {
 
     /// The key of one row.
     static func rowKey(root: String, reference: Int64) -> [UInt8] {
-        var key = rowPrefix(root: root)
-        let ordered = UInt64(bitPattern: reference) ^ (1 << 63)
-        withUnsafeBytes(of: ordered.bigEndian) { key.append(contentsOf: $0) }
-        return key
+        rowPrefix(root: root) + referenceBytes(reference)
+    }
+
+    /// A reference as 8 bytes that sort as the references do: big-endian, sign bit flipped.
+    static func referenceBytes(_ reference: Int64) -> [UInt8] {
+        withUnsafeBytes(of: (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian) { Array($0) }
     }
 
     /// The reference at the end of a row key.

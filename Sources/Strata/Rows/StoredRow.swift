@@ -27,6 +27,16 @@ struct StoredRow: Equatable {
 
     static let formatVersion: UInt8 = 1
 
+    /// This row with `loaded`'s entity and every property `loaded` holds put over its own.
+    func overlaid(with loaded: StoredRow) -> StoredRow {
+        var row = self
+        row.entity = loaded.entity
+        row.attributes.merge(loaded.attributes) { $1 }
+        row.toOne.merge(loaded.toOne) { $1 }
+        row.toMany.merge(loaded.toMany) { $1 }
+        return row
+    }
+
     func encode() -> [UInt8] {
         var writer = RowWriter()
         writer.u8(Self.formatVersion)

@@ -100,16 +100,9 @@ extension StrataStore {
         }
     }
 
-    /// The first key after every key that starts with `prefix`.
+    /// The first key after every key that starts with `prefix` (index prefixes never end in
+    /// 0xFF bytes only, so one exists).
     static func prefixEnd(_ prefix: [UInt8]) -> [UInt8] {
-        var end = prefix
-        while let last = end.last {
-            if last < 0xFF {
-                end[end.count - 1] = last + 1
-                return end
-            }
-            end.removeLast()
-        }
-        return [0xFF, 0xFF, 0xFF, 0xFF]
+        KeyIndex.prefixEnd(prefix) ?? [0xFF]
     }
 }

@@ -8,10 +8,10 @@ extension StrataStore {
         let shared = try sharedEngine()
         let engine = shared.engine
         // Read every value before taking the lock: reading may fire faults.
-        let inserts = try (request.insertedObjects ?? []).map { ($0, try rowKey($0.objectID), try stored(values: $0, existing: nil)) }
-        let updates = try (request.updatedObjects ?? []).map { object in
-            (object, try rowKey(object.objectID), try stored(values: object, existing: try? storedRow(object.objectID)))
-        }
+        let inserts = try (request.insertedObjects ?? []).map { ($0, try rowKey($0.objectID), try stored(values: $0, skippingUnloaded: false)) }
+        // An update carries only what the object has loaded; it is laid over the current row
+        // under the lock, which keeps the relationships the object never loaded.
+        let updates = try (request.updatedObjects ?? []).map { ($0, try rowKey($0.objectID), try stored(values: $0, skippingUnloaded: true)) }
         let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let metadata = self.metadata
@@ -49,8 +49,9 @@ extension StrataStore {
                 for indexKey in try indexKeys(row, object) { batch.put(indexKey, []) }
                 record.rowCounts[row.entity, default: 0] += 1
             }
-            for (object, key, var row) in updates {
+            for (object, key, loaded) in updates {
                 let existing = try current(object, key)
+                var row = existing.overlaid(with: loaded)
                 row.version = existing.version + 1
                 batch.put(key, row.encode())
                 let before = try indexKeys(existing, object), after = try indexKeys(row, object)
@@ -77,16 +78,15 @@ extension StrataStore {
         return .saved
     }
 
-    /// The row an object saves as: every stored attribute, and each relationship whose
-    /// destinations are loaded (an unloaded one keeps its stored value).
-    private func stored(values object: ManagedObject, existing: StoredRow?) throws -> StoredRow {
-        var row = existing ?? StoredRow(entity: object.entity.name, version: 1, attributes: [:], toOne: [:], toMany: [:])
-        row.entity = object.entity.name
+    /// The row an object saves as: every stored attribute, and each relationship (with
+    /// `skippingUnloaded`, only those whose destinations are loaded).
+    private func stored(values object: ManagedObject, skippingUnloaded: Bool) throws -> StoredRow {
+        var row = StoredRow(entity: object.entity.name, version: 1, attributes: [:], toOne: [:], toMany: [:])
         for property in object.entity.properties where !property.isTransient {
             if let attribute = property as? AttributeDescription {
                 row.attributes[attribute.name] = try object.value(forKey: attribute.name)
             } else if let relationship = property as? RelationshipDescription {
-                if existing != nil && object.hasFault(forRelationshipNamed: relationship.name) { continue }
+                if skippingUnloaded && object.hasFault(forRelationshipNamed: relationship.name) { continue }
                 let targets = try object.objectIDs(forRelationshipNamed: relationship.name).map { id in
                     (entity: id.entityName, reference: try integerReference(id))
                 }

@@ -71,7 +71,7 @@ extension KeyIndex {
 
     /// The smallest key greater than every key that starts with `prefix`, or `nil` if there
     /// is none (the prefix is empty or all `0xFF`).
-    static func prefixEnd(_ prefix: [UInt8]) -> [UInt8]? {
+    package static func prefixEnd(_ prefix: [UInt8]) -> [UInt8]? {
         var end = prefix
         while let last = end.last {
             if last < 0xFF {
