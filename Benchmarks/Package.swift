@@ -7,6 +7,7 @@ import PackageDescription
 //     swift run -c release --package-path Benchmarks engine-report
 //     swift run -c release --package-path Benchmarks compaction-report
 //     swift run -c release --package-path Benchmarks objectgraph-report
+//     swift run -c release --package-path Benchmarks compare
 //     swift package --package-path Benchmarks benchmark
 let package = Package(
     name: "StrataBenchmarks",
@@ -15,6 +16,8 @@ let package = Package(
         .package(name: "Strata", path: ".."),
         // `MallocInterposer` only: malloc statistics without jemalloc.
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // The peers of `compare`: SQLite through GRDB.
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
     ],
     targets: [
         // Workloads shared by the package-benchmark suite and engine-report.
@@ -42,6 +45,30 @@ let package = Package(
             name: "objectgraph-report",
             dependencies: ["BenchmarkSupport", .product(name: "Strata", package: "Strata")],
             path: "Sources/ObjectGraphReport"),
+        // `compare`: Strata side by side with SQLite, LevelDB and RocksDB (issue 8).
+        .systemLibrary(name: "CLevelDB", path: "Sources/CLevelDB", providers: [.apt(["libleveldb-dev"])]),
+        .systemLibrary(name: "CRocksDB", path: "Sources/CRocksDB", providers: [.apt(["librocksdb-dev"])]),
+        .target(name: "Comparison", path: "Sources/Comparison"),
+        .target(
+            name: "CompareEngine",
+            dependencies: [
+                "BenchmarkSupport", "Comparison", "CLevelDB", "CRocksDB",
+                .product(name: "StrataEngine", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Sources/CompareEngine"),
+        .target(
+            name: "CompareObjectGraph",
+            dependencies: [
+                "BenchmarkSupport", "Comparison",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Sources/CompareObjectGraph"),
+        .executableTarget(
+            name: "compare",
+            dependencies: ["BenchmarkSupport", "Comparison", "CompareEngine", "CompareObjectGraph"],
+            path: "Sources/Compare"),
     ],
     swiftLanguageModes: [.v6]
 )

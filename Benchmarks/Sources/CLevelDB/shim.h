@@ -1,0 +1,2 @@
+// LevelDB's C API (Debian's libleveldb-dev).
+#include <leveldb/c.h>

@@ -1,0 +1,2 @@
+// RocksDB's C API (Debian's librocksdb-dev).
+#include <rocksdb/c.h>

@@ -1,0 +1,1 @@
+print("compare: not yet implemented")

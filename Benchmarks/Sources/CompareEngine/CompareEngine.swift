@@ -1,0 +1,1 @@
+// Engine-level comparison: owned by the compare-engine work.

@@ -1,0 +1,1 @@
+// Object-graph comparison: owned by the compare-objectgraph work.
