@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import ObjectGraph
-import Strata
+@testable import Strata
 import StrataEngine
 import Testing
 import StrataSync
@@ -146,7 +146,63 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
         try context.save()
         #expect(try context.count(for: FetchRequest(entityName: "Member")) == 2)
         let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
-        #expect(try engine.snapshot().count == 4, "three rows and the metadata record")
+        #expect(try engine.snapshot().count == 5, "three rows, the metadata record and the model record")
+    }
+
+    // [ROW-5] The store keeps the model it was saved with, written once per load, so tools
+    // can decode rows without the application.
+    @Test func theStoreKeepsItsModelAndWritesItOncePerLoad() throws {
+        // Every flag and kind the record carries.
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Thing", isAbstract: true, properties: [
+                .attribute("label", .string, optional: false, indexed: true),
+                .attribute("scratch", .integer32, transient: true),
+                .attribute("blob", .binaryData),
+            ]),
+            EntityDescription(name: "Box", superentity: "Thing", properties: [
+                .toMany("items", "Item", inverse: "box", ordered: true, minCount: 0, maxCount: 9, deleteRule: .deny),
+            ]),
+            EntityDescription(name: "Item", superentity: "Thing", properties: [
+                .attribute("weight", .double, indexed: true),
+                .toOne("box", "Box", inverse: "items", optional: true, deleteRule: .noAction),
+            ]),
+        ])
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: model)
+        let seed = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let box = try seed.insertNewObject(forEntityName: "Box")
+        try box.setValue("crate", forKey: "label")
+        try seed.save()
+        let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
+        let bytes = try #require(try engine.get(KeyLayout.modelKey))
+        let stored = try ModelRecord.decode(bytes)
+        #expect(stored.entities.map(\.name).sorted() == model.entities.map(\.name).sorted())
+        for entity in model.entities {
+            let copy = try #require(stored.entitiesByName[entity.name])
+            #expect(copy.superentityName == entity.superentityName)
+            #expect(copy.isAbstract == entity.isAbstract)
+            #expect(copy.properties.map(\.name) == entity.properties.map(\.name))
+            for attribute in entity.attributes {
+                let other = try #require(copy.attributesByName[attribute.name])
+                #expect(other.attributeType == attribute.attributeType && other.isIndexed == attribute.isIndexed
+                    && other.isOptional == attribute.isOptional && other.isTransient == attribute.isTransient)
+            }
+            for relationship in entity.relationships {
+                let other = try #require(copy.relationshipsByName[relationship.name])
+                #expect(other.destinationEntityName == relationship.destinationEntityName && other.inverseName == relationship.inverseName
+                    && other.isToMany == relationship.isToMany && other.isOrdered == relationship.isOrdered
+                    && other.deleteRule == relationship.deleteRule && other.minCount == relationship.minCount
+                    && other.maxCount == relationship.maxCount)
+            }
+        }
+        #expect(stored.entityVersionHashesByName == model.entityVersionHashesByName, "the stored model describes the same entities")
+        // A second save leaves the record alone.
+        let written = try #require(try engine.snapshot().sequence(of: KeyLayout.modelKey))
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let item = try context.insertNewObject(forEntityName: "Item")
+        try item.setValue("pen", forKey: "label")
+        try context.save()
+        #expect(try engine.snapshot().sequence(of: KeyLayout.modelKey) == written)
     }
 
     // Register/unregister keep exactly the registered rows pinned in the engine's cache.

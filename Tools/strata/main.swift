@@ -2,36 +2,62 @@ import ArgumentParser
 import Foundation
 import Strata
 
-/// `strata`: check, compact, inspect and demonstrate Strata stores.
+/// `strata`: check, repair, compact, inspect and demonstrate Strata stores.
 struct StrataCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "strata",
-        abstract: "Check, compact, inspect and demonstrate Strata stores.",
-        subcommands: [Demo.self])
+        abstract: "Check, repair, compact and look inside Strata stores.",
+        discussion: """
+            A store is a directory (MANIFEST, LOCK, numbered .wal and .seg files). Every command \
+            takes the store's lock, so none touches a store another process has open.
+
+            Exit status: 0 success (fsck: clean); 1 fsck found problems (with --repair: found \
+            and repaired); 3 fsck --repair could not repair everything; 2 usage, I/O or \
+            open errors (not a store, newer format, locked, permission).
+
+            Examples:
+              strata demo                        build, query and check a sample store
+              strata fsck /var/lib/app/store     check every checksum, row and index
+              strata fsck --repair /var/lib/app/store
+              strata compact /var/lib/app/store
+              strata inspect /var/lib/app/store --object x-coredata://<uuid>/Book/p12
+              strata dump --json /var/lib/app/store | head
+              strata stats /var/lib/app/store
+            """,
+        subcommands: [Fsck.self, Compact.self, Inspect.self, Dump.self, Stats.self, Demo.self])
 }
 
-/// `strata demo [dir]`.
-struct Demo: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Write a small store, reopen it and read it back.",
-        discussion: "Example: strata demo /tmp/my-demo-store")
+// A custom entry point: ArgumentParser exits 64 on usage errors; the tool promises 2.
+do {
+    var command = try StrataCommand.parseAsRoot()
+    try command.run()
+} catch let exit as ExitCode {
+    Foundation.exit(exit.rawValue)
+} catch let failure as ToolFailure {
+    Output.error(failure.message)
+    Foundation.exit(2)
+} catch {
+    let code = StrataCommand.exitCode(for: error)
+    if code == .success {
+        print(StrataCommand.fullMessage(for: error))
+        Foundation.exit(0)
+    }
+    Output.error(StrataCommand.fullMessage(for: error))
+    Foundation.exit(2)
+}
 
-    @Argument(help: "Store directory (default: a new temporary directory, removed afterwards).")
-    var directory: String?
+/// A failure already explained to the operator (exit status 2).
+struct ToolFailure: Error {
+    var message: String
+}
 
-    @Option(help: "How many keys to write.")
-    var keys: Int = 10_000
-
-    func run() throws {
-        let temporary = directory == nil
-        let path = directory ?? FileManager.default.temporaryDirectory
-            .appendingPathComponent("strata-demo-\(UUID().uuidString)").path
-        defer { if temporary { try? FileManager.default.removeItem(atPath: path) } }
-        print("strata demo: store at \(path)")
-        let report = try EngineDemo.run(in: path, keys: keys)
-        for line in report.lines { print("  " + line) }
-        if !report.verified { throw ExitCode(1) }
+/// Runs `body`, turning store errors into an explained ``ToolFailure``.
+func explained<T>(path: String, _ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        throw ToolFailure(message: explain(error, path: path))
     }
 }
-
-StrataCommand.main()

@@ -2,6 +2,7 @@
 ///
 /// ```
 /// 0x00 "metadata"                                   the metadata record ([ROW-4])
+/// 0x00 "model"                                      the model of the last save ([ROW-5])
 /// 0x01 rootEntityName 0x00 reference (8 bytes, BE)   one row per object ([ROW-1])
 /// ```
 ///
@@ -11,6 +12,7 @@
 /// reference.
 enum KeyLayout {
     static let metadataKey: [UInt8] = [0x00] + Array("metadata".utf8)
+    static let modelKey: [UInt8] = [0x00] + Array("model".utf8)
     static let rowTag: UInt8 = 0x01
 
     /// The prefix of every row of the hierarchy rooted at `root`.

@@ -15,6 +15,8 @@ extension StrataStore {
         let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let metadata = self.metadata
+        let model = try self.model()
+        let modelRecordCurrent = state.withLock { $0.modelRecordCurrent }
 
         try shared.saveLock.withLock { saves in
             defer { saves += 1 }
@@ -73,7 +75,15 @@ extension StrataStore {
                 throw error
             }
             batch.put(KeyLayout.metadataKey, record.encode())
+            // [ROW-5] The model travels with the data, for tools that have no application code.
+            if !modelRecordCurrent {
+                let encoded = ModelRecord.encode(model)
+                if try mappingEngineErrors("read the model record", { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }) != encoded {
+                    batch.put(KeyLayout.modelKey, encoded)
+                }
+            }
             _ = try mappingEngineErrors("commit the save") { () throws(StoreError) in try engine.commit(batch) }
+            state.withLock { $0.modelRecordCurrent = true }
         }
         return .saved
     }

@@ -34,6 +34,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     struct State {
         var shared: SharedEngine?
         var unbalancedUnregisters: [ObjectGraphError] = []
+        /// Whether the store's model record ([ROW-5]) is known to describe this store's model
+        /// (checked by the first save after loading).
+        var modelRecordCurrent = false
     }
     /// The shared engine while the store is loaded.
     let state = Locked(State())
@@ -87,7 +90,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             throw error
         }
         let previous = state.withLock { state -> SharedEngine? in
-            defer { state.shared = shared }
+            defer {
+                state.shared = shared
+                state.modelRecordCurrent = false
+            }
             return state.shared
         }
         previous?.release()

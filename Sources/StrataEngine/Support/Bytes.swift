@@ -128,7 +128,7 @@ extension Array where Element == UInt8 {
     /// Whether `self` sorts before `other` in unsigned byte order (a prefix first), compared
     /// with `memcmp`: the one key order of the engine.
     @inline(__always)
-    func precedes(_ other: [UInt8]) -> Bool {
+    package func precedes(_ other: [UInt8]) -> Bool {
         withUnsafeBufferPointer { a in
             other.withUnsafeBufferPointer { b in
                 let common = Swift.min(a.count, b.count)

@@ -1,0 +1,430 @@
+import Foundation
+import ObjectGraph
+import StrataEngine
+
+/// One inconsistency between a StrataStore's rows, indexes and metadata.
+public struct ObjectProblem: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// What kind of inconsistency.
+    public enum Kind: String, Sendable, Equatable, Codable {
+        /// The metadata record ([ROW-4]) is missing or does not decode.
+        case metadata
+        /// The model record ([ROW-5]) does not decode.
+        case model
+        /// A key in no StrataStore key space, or a row key of the wrong shape.
+        case strayKey
+        /// A row does not decode ([ROW-1]).
+        case undecodableRow
+        /// A row names an entity the stored model lacks, or sits in another hierarchy's key space.
+        case unknownEntity
+        /// A stored property the entity lacks, or a value of the wrong type.
+        case attributeMismatch
+        /// A relationship names an object that is not in the store or not of the destination entity.
+        case danglingReference
+        /// A relationship whose inverse in the destination row does not point back.
+        case inverseMismatch
+        /// A secondary index lacks the entry of a row ([IDX-S1]).
+        case missingIndexEntry
+        /// A secondary index entry that no row accounts for.
+        case extraIndexEntry
+        /// The metadata's row count of an entity differs from the rows present.
+        case rowCount
+        /// The metadata's next reference is not above every stored reference ([KEY-3]).
+        case nextReference
+    }
+
+    /// What kind.
+    public var kind: Kind
+    /// The engine key concerned, in hex, if any.
+    public var key: String?
+    /// The object concerned, as its URI (`x-coredata://<store>/<Entity>/p<ref>`), if known.
+    public var object: String?
+    /// What is wrong.
+    public var message: String
+
+    /// Creates a problem.
+    public init(kind: Kind, key: String? = nil, object: String? = nil, message: String) {
+        self.kind = kind
+        self.key = key
+        self.object = object
+        self.message = message
+    }
+
+    public var description: String {
+        var text = "error: \(kind.rawValue)"
+        if let object { text += " \(object)" } else if let key { text += " key 0x\(key)" }
+        return text + ": " + message
+    }
+}
+
+/// What ``ObjectChecker/check(engine:repair:)`` found and, when repairing, changed.
+public struct ObjectCheckReport: Sendable, Equatable, Codable {
+    /// Whether the engine holds a StrataStore at all (a metadata record or rows); a bare engine
+    /// store gets no object checks.
+    public var isObjectStore = false
+    /// Whether the store carries its model ([ROW-5]); without it only row decoding and the
+    /// metadata are checked.
+    public var hasModel = false
+    /// Rows read.
+    public var rows = 0
+    /// Relationship destinations followed.
+    public var references = 0
+    /// Secondary index entries read.
+    public var indexEntries = 0
+    /// Every problem, in key order.
+    public var problems: [ObjectProblem] = []
+    /// What a repair changed, one line per change (empty when not repairing).
+    public var repairs: [String] = []
+}
+
+/// The object-level half of `strata fsck`: checks that a StrataStore's rows decode under the
+/// stored model, that every relationship destination exists and points back through its
+/// inverse, that secondary indexes hold exactly one entry per indexed attribute of each row,
+/// and that the metadata's row counts and next reference match the rows.
+///
+/// Repair removes what cannot be trusted and rebuilds what can be derived: rows that do not
+/// decode are deleted, dangling and one-sided relationship links are removed from the rows
+/// that hold them, index entries are added or deleted to match the rows, and the metadata's
+/// counts and next reference are recomputed, all in one engine transaction. Attribute
+/// mismatches and rows of unknown entities are reported, never rewritten.
+///
+/// For example:
+///
+/// ```swift
+/// let engine = try Engine.open(at: path, options: options)
+/// let report = try ObjectChecker.check(engine: engine, repair: false)
+/// for problem in report.problems { print(problem) }
+/// ```
+public enum ObjectChecker {
+    /// Checks (and with `repair`, mends) the StrataStore in `engine`.
+    ///
+    /// - Throws: engine errors reading or committing (as ``ObjectGraphError``); inconsistencies
+    ///   are reported, not thrown.
+    public static func check(engine: Engine, repair: Bool) throws -> ObjectCheckReport {
+        var run = Run(snapshot: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }, repair: repair)
+        try run.run()
+        if repair, !run.batch.isEmpty {
+            let batch = run.batch
+            _ = try mappingEngineErrors("commit the repairs") { () throws(StoreError) in try engine.commit(batch) }
+        }
+        return run.report
+    }
+
+    /// One check.
+    struct Run {
+        let snapshot: Snapshot
+        let repair: Bool
+        var report = ObjectCheckReport()
+        var batch = WriteBatch()
+        var model: ManagedObjectModel?
+        var record: MetadataRecord?
+        var storeIdentifier = ""
+        /// Index keys the rows call for.
+        var expectedIndex = Set<[UInt8]>()
+        /// Links to drop, per row key: (relationship, destination entity, reference).
+        var dropLinks: [[UInt8]: [(String, String, Int64)]] = [:]
+        /// Rows that are deleted by the repair (they do not decode).
+        var deletedRows = Set<[UInt8]>()
+        var counts: [String: Int] = [:]
+        var maxReference: Int64 = 0
+        /// Destination rows decoded recently (nil: missing or undecodable), so rows many others
+        /// point at are decoded once. Bounded: cleared when it passes `targetCacheLimit`.
+        var targets: [[UInt8]: TargetRow] = [:]
+        static let targetCacheLimit = 100_000
+
+        /// A destination row as the inverse check needs it: its entity and the set of
+        /// (entity, reference) pairs each relationship holds.
+        struct TargetRow {
+            var entity: String
+            var links: [String: Set<Link>]
+        }
+
+        struct Link: Hashable {
+            var entity: String
+            var reference: Int64
+        }
+
+        init(snapshot: Snapshot, repair: Bool) {
+            self.snapshot = snapshot
+            self.repair = repair
+        }
+
+        mutating func problem(_ kind: ObjectProblem.Kind, key: [UInt8]? = nil, object: String? = nil, _ message: String) {
+            report.problems.append(ObjectProblem(kind: kind, key: key.map(hex), object: object, message: message))
+        }
+
+        func get(_ key: [UInt8]) throws -> [UInt8]? {
+            try mappingEngineErrors("read key 0x\(hex(key))") { () throws(StoreError) in try snapshot.get(key) }
+        }
+
+        func uri(_ entity: String, _ reference: Int64) -> String {
+            "x-coredata://\(storeIdentifier)/\(entity)/p\(reference)"
+        }
+
+        mutating func run() throws {
+            let metadataBytes = try get(KeyLayout.metadataKey)
+            let rowCount = snapshot.countKeys(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1])
+            let indexCount = snapshot.countKeys(from: [IndexKey.tag], to: [IndexKey.tag + 1])
+            guard metadataBytes != nil || rowCount > 0 || indexCount > 0 else { return }
+            report.isObjectStore = true
+
+            if let metadataBytes {
+                do {
+                    record = try MetadataRecord.decode(metadataBytes)
+                } catch {
+                    problem(.metadata, key: KeyLayout.metadataKey, "the metadata record does not decode: \(error)")
+                }
+            } else {
+                problem(.metadata, key: KeyLayout.metadataKey, "the store has rows but no metadata record")
+            }
+            storeIdentifier = record?.metadata["NSStoreUUID"]?.stringValue ?? ""
+            if let modelBytes = try get(KeyLayout.modelKey) {
+                do {
+                    model = try ModelRecord.decode(modelBytes)
+                    report.hasModel = true
+                } catch {
+                    problem(.model, key: KeyLayout.modelKey, "the model record does not decode: \(error)")
+                }
+            }
+
+            try checkRows()
+            try checkIndexes()
+            try checkOtherKeys()
+            try checkMetadata()
+            if repair { try repairRows() }
+        }
+
+        // MARK: Rows
+
+        mutating func checkRows() throws {
+            var keys: [[UInt8]] = []
+            var failure: (any Error)?
+            try mappingEngineErrors("scan the rows") { () throws(StoreError) in
+                try snapshot.forEach(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1]) { key, value in
+                    keys.append(key)
+                    return true
+                }
+            }
+            for key in keys {
+                do {
+                    try checkRow(key)
+                } catch {
+                    failure = error
+                    break
+                }
+            }
+            if let failure { throw failure }
+        }
+
+        /// The root name and reference of a row key, if it has the [KEY-2] shape.
+        static func parseRowKey(_ key: [UInt8]) -> (root: String, reference: Int64)? {
+            guard key.count >= 11, key[0] == KeyLayout.rowTag, key[key.count - 9] == 0,
+                let reference = KeyLayout.reference(fromRowKey: key)
+            else { return nil }
+            let rootBytes = key[1..<(key.count - 9)]
+            guard !rootBytes.contains(0), let root = String(validating: rootBytes, as: UTF8.self) else { return nil }
+            return (root, reference)
+        }
+
+        mutating func checkRow(_ key: [UInt8]) throws {
+            report.rows += 1
+            guard let (root, reference) = Self.parseRowKey(key) else {
+                problem(.strayKey, key: key, "a key in the row space that is not `0x01 root 0x00 ref`")
+                return
+            }
+            maxReference = max(maxReference, reference)
+            guard let bytes = try get(key) else { return }
+            let row: StoredRow
+            do {
+                row = try StoredRow.decode(bytes, context: "row")
+            } catch {
+                problem(.undecodableRow, key: key, object: uri(root, reference), "the row does not decode: \(error)")
+                deletedRows.insert(key)
+                return
+            }
+            counts[row.entity, default: 0] += 1
+            let object = uri(row.entity, reference)
+            guard let model else { return }
+            guard let entity = model.entitiesByName[row.entity] else {
+                problem(.unknownEntity, key: key, object: object, "the stored model has no entity \(row.entity)")
+                return
+            }
+            guard StrataStore.root(of: entity).name == root else {
+                problem(.unknownEntity, key: key, object: object, "\(row.entity) belongs to the hierarchy of \(StrataStore.root(of: entity).name), not \(root)")
+                return
+            }
+            for (name, value) in row.attributes.sorted(by: { $0.key < $1.key }) {
+                guard let attribute = entity.attributesByName[name], !attribute.isTransient else {
+                    problem(.attributeMismatch, key: key, object: object, "\(row.entity) has no stored attribute \(name)")
+                    continue
+                }
+                if let type = value.type, type != attribute.attributeType {
+                    problem(.attributeMismatch, key: key, object: object, "\(row.entity).\(name) holds a \(type), the model says \(attribute.attributeType)")
+                }
+            }
+            for name in Array(row.toOne.keys) + Array(row.toMany.keys) where entity.relationshipsByName[name] == nil {
+                problem(.attributeMismatch, key: key, object: object, "\(row.entity) has no relationship \(name)")
+            }
+            for attributeKey in IndexKey.keys(of: row, reference: reference, entity: entity, root: root) {
+                expectedIndex.insert(attributeKey)
+            }
+            for relationship in entity.relationships.sorted(by: { $0.name < $1.name }) where !relationship.isTransient {
+                let targets: [(entity: String, reference: Int64)]
+                if relationship.isToMany {
+                    targets = row.toMany[relationship.name] ?? []
+                } else {
+                    targets = (row.toOne[relationship.name] ?? nil).map { [$0] } ?? []
+                }
+                for target in targets {
+                    report.references += 1
+                    try checkLink(from: key, row: row, reference: reference, relationship: relationship, to: target, model: model)
+                }
+            }
+        }
+
+        mutating func checkLink(
+            from key: [UInt8], row: StoredRow, reference: Int64, relationship: RelationshipDescription,
+            to target: (entity: String, reference: Int64), model: ManagedObjectModel
+        ) throws {
+            let object = uri(row.entity, reference), targetURI = uri(target.entity, target.reference)
+            func drop(_ kind: ObjectProblem.Kind, _ message: String) {
+                problem(kind, key: key, object: object, "\(row.entity).\(relationship.name) → \(targetURI): \(message)")
+                dropLinks[key, default: []].append((relationship.name, target.entity, target.reference))
+            }
+            guard let targetEntity = model.entitiesByName[target.entity],
+                let destination = relationship.destinationEntity, targetEntity.isKind(of: destination)
+            else {
+                drop(.danglingReference, "\(target.entity) is not a kind of \(relationship.destinationEntityName)")
+                return
+            }
+            let targetKey = KeyLayout.rowKey(root: StrataStore.root(of: targetEntity).name, reference: target.reference)
+            guard let targetRow = try targetRow(targetKey), targetRow.entity == target.entity else {
+                drop(.danglingReference, "the destination is not in the store")
+                return
+            }
+            guard let inverse = relationship.inverseRelationship, !inverse.isTransient else { return }
+            if targetRow.links[inverse.name]?.contains(Link(entity: row.entity, reference: reference)) != true {
+                drop(.inverseMismatch, "its inverse \(target.entity).\(inverse.name) does not point back")
+            }
+        }
+
+        /// The destination row at `key`, decoded once while it stays in the bounded cache.
+        mutating func targetRow(_ key: [UInt8]) throws -> TargetRow? {
+            if let cached = targets[key] { return cached }
+            guard let bytes = try get(key), let row = try? StoredRow.decode(bytes, context: "row") else { return nil }
+            var links: [String: Set<Link>] = [:]
+            for (name, target) in row.toOne { links[name] = target.map { [Link(entity: $0.entity, reference: $0.reference)] } ?? [] }
+            for (name, list) in row.toMany { links[name] = Set(list.map { Link(entity: $0.entity, reference: $0.reference) }) }
+            let decoded = TargetRow(entity: row.entity, links: links)
+            if targets.count >= Self.targetCacheLimit { targets.removeAll(keepingCapacity: true) }
+            targets[key] = decoded
+            return decoded
+        }
+
+        // MARK: Indexes
+
+        mutating func checkIndexes() throws {
+            var present = Set<[UInt8]>()
+            try mappingEngineErrors("scan the indexes") { () throws(StoreError) in
+                try snapshot.forEach(from: [IndexKey.tag], to: [IndexKey.tag + 1]) { key, _ in
+                    present.insert(key)
+                    return true
+                }
+            }
+            report.indexEntries = present.count
+            guard model != nil else { return }
+            for key in present.subtracting(expectedIndex).sorted(by: { $0.precedes($1) }) {
+                let reference = IndexKey.reference(fromIndexKey: key)
+                problem(.extraIndexEntry, key: key, "an index entry no row accounts for\(reference.map { " (reference \($0))" } ?? "")")
+                if repair {
+                    batch.delete(key)
+                    report.repairs.append("deleted index entry 0x\(hex(key))")
+                }
+            }
+            for key in expectedIndex.subtracting(present).sorted(by: { $0.precedes($1) }) {
+                problem(.missingIndexEntry, key: key, "a row's index entry is missing\(IndexKey.reference(fromIndexKey: key).map { " (reference \($0))" } ?? "")")
+                if repair {
+                    batch.put(key, [])
+                    report.repairs.append("added index entry 0x\(hex(key))")
+                }
+            }
+        }
+
+        mutating func checkOtherKeys() throws {
+            var stray: [[UInt8]] = []
+            try mappingEngineErrors("scan the keys") { () throws(StoreError) in
+                try snapshot.forEach(from: [], to: [KeyLayout.rowTag]) { key, _ in
+                    if key != KeyLayout.metadataKey && key != KeyLayout.modelKey { stray.append(key) }
+                    return true
+                }
+                try snapshot.forEach(from: [IndexKey.tag + 1], to: nil) { key, _ in
+                    stray.append(key)
+                    return true
+                }
+            }
+            for key in stray { problem(.strayKey, key: key, "a key outside StrataStore's key spaces ([KEY-1], [KEY-2], [IDX-S1])") }
+        }
+
+        // MARK: Metadata
+
+        mutating func checkMetadata() throws {
+            guard var record else {
+                if repair {
+                    var rebuilt = MetadataRecord()
+                    rebuilt.rowCounts = counts
+                    rebuilt.nextReference = maxReference + 1
+                    batch.put(KeyLayout.metadataKey, rebuilt.encode())
+                    report.repairs.append("rebuilt the metadata record from the rows (the coordinator's metadata is lost)")
+                }
+                return
+            }
+            var changed = false
+            for entity in Set(record.rowCounts.keys).union(counts.keys).sorted() {
+                let stored = record.rowCounts[entity] ?? 0, actual = counts[entity] ?? 0
+                if stored != actual {
+                    problem(.rowCount, key: KeyLayout.metadataKey, "the metadata counts \(stored) rows of \(entity); the store holds \(actual)")
+                    record.rowCounts[entity] = actual == 0 ? nil : actual
+                    changed = true
+                }
+            }
+            if record.nextReference <= maxReference {
+                problem(.nextReference, key: KeyLayout.metadataKey, "the next reference \(record.nextReference) is not above the largest stored reference \(maxReference): new objects would reuse references")
+                record.nextReference = maxReference + 1
+                changed = true
+            }
+            if repair && changed {
+                batch.put(KeyLayout.metadataKey, record.encode())
+                report.repairs.append("rewrote the metadata record (row counts, next reference)")
+            }
+        }
+
+        // MARK: Repair
+
+        mutating func repairRows() throws {
+            for key in deletedRows.sorted(by: { $0.precedes($1) }) {
+                batch.delete(key)
+                report.repairs.append("deleted undecodable row 0x\(hex(key))")
+            }
+            for key in dropLinks.keys.sorted(by: { $0.precedes($1) }) where !deletedRows.contains(key) {
+                guard let bytes = try get(key), var row = try? StoredRow.decode(bytes, context: "row") else { continue }
+                for (name, entity, reference) in dropLinks[key] ?? [] {
+                    if var list = row.toMany[name] {
+                        list.removeAll { $0.entity == entity && $0.reference == reference }
+                        row.toMany[name] = list
+                    } else if let stored = row.toOne[name], let target = stored, target.entity == entity, target.reference == reference {
+                        let none: (entity: String, reference: Int64)? = nil
+                        row.toOne[name] = none
+                    }
+                    let object = Self.parseRowKey(key).map { uri(row.entity, $0.reference) } ?? "0x" + hex(key)
+                    report.repairs.append("removed \(object).\(name) → \(uri(entity, reference))")
+                }
+                row.version += 1
+                batch.put(key, row.encode())
+            }
+        }
+    }
+}
+
+/// Bytes as lowercase hex.
+func hex(_ bytes: some Sequence<UInt8>) -> String {
+    bytes.map { $0 < 16 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+}

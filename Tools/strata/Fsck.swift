@@ -1,0 +1,112 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// `strata fsck <store>`.
+struct Fsck: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check a store: every checksum, the manifest, the index and, for a StrataStore, every row, relationship and index.",
+        discussion: """
+            Files: every WAL record's and segment block's checksum, the manifest against the \
+            files present, each segment's footer and block table against its blocks, and the \
+            index that opening would build against a full scan of every entry. Objects (a \
+            StrataStore): every row decodes under the stored model, every relationship \
+            destination exists and its inverse points back, every secondary index holds exactly \
+            the rows' entries, and the metadata's row counts and next reference match the rows.
+
+            --repair salvages: it takes the store's lock (never touching a store open \
+            elsewhere), copies every file to <store>.fsck-backup-<time> (unless --no-backup), \
+            truncates torn tails, drops damaged WAL records and unreadable blocks, rebuilds the \
+            manifest, deletes rows that do not decode, removes dangling and one-sided \
+            relationship links, rebuilds index entries and metadata counts, checks again, and \
+            lists everything it dropped.
+
+            Exit status: 0 clean; 1 problems found (with --repair: found and repaired, the store \
+            now passes); 3 problems remain after --repair; 2 usage or I/O errors.
+
+            Examples:
+              strata fsck /var/lib/app/store
+              strata fsck --json /var/lib/app/store > report.json
+              strata fsck --repair /var/lib/app/store
+              strata fsck --repair --backup-dir /backups/store-before-repair /var/lib/app/store
+            """)
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @Flag(help: "Salvage what can be salvaged (after backing the store up).")
+    var repair = false
+
+    @Flag(name: .customLong("no-backup"), help: "With --repair: do not copy the store's files aside first.")
+    var noBackup = false
+
+    @Option(name: .customLong("backup-dir"), help: "With --repair: where to copy the files (default: <store>.fsck-backup-<UTC time>).")
+    var backupDirectory: String?
+
+    @Option(help: "Print at most this many problems of each level in the text output (JSON lists all).")
+    var limit: Int = 50
+
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if !repair && (noBackup || backupDirectory != nil) { throw ValidationError("--no-backup and --backup-dir only apply with --repair") }
+        if noBackup && backupDirectory != nil { throw ValidationError("--no-backup and --backup-dir contradict each other") }
+        guard limit >= 0 else { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() throws {
+        let progress = Progress("fsck", quiet: output.quiet || output.json)
+        var options = FsckOptions()
+        options.repair = repair
+        options.backup = !noBackup
+        options.backupPath = backupDirectory
+        options.progress = { step in progress.update(step.bytesDone, of: step.bytesTotal, detail: (step.path as NSString).lastPathComponent) }
+        let report = try explained(path: store) { try StoreFsck.run(at: store, options: options) }
+        progress.finish()
+        if output.json {
+            try Output.json(report)
+        } else {
+            printText(report)
+        }
+        if report.isClean { return }
+        if report.repaired && report.after?.isClean != true { throw ExitCode(3) }
+        throw ExitCode(1)
+    }
+
+    func printText(_ report: FsckReport) {
+        let files = report.files
+        let fileErrors = files.problems.filter { $0.severity == "error" }.count
+        Output.line("fsck \(report.path)")
+        Output.line("  files:   \(files.walRecords) WAL records, \(files.blocks) blocks, \(files.entries) entries, \(files.liveKeys) live keys, \(Output.bytes(files.bytesChecked)) checked: \(fileErrors == 0 ? "ok" : "\(fileErrors) errors")\(files.problems.count > fileErrors ? ", \(files.problems.count - fileErrors) warnings" : "")")
+        for problem in files.problems.prefix(limit) { Output.line("    \(problem)") }
+        if files.problems.count > limit { Output.line("    … \(files.problems.count - limit) more (--json lists all)") }
+        if let objects = report.objects {
+            if objects.isObjectStore {
+                Output.line("  objects: \(objects.rows) rows, \(objects.references) references, \(objects.indexEntries) index entries\(objects.hasModel ? "" : " (no stored model: rows decoded, relationships and indexes not checked)"): \(objects.problems.isEmpty ? "ok" : "\(objects.problems.count) errors")")
+                for problem in objects.problems.prefix(limit) { Output.line("    \(problem)") }
+                if objects.problems.count > limit { Output.line("    … \(objects.problems.count - limit) more (--json lists all)") }
+            } else {
+                Output.line("  objects: not a StrataStore (an engine store): no object checks")
+            }
+        } else if let reason = report.objectsSkippedReason {
+            Output.line("  objects: not checked: \(reason)")
+        }
+        if report.repaired {
+            Output.line("repair:")
+            if let backup = report.backupPath { Output.line("  backup of the files before repair: \(backup)") }
+            if report.rebuiltManifest { Output.line("  rebuilt the manifest from the files present") }
+            for dropped in report.dropped { Output.line("  dropped \(dropped)") }
+            for change in report.objectRepairs.prefix(limit) { Output.line("  \(change)") }
+            if report.objectRepairs.count > limit { Output.line("  … \(report.objectRepairs.count - limit) more (--json lists all)") }
+            if report.dropped.isEmpty && report.objectRepairs.isEmpty && !report.rebuiltManifest {
+                Output.line("  nothing dropped (warnings only: torn tails and orphans are cleaned by opening)")
+            }
+            if let after = report.after {
+                Output.line("after repair: \(after.isClean ? "clean" : "\(after.fileProblems.count + after.objectProblems.count) problems remain")")
+                for problem in after.fileProblems.prefix(limit) { Output.line("    \(problem)") }
+                for problem in after.objectProblems.prefix(limit) { Output.line("    \(problem)") }
+            }
+        }
+        Output.line(report.isClean ? "clean" : (report.repaired ? "problems found and repaired" : "problems found; run `strata fsck --repair \(report.path)` to salvage"))
+    }
+}

@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import Strata
+
+/// `strata stats <store>`.
+struct Stats: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the numbers an operator tracks: space amplification, keys, index memory, cache counters.",
+        discussion: """
+            Opens the store read-only (recovery and index build included: the time is shown) \
+            and prints disk and live bytes, space amplification (disk / live: `strata compact` \
+            brings it toward 1), dead bytes, WAL and segment counts, the in-memory index's \
+            size, and the row cache counters of the engine this command opened (another \
+            process's cache is not visible from outside it).
+
+            Examples:
+              strata stats /var/lib/app/store
+              strata stats --json /var/lib/app/store | jq .spaceAmplification
+            """)
+
+    @Argument(help: "The store directory.")
+    var store: String
+
+    @OptionGroup var output: OutputOptions
+
+    func run() throws {
+        let report = try explained(path: store) { try StoreInspector.stats(at: store) }
+        if output.json { return try Output.json(report) }
+        Output.line("stats \(report.path)")
+        Output.line("  keys:                \(report.keyCount)")
+        Output.line("  disk:                \(Output.bytes(report.diskBytes)) (\(report.walFiles) WAL files \(Output.bytes(report.walBytes)), \(report.segmentFiles) segments \(Output.bytes(report.segmentBytes)))")
+        Output.line("  live:                \(Output.bytes(report.liveBytes)); dead \(Output.bytes(report.deadBytes))")
+        Output.line(String(format: "  space amplification: %.2f×", report.spaceAmplification))
+        Output.line(String(format: "  index memory:        %@ (%.1f bytes per key, keys included)", Output.bytes(UInt64(report.indexMemoryBytes)), report.indexBytesPerKey))
+        Output.line("  last sequence:       \(report.lastSequence)")
+        Output.line(String(format: "  open time:           %.3f s", report.openSeconds))
+        let cache = report.cache.keys.sorted().map { "\($0) \(Int(report.cache[$0] ?? 0))" }.joined(separator: ", ")
+        Output.line("  row cache (this process): \(cache)")
+        if !report.rowCounts.isEmpty {
+            Output.line("  rows:                " + report.rowCounts.sorted(by: { $0.key < $1.key }).map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+    }
+}
