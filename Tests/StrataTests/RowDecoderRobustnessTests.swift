@@ -1,0 +1,82 @@
+import Foundation
+import ObjectGraph
+@testable import Strata
+import Testing
+
+/// The decoders `strata fsck`, `inspect` and `dump` run on damaged stores: a row, the metadata
+/// record and the model record. Every single-byte change and every truncation of a valid
+/// encoding must decode or throw `storeCorrupted`-style errors, never trap.
+@Suite struct RowDecoderRobustnessTests {
+    static func model() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Shelf", properties: [
+                .attribute("label", .string, optional: false, indexed: true),
+                .toMany("books", "Book", inverse: "shelf", ordered: true, maxCount: 5, deleteRule: .cascade),
+            ]),
+            EntityDescription(name: "Book", properties: [
+                .attribute("year", .integer16, indexed: true),
+                .attribute("price", .decimal),
+                .toOne("shelf", "Shelf", inverse: "books"),
+            ]),
+            EntityDescription(name: "Atlas", superentity: "Book", properties: [.attribute("scale", .double)]),
+        ])
+    }
+
+    static let row = StoredRow(
+        entity: "Book", version: 300,
+        attributes: ["year": .int16(1851), "price": .decimal(Decimal(string: "12.5") ?? 0), "note": .string("é"), "when": .date(Date(timeIntervalSinceReferenceDate: 5))],
+        toOne: ["shelf": (entity: "Shelf", reference: 7)],
+        toMany: ["tags": [(entity: "Tag", reference: -3), (entity: "Tag", reference: 1 << 40)]])
+
+    static let metadata = MetadataRecord(
+        nextReference: 1 << 33, rowCounts: ["Book": 130, "Shelf": 2],
+        metadata: ["NSStoreUUID": .string("A-B"), "flag": .bool(true), "blob": .data(Data([0, 1, 2]))])
+
+    /// Every variant of `bytes`: each byte XORed with masks that flip the low bit, the high bit
+    /// and every bit, and every proper prefix.
+    static func variants(of bytes: [UInt8]) -> [[UInt8]] {
+        var result: [[UInt8]] = []
+        for position in bytes.indices {
+            for mask: UInt8 in [0x01, 0x80, 0xFF] {
+                var copy = bytes
+                copy[position] ^= mask
+                result.append(copy)
+            }
+        }
+        for length in 0..<bytes.count { result.append(Array(bytes.prefix(length))) }
+        return result
+    }
+
+    @Test func validEncodingsRoundTrip() throws {
+        #expect(try StoredRow.decode(Self.row.encode(), context: "row") == Self.row)
+        #expect(try MetadataRecord.decode(Self.metadata.encode()) == Self.metadata)
+        let model = try Self.model()
+        let decoded = try ModelRecord.decode(ModelRecord.encode(model))
+        #expect(decoded.entityVersionHashesByName == model.entityVersionHashesByName)
+        #expect(ModelRecord.encode(decoded) == ModelRecord.encode(model))
+    }
+
+    @Test func damagedRowsThrowOrDecodeWithoutTrapping() {
+        var thrown = 0
+        for bytes in Self.variants(of: Self.row.encode()) {
+            do { _ = try StoredRow.decode(bytes, context: "row") } catch { thrown += 1 }
+        }
+        #expect(thrown > 0, "some damage must be detected")
+    }
+
+    @Test func damagedMetadataRecordsThrowOrDecodeWithoutTrapping() {
+        var thrown = 0
+        for bytes in Self.variants(of: Self.metadata.encode()) {
+            do { _ = try MetadataRecord.decode(bytes) } catch { thrown += 1 }
+        }
+        #expect(thrown > 0)
+    }
+
+    @Test func damagedModelRecordsThrowOrDecodeWithoutTrapping() throws {
+        var thrown = 0
+        for bytes in Self.variants(of: ModelRecord.encode(try Self.model())) {
+            do { _ = try ModelRecord.decode(bytes) } catch { thrown += 1 }
+        }
+        #expect(thrown > 0)
+    }
+}
