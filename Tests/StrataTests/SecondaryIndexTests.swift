@@ -143,4 +143,70 @@ import Testing
         #expect(try Self.results(strata, "Item", predicate) == Self.results(reference, "Item", predicate))
         withExtendedLifetime(keep) {}
     }
+
+    // [IDX-S5] Limited fetches sorted by an indexed attribute walk the index in order and stop
+    // early; every page equals the reference store's, ties and secondary sorts included.
+    @Test(arguments: [nil, "rank > 0", "name BEGINSWITH 'a'", "name IN {'beta', 'alpha3', 'gamma1', 'zzz'}", "rank IN {1, -2, 99}", "note == nil", "rank < 5 AND name > 'b'"])
+    func limitedFetchesSortedByAnIndexedAttributeMatchTheReferenceStore(format: String?) throws {
+        let (strata, reference, keep) = try Self.stores()
+        let predicate = try format.map { try FetchPredicate(format: $0) }
+        let entity = try strata.managedObjectModel.entity(named: "Item")
+        func page(_ coordinator: PersistentStoreCoordinator, _ entityName: String, _ sorts: [FetchSortDescriptor], _ limit: Int, _ offset: Int, ids: Bool) throws -> [String] {
+            var request = FetchRequest(entityName: entityName)
+            request.predicate = predicate
+            request.sortDescriptors = sorts
+            request.fetchLimit = limit
+            request.fetchOffset = offset
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            let objects: [ManagedObject]
+            if ids {
+                request.resultType = .managedObjectID
+                objects = try context.fetchObjectIDs(request).map { context.object(with: $0) }
+            } else {
+                objects = try context.fetch(request)
+            }
+            return try objects.map { "\(try $0.value(forKey: "name"))|\(try $0.value(forKey: "rank"))" }
+        }
+        let sortings: [[FetchSortDescriptor]] = [
+            [FetchSortDescriptor(keyPath: "name")], [FetchSortDescriptor(keyPath: "rank")],
+            [FetchSortDescriptor(keyPath: "rank"), FetchSortDescriptor(keyPath: "name", ascending: false)],
+            [FetchSortDescriptor(keyPath: "name"), FetchSortDescriptor(keyPath: "rank")],
+        ]
+        for sorts in sortings {
+            var request = FetchRequest(entityName: "Item")
+            request.entity = entity
+            request.predicate = predicate
+            request.sortDescriptors = sorts
+            request.fetchLimit = 3
+            #expect(StrataStore.orderedIndexPlan(for: request, entity: entity, root: "Item")?.attribute == sorts[0].keyPath)
+            for entityName in ["Item", "Special"] {
+                for limit in [1, 3, 7, 100] {
+                    for offset in [0, 2] {
+                        let ids = limit == 7
+                        #expect(
+                            try page(strata, entityName, sorts, limit, offset, ids: ids) == page(reference, entityName, sorts, limit, offset, ids: ids),
+                            "\(format ?? "no predicate") \(sorts) limit \(limit) offset \(offset) on \(entityName)")
+                    }
+                }
+            }
+        }
+        withExtendedLifetime(keep) {}
+    }
+
+    // Sorts the index cannot serve in order (descending, string options, a key path) use no
+    // ordered plan.
+    @Test func sortsTheIndexCannotServeUseNoOrderedPlan() throws {
+        let entity = try SecondaryIndexTests.model().entity(named: "Item")
+        for sort in [FetchSortDescriptor(keyPath: "name", ascending: false), FetchSortDescriptor(keyPath: "name", options: [.caseInsensitive]), FetchSortDescriptor(keyPath: "note")] {
+            var request = FetchRequest(entityName: "Item")
+            request.entity = entity
+            request.sortDescriptors = [sort]
+            request.fetchLimit = 3
+            #expect(StrataStore.orderedIndexPlan(for: request, entity: entity, root: "Item") == nil, "\(sort)")
+        }
+        var unlimited = FetchRequest(entityName: "Item")
+        unlimited.entity = entity
+        unlimited.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+        #expect(StrataStore.orderedIndexPlan(for: unlimited, entity: entity, root: "Item") == nil)
+    }
 }

@@ -33,6 +33,39 @@ extension StrataStore {
         var rows: [RowView] = []
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
         if roots.count == 1, let root = roots.first, let entity = request.entity,
+            let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root)
+        {
+            // [IDX-S5] A limited fetch sorted by an indexed attribute walks that index in order
+            // and stops once the page is full (and the last value's ties are in).
+            let needed = request.fetchOffset + request.fetchLimit
+            var matched = 0
+            var lastValue: ArraySlice<UInt8>? = nil
+            var failure: Error? = nil
+            walk: for range in ordered.ranges {
+                snapshot.forEachKey(from: range.lower, to: range.upper) { key in
+                    let value = key.dropLast(8)
+                    if matched >= needed && value != lastValue { return false }
+                    do {
+                        guard let reference = IndexKey.reference(fromIndexKey: key),
+                            let row = try source.row(root: root, reference: reference),
+                            names.contains(row.entity), let rowEntity = model.entitiesByName[row.entity]
+                        else { return true }
+                        let view = RowView(reference: reference, row: row, entity: rowEntity, source: source)
+                        if try request.predicate?.evaluate(with: view) ?? true {
+                            rows.append(view)
+                            matched += 1
+                            lastValue = value
+                        }
+                        return true
+                    } catch {
+                        failure = error
+                        return false
+                    }
+                }
+                if let failure { throw failure }
+                if matched >= needed { break walk }
+            }
+        } else if roots.count == 1, let root = roots.first, let entity = request.entity,
             let plan = Self.bestIndexPlan(for: request, entity: entity, root: root, in: snapshot)
         {
             // [IDX-S4] Candidates from the index, in reference order like a scan.

@@ -33,6 +33,38 @@ extension StrataStore {
         return best?.plan
     }
 
+    /// [IDX-S5] For an object or ID fetch with a limit whose first sort descriptor is an
+    /// ascending, option-free sort on an indexed attribute of an exactly ordered kind
+    /// (integers, booleans, strings, dates, UUIDs), the ranges of that attribute's index to
+    /// walk in order: those of a conjunct on the attribute, else the whole index (every row
+    /// has an entry, nulls first, as the sort puts them). Index order is the sort's order, and
+    /// ties are in reference order, as a stable sort of a scan leaves them.
+    static func orderedIndexPlan(for request: FetchRequest, entity: EntityDescription, root: String) -> IndexPlan? {
+        guard request.fetchLimit > 0, request.resultType == .managedObject || request.resultType == .managedObjectID,
+            let first = request.sortDescriptors.first, first.ascending, first.options.isEmpty,
+            !first.keyPath.contains("."), let attribute = entity.propertiesByName[first.keyPath] as? AttributeDescription,
+            attribute.isIndexed, !attribute.isTransient
+        else { return nil }
+        switch attribute.attributeType {
+        case .integer16, .integer32, .integer64, .boolean, .string, .date, .uuid: break
+        default: return nil
+        }
+        if let plan = indexPlans(for: request, entity: entity, root: root).first(where: { $0.attribute == attribute.name }) {
+            let sorted = plan.ranges.sorted { $0.lower.precedes($1.lower) }
+            var merged: [(lower: [UInt8], upper: [UInt8])] = []
+            for range in sorted {
+                if let last = merged.last, !last.upper.precedes(range.lower) {
+                    if last.upper.precedes(range.upper) { merged[merged.count - 1].upper = range.upper }
+                } else {
+                    merged.append(range)
+                }
+            }
+            return IndexPlan(attribute: attribute.name, ranges: merged)
+        }
+        let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
+        return IndexPlan(attribute: attribute.name, ranges: [(prefix, prefixEnd(prefix))])
+    }
+
     /// Every plan the predicate's conjuncts allow, in conjunct order.
     static func indexPlans(for request: FetchRequest, entity: EntityDescription, root: String) -> [IndexPlan] {
         guard let predicate = request.predicate else { return [] }

@@ -89,6 +89,15 @@ public struct Snapshot: Sendable {
         return count
     }
 
+    /// Calls `body` with each key in `[lowerBound, upperBound)`, in ascending order, until it
+    /// returns `false`. Reads only the index (no value is read).
+    public func forEachKey(from lowerBound: [UInt8], to upperBound: [UInt8]?, _ body: ([UInt8]) throws -> Bool) rethrows {
+        var cursor = index.cursor(from: lowerBound, to: upperBound)
+        while let (key, _) = cursor.next() {
+            guard try body(key) else { return }
+        }
+    }
+
     /// The keys starting with `prefix`, in ascending order. Reads only the index.
     public func keys(prefix: [UInt8]) -> [[UInt8]] {
         index.cursor(from: prefix, to: KeyIndex.prefixEnd(prefix)).map(\.key)
