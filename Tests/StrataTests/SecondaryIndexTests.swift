@@ -209,4 +209,43 @@ import Testing
         unlimited.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
         #expect(StrataStore.orderedIndexPlan(for: unlimited, entity: entity, root: "Item") == nil)
     }
+
+    // [IDX-S6] Indexing is not part of the version hash: reopening with a model that indexes
+    // another attribute rebuilds the entries, so index-served fetches still see every row.
+    @Test func reopeningWithAModelThatIndexesOtherAttributesRebuildsTheIndexes() throws {
+        func model(indexNote: Bool) throws -> ManagedObjectModel {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "Item", properties: [
+                    .attribute("name", .string, optional: false, indexed: !indexNote),
+                    .attribute("note", .string, indexed: indexNote),
+                ]),
+            ])
+        }
+        let temporary = TemporaryStore()
+        do {
+            let coordinator = try temporary.coordinator(model: model(indexNote: false))
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for i in 0..<30 {
+                let item = try context.insertNewObject(forEntityName: "Item")
+                try item.setValue(.string("n\(i)"), forKey: "name")
+                try item.setValue(.string(i % 3 == 0 ? "odd" : "even"), forKey: "note")
+            }
+            try context.save()
+            for store in coordinator.persistentStores { try coordinator.remove(store) }
+        }
+        for indexNote in [true, false, true] {
+            let reopened = try temporary.coordinator(model: model(indexNote: indexNote))
+            let engine = try #require((reopened.persistentStores.first as? StrataStore)?.storageEngine)
+            let snapshot = try engine.snapshot()
+            #expect(snapshot.countKeys(from: IndexKey.prefix(root: "Item", attribute: "note"), to: StrataStore.prefixEnd(IndexKey.prefix(root: "Item", attribute: "note"))) == (indexNote ? 30 : 0))
+            #expect(snapshot.countKeys(from: IndexKey.prefix(root: "Item", attribute: "name"), to: StrataStore.prefixEnd(IndexKey.prefix(root: "Item", attribute: "name"))) == (indexNote ? 0 : 30))
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "note == 'odd'")
+            let context = ManagedObjectContext(persistentStoreCoordinator: reopened)
+            #expect(try context.fetch(request).count == 10)
+            let report = try ObjectChecker.check(engine: engine, repair: false)
+            #expect(report.problems.isEmpty, "\(report.problems)")
+            for store in reopened.persistentStores { try reopened.remove(store) }
+        }
+    }
 }

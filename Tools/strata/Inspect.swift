@@ -15,7 +15,7 @@ struct Inspect: ParsableCommand {
             Examples:
               strata inspect /var/lib/app/store
               strata inspect /var/lib/app/store --object x-coredata://<store-uuid>/Book/p12
-              strata inspect /var/lib/app/store --key 006d6574616461746100
+              strata inspect /var/lib/app/store --key 006d65746164617461
               strata inspect --json /var/lib/app/store
             """)
 

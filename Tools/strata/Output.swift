@@ -99,8 +99,11 @@ final class Progress: @unchecked Sendable {
 
 /// Explains an error to an operator: what happened and what to do. Used for exit status 2.
 func explain(_ error: any Error, path: String) -> String {
-    if let error = error as? StoreError {
+    if var error = error as? StoreError {
+        while error.message.hasSuffix(".") { error.message.removeLast() }
         switch error.code {
+        case .notFound where error.message.hasPrefix("no record"):
+            return "strata: \(path): \(error.message)."
         case .notAStore:
             return "strata: \(path) is not a Strata store: \(error.message).\n  Check the path: a store is a directory holding MANIFEST, LOCK and its numbered .wal and .seg files."
         case .notFound:

@@ -89,6 +89,14 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             shared.release()
             throw error
         }
+        if !isReadOnly, let model = persistentStoreCoordinator?.managedObjectModel {
+            do {
+                _ = try Self.reconcileIndexes(in: shared, model: model)
+            } catch {
+                shared.release()
+                throw error
+            }
+        }
         let previous = state.withLock { state -> SharedEngine? in
             defer {
                 state.shared = shared

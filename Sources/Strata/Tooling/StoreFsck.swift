@@ -165,6 +165,12 @@ public enum StoreFsck {
             throw error
         }
         report.repaired = true
+        // A read-write open removes the files the repair stopped naming ([REC-1]).
+        var tidy = EngineOptions()
+        tidy.compaction.automatic = false
+        tidy.backgroundFlush = false
+        tidy.fileSystem = options.fileSystem
+        try Engine.open(at: path, options: tidy).close()
         let again = try StoreChecker.check(at: path, fileSystem: options.fileSystem)
         let (objectsAfter, skipped) = objectCheck(path: path, fileSystem: options.fileSystem, filesClean: again.isClean)
         let fileProblems = again.problems.map(FileProblem.init)
@@ -188,7 +194,7 @@ public enum StoreFsck {
         } catch {
             let reason = filesClean
                 ? "the object check failed: \(error)"
-                : "the store does not open until its files are repaired (\(error))"
+                : "the object check needs the files repaired first (\(error))"
             return (nil, reason)
         }
     }

@@ -74,6 +74,7 @@ public enum StoreChecker {
     /// store another process is writing.
     ///
     /// - Throws: ``StoreError/Code/locked`` when the store is open elsewhere,
+    ///   ``StoreError/Code/unsupportedVersion`` when a newer Strata wrote it,
     ///   ``StoreError/Code/notFound`` / ``StoreError/Code/notAStore`` when `path` is not a store,
     ///   and I/O errors. Damage is reported in the returned report, not thrown.
     public static func check(
@@ -120,7 +121,8 @@ public enum StoreChecker {
             do throws(StoreError) {
                 guard let loaded = try Manifest.load(fileSystem: fileSystem, directory: path) else { return }
                 manifest = loaded
-            } catch where error.code == .corruption || error.code == .notAStore || error.code == .unsupportedVersion {
+            } catch where error.code == .corruption || error.code == .notAStore {
+                // A newer version (its checksum holds: [MAN-3]) is not damage: it is thrown.
                 problem(.error, error.path ?? manifestPath, error.offset, error.message)
                 return
             }

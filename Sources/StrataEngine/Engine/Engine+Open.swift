@@ -17,6 +17,7 @@ extension Engine {
         let fs = options.fileSystem
         let path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
         try prepareLocation(path, fileSystem: fs, readOnly: options.readOnly)
+        try refuseForeignDirectory(path, options: options)
         let lock = try fs.lock(path + "/" + Format.lockFileName)
         do throws(StoreError) {
             return try recover(path: path, options: options, lock: lock)
@@ -196,6 +197,31 @@ extension Engine {
             throw StoreError.corruption("segment named in the manifest is missing", path: path, offset: 0)
         }
         return try SegmentReader.open(fileSystem: fileSystem, path: path, fileNumber: number)
+    }
+
+    /// [DIR-4] Before the lock file is created: a directory without a MANIFEST must hold only a
+    /// creation's leftovers (and a read-only open needs a MANIFEST), so a foreign directory is
+    /// never written. `newStoreManifest` checks again under the lock. Repair rebuilds a missing
+    /// manifest from Strata's numbered files, so it skips the check when there are some.
+    static func refuseForeignDirectory(_ path: String, options: EngineOptions) throws(StoreError) {
+        let fs = options.fileSystem
+        guard case .directory? = try fs.kind(of: path) else { return }
+        let names = try fs.contentsOfDirectory(path)
+        guard !names.contains(Format.manifestFileName) else { return }
+        if options.repair && names.contains(where: { Format.parseNumberedFileName($0) != nil }) { return }
+        for name in names where name != Format.lockFileName && name != Format.manifestTempFileName {
+            guard let parsed = Format.parseNumberedFileName(name), parsed.ext == Format.walExtension,
+                case .file(let size)? = try fs.kind(of: path + "/" + name), size <= UInt64(Format.walHeaderSize)
+            else {
+                throw StoreError(
+                    .notAStore,
+                    "directory is not empty and has no MANIFEST (found \(name)); it is not a Strata store. Use an empty or new directory, or open with repair if this is a damaged store.",
+                    path: path)
+            }
+        }
+        if options.readOnly {
+            throw StoreError(.notFound, "no store here yet (opened read-only, so none was created)", path: path)
+        }
     }
 
     /// [DIR-4] A directory without a MANIFEST is a new store when it holds nothing but Strata's

@@ -297,7 +297,7 @@ final class PosixFileLock: FileLock {
             defer { fd = nil }
             return fd
         }
-        if let taken { _ = Glibc.close(taken) }
+        if let taken { _ = flock(taken, LOCK_UN); _ = Glibc.close(taken) }
     }
 }
 

@@ -62,6 +62,16 @@ struct Manifest: Equatable, Sendable {
                 throw StoreError.corruption("manifest header is truncated", path: path, offset: 8)
             }
             guard version <= Format.version else {
+                // [MAN-3] Newer only when the checksum holds: a damaged version field is damage.
+                let end = Format.manifestHeaderSize + Int(length)
+                guard raw.count == end + 4,
+                    UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: end, as: UInt32.self))
+                        == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<end]))
+                else {
+                    throw StoreError.corruption(
+                        "manifest says format version \(version) but its checksum fails: the header is damaged",
+                        path: path, offset: UInt64(max(Format.manifestHeaderSize, min(end, raw.count - 4))))
+                }
                 throw StoreError(
                     .unsupportedVersion,
                     "store has format version \(version); this build reads up to \(Format.version). Open it with a newer Strata.",

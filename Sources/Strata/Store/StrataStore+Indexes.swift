@@ -1,0 +1,66 @@
+import ObjectGraph
+import StrataEngine
+
+extension StrataStore {
+    /// The indexed, stored attributes of a model, as `Entity.attribute`: what decides which
+    /// index entries rows have ([IDX-S1]). Model version hashes do not cover indexing, so a
+    /// store opens with a model that indexes other attributes than the one it was saved with.
+    static func indexSignature(of model: ManagedObjectModel) -> Set<String> {
+        var signature = Set<String>()
+        for entity in model.entities {
+            for attribute in entity.attributes where attribute.isIndexed && !attribute.isTransient {
+                signature.insert(entity.name + "." + attribute.name)
+            }
+        }
+        return signature
+    }
+
+    /// [IDX-S6] When the loading model indexes other attributes than the stored model
+    /// ([ROW-5]) — or the store has rows but no model record — rebuilds every hierarchy's index
+    /// entries from its rows in one transaction with the new model record, so index-served
+    /// fetches never miss a row. Returns the number of index entries added and removed.
+    static func reconcileIndexes(in shared: SharedEngine, model: ManagedObjectModel) throws -> Int {
+        let engine = shared.engine
+        return try shared.saveLock.withLock { _ -> Int in
+            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+            let storedBytes = try mappingEngineErrors("read the model record") { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }
+            if let storedBytes, let stored = try? ModelRecord.decode(storedBytes), indexSignature(of: stored) == indexSignature(of: model) {
+                return 0
+            }
+            let hasRows = snapshot.countKeys(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1], limit: 1) > 0
+            if storedBytes == nil && !hasRows { return 0 }
+            var batch = WriteBatch()
+            for root in model.entities where root.superentity == nil {
+                var expected = Set<[UInt8]>()
+                var failure: Error?
+                try mappingEngineErrors("scan \(root.name) rows") { () throws(StoreError) in
+                    try snapshot.forEach(from: KeyLayout.rowPrefix(root: root.name), to: KeyLayout.rowPrefixEnd(root: root.name)) { key, value in
+                        do {
+                            guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
+                            let row = try StoredRow.decode(value, context: "row \(root.name) #\(reference)")
+                            guard let entity = model.entitiesByName[row.entity] else { return true }
+                            expected.formUnion(IndexKey.keys(of: row, reference: reference, entity: entity, root: root.name))
+                            return true
+                        } catch {
+                            failure = error
+                            return false
+                        }
+                    }
+                }
+                if let failure { throw failure }
+                let prefix = [IndexKey.tag] + Array(root.name.utf8) + [0x00]
+                var present = Set<[UInt8]>()
+                snapshot.forEachKey(from: prefix, to: prefixEnd(prefix)) { key in
+                    present.insert(key)
+                    return true
+                }
+                for stale in present.subtracting(expected) { batch.delete(stale) }
+                for missing in expected.subtracting(present) { batch.put(missing, []) }
+            }
+            let changes = batch.count
+            batch.put(KeyLayout.modelKey, ModelRecord.encode(model))
+            _ = try mappingEngineErrors("rebuild the indexes") { () throws(StoreError) in try engine.commit(batch) }
+            return changes
+        }
+    }
+}
