@@ -24,13 +24,40 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The object's entity.
-    public let entity: EntityDescription
+    public var entity: EntityDescription { storage.entity }
     /// The identifier of the store holding the object; `nil` while temporary.
-    public let storeIdentifier: String?
+    public var storeIdentifier: String? { storage.storeIdentifier }
     /// The ID's kind and key.
-    public let kind: Kind
+    public var kind: Kind { storage.kind }
     /// The store that created the ID, while it is alive.
-    public weak let persistentStore: PersistentStore?
+    public var persistentStore: PersistentStore? { storage.persistentStore }
+
+    /// The fields, in one immutable object: copying an ID is one retain (not one per field
+    /// plus a weak-reference copy), and its hash is computed once. IDs are copied and hashed
+    /// on every registration, fault and fetch.
+    final class Storage: @unchecked Sendable {
+        // Immutable after init; `persistentStore` is a weak reference the runtime protects.
+        let entity: EntityDescription
+        let storeIdentifier: String?
+        let kind: Kind
+        weak let persistentStore: PersistentStore?
+        /// The hash of entity name, store identifier and kind.
+        let fieldHash: Int
+
+        init(entity: EntityDescription, storeIdentifier: String?, kind: Kind, store: PersistentStore?) {
+            self.entity = entity
+            self.storeIdentifier = storeIdentifier
+            self.kind = kind
+            self.persistentStore = store
+            var hasher = Hasher()
+            hasher.combine(entity.name)
+            hasher.combine(storeIdentifier)
+            hasher.combine(kind)
+            self.fieldHash = hasher.finalize()
+        }
+    }
+
+    let storage: Storage
 
     /// A new temporary ID for an object of `entity`.
     public static func temporary(for entity: EntityDescription) -> ManagedObjectID {
@@ -38,10 +65,7 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     }
 
     init(entity: EntityDescription, storeIdentifier: String?, kind: Kind, store: PersistentStore?) {
-        self.entity = entity
-        self.storeIdentifier = storeIdentifier
-        self.kind = kind
-        self.persistentStore = store
+        storage = Storage(entity: entity, storeIdentifier: storeIdentifier, kind: kind, store: store)
     }
 
     /// The entity's name.
@@ -78,13 +102,13 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
 
     /// Equal when entity name, store identifier and kind are equal.
     public static func == (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
-        lhs.kind == rhs.kind && lhs.storeIdentifier == rhs.storeIdentifier && lhs.entity.name == rhs.entity.name
+        if lhs.storage === rhs.storage { return true }
+        return lhs.storage.fieldHash == rhs.storage.fieldHash && lhs.kind == rhs.kind
+            && lhs.storeIdentifier == rhs.storeIdentifier && lhs.entity.name == rhs.entity.name
     }
 
-    /// Hashes entity name, store identifier and kind.
+    /// Hashes entity name, store identifier and kind (computed once per ID).
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(entity.name)
-        hasher.combine(storeIdentifier)
-        hasher.combine(kind)
+        hasher.combine(storage.fieldHash)
     }
 }
