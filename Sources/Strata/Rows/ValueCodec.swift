@@ -113,7 +113,13 @@ struct RowReader {
     }
 
     mutating func string() throws -> String {
-        guard let text = String(validating: try blob(), as: UTF8.self) else { throw fail("invalid UTF-8") }
+        let slice = try blob()
+        let text = slice.withUnsafeBufferPointer { buffer -> String? in
+            // ASCII (property and entity names, most values) needs no validation.
+            if buffer.allSatisfy({ $0 < 0x80 }) { return String(decoding: buffer, as: UTF8.self) }
+            return String(validating: buffer, as: UTF8.self)
+        }
+        guard let text else { throw fail("invalid UTF-8") }
         return text
     }
 
