@@ -248,4 +248,36 @@ import Testing
             for store in reopened.persistentStores { try reopened.remove(store) }
         }
     }
+
+    // [IDX-S7] Counts the indexes answer exactly read no row and equal the reference store's;
+    // the others (BEGINSWITH, subentities only, non-index parts) are counted from rows, also
+    // equal.
+    @Test(arguments: [
+        ("name == 'alpha'", true), ("name IN {'beta', 'gamma3', 'nothing'}", true), ("rank < 0", true),
+        ("rank BETWEEN {-2, 4} AND name > 'b'", true), ("rank >= 11 AND rank <= 11", true), ("name == 'é'", true),
+        ("name BEGINSWITH 'alp'", false), ("rank > 0 AND note == nil", false), ("rank > 0 OR name == 'beta'", false),
+    ])
+    func countsMatchTheReferenceStore(format: String, indexOnly: Bool) throws {
+        let (strata, reference, keep) = try Self.stores()
+        let predicate = try FetchPredicate(format: format)
+        let entity = try strata.managedObjectModel.entity(named: "Item")
+        let engine = try #require((strata.persistentStores.first as? StrataStore)?.storageEngine)
+        var request = FetchRequest(entityName: "Item")
+        request.entity = entity
+        request.predicate = predicate
+        request.resultType = .count
+        let names = Set(request.matchingEntityNames())
+        let served = StrataStore.indexOnlyMatches(
+            for: request, entity: entity, root: "Item", names: names, model: strata.managedObjectModel, in: try engine.snapshot())
+        #expect((served != nil) == indexOnly, "\(format)")
+        for entityName in ["Item", "Special"] {
+            var count = FetchRequest(entityName: entityName)
+            count.predicate = predicate
+            let strataCount = try ManagedObjectContext(persistentStoreCoordinator: strata).count(for: count)
+            let referenceCount = try ManagedObjectContext(persistentStoreCoordinator: reference).count(for: count)
+            #expect(strataCount == referenceCount, "\(format) on \(entityName)")
+            if entityName == "Item", let served { #expect(served.count == referenceCount) }
+        }
+        withExtendedLifetime(keep) {}
+    }
 }

@@ -32,6 +32,13 @@ extension StrataStore {
         let source = RowSource(snapshot: snapshot, store: self, model: model)
         var rows: [RowView] = []
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
+        // [IDX-S7] A count that indexes answer exactly reads no row.
+        if request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, roots.count == 1,
+            let root = roots.first, let entity = request.entity,
+            let matches = Self.indexOnlyMatches(for: request, entity: entity, root: root, names: Set(names), model: model, in: snapshot)
+        {
+            return .count(matches.count)
+        }
         if roots.count == 1, let root = roots.first, let entity = request.entity,
             let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root)
         {

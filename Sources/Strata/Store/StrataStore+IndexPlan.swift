@@ -65,6 +65,51 @@ extension StrataStore {
         return IndexPlan(attribute: attribute.name, ranges: [(prefix, prefixEnd(prefix))])
     }
 
+    /// [IDX-S7] The references a predicate matches, read from indexes alone, when it is a
+    /// conjunction of comparisons that indexes answer exactly (`==`, `IN`, `<`, `<=`, `>`,
+    /// `>=`, `BETWEEN` on integer, boolean, string, date and UUID attributes; not `BEGINSWITH`,
+    /// whose byte prefix is not a grapheme prefix) and the fetch covers the whole hierarchy
+    /// (index entries do not say which subentity a row is). `nil` otherwise.
+    static func indexOnlyMatches(
+        for request: FetchRequest, entity: EntityDescription, root: String, names: Set<String>,
+        model: ManagedObjectModel, in snapshot: Snapshot
+    ) -> Set<Int64>? {
+        guard let predicate = request.predicate else { return nil }
+        func leaves(_ predicate: FetchPredicate) -> Int {
+            if case .and(let parts) = predicate { return parts.reduce(0) { $0 + leaves($1) } }
+            return 1
+        }
+        let constraints = predicate.conjunctiveConstraints
+        guard !constraints.isEmpty, leaves(predicate) == constraints.count,
+            !constraints.contains(where: { $0.op == .beginsWith }),
+            Set(model.entities.filter { StrataStore.root(of: $0).name == root }.map(\.name)).isSubset(of: names)
+        else { return nil }
+        let plans = indexPlans(for: request, entity: entity, root: root)
+        guard plans.count == constraints.count else { return nil }
+        for plan in plans {
+            guard let attribute = entity.attributesByName[plan.attribute] else { return nil }
+            switch attribute.attributeType {
+            case .integer16, .integer32, .integer64, .boolean, .string, .date, .uuid: continue
+            default: return nil
+            }
+        }
+        var matches: Set<Int64>? = nil
+        for plan in plans {
+            var found = Set<Int64>()
+            for range in plan.ranges {
+                snapshot.forEachKey(from: range.lower, to: range.upper) { key in
+                    if let reference = IndexKey.reference(fromIndexKey: key), matches?.contains(reference) ?? true {
+                        found.insert(reference)
+                    }
+                    return true
+                }
+            }
+            matches = found
+            if found.isEmpty { break }
+        }
+        return matches
+    }
+
     /// Every plan the predicate's conjuncts allow, in conjunct order.
     static func indexPlans(for request: FetchRequest, entity: EntityDescription, root: String) -> [IndexPlan] {
         guard let predicate = request.predicate else { return [] }
