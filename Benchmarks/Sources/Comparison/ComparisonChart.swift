@@ -11,8 +11,10 @@ public enum ComparisonChart {
     public static func svg(_ rows: [ComparisonRow], title: String, subtitle: [String] = []) -> String {
         let peers = ComparisonTable.peers(in: rows)
         let ratios = rows.flatMap { row in peers.compactMap { row.strataRatio(to: $0) } }
-        // The scale: whole powers of ten around every ratio, at least 0.1 to 10.
-        let low = min(-1, floor(log10(ratios.min() ?? 1)))
+        // The scale: whole powers of ten around every ratio, at least 0.1 to 10, with a decade
+        // to spare on the left so the label of the smallest bar clears the peer's name.
+        let smallest = floor(log10(ratios.min() ?? 1))
+        let low = min(-1, smallest < -1 ? smallest - 1 : smallest)
         let high = max(1, ceil(log10(ratios.max() ?? 1)))
         let width = 1000.0, labelWidth = 400.0, right = 70.0
         let plotLeft = labelWidth, plotRight = width - right
