@@ -267,22 +267,7 @@ import Testing
     /// `strata-crash-worker`, built by this package next to the test bundle (or the path in
     /// `STRATA_CRASH_WORKER`).
     static func workerExecutable() throws -> String {
-        if let path = ProcessInfo.processInfo.environment["STRATA_CRASH_WORKER"] { return path }
-        var directories: [String] = []
-        if let bundle = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            directories.append((bundle as NSString).deletingLastPathComponent)
-        }
-        directories.append((CommandLine.arguments[0] as NSString).deletingLastPathComponent)
-        let candidates = directories.map { ($0 as NSString).appendingPathComponent("strata-crash-worker") }
-        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw CrashTestFailure("""
-                strata-crash-worker is not built next to the test bundle (looked for \(candidates)). \
-                It is the package's executable product strata-crash-worker: build it with \
-                `swift build --build-tests` (or `swift build --product strata-crash-worker`) with the same \
-                scratch path and configuration, or set STRATA_CRASH_WORKER to its path.
-                """)
-        }
-        return found
+        try siblingExecutable("strata-crash-worker", override: "STRATA_CRASH_WORKER")
     }
 
     /// A new, empty temporary directory.

@@ -209,6 +209,15 @@ extension Engine {
         let names = try fs.contentsOfDirectory(path)
         guard !names.contains(Format.manifestFileName) else { return }
         if options.repair && names.contains(where: { Format.parseNumberedFileName($0) != nil }) { return }
+        try checkOnlyCreationLeftovers(path, names: names, fileSystem: fs)
+        if options.readOnly {
+            throw StoreError(.notFound, "no store here yet (opened read-only, so none was created)", path: path)
+        }
+    }
+
+    /// [DIR-4] Throws `notAStore` unless `names` are only a lock file, a temporary manifest and
+    /// WALs no longer than a header: the leftovers of a creation that crashed.
+    static func checkOnlyCreationLeftovers(_ path: String, names: [String], fileSystem fs: any FileSystem) throws(StoreError) {
         for name in names where name != Format.lockFileName && name != Format.manifestTempFileName {
             guard let parsed = Format.parseNumberedFileName(name), parsed.ext == Format.walExtension,
                 case .file(let size)? = try fs.kind(of: path + "/" + name), size <= UInt64(Format.walHeaderSize)
@@ -218,9 +227,6 @@ extension Engine {
                     "directory is not empty and has no MANIFEST (found \(name)); it is not a Strata store. Use an empty or new directory, or open with repair if this is a damaged store.",
                     path: path)
             }
-        }
-        if options.readOnly {
-            throw StoreError(.notFound, "no store here yet (opened read-only, so none was created)", path: path)
         }
     }
 
@@ -231,16 +237,7 @@ extension Engine {
         path: String, names: [String], numbered: [(number: UInt32, ext: String)], options: EngineOptions
     ) throws(StoreError) -> Manifest {
         let fs = options.fileSystem
-        for name in names where name != Format.lockFileName && name != Format.manifestTempFileName {
-            guard let parsed = Format.parseNumberedFileName(name), parsed.ext == Format.walExtension,
-                case .file(let size)? = try fs.kind(of: path + "/" + name), size <= UInt64(Format.walHeaderSize)
-            else {
-                throw StoreError(
-                    .notAStore,
-                    "directory is not empty and has no MANIFEST (found \(name)); it is not a Strata store. Use an empty or new directory, or open with repair if this is a damaged store.",
-                    path: path)
-            }
-        }
+        try checkOnlyCreationLeftovers(path, names: names, fileSystem: fs)
         guard !options.readOnly else {
             throw StoreError(.notFound, "no store here yet (opened read-only, so none was created)", path: path)
         }

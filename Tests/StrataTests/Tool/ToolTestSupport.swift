@@ -56,24 +56,7 @@ enum StrataTool {
     static let runTimeout: DispatchTimeInterval = .seconds(120)
 
     /// `strata`, built by this package next to the test bundle (or the path in `STRATA_TOOL`).
-    static func executable() throws -> String {
-        if let path = ProcessInfo.processInfo.environment["STRATA_TOOL"] { return path }
-        var directories: [String] = []
-        if let bundle = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            directories.append((bundle as NSString).deletingLastPathComponent)
-        }
-        directories.append((CommandLine.arguments[0] as NSString).deletingLastPathComponent)
-        let candidates = directories.map { ($0 as NSString).appendingPathComponent("strata") }
-        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
-            throw ToolTestFailure("""
-                strata is not built next to the test bundle (looked for \(candidates)). It is the \
-                package's executable product strata: build it with `swift build --build-tests` (or \
-                `swift build --product strata`) with the same scratch path and configuration, or set \
-                STRATA_TOOL to its path.
-                """)
-        }
-        return found
-    }
+    static func executable() throws -> String { try siblingExecutable("strata", override: "STRATA_TOOL") }
 
     /// Runs `strata arguments` (through `wrapper`, e.g. `setpriv …`, if given) with standard
     /// input from /dev/null and standard output and error captured in files under `scratch`,
