@@ -43,7 +43,7 @@ let package = Package(
             path: "Sources/CompactionReport"),
         .executableTarget(
             name: "objectgraph-report",
-            dependencies: ["BenchmarkSupport", .product(name: "Strata", package: "Strata")],
+            dependencies: ["BenchmarkSupport", "CompareObjectGraph", .product(name: "Strata", package: "Strata")],
             path: "Sources/ObjectGraphReport"),
         // `compare`: Strata side by side with SQLite, LevelDB and RocksDB (issue 8).
         .systemLibrary(name: "CLevelDB", path: "Sources/CLevelDB", providers: [.apt(["libleveldb-dev"])]),

@@ -15,17 +15,30 @@ public enum Committers {
         _ engine: Engine, threads: Int, commitsPerThread: Int = .max, until deadline: ContinuousClock.Instant? = nil,
         value: [UInt8]
     ) throws -> Int {
-        let results = Mutex<(commits: Int, error: StoreError?)>((0, nil))
+        try run(threads: threads, commitsPerThread: commitsPerThread, until: deadline, value: value) { key, value in
+            _ = try engine.put(key, value)
+        }
+    }
+
+    /// The same for any store: `put` commits one key and value (durably, as the caller set it
+    /// up) and may be called from several threads at once.
+    ///
+    /// - Throws: The first error a committer met.
+    public static func run(
+        threads: Int, commitsPerThread: Int = .max, until deadline: ContinuousClock.Instant? = nil, value: [UInt8],
+        put: @escaping @Sendable ([UInt8], [UInt8]) throws -> Void
+    ) throws -> Int {
+        let results = Mutex<(commits: Int, error: (any Error)?)>((0, nil))
         let done = DispatchGroup()
         for thread in 0..<threads {
             done.enter()
             let worker = Thread {
                 var commits = 0
-                var failure: StoreError? = nil
+                var failure: (any Error)? = nil
                 while commits < commitsPerThread {
                     if let deadline, ContinuousClock.now >= deadline { break }
-                    do throws(StoreError) {
-                        try engine.put(Workload.key(thread * 1_000_000_000 + commits), value)
+                    do {
+                        try put(Workload.key(thread * 1_000_000_000 + commits), value)
                     } catch {
                         failure = error
                         break
@@ -41,7 +54,7 @@ public enum Committers {
             worker.start()
         }
         done.wait()
-        let (commits, error) = results.withLock { $0 }
+        let (commits, error) = results.withLock { ($0.commits, $0.error) }
         if let error { throw error }
         return commits
     }

@@ -100,34 +100,7 @@ func fill(
 func runCommitters(
     _ store: any KeyValueStore, threads: Int, until deadline: ContinuousClock.Instant, value: [UInt8]
 ) throws -> Int {
-    let results = Mutex<(commits: Int, error: (any Error)?)>((0, nil))
-    let done = DispatchGroup()
-    for thread in 0..<threads {
-        done.enter()
-        let worker = Thread {
-            var commits = 0
-            var failure: (any Error)? = nil
-            while ContinuousClock.now < deadline {
-                do {
-                    try store.put(Workload.key(thread * 1_000_000_000 + commits), value)
-                } catch {
-                    failure = error
-                    break
-                }
-                commits += 1
-            }
-            results.withLock { [commits, failure] in
-                $0.commits += commits
-                if $0.error == nil { $0.error = failure }
-            }
-            done.leave()
-        }
-        worker.start()
-    }
-    done.wait()
-    let (commits, error) = results.withLock { ($0.commits, $0.error) }
-    if let error { throw error }
-    return commits
+    try Committers.run(threads: threads, until: deadline, value: value) { key, value in try store.put(key, value) }
 }
 
 /// The sum of the sizes of the regular files under `path` (recursively).

@@ -11,28 +11,7 @@ enum PhysicalLimits {
     /// then one `fdatasync`; returns MB/s (10^6 bytes) from `open` to the end of the sync. The
     /// file is removed.
     static func sequentialWrite(path: String, mebibytes: Int) throws -> Double {
-        var random = SplitMix64(seed: 0xB10C)
-        let chunk = (0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-        defer { unlink(path) }
-        let (_, elapsed) = try timed { () throws in
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw rawError("open", path) }
-            defer { close(fd) }
-            try chunk.withUnsafeBytes { buffer in
-                guard let base = buffer.baseAddress else { return }
-                for index in 0..<mebibytes {
-                    var done = 0
-                    while done < buffer.count {
-                        let written = pwrite(fd, base + done, buffer.count - done, off_t(index) << 20 + off_t(done))
-                        if written < 0 && errno == EINTR { continue }
-                        guard written > 0 else { throw rawError("pwrite", path) }
-                        done += written
-                    }
-                }
-            }
-            guard fdatasync(fd) == 0 else { throw rawError("fdatasync", path) }
-        }
-        return Double(mebibytes << 20) / 1e6 / elapsed
+        Double(mebibytes << 20) / 1e6 / (try RawDisk.sequentialWriteSeconds(path: path, mebibytes: mebibytes))
     }
 
     /// Microseconds each of `samples` rounds of one `bytes`-byte `pwrite` plus `fdatasync` took,
@@ -69,15 +48,7 @@ enum PhysicalLimits {
     /// (input / output) and MB/s of uncompressed data each way, the better of three passes.
     static func lz4Speed(megabytes: Int) throws -> (ratio: Double, compress: Double, decompress: Double) {
         let blockSize = 16 << 10
-        let values = Workload.values()
-        var data: [UInt8] = []
-        data.reserveCapacity(megabytes * 1_000_000 + blockSize)
-        var index = 0
-        while data.count < megabytes * 1_000_000 {
-            data += Workload.key(index)
-            data += values[index % values.count]
-            index += 1
-        }
+        let data = Workload.logBytes(megabytes: megabytes)
         let blocks = data.count / blockSize
         let bound = Int(LZ4_compressBound(Int32(blockSize)))
         var compressed = [UInt8](repeating: 0, count: blocks * bound)

@@ -2,22 +2,11 @@ import BenchmarkSupport
 import Foundation
 import Strata
 
-/// The comparison's model and data: customers with orders, orders with products.
-///
-/// The same shape as `objectgraph-report`'s: `Customer` (name and tier indexed; `label` and
-/// `level` hold the same values unindexed, for the unindexed fetch) 1—* `Order` (status
-/// indexed) *—* `Product` (sku indexed). Both systems store exactly these values: the data is
-/// generated once as plain Swift values from one seed, then inserted into each.
-enum Shop {
-    /// Orders per customer.
-    static let ordersPerCustomer = 4
-    /// Products per order (distinct) when the data has products.
-    static let productsPerOrder = 2
-    /// Objects one customer brings with its orders.
-    static let objectsPerCustomer = 1 + ordersPerCustomer
-
-    /// The Core Data model StrataStore holds.
-    static func model() throws -> ManagedObjectModel {
+/// The shop model both object-graph benchmarks use (`compare` and `objectgraph-report`).
+public enum ShopModel {
+    /// `Customer` (name and tier indexed; `label` and `level` unindexed copies) 1—* `Order`
+    /// (status indexed) *—* `Product` (sku indexed).
+    public static func make() throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
             EntityDescription(
                 name: "Customer",
@@ -47,6 +36,21 @@ enum Shop {
                 ]),
         ])
     }
+}
+
+/// The comparison's model and data: customers with orders, orders with products
+/// (``ShopModel``). Both systems store exactly these values: the data is generated once as
+/// plain Swift values from one seed, then inserted into each.
+enum Shop {
+    /// Orders per customer.
+    static let ordersPerCustomer = 4
+    /// Products per order (distinct) when the data has products.
+    static let productsPerOrder = 2
+    /// Objects one customer brings with its orders.
+    static let objectsPerCustomer = 1 + ordersPerCustomer
+
+    /// The Core Data model StrataStore holds.
+    static func model() throws -> ManagedObjectModel { try ShopModel.make() }
 
     /// First letters of customer names: "C" starts one name in 18.
     static let initials = Array("ABCDEFGHJKLMNPRSTW")

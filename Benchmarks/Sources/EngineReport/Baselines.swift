@@ -7,29 +7,7 @@ enum Baselines {
     /// Writes `mebibytes` MiB to a fresh file in 1 MiB `pwrite`s, then one `fdatasync`.
     /// Returns the seconds from `open` to the end of the sync. The file is removed.
     static func pwriteBandwidth(path: String, mebibytes: Int) throws -> Double {
-        var random = SplitMix64(seed: 0xB10C)
-        let chunk = (0..<(1 << 20)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-        defer { unlink(path) }
-        let (_, elapsed) = try timed { () throws in
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw BenchmarkError("open \(path): \(String(cString: strerror(errno)))") }
-            defer { close(fd) }
-            try chunk.withUnsafeBytes { buffer in
-                guard let base = buffer.baseAddress else { return }
-                for index in 0..<mebibytes {
-                    var done = 0
-                    while done < buffer.count {
-                        let offset = off_t(index) << 20 + off_t(done)
-                        let n = pwrite(fd, base + done, buffer.count - done, offset)
-                        if n < 0 && errno == EINTR { continue }
-                        guard n > 0 else { throw BenchmarkError("pwrite: \(String(cString: strerror(errno)))") }
-                        done += n
-                    }
-                }
-            }
-            guard fdatasync(fd) == 0 else { throw BenchmarkError("fdatasync: \(String(cString: strerror(errno)))") }
-        }
-        return elapsed
+        try RawDisk.sequentialWriteSeconds(path: path, mebibytes: mebibytes)
     }
 
     /// Runs `dd if=/dev/zero of=path bs=1M count=mebibytes conv=fdatasync`. Returns the seconds

@@ -243,15 +243,7 @@ func runReport(_ settings: Settings) throws {
 
 /// Writes `megabytes` MB of keys and values as a WAL lays them out, for `lz4 -b1`.
 func writeSampleData(to path: String, megabytes: Int) throws {
-    let values = Workload.values()
-    var data: [UInt8] = []
-    data.reserveCapacity(megabytes * 1_000_000 + entryBytes)
-    var index = 0
-    while data.count < megabytes * 1_000_000 {
-        data += Workload.key(index)
-        data += values[index % values.count]
-        index += 1
-    }
+    let data = Workload.logBytes(megabytes: megabytes)
     guard FileManager.default.createFile(atPath: path, contents: Data(data)) else {
         throw BenchmarkError("could not write \(path)")
     }

@@ -1,4 +1,5 @@
 import BenchmarkSupport
+import CompareObjectGraph
 import Foundation
 import Strata
 
@@ -15,36 +16,7 @@ enum Shop {
     static let objectsPerCustomer = 1 + ordersPerCustomer
 
     /// The model.
-    static func model() throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: [
-            EntityDescription(
-                name: "Customer",
-                properties: [
-                    .attribute("name", .string, indexed: true),
-                    .attribute("label", .string),
-                    .attribute("city", .string),
-                    .attribute("tier", .integer64, indexed: true),
-                    .attribute("level", .integer64),
-                    .toMany("orders", "Order", inverse: "customer", deleteRule: .cascade),
-                ]),
-            EntityDescription(
-                name: "Order",
-                properties: [
-                    .attribute("total", .double),
-                    .attribute("placed", .date),
-                    .attribute("status", .string, indexed: true),
-                    .toOne("customer", "Customer", inverse: "orders"),
-                    .toMany("products", "Product", inverse: "orders"),
-                ]),
-            EntityDescription(
-                name: "Product",
-                properties: [
-                    .attribute("sku", .string, indexed: true),
-                    .attribute("price", .double),
-                    .toMany("orders", "Order", inverse: "products"),
-                ]),
-        ])
-    }
+    static func model() throws -> ManagedObjectModel { try ShopModel.make() }
 
     /// First letters of customer names: "C" starts one name in 18.
     private static let initials = Array("ABCDEFGHJKLMNPRSTW")
