@@ -285,21 +285,31 @@ extension Engine {
     static func buildIndex(from lists: [[SegmentReader.Hint]], usage: inout [UInt32: FileUsage]) throws(StoreError) -> KeyIndex {
         var merged: [SegmentReader.Hint] = []
         for list in lists {
+            // A list is one segment's hints: sum its bytes locally, update the table once.
+            var entryBytes: [UInt32: UInt64] = [:], tombstoneBytes: [UInt32: UInt64] = [:]
+            var single: (number: UInt32, entries: UInt64, tombstones: UInt64)? = list.first.map { ($0.location.fileNumber, 0, 0) }
             for hint in list {
-                var file = usage[hint.location.fileNumber, default: FileUsage()]
-                file.entryBytes += UInt64(hint.location.length)
-                if hint.isDelete { file.tombstoneBytes += UInt64(hint.location.length) }
-                usage[hint.location.fileNumber] = file
+                let length = UInt64(hint.location.length)
+                if var current = single, current.number == hint.location.fileNumber {
+                    current.entries += length
+                    if hint.isDelete { current.tombstones += length }
+                    single = current
+                } else {
+                    entryBytes[hint.location.fileNumber, default: 0] += length
+                    if hint.isDelete { tombstoneBytes[hint.location.fileNumber, default: 0] += length }
+                }
             }
-            merged = mergeHints(merged, list, usage: &usage)
+            if let single {
+                entryBytes[single.number, default: 0] += single.entries
+                tombstoneBytes[single.number, default: 0] += single.tombstones
+            }
+            for (number, bytes) in entryBytes { usage[number, default: FileUsage()].entryBytes += bytes }
+            for (number, bytes) in tombstoneBytes { usage[number, default: FileUsage()].tombstoneBytes += bytes }
+            merged = lists.count == 1 ? list : mergeHints(merged, list, usage: &usage)
         }
-        var sorted: [(key: [UInt8], entry: IndexEntry)] = []
-        sorted.reserveCapacity(merged.count)
-        for hint in merged where !hint.isDelete {
-            sorted.append((hint.key, IndexEntry(sequence: hint.sequence, location: hint.location)))
-        }
+        let live = merged.lazy.filter { !$0.isDelete }.map { (key: $0.key, entry: IndexEntry(sequence: $0.sequence, location: $0.location)) }
         do throws(StoreError) {
-            return try KeyIndex(sortedUnique: sorted)
+            return try KeyIndex(sortedUnique: live)
         } catch {
             throw StoreError(.corruption, "segment hints do not form a sorted key set: \(error.message)")
         }
