@@ -96,8 +96,27 @@ struct Fsck: ParsableCommand {
             if let backup = report.backupPath { Output.line("  backup of the files before repair: \(backup)") }
             if report.rebuiltManifest { Output.line("  rebuilt the manifest from the files present") }
             for dropped in report.dropped { Output.line("  dropped \(dropped)") }
-            for change in report.objectRepairs.prefix(limit) { Output.line("  \(change)") }
-            if report.objectRepairs.count > limit { Output.line("  … \(report.objectRepairs.count - limit) more (--json lists all)") }
+            // Object repairs grouped by kind ("added index entry", "removed", …), a few examples each.
+            var groups: [(kind: String, changes: [String])] = []
+            for change in report.objectRepairs {
+                let kind = change.components(separatedBy: " 0x").first.map { $0.components(separatedBy: " x-coredata").first ?? $0 } ?? change
+                if let index = groups.firstIndex(where: { $0.kind == kind }) {
+                    groups[index].changes.append(change)
+                } else {
+                    groups.append((kind, [change]))
+                }
+            }
+            let examples = max(1, min(limit, 3))
+            for group in groups {
+                if group.changes.count == 1 {
+                    Output.line("  \(group.changes[0])")
+                } else {
+                    let title = group.kind == "removed" ? "removed relationship links (dangling or one-sided)" : group.kind
+                    Output.line("  \(title): \(group.changes.count), for example:")
+                    for change in group.changes.prefix(examples) { Output.line("    \(change)") }
+                }
+            }
+            if report.objectRepairs.count > groups.count { Output.line("  (--json lists every change)") }
             if report.dropped.isEmpty && report.objectRepairs.isEmpty && !report.rebuiltManifest {
                 Output.line("  nothing dropped (warnings only: torn tails and orphans are cleaned by opening)")
             }
