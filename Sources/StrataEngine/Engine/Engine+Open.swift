@@ -87,7 +87,7 @@ extension Engine {
         // Segments: the index comes from their hints ([REC-5]).
         var files: [UInt32: LiveFile] = [:]
         var usage: [UInt32: FileUsage] = [:]
-        var hintLists: [[SegmentReader.Hint]] = []
+        var hintLists: [PackedHints] = []
         var lastSequence = manifest.lastSequence
         var keptSegments: [Manifest.Segment] = []
         var segmentMinSequence: [UInt32: UInt64] = [:]
@@ -95,14 +95,14 @@ extension Engine {
             let segmentPath = path + "/" + Format.segmentFileName(segment.fileNumber)
             do throws(StoreError) {
                 let reader = try openSegment(path: segmentPath, number: segment.fileNumber, fileSystem: fs)
-                var hints: [SegmentReader.Hint]
+                let hints: PackedHints
                 if options.repair {
-                    hints = salvagedHints(of: reader, report: &report)
+                    hints = PackedHints(salvagedHints(of: reader, report: &report))
                 } else {
-                    hints = try reader.readHints()
+                    hints = try reader.readPackedHints()
                 }
                 hintLists.append(hints)
-                segmentMinSequence[segment.fileNumber] = hints.map(\.sequence).min() ?? 0
+                segmentMinSequence[segment.fileNumber] = hints.sequences.min() ?? 0
                 files[segment.fileNumber] = LiveFile(
                     number: segment.fileNumber, path: segmentPath, content: .segment(reader), fileSystem: fs)
                 lastSequence = max(lastSequence, reader.maxSequence)
@@ -280,39 +280,71 @@ extension Engine {
         return manifest
     }
 
-    /// Merges the segments' sorted hint lists: for each key the highest sequence wins, and a
-    /// winning tombstone means the key has no value ([REC-5]).
-    static func buildIndex(from lists: [[SegmentReader.Hint]], usage: inout [UInt32: FileUsage]) throws(StoreError) -> KeyIndex {
-        var merged: [SegmentReader.Hint] = []
+    /// [REC-5] The index of the live keys the segments' hints describe: per key the highest
+    /// sequence wins, a winning delete leaves no key. Counts each file's entry, tombstone and
+    /// dead bytes. A k-way merge of the packed hint lists feeds the index builder key by key, so
+    /// open makes no array per key.
+    static func buildIndex(from lists: [PackedHints], usage: inout [UInt32: FileUsage]) throws(StoreError) -> KeyIndex {
         for list in lists {
             // A list is one segment's hints: sum its bytes locally, update the table once.
             var entryBytes: [UInt32: UInt64] = [:], tombstoneBytes: [UInt32: UInt64] = [:]
-            var single: (number: UInt32, entries: UInt64, tombstones: UInt64)? = list.first.map { ($0.location.fileNumber, 0, 0) }
-            for hint in list {
-                let length = UInt64(hint.location.length)
-                if var current = single, current.number == hint.location.fileNumber {
-                    current.entries += length
-                    if hint.isDelete { current.tombstones += length }
-                    single = current
-                } else {
-                    entryBytes[hint.location.fileNumber, default: 0] += length
-                    if hint.isDelete { tombstoneBytes[hint.location.fileNumber, default: 0] += length }
-                }
-            }
-            if let single {
-                entryBytes[single.number, default: 0] += single.entries
-                tombstoneBytes[single.number, default: 0] += single.tombstones
+            for i in 0..<list.count {
+                let length = UInt64(list.locations[i].length)
+                entryBytes[list.locations[i].fileNumber, default: 0] += length
+                if list.isDelete[i] { tombstoneBytes[list.locations[i].fileNumber, default: 0] += length }
             }
             for (number, bytes) in entryBytes { usage[number, default: FileUsage()].entryBytes += bytes }
             for (number, bytes) in tombstoneBytes { usage[number, default: FileUsage()].tombstoneBytes += bytes }
-            merged = lists.count == 1 ? list : mergeHints(merged, list, usage: &usage)
         }
-        let live = merged.lazy.filter { !$0.isDelete }.map { (key: $0.key, entry: IndexEntry(sequence: $0.sequence, location: $0.location)) }
-        do throws(StoreError) {
-            return try KeyIndex(sortedUnique: live)
-        } catch {
-            throw StoreError(.corruption, "segment hints do not form a sorted key set: \(error.message)")
+        var builder = KeyIndex.Builder()
+        var heads = [Int](repeating: 0, count: lists.count)
+        var candidates: [Int] = []
+        candidates.reserveCapacity(lists.count)
+        func withKey<R>(_ list: Int, _ position: Int, _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R) throws(StoreError) -> R {
+            try lists[list].keyBytes.withBytes { (all) throws(StoreError) -> R in
+                try body(UnsafeRawBufferPointer(rebasing: all[lists[list].keyRange(position)]))
+            }
         }
+        while true {
+            // The lists whose head holds the smallest key.
+            candidates.removeAll(keepingCapacity: true)
+            for list in lists.indices where heads[list] < lists[list].count {
+                guard let first = candidates.first else {
+                    candidates.append(list)
+                    continue
+                }
+                let order = try withKey(list, heads[list]) { (key) throws(StoreError) in
+                    try withKey(first, heads[first]) { (smallest) throws(StoreError) in compareKeys(key, smallest) }
+                }
+                if order < 0 {
+                    candidates.removeAll(keepingCapacity: true)
+                    candidates.append(list)
+                } else if order == 0 {
+                    candidates.append(list)
+                }
+            }
+            guard var winner = candidates.first else { break }
+            for list in candidates.dropFirst() where lists[list].sequences[heads[list]] > lists[winner].sequences[heads[winner]] {
+                winner = list
+            }
+            for list in candidates where list != winner {
+                let loser = heads[list]
+                if !lists[list].isDelete[loser] {
+                    usage[lists[list].locations[loser].fileNumber, default: FileUsage()].deadBytes += UInt64(lists[list].locations[loser].length)
+                }
+            }
+            let position = heads[winner]
+            if !lists[winner].isDelete[position] {
+                let entry = IndexEntry(sequence: lists[winner].sequences[position], location: lists[winner].locations[position])
+                do throws(StoreError) {
+                    try withKey(winner, position) { (key) throws(StoreError) in try builder.append(key, entry) }
+                } catch {
+                    throw StoreError(.corruption, "segment hints do not form a sorted key set: \(error.message)")
+                }
+            }
+            for list in candidates { heads[list] += 1 }
+        }
+        return builder.finish()
     }
 
     /// Repair: a segment's hints, checked against its data blocks. Hints of a block that fails
@@ -354,32 +386,6 @@ extension Engine {
             var ignored: [DroppedRange] = []  // bad data blocks were reported above
             return reader.salvageHints(dropped: &ignored)
         }
-    }
-
-    /// Merges two hint lists sorted by key into one, keeping per key the higher sequence and
-    /// counting the loser's bytes as dead.
-    private static func mergeHints(
-        _ a: [SegmentReader.Hint], _ b: [SegmentReader.Hint], usage: inout [UInt32: FileUsage]
-    ) -> [SegmentReader.Hint] {
-        if a.isEmpty { return b }
-        var result: [SegmentReader.Hint] = []
-        result.reserveCapacity(a.count + b.count)
-        var i = 0, j = 0
-        while i < a.count || j < b.count {
-            if j == b.count || (i < a.count && a[i].key.precedes(b[j].key)) {
-                result.append(a[i]); i += 1
-            } else if i == a.count || b[j].key.precedes(a[i].key) {
-                result.append(b[j]); j += 1
-            } else {
-                let (winner, loser) = a[i].sequence >= b[j].sequence ? (a[i], b[j]) : (b[j], a[i])
-                if !loser.isDelete {
-                    usage[loser.location.fileNumber, default: FileUsage()].deadBytes += UInt64(loser.location.length)
-                }
-                result.append(winner)
-                i += 1; j += 1
-            }
-        }
-        return result
     }
 
     /// Under ``Durability/normal``, syncs the WAL in the background every `syncInterval`.

@@ -18,19 +18,62 @@ extension KeyIndex {
     init<S: Sequence>(
         sortedUnique elements: S, leafCapacity: Int, branchCapacity: Int
     ) throws(StoreError) where S.Element == (key: [UInt8], entry: IndexEntry) {
-        self.init(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
-        let capacity = shape.leafCapacity
-        var level: [Node] = []
-        var firstKeys: [[UInt8]] = []  // the smallest key under each node of `level`
-        var bytes: [UInt8] = []  // scratch for the leaf being filled; keeps its capacity
-        var ends: [UInt32] = []
-        var entries: [IndexEntry] = []
-        entries.reserveCapacity(capacity)
-        ends.reserveCapacity(capacity)
-        var previous: [UInt8]? = nil
-        var total = 0
+        var builder = Builder(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+        for (key, entry) in elements {
+            try key.withBytes { (raw) throws(StoreError) in try builder.append(raw, entry) }
+        }
+        self = builder.finish()
+    }
 
-        func flush() {
+    /// Builds an index from keys handed over one at a time in strictly ascending order, as
+    /// raw bytes: open feeds it straight from hint blocks, without an array per key.
+    struct Builder {
+        private var index: KeyIndex
+        private var level: [Node] = []
+        private var firstKeys: [[UInt8]] = []  // the smallest key under each node of `level`
+        private var bytes: [UInt8] = []  // the leaf being filled; keeps its capacity
+        private var ends: [UInt32] = []
+        private var entries: [IndexEntry] = []
+        /// The last key of the leaves already flushed (the current leaf's last key is in `bytes`).
+        private var flushedLast: [UInt8]? = nil
+        private var total = 0
+
+        init(leafCapacity: Int = KeyIndex.defaultLeafCapacity, branchCapacity: Int = KeyIndex.defaultBranchCapacity) {
+            index = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+            entries.reserveCapacity(index.shape.leafCapacity)
+            ends.reserveCapacity(index.shape.leafCapacity)
+        }
+
+        /// Adds the next key, which must be greater than every key before it.
+        ///
+        /// - Throws: ``StoreError/Code/invalidArgument`` if it is not.
+        mutating func append(_ key: UnsafeRawBufferPointer, _ entry: IndexEntry) throws(StoreError) {
+            let order: Int
+            if let last = ends.last {
+                let start = ends.count >= 2 ? Int(ends[ends.count - 2]) : 0
+                order = bytes.withUnsafeBytes { compareKeys(UnsafeRawBufferPointer(rebasing: $0[start..<Int(last)]), key) }
+            } else if let flushedLast {
+                order = flushedLast.withUnsafeBytes { compareKeys($0, key) }
+            } else {
+                order = -1
+            }
+            if order >= 0 {
+                throw StoreError(
+                    .invalidArgument,
+                    "bulk build needs strictly ascending keys, but key #\(total) (\(key.count) bytes) "
+                        + "is not greater than the key before it")
+            }
+            if entries.count == index.shape.leafCapacity { flush() }
+            if entries.isEmpty { firstKeys.append(Array(key)) }
+            bytes.append(contentsOf: key)
+            ends.append(UInt32(bytes.count))
+            entries.append(entry)
+            total += 1
+        }
+
+        private mutating func flush() {
+            let start = ends.count >= 2 ? Int(ends[ends.count - 2]) : 0
+            flushedLast = Array(bytes[start..<bytes.count])
             level.append(
                 Node(
                     keys: PackedKeys(
@@ -41,45 +84,35 @@ extension KeyIndex {
             entries.removeAll(keepingCapacity: true)
         }
 
-        for (key, entry) in elements {
-            if let previous, compareKeys(previous, key) >= 0 {
-                throw StoreError(
-                    .invalidArgument,
-                    "bulk build needs strictly ascending keys, but key #\(total) (\(key.count) bytes) "
-                        + "is not greater than the key before it")
+        /// The index of every key appended.
+        mutating func finish() -> KeyIndex {
+            guard total > 0 else { return index }
+            flush()
+            let shape = index.shape
+            if level.count >= 2, level[level.count - 1].fill < shape.minLeaf {
+                // The last leaf is underfull: share the last two leaves' keys evenly.
+                let last = level.removeLast()
+                let merged = level[level.count - 1]
+                merged.keys.append(contentsOf: last.keys)
+                merged.entries.append(contentsOf: last.entries)
+                firstKeys.removeLast()
+                // Two leaves hold more than one leaf's capacity, so the split cannot fail.
+                if let split = merged.split(shape) {
+                    level.append(split.right)
+                    firstKeys.append(split.separator)
+                }
             }
-            if entries.count == capacity { flush() }
-            if entries.isEmpty { firstKeys.append(key) }
-            bytes.append(contentsOf: key)
-            ends.append(UInt32(bytes.count))
-            entries.append(entry)
-            previous = key
-            total += 1
-        }
-        guard total > 0 else { return }
-        flush()
-        if level.count >= 2, level[level.count - 1].fill < shape.minLeaf {
-            // The last leaf is underfull: share the last two leaves' keys evenly.
-            let last = level.removeLast()
-            let merged = level[level.count - 1]
-            merged.keys.append(contentsOf: last.keys)
-            merged.entries.append(contentsOf: last.entries)
-            firstKeys.removeLast()
-            // Two leaves hold more than one leaf's capacity, so the split cannot fail.
-            if let split = merged.split(shape) {
-                level.append(split.right)
-                firstKeys.append(split.separator)
+            while level.count > 1 {
+                (level, firstKeys) = index.buildBranches(over: level, firstKeys: firstKeys)
             }
+            index.root = level[0]
+            index.count = total
+            return index
         }
-        while level.count > 1 {
-            (level, firstKeys) = buildBranches(over: level, firstKeys: firstKeys)
-        }
-        root = level[0]
-        count = total
     }
 
     /// Groups `nodes` evenly into the fewest internal nodes that hold them.
-    private func buildBranches(
+    fileprivate func buildBranches(
         over nodes: [Node], firstKeys: [[UInt8]]
     ) -> ([Node], [[UInt8]]) {
         let groups = (nodes.count + shape.branchCapacity - 1) / shape.branchCapacity
