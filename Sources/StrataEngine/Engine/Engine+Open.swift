@@ -124,7 +124,7 @@ extension Engine {
             let file = LiveFile(number: number, path: walPath, content: .wal(handle), fileSystem: fs)
             files[number] = file
             let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
-            let reader = WALReader(path: walPath, bytes: bytes, isNewest: isNewest, repair: options.repair)
+            let reader = WALReader(path: walPath, bytes: bytes, isNewest: isNewest, repair: options.repair, keysOnly: true)
             do throws(StoreError) {
                 let headerNumber = try reader.checkHeader()
                 guard headerNumber == number else {

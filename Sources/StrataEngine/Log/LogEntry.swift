@@ -48,7 +48,10 @@ struct LogEntry: Equatable, Sendable {
     enum DecodeFailure: Error { case truncated, badKind, tooLong, checksum }
 
     /// Decodes the entry at `reader`'s position and advances past it.
-    static func decode(from reader: inout ByteReader) -> Result<LogEntry, DecodeFailure> {
+    ///
+    /// With `keyOnly`, the value is checked but not copied (the entry's `value` is empty): for
+    /// readers that need only keys, such as recovery's replay.
+    static func decode(from reader: inout ByteReader, keyOnly: Bool = false) -> Result<LogEntry, DecodeFailure> {
         let start = reader.position
         guard let kind = reader.u8() else { return .failure(.truncated) }
         guard kind == Format.entryPut || kind == Format.entryDelete else { return .failure(.badKind) }
@@ -58,8 +61,14 @@ struct LogEntry: Equatable, Sendable {
         guard keyCount <= UInt64(Format.maxKeyLength), valueCount <= UInt64(Format.maxValueLength) else {
             return .failure(.tooLong)
         }
-        guard let key = reader.array(Int(keyCount)), let value = reader.array(Int(valueCount)) else {
-            return .failure(.truncated)
+        guard let key = reader.array(Int(keyCount)) else { return .failure(.truncated) }
+        let value: [UInt8]
+        if keyOnly {
+            guard reader.skip(Int(valueCount)) else { return .failure(.truncated) }
+            value = []
+        } else {
+            guard let bytes = reader.array(Int(valueCount)) else { return .failure(.truncated) }
+            value = bytes
         }
         let end = reader.position
         guard let stored = reader.u32() else { return .failure(.truncated) }

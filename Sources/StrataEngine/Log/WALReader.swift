@@ -33,11 +33,16 @@ struct WALReader {
     /// "is the rest zero?" costs O(1) at every offset repair tries).
     let zeroTailStart: Int
 
-    init(path: String, bytes: [UInt8], isNewest: Bool, repair: Bool) {
+    /// Whether records carry keys only (values checked but left empty): recovery's replay
+    /// needs no value.
+    let keysOnly: Bool
+
+    init(path: String, bytes: [UInt8], isNewest: Bool, repair: Bool, keysOnly: Bool = false) {
         self.path = path
         self.bytes = bytes
         self.isNewest = isNewest
         self.repair = repair
+        self.keysOnly = keysOnly
         self.zeroTailStart = (bytes.lastIndex { $0 != 0 } ?? -1) + 1
     }
 
@@ -138,7 +143,7 @@ struct WALReader {
             entries.reserveCapacity(Int(count))
             for _ in 0..<count {
                 let entryStart = payloadReader.position
-                guard entryStart < end, case .success(let entry) = LogEntry.decode(from: &payloadReader),
+                guard entryStart < end, case .success(let entry) = LogEntry.decode(from: &payloadReader, keyOnly: keysOnly),
                     payloadReader.position <= end
                 else { return .corrupt("entry at offset \(entryStart) does not decode") }
                 entries.append((entry, UInt64(entryStart), UInt32(payloadReader.position - entryStart)))
