@@ -45,6 +45,10 @@ extension StrataStore {
             // [IDX-S5] A limited fetch sorted by an indexed attribute walks that index in order
             // and stops once the page is full (and the last value's ties are in).
             let needed = request.fetchOffset + request.fetchLimit
+            // The other conjuncts' indexes, where small, rule rows out before they are read.
+            let filters = Self.indexPlans(for: request, entity: entity, root: root)
+                .filter { $0.attribute != ordered.attribute }
+                .compactMap { Self.referenceSet(of: $0, in: snapshot, cap: Self.prefilterCap) }
             var matched = 0
             var lastValue: ArraySlice<UInt8>? = nil
             var failure: Error? = nil
@@ -54,6 +58,7 @@ extension StrataStore {
                     if matched >= needed && value != lastValue { return false }
                     do {
                         guard let reference = IndexKey.reference(fromIndexKey: key),
+                            filters.allSatisfy({ $0.contains(reference) }),
                             let row = try source.row(root: root, reference: reference),
                             names.contains(row.entity), let rowEntity = model.entitiesByName[row.entity]
                         else { return true }
@@ -78,8 +83,17 @@ extension StrataStore {
             // [IDX-S4] Candidates from the index, in reference order like a scan.
             var references: Set<Int64> = []
             for range in plan.ranges {
-                let keys = snapshot.keys(from: range.lower, to: range.upper)
-                for key in keys { if let reference = IndexKey.reference(fromIndexKey: key) { references.insert(reference) } }
+                snapshot.forEachKey(from: range.lower, to: range.upper) { key in
+                    if let reference = IndexKey.reference(fromIndexKey: key) { references.insert(reference) }
+                    return true
+                }
+            }
+            // Other conjuncts' indexes, where not much larger, narrow the rows to read.
+            for other in Self.indexPlans(for: request, entity: entity, root: root) where other.attribute != plan.attribute {
+                guard !references.isEmpty else { break }
+                if let set = Self.referenceSet(of: other, in: snapshot, cap: min(Self.prefilterCap, 16 * references.count)) {
+                    references.formIntersection(set)
+                }
             }
             for reference in references.sorted() {
                 guard let row = try source.row(root: root, reference: reference) else { continue }
@@ -116,6 +130,9 @@ extension StrataStore {
         }
         return result
     }
+
+    /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).
+    static let prefilterCap = 50_000
 
     static func record(in snapshot: Snapshot) throws -> MetadataRecord {
         guard let bytes = try mappingEngineErrors("read the metadata record", { () throws(StoreError) in try snapshot.get(KeyLayout.metadataKey) }) else {

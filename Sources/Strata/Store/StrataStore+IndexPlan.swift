@@ -110,6 +110,25 @@ extension StrataStore {
         return matches
     }
 
+    /// The references in a plan's ranges, or `nil` when they are more than `cap` (reading them
+    /// would cost more than it saves). Every plan's ranges hold at least the rows its conjunct
+    /// matches, so a row whose reference is missing cannot match the predicate.
+    static func referenceSet(of plan: IndexPlan, in snapshot: Snapshot, cap: Int) -> Set<Int64>? {
+        var count = 0
+        for range in plan.ranges {
+            count += snapshot.countKeys(from: range.lower, to: range.upper, limit: cap + 1 - count)
+            if count > cap { return nil }
+        }
+        var references = Set<Int64>(minimumCapacity: count)
+        for range in plan.ranges {
+            snapshot.forEachKey(from: range.lower, to: range.upper) { key in
+                if let reference = IndexKey.reference(fromIndexKey: key) { references.insert(reference) }
+                return true
+            }
+        }
+        return references
+    }
+
     /// Every plan the predicate's conjuncts allow, in conjunct order.
     static func indexPlans(for request: FetchRequest, entity: EntityDescription, root: String) -> [IndexPlan] {
         guard let predicate = request.predicate else { return [] }
