@@ -37,6 +37,11 @@ enum KeyLayout {
 
     /// The reference at the end of a row key.
     static func reference(fromRowKey key: [UInt8]) -> Int64? {
+        key.withUnsafeBytes { reference(fromKeyBytes: $0) }
+    }
+
+    /// The reference in the last 8 bytes of a row or index key.
+    static func reference(fromKeyBytes key: UnsafeRawBufferPointer) -> Int64? {
         guard key.count >= 9 else { return nil }
         var ordered: UInt64 = 0
         for byte in key.suffix(8) { ordered = ordered << 8 | UInt64(byte) }

@@ -50,31 +50,24 @@ extension StrataStore {
                 .filter { $0.attribute != ordered.attribute }
                 .compactMap { Self.referenceSet(of: $0, in: snapshot, cap: Self.prefilterCap) }
             var matched = 0
-            var lastValue: ArraySlice<UInt8>? = nil
-            var failure: Error? = nil
+            var lastValue: [UInt8]? = nil
             walk: for range in ordered.ranges {
-                snapshot.forEachKey(from: range.lower, to: range.upper) { key in
-                    let value = key.dropLast(8)
-                    if matched >= needed && value != lastValue { return false }
-                    do {
-                        guard let reference = IndexKey.reference(fromIndexKey: key),
-                            filters.allSatisfy({ $0.contains(reference) }),
-                            let row = try source.row(root: root, reference: reference),
-                            names.contains(row.entity), let rowEntity = model.entitiesByName[row.entity]
-                        else { return true }
-                        let view = RowView(reference: reference, row: row, entity: rowEntity, source: source)
-                        if try request.predicate?.evaluate(with: view) ?? true {
-                            rows.append(view)
-                            matched += 1
-                            lastValue = value
-                        }
-                        return true
-                    } catch {
-                        failure = error
-                        return false
+                try snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
+                    let value = UnsafeRawBufferPointer(rebasing: key.dropLast(8))
+                    if matched >= needed, lastValue?.withUnsafeBytes({ $0.elementsEqual(value) }) != true { return false }
+                    guard let reference = KeyLayout.reference(fromKeyBytes: key),
+                        filters.allSatisfy({ $0.contains(reference) }),
+                        let row = try source.row(root: root, reference: reference),
+                        names.contains(row.entity), let rowEntity = model.entitiesByName[row.entity]
+                    else { return true }
+                    let view = RowView(reference: reference, row: row, entity: rowEntity, source: source)
+                    if try request.predicate?.evaluate(with: view) ?? true {
+                        rows.append(view)
+                        matched += 1
+                        lastValue = Array(value)
                     }
+                    return true
                 }
-                if let failure { throw failure }
                 if matched >= needed { break walk }
             }
         } else if roots.count == 1, let root = roots.first, let entity = request.entity,
@@ -83,8 +76,8 @@ extension StrataStore {
             // [IDX-S4] Candidates from the index, in reference order like a scan.
             var references: Set<Int64> = []
             for range in plan.ranges {
-                snapshot.forEachKey(from: range.lower, to: range.upper) { key in
-                    if let reference = IndexKey.reference(fromIndexKey: key) { references.insert(reference) }
+                snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
+                    if let reference = KeyLayout.reference(fromKeyBytes: key) { references.insert(reference) }
                     return true
                 }
             }

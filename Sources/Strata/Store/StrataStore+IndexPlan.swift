@@ -97,8 +97,8 @@ extension StrataStore {
         for plan in plans {
             var found = Set<Int64>()
             for range in plan.ranges {
-                snapshot.forEachKey(from: range.lower, to: range.upper) { key in
-                    if let reference = IndexKey.reference(fromIndexKey: key), matches?.contains(reference) ?? true {
+                snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
+                    if let reference = KeyLayout.reference(fromKeyBytes: key), matches?.contains(reference) ?? true {
                         found.insert(reference)
                     }
                     return true
@@ -121,8 +121,8 @@ extension StrataStore {
         }
         var references = Set<Int64>(minimumCapacity: count)
         for range in plan.ranges {
-            snapshot.forEachKey(from: range.lower, to: range.upper) { key in
-                if let reference = IndexKey.reference(fromIndexKey: key) { references.insert(reference) }
+            snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
+                if let reference = KeyLayout.reference(fromKeyBytes: key) { references.insert(reference) }
                 return true
             }
         }

@@ -85,7 +85,7 @@ public struct Snapshot: Sendable {
     public func countKeys(from lowerBound: [UInt8], to upperBound: [UInt8]?, limit: Int = .max) -> Int {
         var count = 0
         var cursor = index.cursor(from: lowerBound, to: upperBound)
-        while count < limit, cursor.next() != nil { count += 1 }
+        while count < limit, cursor.skip() { count += 1 }
         return count
     }
 
@@ -95,6 +95,16 @@ public struct Snapshot: Sendable {
         var cursor = index.cursor(from: lowerBound, to: upperBound)
         while let (key, _) = cursor.next() {
             guard try body(key) else { return }
+        }
+    }
+
+    /// Calls `body` with the bytes of each key in `[lowerBound, upperBound)` (valid only during
+    /// the call), in ascending order, until it returns `false`. Reads only the index and copies
+    /// no key.
+    public func forEachKeyBytes(from lowerBound: [UInt8], to upperBound: [UInt8]?, _ body: (UnsafeRawBufferPointer) throws -> Bool) rethrows {
+        var cursor = index.cursor(from: lowerBound, to: upperBound)
+        while let more = try cursor.nextKey(body) {
+            guard more else { return }
         }
     }
 

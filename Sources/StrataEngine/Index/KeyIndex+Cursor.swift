@@ -23,8 +23,9 @@ extension KeyIndex {
             stack.append((node, node.keys.lowerBound(lowerBound).index))
         }
 
-        /// The next key and its entry, or `nil` at the end of the range.
-        public mutating func next() -> (key: [UInt8], entry: IndexEntry)? {
+        /// Moves to the next key of the range and returns its leaf and position, or `nil` at
+        /// the end of the range.
+        private mutating func advance() -> (node: Node, index: Int)? {
             while let (node, index) = stack.last {
                 let top = stack.count - 1
                 if node.isLeaf {
@@ -39,7 +40,7 @@ extension KeyIndex {
                             }
                         }
                         stack[top].index = index + 1
-                        return (node.keys.key(index), node.entries[index])
+                        return (node, index)
                     }
                     stack.removeLast()
                 } else if index < node.children.count {
@@ -50,6 +51,22 @@ extension KeyIndex {
                 }
             }
             return nil
+        }
+
+        /// The next key and its entry, or `nil` at the end of the range.
+        public mutating func next() -> (key: [UInt8], entry: IndexEntry)? {
+            guard let (node, index) = advance() else { return nil }
+            return (node.keys.key(index), node.entries[index])
+        }
+
+        /// Moves past the next key without copying it; `false` at the end of the range.
+        public mutating func skip() -> Bool { advance() != nil }
+
+        /// Calls `body` with the next key's bytes (valid only during the call), or returns
+        /// `nil` at the end of the range: a walk that copies no key.
+        public mutating func nextKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R? {
+            guard let (node, index) = advance() else { return nil }
+            return try node.keys.withKey(index, body)
         }
     }
 
