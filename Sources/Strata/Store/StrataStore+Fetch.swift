@@ -26,7 +26,7 @@ extension StrataStore {
         let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
         // [ROW-4] A count of whole entities is the sum of stored counters: O(entities).
         if request.resultType == .count && request.predicate == nil && request.fetchOffset == 0 && request.fetchLimit == 0 {
-            let record = try Self.record(in: snapshot)
+            let record = try cachedRecord(in: snapshot)
             return .count(names.reduce(0) { $0 + (record.rowCounts[$1] ?? 0) })
         }
         let source = RowSource(snapshot: snapshot, store: self, model: model)
@@ -126,6 +126,15 @@ extension StrataStore {
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).
     static let prefilterCap = 50_000
+
+    /// The metadata record of `snapshot`, decoded once per version of the record.
+    func cachedRecord(in snapshot: Snapshot) throws -> MetadataRecord {
+        guard let sequence = snapshot.sequence(of: KeyLayout.metadataKey) else { return MetadataRecord() }
+        if let cached = state.withLock({ $0.metadataCache }), cached.sequence == sequence { return cached.record }
+        let record = try Self.record(in: snapshot)
+        state.withLock { $0.metadataCache = (sequence, record) }
+        return record
+    }
 
     static func record(in snapshot: Snapshot) throws -> MetadataRecord {
         guard let bytes = try mappingEngineErrors("read the metadata record", { () throws(StoreError) in try snapshot.get(KeyLayout.metadataKey) }) else {

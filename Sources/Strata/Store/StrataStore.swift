@@ -37,6 +37,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         /// Whether the store's model record ([ROW-5]) is known to describe this store's model
         /// (checked by the first save after loading).
         var modelRecordCurrent = false
+        /// The metadata record last read, with the sequence of the entry it came from: counts
+        /// read the record once per save, not once per count.
+        var metadataCache: (sequence: UInt64, record: MetadataRecord)?
     }
     /// The shared engine while the store is loaded.
     let state = Locked(State())
@@ -101,6 +104,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             defer {
                 state.shared = shared
                 state.modelRecordCurrent = false
+                state.metadataCache = nil
             }
             return state.shared
         }
