@@ -29,7 +29,7 @@ let package = Package(
         .executableTarget(
             name: "StrataTool",
             dependencies: [
-                "Strata",
+                "Strata", "StrataSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/strata"),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataSync
 
 /// Options every subcommand shares.
 struct OutputOptions: ParsableArguments {
@@ -51,14 +52,17 @@ enum Output {
 
 /// Progress on standard error: a redrawn bar on a terminal, a line per 10 % otherwise,
 /// nothing with `--quiet`. Thread-safe: reports may come from a timer queue.
-final class Progress: @unchecked Sendable {
+final class Progress: Sendable {
+    /// What has been drawn so far; protected by its `Locked`.
+    private struct State {
+        var lastTenth = -1
+        var drawn = false
+    }
+
     private let title: String
     private let enabled: Bool
     private let isTerminal = isatty(STDERR_FILENO) == 1
-    /// Protects `lastTenth` and `drawn`.
-    private let lock = NSLock()
-    private var lastTenth = -1
-    private var drawn = false
+    private let state = Locked(State())
     /// Work that ends within a second shows no progress at all.
     private let start = ContinuousClock.now
 
@@ -71,29 +75,29 @@ final class Progress: @unchecked Sendable {
     func update(_ done: UInt64, of total: UInt64, detail: String = "") {
         guard enabled, total > 0, ContinuousClock.now - start > .seconds(1) else { return }
         let fraction = min(1, Double(done) / Double(total))
-        lock.lock()
-        defer { lock.unlock() }
-        if isTerminal {
-            let width = 30
-            let filled = Int(fraction * Double(width))
-            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-            let tail = detail.count > 40 ? "…" + detail.suffix(39) : detail
-            FileHandle.standardError.write(Data("\r\(title) [\(bar)] \(Int(fraction * 100))% \(tail)\u{1B}[K".utf8))
-            drawn = true
-        } else {
-            let tenth = Int(fraction * 10)
-            guard tenth > lastTenth else { return }
-            lastTenth = tenth
-            Output.error("\(title): \(tenth * 10)%")
+        state.withLock { state in
+            if isTerminal {
+                let width = 30
+                let filled = Int(fraction * Double(width))
+                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+                let tail = detail.count > 40 ? "…" + detail.suffix(39) : detail
+                FileHandle.standardError.write(Data("\r\(title) [\(bar)] \(Int(fraction * 100))% \(tail)\u{1B}[K".utf8))
+                state.drawn = true
+            } else {
+                let tenth = Int(fraction * 10)
+                guard tenth > state.lastTenth else { return }
+                state.lastTenth = tenth
+                Output.error("\(title): \(tenth * 10)%")
+            }
         }
     }
 
     /// Ends the bar's line.
     func finish() {
-        lock.lock()
-        defer { lock.unlock() }
-        if drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-        drawn = false
+        state.withLock { state in
+            if state.drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+            state.drawn = false
+        }
     }
 }
 
