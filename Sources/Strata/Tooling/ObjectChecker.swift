@@ -58,8 +58,8 @@ public struct ObjectProblem: Sendable, Equatable, Codable, CustomStringConvertib
 
 /// What ``ObjectChecker/check(engine:repair:)`` found and, when repairing, changed.
 public struct ObjectCheckReport: Sendable, Equatable, Codable {
-    /// Whether the engine holds a StrataStore at all (a metadata record or rows); a bare engine
-    /// store gets no object checks.
+    /// Whether the engine holds a StrataStore at all (a metadata or model record); a bare
+    /// engine store gets no object checks.
     public var isObjectStore = false
     /// Whether the store carries its model ([ROW-5]); without it only row decoding and the
     /// metadata are checked.
@@ -162,9 +162,10 @@ public enum ObjectChecker {
 
         mutating func run() throws {
             let metadataBytes = try get(KeyLayout.metadataKey)
-            let rowCount = snapshot.countKeys(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1])
-            let indexCount = snapshot.countKeys(from: [IndexKey.tag], to: [IndexKey.tag + 1])
-            guard metadataBytes != nil || rowCount > 0 || indexCount > 0 else { return }
+            let modelBytes = try get(KeyLayout.modelKey)
+            // A StrataStore has a metadata record from its first save on (and a model record);
+            // an engine store whose keys merely start with the same bytes is not checked as one.
+            guard metadataBytes != nil || modelBytes != nil else { return }
             report.isObjectStore = true
 
             if let metadataBytes {
@@ -174,10 +175,10 @@ public enum ObjectChecker {
                     problem(.metadata, key: KeyLayout.metadataKey, "the metadata record does not decode: \(error)")
                 }
             } else {
-                problem(.metadata, key: KeyLayout.metadataKey, "the store has rows but no metadata record")
+                problem(.metadata, key: KeyLayout.metadataKey, "the store has a model record but no metadata record")
             }
             storeIdentifier = record?.metadata["NSStoreUUID"]?.stringValue ?? ""
-            if let modelBytes = try get(KeyLayout.modelKey) {
+            if let modelBytes {
                 do {
                     model = try ModelRecord.decode(modelBytes)
                     report.hasModel = true

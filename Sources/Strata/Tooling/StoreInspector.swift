@@ -140,7 +140,7 @@ public struct InspectReport: Sendable, Equatable, Codable {
     public var keyCount: Int
     /// Every live file, WALs then segments, with live and dead bytes.
     public var files: [FileSummary]
-    /// Whether the store is a StrataStore (has a metadata record or rows).
+    /// Whether the store is a StrataStore (has a metadata or model record).
     public var isObjectStore: Bool
     /// The store's UUID (`NSStoreUUID`), if a StrataStore.
     public var storeIdentifier: String?
@@ -258,7 +258,7 @@ public enum StoreInspector {
             let snapshot = try engine.snapshot()
             let record = try snapshot.get(KeyLayout.metadataKey).map { try MetadataRecord.decode($0) }
             let model = try snapshot.get(KeyLayout.modelKey).map { try ModelRecord.decode($0) }
-            let isObjectStore = record != nil || snapshot.countKeys(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1], limit: 1) > 0
+            let isObjectStore = record != nil || model != nil
             let counts = record?.rowCounts ?? [:]
             let entities = (model?.entities ?? []).sorted { $0.name < $1.name }.map { entity in
                 InspectReport.EntitySummary(
