@@ -8,8 +8,8 @@ struct Stats: ParsableCommand {
         abstract: "Print the numbers an operator tracks: space amplification, keys, index memory, cache counters.",
         discussion: """
             Opens the store read-only (recovery and index build included: the time is shown) \
-            and prints disk and live bytes, space amplification (disk / live: `strata compact` \
-            brings it toward 1), dead bytes, WAL and segment counts, the in-memory index's \
+            and prints disk bytes, live and dead entry bytes, space amplification (disk bytes per \
+            byte of live data as stored: `strata compact` brings it toward 1), WAL and segment counts, the in-memory index's \
             size, and the row cache counters of the engine this command opened (another \
             process's cache is not visible from outside it).
 
@@ -29,7 +29,7 @@ struct Stats: ParsableCommand {
         Output.line("stats \(report.path)")
         Output.line("  keys:                \(report.keyCount)")
         Output.line("  disk:                \(Output.bytes(report.diskBytes)) (\(report.walFiles) WAL files \(Output.bytes(report.walBytes)), \(report.segmentFiles) segments \(Output.bytes(report.segmentBytes)))")
-        Output.line("  live:                \(Output.bytes(report.liveBytes)); dead \(Output.bytes(report.deadBytes))")
+        Output.line("  entries:             live \(Output.bytes(report.liveBytes)), dead \(Output.bytes(report.deadBytes)) (before compression)")
         Output.line(String(format: "  space amplification: %.2f×", report.spaceAmplification))
         Output.line(String(format: "  index memory:        %@ (%.1f bytes per key, keys included)", Output.bytes(UInt64(report.indexMemoryBytes)), report.indexBytesPerKey))
         Output.line("  last sequence:       \(report.lastSequence)")

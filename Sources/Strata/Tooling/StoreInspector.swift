@@ -188,11 +188,14 @@ public struct StatsReport: Sendable, Equatable, Codable {
     public var keyCount: Int
     /// Bytes of every live file.
     public var diskBytes: UInt64
-    /// Bytes of entries holding a key's newest value.
+    /// Bytes of entries holding a key's newest value (before compression).
     public var liveBytes: UInt64
-    /// Disk bytes per live byte (1.0: no dead data).
+    /// Disk bytes per byte of live data as stored (1.0: no dead data on disk); see
+    /// ``StoreInspector``'s computation: each file's size is split in proportion to its live and
+    /// dead entry bytes.
     public var spaceAmplification: Double
-    /// Bytes of dead entries, reclaimable by `strata compact`.
+    /// Bytes of overwritten, deleted and tombstone entries (before compression), reclaimable by
+    /// `strata compact`.
     public var deadBytes: UInt64
     /// Live WAL files and their bytes.
     public var walFiles: Int
@@ -291,8 +294,8 @@ public enum StoreInspector {
             let (whole, fraction) = opened.components
             return StatsReport(
                 path: path, keyCount: stats.keyCount, diskBytes: stats.diskBytes, liveBytes: stats.liveBytes,
-                spaceAmplification: stats.spaceAmplification,
-                deadBytes: stats.diskBytes - min(stats.diskBytes, stats.liveBytes),
+                spaceAmplification: Self.spaceAmplification(stats),
+                deadBytes: (stats.wals + stats.segments).reduce(0) { $0 + $1.deadBytes + $1.tombstoneBytes },
                 walFiles: stats.wals.count, walBytes: stats.wals.reduce(0) { $0 + $1.sizeBytes },
                 segmentFiles: stats.segments.count, segmentBytes: stats.segments.reduce(0) { $0 + $1.sizeBytes },
                 indexMemoryBytes: stats.indexMemoryBytes,
@@ -306,6 +309,16 @@ public enum StoreInspector {
                 ],
                 rowCounts: record?.rowCounts ?? [:])
         }
+    }
+
+    /// Disk bytes per byte of live data as stored: each file's size is split between live and
+    /// dead in proportion to its entries' live and dead bytes, so compression cancels out and
+    /// 1.0 means no dead data on disk (empty files count as dead).
+    static func spaceAmplification(_ stats: EngineStats) -> Double {
+        let live = (stats.wals + stats.segments).reduce(0.0) { total, file in
+            file.entryBytes == 0 ? total : total + Double(file.sizeBytes) * Double(file.liveBytes) / Double(file.entryBytes)
+        }
+        return live == 0 ? 1 : Double(stats.diskBytes) / live
     }
 
     /// One record: by engine key (hex, or text when `key` is not hex) or by object URI.
