@@ -45,7 +45,9 @@ extension SegmentReader {
     /// The hints, packed, with the same checks as ``readHints()``.
     func readPackedHints() throws(StoreError) -> PackedHints {
         var hints = PackedHints()
-        hints.reserve(Int(min(entryCount, fileSize / 8)), keyBytes: Int(min(fileSize, entryCount * 24)))
+        // Capacity hints only, bounded by the file's size (the footer's count is not trusted yet).
+        let expected = min(entryCount, fileSize / 8)
+        hints.reserve(Int(expected), keyBytes: Int(min(fileSize, expected) &* 4))
         for block in hintBlocks {
             let raw = try readBlock(block)
             try raw.withBytes { (buffer) throws(StoreError) in
