@@ -90,7 +90,8 @@ public enum OfflineCompaction {
             defer { ticker?.cancel() }
             try engine.compact(policy)
             let after = try engine.stats()
-            progress?(CompactProgress(bytesDone: after.compaction.bytesRead, bytesTotal: total))
+            // Done: the whole budget is accounted for, whether or not every segment was a victim.
+            progress?(CompactProgress(bytesDone: total, bytesTotal: total))
             try engine.close()
             let elapsed = ContinuousClock.now - start
             return CompactReport(
