@@ -32,22 +32,26 @@ extension StrataStore {
         let source = RowSource(snapshot: snapshot, store: self, model: model)
         var rows: [RowView] = []
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
+        // One hierarchy: the predicate's index plans, computed once for every path below.
+        let hierarchy: (root: String, entity: EntityDescription, plans: [IndexPlan])? = {
+            guard roots.count == 1, let root = roots.first, let entity = request.entity else { return nil }
+            return (root, entity, Self.indexPlans(for: request, entity: entity, root: root))
+        }()
         // [IDX-S7] A count that indexes answer exactly reads no row.
-        if request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, roots.count == 1,
-            let root = roots.first, let entity = request.entity,
-            let matches = Self.indexOnlyMatches(for: request, entity: entity, root: root, names: Set(names), model: model, in: snapshot)
+        if request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, let (root, entity, plans) = hierarchy,
+            let matches = Self.indexOnlyMatches(
+                for: request, entity: entity, root: root, names: Set(names), model: model, in: snapshot, plans: plans)
         {
             return .count(matches.count)
         }
-        if roots.count == 1, let root = roots.first, let entity = request.entity,
-            let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root)
+        if let (root, entity, plans) = hierarchy,
+            let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root, plans: plans)
         {
             // [IDX-S5] A limited fetch sorted by an indexed attribute walks that index in order
             // and stops once the page is full (and the last value's ties are in).
             let needed = request.fetchOffset + request.fetchLimit
             // The other conjuncts' indexes, where small, rule rows out before they are read.
-            let filters = Self.indexPlans(for: request, entity: entity, root: root)
-                .filter { $0.attribute != ordered.attribute }
+            let filters = plans.filter { $0.attribute != ordered.attribute }
                 .compactMap { Self.referenceSet(of: $0, in: snapshot, cap: Self.prefilterCap) }
             var matched = 0
             var lastValue: [UInt8]? = nil
@@ -70,8 +74,8 @@ extension StrataStore {
                 }
                 if matched >= needed { break walk }
             }
-        } else if roots.count == 1, let root = roots.first, let entity = request.entity,
-            let plan = Self.bestIndexPlan(for: request, entity: entity, root: root, in: snapshot)
+        } else if let (root, entity, plans) = hierarchy,
+            let plan = Self.bestIndexPlan(for: request, entity: entity, root: root, in: snapshot, plans: plans)
         {
             // [IDX-S4] Candidates from the index, in reference order like a scan.
             var references: Set<Int64> = []
@@ -82,7 +86,7 @@ extension StrataStore {
                 }
             }
             // Other conjuncts' indexes, where not much larger, narrow the rows to read.
-            for other in Self.indexPlans(for: request, entity: entity, root: root) where other.attribute != plan.attribute {
+            for other in plans where other.attribute != plan.attribute {
                 guard !references.isEmpty else { break }
                 if let set = Self.referenceSet(of: other, in: snapshot, cap: min(Self.prefilterCap, 16 * references.count)) {
                     references.formIntersection(set)

@@ -20,9 +20,11 @@ extension StrataStore {
 
     /// Of the plans the predicate allows, the one with the fewest candidate keys in
     /// `snapshot`, counting each plan's keys only up to the best count so far.
-    static func bestIndexPlan(for request: FetchRequest, entity: EntityDescription, root: String, in snapshot: Snapshot) -> IndexPlan? {
+    static func bestIndexPlan(
+        for request: FetchRequest, entity: EntityDescription, root: String, in snapshot: Snapshot, plans: [IndexPlan]? = nil
+    ) -> IndexPlan? {
         var best: (plan: IndexPlan, count: Int)? = nil
-        for plan in indexPlans(for: request, entity: entity, root: root) {
+        for plan in plans ?? indexPlans(for: request, entity: entity, root: root) {
             var count = 0
             let limit = best?.count ?? .max
             for range in plan.ranges where count < limit {
@@ -39,7 +41,9 @@ extension StrataStore {
     /// walk in order: those of a conjunct on the attribute, else the whole index (every row
     /// has an entry, nulls first, as the sort puts them). Index order is the sort's order, and
     /// ties are in reference order, as a stable sort of a scan leaves them.
-    static func orderedIndexPlan(for request: FetchRequest, entity: EntityDescription, root: String) -> IndexPlan? {
+    static func orderedIndexPlan(
+        for request: FetchRequest, entity: EntityDescription, root: String, plans: [IndexPlan]? = nil
+    ) -> IndexPlan? {
         guard request.fetchLimit > 0, request.resultType == .managedObject || request.resultType == .managedObjectID,
             let first = request.sortDescriptors.first, first.ascending, first.options.isEmpty,
             !first.keyPath.contains("."), let attribute = entity.propertiesByName[first.keyPath] as? AttributeDescription,
@@ -49,7 +53,7 @@ extension StrataStore {
         case .integer16, .integer32, .integer64, .boolean, .string, .date, .uuid: break
         default: return nil
         }
-        if let plan = indexPlans(for: request, entity: entity, root: root).first(where: { $0.attribute == attribute.name }) {
+        if let plan = (plans ?? indexPlans(for: request, entity: entity, root: root)).first(where: { $0.attribute == attribute.name }) {
             let sorted = plan.ranges.sorted { $0.lower.precedes($1.lower) }
             var merged: [(lower: [UInt8], upper: [UInt8])] = []
             for range in sorted {
@@ -72,7 +76,7 @@ extension StrataStore {
     /// (index entries do not say which subentity a row is). `nil` otherwise.
     static func indexOnlyMatches(
         for request: FetchRequest, entity: EntityDescription, root: String, names: Set<String>,
-        model: ManagedObjectModel, in snapshot: Snapshot
+        model: ManagedObjectModel, in snapshot: Snapshot, plans: [IndexPlan]? = nil
     ) -> Set<Int64>? {
         guard let predicate = request.predicate else { return nil }
         func leaves(_ predicate: FetchPredicate) -> Int {
@@ -84,7 +88,7 @@ extension StrataStore {
             !constraints.contains(where: { $0.op == .beginsWith }),
             Set(model.entities.filter { StrataStore.root(of: $0).name == root }.map(\.name)).isSubset(of: names)
         else { return nil }
-        let plans = indexPlans(for: request, entity: entity, root: root)
+        let plans = plans ?? indexPlans(for: request, entity: entity, root: root)
         guard plans.count == constraints.count else { return nil }
         for plan in plans {
             guard let attribute = entity.attributesByName[plan.attribute] else { return nil }
@@ -129,7 +133,8 @@ extension StrataStore {
         return references
     }
 
-    /// Every plan the predicate's conjuncts allow, in conjunct order.
+    /// Every plan the predicate's conjuncts allow, in conjunct order. The functions above take
+    /// them as `plans` when the caller has computed them already (a fetch computes them once).
     static func indexPlans(for request: FetchRequest, entity: EntityDescription, root: String) -> [IndexPlan] {
         guard let predicate = request.predicate else { return [] }
         var plans: [IndexPlan] = []

@@ -197,23 +197,13 @@ public enum ObjectChecker {
         // MARK: Rows
 
         mutating func checkRows() throws {
+            // Keys only: each row's value is read once, by `checkRow`.
             var keys: [[UInt8]] = []
-            var failure: (any Error)?
-            try mappingEngineErrors("scan the rows") { () throws(StoreError) in
-                try snapshot.forEach(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1]) { key, value in
-                    keys.append(key)
-                    return true
-                }
+            snapshot.forEachKey(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1]) { key in
+                keys.append(key)
+                return true
             }
-            for key in keys {
-                do {
-                    try checkRow(key)
-                } catch {
-                    failure = error
-                    break
-                }
-            }
-            if let failure { throw failure }
+            for key in keys { try checkRow(key) }
         }
 
         /// The root name and reference of a row key, if it has the [KEY-2] shape.
@@ -325,11 +315,9 @@ public enum ObjectChecker {
 
         mutating func checkIndexes() throws {
             var present = Set<[UInt8]>()
-            try mappingEngineErrors("scan the indexes") { () throws(StoreError) in
-                try snapshot.forEach(from: [IndexKey.tag], to: [IndexKey.tag + 1]) { key, _ in
-                    present.insert(key)
-                    return true
-                }
+            snapshot.forEachKey(from: [IndexKey.tag], to: [IndexKey.tag + 1]) { key in
+                present.insert(key)
+                return true
             }
             report.indexEntries = present.count
             guard model != nil else { return }
@@ -352,15 +340,13 @@ public enum ObjectChecker {
 
         mutating func checkOtherKeys() throws {
             var stray: [[UInt8]] = []
-            try mappingEngineErrors("scan the keys") { () throws(StoreError) in
-                try snapshot.forEach(from: [], to: [KeyLayout.rowTag]) { key, _ in
-                    if key != KeyLayout.metadataKey && key != KeyLayout.modelKey { stray.append(key) }
-                    return true
-                }
-                try snapshot.forEach(from: [IndexKey.tag + 1], to: nil) { key, _ in
-                    stray.append(key)
-                    return true
-                }
+            snapshot.forEachKey(from: [], to: [KeyLayout.rowTag]) { key in
+                if key != KeyLayout.metadataKey && key != KeyLayout.modelKey { stray.append(key) }
+                return true
+            }
+            snapshot.forEachKey(from: [IndexKey.tag + 1], to: nil) { key in
+                stray.append(key)
+                return true
             }
             for key in stray { problem(.strayKey, key: key, "a key outside StrataStore's key spaces ([KEY-1], [KEY-2], [IDX-S1])") }
         }

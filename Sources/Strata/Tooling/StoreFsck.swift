@@ -182,15 +182,8 @@ public enum StoreFsck {
 
     /// The object-level check on a read-only engine, or why it could not run.
     static func objectCheck(path: String, fileSystem: any FileSystem, filesClean: Bool) -> (ObjectCheckReport?, String?) {
-        var engineOptions = EngineOptions()
-        engineOptions.readOnly = true
-        engineOptions.compaction.automatic = false
-        engineOptions.backgroundFlush = false
-        engineOptions.fileSystem = fileSystem
         do {
-            let engine = try Engine.open(at: path, options: engineOptions)
-            defer { try? engine.close() }
-            return (try ObjectChecker.check(engine: engine, repair: false), nil)
+            return (try StoreInspector.withEngine(at: path, fileSystem: fileSystem) { try ObjectChecker.check(engine: $0, repair: false) }, nil)
         } catch {
             let reason = filesClean
                 ? "the object check failed: \(error)"

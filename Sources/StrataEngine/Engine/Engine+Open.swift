@@ -286,15 +286,24 @@ extension Engine {
     /// open makes no array per key.
     static func buildIndex(from lists: [PackedHints], usage: inout [UInt32: FileUsage]) throws(StoreError) -> KeyIndex {
         for list in lists {
-            // A list is one segment's hints: sum its bytes locally, update the table once.
-            var entryBytes: [UInt32: UInt64] = [:], tombstoneBytes: [UInt32: UInt64] = [:]
-            for i in 0..<list.count {
-                let length = UInt64(list.locations[i].length)
-                entryBytes[list.locations[i].fileNumber, default: 0] += length
-                if list.isDelete[i] { tombstoneBytes[list.locations[i].fileNumber, default: 0] += length }
+            // A list is one segment's hints: sum runs of one file locally and update the table
+            // once per run, not twice per hint.
+            var run: (number: UInt32, entries: UInt64, tombstones: UInt64)? = nil
+            func flush() {
+                guard let run else { return }
+                usage[run.number, default: FileUsage()].entryBytes += run.entries
+                usage[run.number, default: FileUsage()].tombstoneBytes += run.tombstones
             }
-            for (number, bytes) in entryBytes { usage[number, default: FileUsage()].entryBytes += bytes }
-            for (number, bytes) in tombstoneBytes { usage[number, default: FileUsage()].tombstoneBytes += bytes }
+            for i in 0..<list.count {
+                let location = list.locations[i]
+                if run?.number != location.fileNumber {
+                    flush()
+                    run = (location.fileNumber, 0, 0)
+                }
+                run?.entries += UInt64(location.length)
+                if list.isDelete[i] { run?.tombstones += UInt64(location.length) }
+            }
+            flush()
         }
         var builder = KeyIndex.Builder()
         var heads = [Int](repeating: 0, count: lists.count)

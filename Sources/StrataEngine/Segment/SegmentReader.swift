@@ -212,44 +212,17 @@ final class SegmentReader: Sendable {
         try entry(in: readDataBlock(Int(location.position)), at: location)
     }
 
-    /// Reads every hint, in key order ([SEG-4]).
+    /// Reads every hint, in key order ([SEG-4]), each with its own key array (the checks are
+    /// ``readPackedHints()``'s; open uses the packed form directly).
     func readHints() throws(StoreError) -> [Hint] {
-        var hints: [Hint] = []
-        hints.reserveCapacity(Int(min(entryCount, fileSize / 8)))
-        for block in hintBlocks {
-            let raw = try readBlock(block)
-            try raw.withBytes { (buffer) throws(StoreError) in
-                var reader = ByteReader(buffer)
-                while !reader.isAtEnd {
-                    guard let kind = reader.u8(), kind == Format.entryPut || kind == Format.entryDelete,
-                        let keyCount = reader.length(limit: Format.maxKeyLength), let key = reader.array(keyCount),
-                        let sequence = reader.varint(), let position = reader.varint(),
-                        let offset = reader.varint(), let length = reader.varint(),
-                        position < UInt64(dataBlocks.count),
-                        offset <= UInt64(dataBlocks[Int(position)].rawCount),
-                        length <= UInt64(dataBlocks[Int(position)].rawCount) - offset
-                    else {
-                        throw StoreError.corruption("hint does not decode", path: path, offset: block.offset)
-                    }
-                    // [SEG-4] Hints are in strictly ascending key order.
-                    if let previous = hints.last, !previous.key.precedes(key) {
-                        throw StoreError.corruption("hints are not in ascending key order", path: path, offset: block.offset)
-                    }
-                    hints.append(
-                        Hint(
-                            key: key, isDelete: kind == Format.entryDelete, sequence: sequence,
-                            location: ValueLocation(
-                                fileNumber: fileNumber, position: UInt32(position), offset: UInt32(offset),
-                                length: UInt32(length))))
-                }
+        let packed = try readPackedHints()
+        return packed.keyBytes.withUnsafeBytes { all in
+            (0..<packed.count).map { i in
+                Hint(
+                    key: Array(UnsafeRawBufferPointer(rebasing: all[packed.keyRange(i)])), isDelete: packed.isDelete[i],
+                    sequence: packed.sequences[i], location: packed.locations[i])
             }
         }
-        guard UInt64(hints.count) == entryCount else {
-            throw StoreError.corruption(
-                "footer counts \(entryCount) entries but hints hold \(hints.count)", path: path,
-                offset: fileSize - UInt64(Format.segmentFooterSize))
-        }
-        return hints
     }
 
     /// Repair: rebuilds hints by decoding every data block, skipping blocks that fail their checks.
