@@ -288,22 +288,21 @@ extension Engine {
         for list in lists {
             // A list is one segment's hints: sum runs of one file locally and update the table
             // once per run, not twice per hint.
-            var run: (number: UInt32, entries: UInt64, tombstones: UInt64)? = nil
-            func flush() {
-                guard let run else { return }
-                usage[run.number, default: FileUsage()].entryBytes += run.entries
-                usage[run.number, default: FileUsage()].tombstoneBytes += run.tombstones
-            }
-            for i in 0..<list.count {
-                let location = list.locations[i]
-                if run?.number != location.fileNumber {
-                    flush()
-                    run = (location.fileNumber, 0, 0)
+            var start = 0
+            while start < list.count {
+                let number = list.locations[start].fileNumber
+                var entries: UInt64 = 0, tombstones: UInt64 = 0
+                var i = start
+                while i < list.count, list.locations[i].fileNumber == number {
+                    let length = UInt64(list.locations[i].length)
+                    entries += length
+                    if list.isDelete[i] { tombstones += length }
+                    i += 1
                 }
-                run?.entries += UInt64(location.length)
-                if list.isDelete[i] { run?.tombstones += UInt64(location.length) }
+                usage[number, default: FileUsage()].entryBytes += entries
+                usage[number, default: FileUsage()].tombstoneBytes += tombstones
+                start = i
             }
-            flush()
         }
         var builder = KeyIndex.Builder()
         var heads = [Int](repeating: 0, count: lists.count)
