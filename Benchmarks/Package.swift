@@ -65,6 +65,9 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Sources/CompareObjectGraph"),
+        // One phase of the object-graph comparison alone, for callgrind (issue 12).
+        .executableTarget(
+            name: "objectgraph-probe", dependencies: ["CompareObjectGraph"], path: "Sources/ObjectGraphProbe"),
         .executableTarget(
             name: "compare",
             dependencies: ["BenchmarkSupport", "Comparison", "CompareEngine", "CompareObjectGraph"],

@@ -2,8 +2,10 @@ import Foundation
 
 /// One change of one property, as recorded during an event.
 ///
-/// Recorded for every change made through the public setters; the basis for undo
-/// (which replays them backwards) and for merging, both planned for later issues.
+/// Recorded for changes made through the public setters while
+/// ``ManagedObjectContext/recordsPropertyChanges`` is on: the basis for undo (which replays
+/// them backwards), planned for a later issue. Off by default, so a bulk insert records
+/// nothing per property.
 struct PropertyChange {
     /// How a property changed.
     enum Kind {
@@ -17,7 +19,7 @@ struct PropertyChange {
     /// The object that changed.
     let object: ManagedObject
     /// The property that changed.
-    let key: String
+    let property: PropertyDescription
     /// What changed.
     let kind: Kind
 }

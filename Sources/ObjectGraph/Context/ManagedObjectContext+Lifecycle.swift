@@ -141,8 +141,9 @@ extension ManagedObjectContext {
                 return
             }
             object.transientValues = transient
-            for (key, value) in pending.all {
-                guard let property = object.entity.propertiesByName[key] else { continue }
+            for ordinal in pending.changedOrdinals {
+                guard let value = pending[ordinal] else { continue }
+                let property = object.entity.properties[ordinal]
                 if let committed = try? object.committedValue(for: property), sameValue(committed, value, for: property) { continue }
                 object.changes.set(value, for: property)
             }

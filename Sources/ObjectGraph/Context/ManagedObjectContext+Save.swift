@@ -107,8 +107,8 @@ extension ManagedObjectContext {
         // delete rules have run, so what is left is a noAction (or inverse-less) reference.
         // Only changed relationship values are looked at, so no fault fires.
         for object in insertedInOrder + Array(updatedSet) where !object.deleted {
-            for relationship in object.entity.relationshipsByName.values.sorted(by: { $0.name < $1.name }) {
-                guard object.changes.contains(relationship.name),
+            for relationship in object.entity.relationships {
+                guard object.changes.contains(relationship.ordinal),
                     let value = try? object.currentValue(for: relationship).relationshipValue
                 else { continue }
                 // Deleted in this context, or never saved and no longer registered (an object

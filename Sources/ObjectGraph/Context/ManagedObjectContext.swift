@@ -42,6 +42,10 @@ public final class ManagedObjectContext {
         }
     }
 
+    /// Whether each property change is recorded in the event (for undo, which turns it on);
+    /// off by default.
+    var recordsPropertyChanges = false
+
     // Object registry: one object per ID (uniquing).
     var registry: [ManagedObjectID: WeakObject] = [:]
     var retainedObjects: [ManagedObjectID: ManagedObject] = [:]
@@ -91,7 +95,7 @@ public final class ManagedObjectContext {
         let object = objectID.entity.managedObjectClass.init(entity: objectID.entity, insertInto: nil)
         object.objectID = objectID
         object.changes.removeAll()
-        object.transientValues = [:]
+        object.transientValues.removeAll()
         object.managedObjectContext = self
         register(object)
         return object
@@ -311,9 +315,9 @@ public final class ManagedObjectContext {
     ///
     /// A primitive change (`notify` false) still makes the object updated, so it is saved,
     /// but is not recorded in the event and posts no notification.
-    func objectDidChange(_ object: ManagedObject, key: String, change: PropertyChange.Kind, notify: Bool) {
-        if notify { event.propertyChanges.append(PropertyChange(object: object, key: key, kind: change)) }
-        guard !object.inserted, !object.deleted, !(object.entity.propertiesByName[key]?.isTransient ?? false) else { return }
+    func objectDidChange(_ object: ManagedObject, property: PropertyDescription, change: @autoclosure () -> PropertyChange.Kind, notify: Bool) {
+        if notify && recordsPropertyChanges { event.propertyChanges.append(PropertyChange(object: object, property: property, kind: change())) }
+        guard !object.inserted, !object.deleted, !property.isTransient else { return }
         if object.changes.isEmpty {
             updatedSet.remove(object)
         } else {

@@ -103,6 +103,12 @@ extension PersistentStoreCoordinator {
 
     /// The store an object ID belongs to.
     func incrementalStore(for objectID: ManagedObjectID) throws -> IncrementalStore {
+        // The ID's own store, when it is still added here: no search by identifier.
+        if let store = objectID.persistentStore as? IncrementalStore,
+            state.withLock({ $0.stores.contains { $0 === store } })
+        {
+            return store
+        }
         guard let identifier = objectID.storeIdentifier else {
             throw ObjectGraphError(.invalidArgument, "\(objectID) is temporary and belongs to no store yet.", objectID: objectID)
         }

@@ -208,7 +208,7 @@ public final class PersistentStoreCoordinator: Sendable {
         switch key {
         case "t":
             guard let uuid = UUID(uuidString: body) else { return nil }
-            return ManagedObjectID(entity: entity, storeIdentifier: nil, kind: .temporary(uuid), store: nil)
+            return ManagedObjectID(entity: entity, store: nil, kind: .temporary(uuid))
         case "p":
             guard let host = components.host, let store = persistentStore(withIdentifier: host) as? IncrementalStore,
                 store.holds(entity), let reference = ReferenceObject(uriComponent: body)

@@ -30,7 +30,7 @@ public final class AttributeDescription: PropertyDescription, @unchecked Sendabl
         self.defaultValue = defaultValue.converted(to: type) ?? defaultValue
         self.validationRules = validationRules
         self.valueTypeName = valueTypeName
-        super.init(name: name, isOptional: isOptional, isTransient: isTransient, isIndexed: isIndexed)
+        super.init(name: name, isOptional: isOptional, isTransient: isTransient, isIndexed: isIndexed, slotKind: .attribute)
     }
 
     /// Creates a transformable attribute that stores a `Codable` type.

@@ -46,6 +46,21 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// A digest of the entity's stored shape: it changes when a stored property changes.
     public internal(set) var versionHash = Data()
 
+    // Layout, computed once when the model is created: values travel by ordinal (a
+    // property's index in ``properties``), never by name, below the API boundary.
+    /// The stored (non-transient) properties, in ordinal order.
+    var storedProperties: [PropertyDescription] = []
+    /// The stored properties that validation has something to check on (a mandatory value,
+    /// a rule, a count); the others are skipped at save.
+    var validatedProperties: [PropertyDescription] = []
+    /// The properties a new object starts with a value for: attributes with a non-null
+    /// default and every relationship (empty).
+    var initialProperties: [PropertyDescription] = []
+    /// The relationships with a `deny` delete rule.
+    var denyRelationships: [RelationshipDescription] = []
+    /// The hash of ``name``, computed once (object IDs combine it into theirs).
+    let nameHash: Int
+
     /// Creates an entity.
     public init(
         name: String, superentity: String? = nil, isAbstract: Bool = false,
@@ -56,6 +71,27 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.isAbstract = isAbstract
         self.managedObjectClass = managedObjectClass
         self.ownProperties = properties
+        self.nameHash = name.hashValue
+    }
+
+    /// Computes the ordinal lists above from ``properties``; called once by the model.
+    func computeLayout() {
+        storedProperties = properties.filter { !$0.isTransient }
+        validatedProperties = storedProperties.filter { property in
+            switch property {
+            case let attribute as AttributeDescription:
+                return !attribute.isOptional || !attribute.validationRules.isEmpty
+            case let relationship as RelationshipDescription:
+                return !relationship.isOptional || relationship.minCount > 0 || relationship.maxCount > 0
+            default:
+                return false
+            }
+        }
+        initialProperties = properties.filter { property in
+            if let attribute = property as? AttributeDescription { return !attribute.defaultValue.isNull }
+            return property is RelationshipDescription
+        }
+        denyRelationships = relationships.filter { $0.deleteRule == .deny }
     }
 
     /// The entity's name.

@@ -70,6 +70,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
                 problems.count == 1 ? "Invalid model: \(problems[0])" : "Invalid model: \(problems.count) problems; see detailedErrors.",
                 detailedErrors: problems.map { ObjectGraphError(.invalidModel, $0) })
         }
+        for entity in entities { entity.computeLayout() }
         var hashes: [String: Data] = [:]
         for entity in entities {
             entity.versionHash = VersionHash.digest(of: Self.versionText(of: entity))
@@ -166,6 +167,11 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         entity.propertiesByName = byName
         entity.attributesByName = byName.compactMapValues { $0 as? AttributeDescription }
         entity.relationshipsByName = byName.compactMapValues { $0 as? RelationshipDescription }
+        for (ordinal, property) in properties.enumerated() where property.entity == nil || property.entity === entity {
+            // Inherited properties come first, so an own property's ordinal is the same in
+            // every subentity.
+            if entity.ownProperties.contains(where: { $0 === property }) { property.ordinal = ordinal }
+        }
         for property in entity.ownProperties {
             if property.entity != nil && property.entity !== entity {
                 problems.append("Property \(property.name) of \(entity.name) is already used by entity \(property.entity?.name ?? "?").")

@@ -22,13 +22,23 @@ public class PropertyDescription: @unchecked Sendable, CustomStringConvertible {
     public let isIndexed: Bool
     /// The entity that declares the property; set when the model is created.
     public internal(set) weak var entity: EntityDescription?
+    /// The property's position in its entity's ``EntityDescription/properties`` (inherited
+    /// properties first), the same in every subentity: managed objects, store nodes and rows
+    /// hold values by this ordinal. Set when the model is created; -1 before.
+    public internal(set) var ordinal: Int = -1
+    /// What kind of value the property holds, decided once (no dynamic casts on hot paths).
+    let slotKind: SlotKind
 
-    init(name: String, isOptional: Bool, isTransient: Bool, isIndexed: Bool) {
+    init(name: String, isOptional: Bool, isTransient: Bool, isIndexed: Bool, slotKind: SlotKind) {
+        self.slotKind = slotKind
         self.name = name
         self.isOptional = isOptional
         self.isTransient = isTransient
         self.isIndexed = isIndexed
     }
+
+    /// Whether the property is a to-many relationship.
+    var isToManyRelationship: Bool { slotKind == .toMany }
 
     /// The property's kind and name.
     public var description: String { "\(type(of: self))(\(name))" }
@@ -66,4 +76,14 @@ public class PropertyDescription: @unchecked Sendable, CustomStringConvertible {
             name: name, destination: destination, inverse: inverse, isToMany: true,
             isOrdered: ordered, minCount: minCount, maxCount: maxCount, deleteRule: deleteRule)
     }
+}
+
+/// The kind of value a property holds in an object's slots.
+enum SlotKind: UInt8, Sendable {
+    /// An ``AttributeValue``.
+    case attribute
+    /// One destination ID or none.
+    case toOne
+    /// Destination IDs.
+    case toMany
 }

@@ -49,7 +49,7 @@ public final class RelationshipDescription: PropertyDescription, @unchecked Send
         self.minCount = minCount
         self.maxCount = maxCount
         self.deleteRule = deleteRule
-        super.init(name: name, isOptional: isOptional, isTransient: isTransient, isIndexed: false)
+        super.init(name: name, isOptional: isOptional, isTransient: isTransient, isIndexed: false, slotKind: isToMany ? .toMany : .toOne)
     }
 
     /// Whether the relationship holds at most one object.

@@ -26,14 +26,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The context the object is registered in, if any.
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
-    // Change tracking, owned by the context's thread.
+    // Change tracking, owned by the context's thread. Values are kept by property ordinal.
     /// Last committed values; `nil` while the object is a fault.
     var snapshot: ObjectSnapshot?
-    /// Uncommitted values, by property name. Attribute and to-one values that return to
-    /// their committed value are dropped; to-many ones stay pending once changed.
+    /// Uncommitted values. Attribute and to-one values that return to their committed
+    /// value are dropped; to-many ones stay pending once changed.
     var changes = PendingChanges()
-    /// Values of transient attributes; never given to a store.
-    var transientValues: [String: AttributeValue] = [:]
+    /// Values of transient attributes, by ordinal; never given to a store.
+    var transientValues: [Int: AttributeValue] = [:]
     /// Whether the object is inserted and not yet saved.
     var inserted = false
     /// Whether the object is deleted and the delete not yet saved.
@@ -108,7 +108,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public var committedVersion: UInt64? { snapshot?.version }
 
     /// The uncommitted values, by property name.
-    public func changedValues() -> [String: PropertyValue] { changes.all }
+    public func changedValues() -> [String: PropertyValue] { changes.all(in: entity) }
 
     /// The last committed values of the given properties (all stored properties for
     /// `nil`); loads the object's values if it is a fault.
@@ -126,9 +126,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the named relationship's destinations are not loaded yet.
     public func hasFault(forRelationshipNamed name: String) -> Bool {
         guard let relationship = entity.relationshipsByName[name] else { return false }
-        if changes.contains(name) || isNew { return false }
+        return hasFault(forRelationship: relationship)
+    }
+
+    /// Whether a relationship's destinations are neither changed nor loaded.
+    func hasFault(forRelationship relationship: RelationshipDescription) -> Bool {
+        if changes.contains(relationship.ordinal) || isNew { return false }
         guard let snapshot else { return true }
-        return relationship.isToMany ? snapshot.toMany[name] == nil : snapshot.toOne[name] == nil
+        return !snapshot.isLoaded(relationship.ordinal)
     }
 
     // MARK: Lifecycle hooks
@@ -158,7 +163,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Checks the object may be deleted: no deny-rule relationship may have destinations left.
     open func validateForDelete() throws {
         var errors: [ObjectGraphError] = []
-        for relationship in entity.relationships where relationship.deleteRule == .deny {
+        for relationship in entity.denyRelationships {
             let ids = try currentValue(for: relationship).relationshipValue?.objectIDs ?? []
             let live = ids.filter { id in !(managedObjectContext?.registeredObject(for: id)?.isDeleted ?? false) }
             if !live.isEmpty {
@@ -179,7 +184,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 .invalidArgument, "Entity \(entity.name) is abstract and cannot have instances.",
                 entityName: entity.name, objectID: objectID))
         }
-        for property in entity.properties where !property.isTransient {
+        for property in entity.validatedProperties {
             let value = try currentValue(for: property)
             switch (property, value) {
             case (let attribute as AttributeDescription, .attribute(let v)):
@@ -224,16 +229,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             throw ObjectGraphError(.objectInvalidated, "\(objectID) is not in a context.", objectID: objectID)
         }
         let value = try context.fulfillRelationship(relationship, of: objectID)
-        snapshot?.set(.relationship(value), for: relationship.name)
+        snapshot?.set(.relationship(value), at: relationship.ordinal)
         return .relationship(value)
     }
 
     /// The current value of a stored or transient property.
     func currentValue(for property: PropertyDescription) throws -> PropertyValue {
         if property.isTransient, let attribute = property as? AttributeDescription {
-            return .attribute(transientValues[property.name] ?? attribute.defaultValue)
+            return .attribute(transientValues[property.ordinal] ?? attribute.defaultValue)
         }
-        if let changed = changes[property.name] { return changed }
+        if let changed = changes[property.ordinal] { return changed }
+        if isNew { return Self.emptyValue(of: property) }
         return try committedValue(for: property)
     }
 
@@ -241,9 +247,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// the context (unless `notify` is false, for primitive setters).
     func record(_ value: PropertyValue, for property: PropertyDescription, notify: Bool = true) throws {
         if property.isTransient, case .attribute(let attribute) = value {
-            let old = transientValues[property.name] ?? .null
-            transientValues[property.name] = attribute
-            managedObjectContext?.objectDidChange(self, key: property.name, change: .value(old: .attribute(old), new: value), notify: notify)
+            let old = transientValues[property.ordinal] ?? .null
+            transientValues[property.ordinal] = attribute
+            managedObjectContext?.objectDidChange(self, property: property, change: .value(old: .attribute(old), new: value), notify: notify)
             return
         }
         let old = try currentValue(for: property)
@@ -253,22 +259,22 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         } else {
             changes.set(value, for: property)
         }
-        managedObjectContext?.objectDidChange(self, key: property.name, change: .value(old: old, new: value), notify: notify)
+        managedObjectContext?.objectDidChange(self, property: property, change: .value(old: old, new: value), notify: notify)
     }
 
     /// Adds or removes one destination of a to-many relationship in place (constant time
     /// for unordered relationships) and tells the context. Returns whether it changed.
     @discardableResult
     func changeMember(_ id: ManagedObjectID, of relationship: RelationshipDescription, adding: Bool) throws -> Bool {
-        if !changes.contains(relationship.name) {
-            changes.set(try committedValue(for: relationship), for: relationship)
+        if !changes.contains(relationship.ordinal) {
+            changes.set(isNew ? Self.emptyValue(of: relationship) : try committedValue(for: relationship), for: relationship)
         }
         let changed = changes.updateMembers(of: relationship) { list in
             adding ? list.append(id) : list.remove(id)
         }
         if changed {
             let change: PropertyChange.Kind = adding ? .members(added: [id], removed: []) : .members(added: [], removed: [id])
-            managedObjectContext?.objectDidChange(self, key: relationship.name, change: change, notify: true)
+            managedObjectContext?.objectDidChange(self, property: relationship, change: change, notify: true)
         }
         return changed
     }
@@ -276,19 +282,26 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Gives a new object its attributes' default values and empty relationships, as
     /// pending changes (a new object has nothing committed).
     func applyDefaultValues() {
-        for property in entity.properties {
-            switch property {
-            case let attribute as AttributeDescription where !attribute.defaultValue.isNull:
+        for property in entity.initialProperties {
+            if let attribute = property as? AttributeDescription {
                 if attribute.isTransient {
-                    transientValues[attribute.name] = transientValues[attribute.name] ?? attribute.defaultValue
-                } else if changes[attribute.name] == nil {
+                    if transientValues[attribute.ordinal] == nil { transientValues[attribute.ordinal] = attribute.defaultValue }
+                } else if !changes.contains(attribute.ordinal) {
                     changes.set(.attribute(attribute.defaultValue), for: attribute)
                 }
-            case let relationship as RelationshipDescription where changes[relationship.name] == nil:
-                changes.set(.relationship(relationship.isToMany ? .toMany([]) : .toOne(nil)), for: relationship)
-            default:
-                break
+            } else if !changes.contains(property.ordinal) {
+                changes.set(Self.emptyValue(of: property), for: property)
             }
+        }
+    }
+
+    /// The value a property has in an object that never had one: null, no destination,
+    /// or no destinations.
+    static func emptyValue(of property: PropertyDescription) -> PropertyValue {
+        switch property.slotKind {
+        case .attribute: return .attribute(.null)
+        case .toOne: return .relationship(.toOne(nil))
+        case .toMany: return .relationship(.toMany([]))
         }
     }
 
@@ -303,8 +316,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Moves the current values into the snapshot after a successful save.
     func commitChanges() {
-        var committed = snapshot ?? ObjectSnapshot()
-        for (key, value) in changes.all { committed.set(value, for: key) }
+        var committed = snapshot ?? ObjectSnapshot(entity: entity)
+        for ordinal in changes.changedOrdinals {
+            if let value = changes[ordinal] { committed.set(value, at: ordinal) }
+        }
         committed.version = inserted ? 1 : committed.version + 1
         snapshot = committed
         changes.removeAll()
@@ -314,10 +329,45 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Replaces object IDs inside the snapshot and the changes (temporary to permanent).
     func replaceReferences(_ map: [ManagedObjectID: ManagedObjectID]) {
         changes.replaceReferences(map)
-        if var committed = snapshot {
-            committed.toOne = committed.toOne.mapValues { $0.map { map[$0] ?? $0 } }
-            committed.toMany = committed.toMany.mapValues { $0.map { map[$0] ?? $0 } }
-            snapshot = committed
+        guard var committed = snapshot else { return }
+        snapshot = nil
+        for ordinal in committed.slots.indices {
+            switch committed.slots[ordinal] {
+            case .relationship(.toOne(let id?))?:
+                if let new = map[id] { committed.slots[ordinal] = .relationship(.toOne(new)) }
+            case .relationship(.toMany(let ids))?:
+                if ids.contains(where: { map[$0] != nil }) { committed.slots[ordinal] = .relationship(.toMany(ids.map { map[$0] ?? $0 })) }
+            default:
+                break
+            }
         }
+        snapshot = committed
+    }
+}
+
+// MARK: - Values for stores
+
+extension ManagedObject {
+    /// The values a store saves for this object, in the order of its entity's
+    /// ``EntityDescription/properties`` (by ``PropertyDescription/ordinal``): the pending
+    /// value of each stored property, else its committed one; `nil` for transient
+    /// properties and, with `skippingUnloadedRelationships`, for relationships whose
+    /// destinations were never loaded or changed (an update leaves those as stored).
+    ///
+    /// Stores call it from ``IncrementalStore/execute(_:with:)`` for a save request's
+    /// objects; it reads no name and builds no dictionary.
+    ///
+    /// - Throws: the store's error if a fault must be fulfilled and cannot be.
+    public func storedValues(skippingUnloadedRelationships: Bool) throws -> [PropertyValue?] {
+        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
+        for property in entity.storedProperties {
+            if skippingUnloadedRelationships, property.slotKind != .attribute, !changes.contains(property.ordinal), !isNew,
+                snapshot?.isLoaded(property.ordinal) != true
+            {
+                continue
+            }
+            values[property.ordinal] = try currentValue(for: property)
+        }
+        return values
     }
 }

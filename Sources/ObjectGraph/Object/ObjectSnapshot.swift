@@ -1,64 +1,58 @@
 import Foundation
 
 /// The last committed (fetched or saved) values of an object, with the version they
-/// belong to. The context compares current values against it to know what changed;
-/// merge policies and conflict detection will compare its version with the store's.
+/// belong to: one slot per property ordinal of the object's entity.
+///
+/// A snapshot is a value with copy-on-write storage: the node a store returns, the
+/// coordinator's cached row and every context's object share one buffer until one of them
+/// changes it. That is what the features built on it compare: conflict detection and merge
+/// policies put the object's snapshot, the cached row and the stored row side by side;
+/// a child context's objects start from the parent's snapshot; undo restores slots.
 struct ObjectSnapshot {
-    /// Attribute values by name (stored attributes only).
-    var attributes: [String: AttributeValue] = [:]
-    /// To-one destinations by name; a missing key means "not loaded yet".
-    var toOne: [String: ManagedObjectID?] = [:]
-    /// To-many destinations by name; a missing key means the relationship is a fault.
-    var toMany: [String: [ManagedObjectID]] = [:]
+    /// Committed values by property ordinal; `nil` where nothing is loaded (a relationship
+    /// not fetched yet, a transient property). A `nil` attribute slot reads as null.
+    var slots: [PropertyValue?]
     /// The store version these values belong to (0 for an object never saved).
-    var version: UInt64 = 0
+    var version: UInt64
 
-    init() {}
+    /// An empty snapshot for an entity (every slot unloaded).
+    init(entity: EntityDescription) {
+        slots = Array(repeating: nil, count: entity.properties.count)
+        version = 0
+    }
 
+    /// The values of a store's node; shares the node's slots when they are in this
+    /// entity's layout.
     init(node: IncrementalStoreNode, entity: EntityDescription) {
         version = node.version
-        for (key, value) in node.values {
-            switch value {
-            case .attribute(let attribute):
-                if entity.attributesByName[key] != nil { attributes[key] = attribute }
-            case .relationship(.toOne(let id)):
-                toOne[key] = .some(id)
-            case .relationship(.toMany(let ids)):
-                toMany[key] = ids
-            }
-        }
+        slots = node.slots(in: entity)
     }
 
-    /// The committed value of a property, if loaded.
+    /// The committed value of a property, if loaded (attributes are always "loaded":
+    /// a missing attribute is null).
     func value(for property: PropertyDescription) -> PropertyValue? {
-        if let attribute = property as? AttributeDescription {
-            return .attribute(attributes[attribute.name] ?? .null)
-        }
-        guard let relationship = property as? RelationshipDescription else { return nil }
-        if relationship.isToMany { return toMany[relationship.name].map { .relationship(.toMany($0)) } }
-        return toOne[relationship.name].map { .relationship(.toOne($0)) }
+        if let value = slots[property.ordinal] { return value }
+        return property.slotKind == .attribute ? .attribute(.null) : nil
     }
+
+    /// Whether the relationship at `ordinal` has its destinations loaded.
+    func isLoaded(_ ordinal: Int) -> Bool { slots[ordinal] != nil }
 
     /// Stores a value as committed.
-    mutating func set(_ value: PropertyValue, for key: String) {
-        switch value {
-        case .attribute(let attribute): attributes[key] = attribute
-        case .relationship(.toOne(let id)): toOne[key] = .some(id)
-        case .relationship(.toMany(let ids)): toMany[key] = ids
-        }
+    mutating func set(_ value: PropertyValue, at ordinal: Int) {
+        slots[ordinal] = value
     }
 }
 
 /// Whether two values of one property are the same, ignoring order for unordered
 /// to-many relationships.
 func sameValue(_ a: PropertyValue, _ b: PropertyValue, for property: PropertyDescription) -> Bool {
-    if case .relationship(.toMany(let x)) = a, case .relationship(.toMany(let y)) = b, x.count != y.count {
-        return false
-    }
-    if let relationship = property as? RelationshipDescription, relationship.isToMany, !relationship.isOrdered,
-        case .relationship(.toMany(let x)) = a, case .relationship(.toMany(let y)) = b
-    {
-        return x.count == y.count && Set(x) == Set(y)
+    if case .relationship(.toMany(let x)) = a, case .relationship(.toMany(let y)) = b {
+        guard x.count == y.count else { return false }
+        if let relationship = property as? RelationshipDescription, !relationship.isOrdered {
+            return x == y || Set(x) == Set(y)
+        }
+        return x == y
     }
     return a == b
 }

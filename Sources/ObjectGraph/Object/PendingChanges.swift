@@ -45,68 +45,112 @@ struct ObjectIDList: Equatable {
     }
 }
 
-/// An object's uncommitted values: attribute and to-one values as given, to-many
-/// relationships as ``ObjectIDList``s that can change one member at a time.
+/// An object's uncommitted values, one slot per property ordinal (allocated at the first
+/// change): attribute and to-one values as given, to-many relationships as
+/// ``ObjectIDList``s that change one member at a time. The committed value of a changed
+/// slot stays in the object's ``ObjectSnapshot``, so old and new sit side by side.
 struct PendingChanges {
-    private var values: [String: PropertyValue] = [:]
-    private var members: [String: ObjectIDList] = [:]
+    private enum Slot {
+        case value(PropertyValue)
+        case members(ObjectIDList)
 
-    var isEmpty: Bool { values.isEmpty && members.isEmpty }
-
-    /// The pending value of a property, if it has one.
-    subscript(key: String) -> PropertyValue? {
-        if let list = members[key] { return .relationship(.toMany(list.ids)) }
-        return values[key]
+        var value: PropertyValue {
+            switch self {
+            case .value(let value): return value
+            case .members(let list): return .relationship(.toMany(list.ids))
+            }
+        }
     }
 
+    private var slots: [Slot?] = []
+    /// How many slots hold a change.
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    /// The pending value of the property at `ordinal`, if it has one.
+    subscript(ordinal: Int) -> PropertyValue? {
+        guard ordinal < slots.count, let slot = slots[ordinal] else { return nil }
+        return slot.value
+    }
+
+    /// Whether the property at `ordinal` has a pending value.
+    func contains(_ ordinal: Int) -> Bool { ordinal < slots.count && slots[ordinal] != nil }
+
+    /// The ordinals with a pending value, in order.
+    var changedOrdinals: [Int] { slots.indices.filter { slots[$0] != nil } }
+
     /// Every pending value, by property name.
-    var all: [String: PropertyValue] {
-        var result = values
-        for (key, list) in members { result[key] = .relationship(.toMany(list.ids)) }
+    func all(in entity: EntityDescription) -> [String: PropertyValue] {
+        var result: [String: PropertyValue] = [:]
+        for ordinal in slots.indices { if let slot = slots[ordinal] { result[entity.properties[ordinal].name] = slot.value } }
         return result
     }
 
     /// Sets (or, with `nil`, clears) the pending value of a property.
     mutating func set(_ value: PropertyValue?, for property: PropertyDescription) {
-        let key = property.name
-        if let relationship = property as? RelationshipDescription, relationship.isToMany {
-            if case .relationship(.toMany(let ids))? = value {
-                members[key] = ObjectIDList(ids, ordered: relationship.isOrdered)
+        let ordinal = property.ordinal
+        if ordinal >= slots.count {
+            guard value != nil else { return }
+            slots.append(contentsOf: repeatElement(nil, count: ordinal + 1 - slots.count))
+        }
+        let had = slots[ordinal] != nil
+        if let value {
+            if let relationship = property as? RelationshipDescription, relationship.isToMany,
+                case .relationship(.toMany(let ids)) = value
+            {
+                slots[ordinal] = .members(ObjectIDList(ids, ordered: relationship.isOrdered))
             } else {
-                members[key] = nil
+                slots[ordinal] = .value(value)
             }
+            if !had { count += 1 }
         } else {
-            values[key] = value
+            slots[ordinal] = nil
+            if had { count -= 1 }
         }
     }
-
-    /// Whether a property has a pending value.
-    func contains(_ key: String) -> Bool { values[key] != nil || members[key] != nil }
 
     /// Changes the members of a to-many relationship in place; the relationship must
     /// already have a pending value. Returns what `body` returns.
     mutating func updateMembers(of relationship: RelationshipDescription, _ body: (inout ObjectIDList) -> Bool) -> Bool {
-        // Taking the list out of the dictionary leaves it uniquely referenced, so `body`
-        // mutates it without copying.
-        var list = members.removeValue(forKey: relationship.name) ?? ObjectIDList([], ordered: relationship.isOrdered)
+        let ordinal = relationship.ordinal
+        if ordinal >= slots.count { slots.append(contentsOf: repeatElement(nil, count: ordinal + 1 - slots.count)) }
+        // Taking the list out of its slot leaves it uniquely referenced, so `body` mutates
+        // it without copying.
+        var list: ObjectIDList
+        switch slots[ordinal] {
+        case .members(let existing)?: list = existing
+        case .value(.relationship(.toMany(let ids)))?: list = ObjectIDList(ids, ordered: relationship.isOrdered)
+        default:
+            list = ObjectIDList([], ordered: relationship.isOrdered)
+            count += 1
+        }
+        slots[ordinal] = nil
         let changed = body(&list)
-        members[relationship.name] = list
+        slots[ordinal] = .members(list)
         return changed
     }
 
     mutating func removeAll() {
-        values = [:]
-        members = [:]
+        slots = []
+        count = 0
     }
 
     /// Replaces object IDs (temporary to permanent) in every pending relationship value.
     mutating func replaceReferences(_ map: [ManagedObjectID: ManagedObjectID]) {
-        values = values.mapValues { value in
-            if case .relationship(.toOne(let id?)) = value { return .relationship(.toOne(map[id] ?? id)) }
-            return value
-        }
-        members = members.mapValues { list in
-            ObjectIDList(list.ids.map { map[$0] ?? $0 }, ordered: list.ordered)
+        for ordinal in slots.indices {
+            switch slots[ordinal] {
+            case .value(.relationship(.toOne(let id?)))?:
+                if let new = map[id] { slots[ordinal] = .value(.relationship(.toOne(new))) }
+            case .value(.relationship(.toMany(let ids)))?:
+                slots[ordinal] = .value(.relationship(.toMany(ids.map { map[$0] ?? $0 })))
+            case .members(let list)?:
+                if list.ids.contains(where: { map[$0] != nil }) {
+                    slots[ordinal] = .members(ObjectIDList(list.ids.map { map[$0] ?? $0 }, ordered: list.ordered))
+                }
+            default:
+                break
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The identity of a managed object across contexts and stores (Core Data's
 /// `NSManagedObjectID`).
@@ -26,46 +27,54 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// The object's entity.
     public var entity: EntityDescription { storage.entity }
     /// The identifier of the store holding the object; `nil` while temporary.
-    public var storeIdentifier: String? { storage.storeIdentifier }
+    public var storeIdentifier: String? { storage.store?.identifier }
     /// The ID's kind and key.
     public var kind: Kind { storage.kind }
     /// The store that created the ID, while it is alive.
-    public var persistentStore: PersistentStore? { storage.persistentStore }
+    public var persistentStore: PersistentStore? { storage.store?.store }
 
-    /// The fields, in one immutable object: copying an ID is one retain (not one per field
-    /// plus a weak-reference copy), and its hash is computed once. IDs are copied and hashed
-    /// on every registration, fault and fetch.
+    /// The fields, in one immutable object: copying an ID is one retain (not one per field),
+    /// and its hash is computed once, from hashes computed once per entity and per store.
+    /// IDs are copied and hashed on every registration, fault and fetch.
     final class Storage: @unchecked Sendable {
-        // Immutable after init; `persistentStore` is a weak reference the runtime protects.
+        // Immutable after init (`StoreToken` is itself immutable).
         let entity: EntityDescription
-        let storeIdentifier: String?
+        let store: StoreToken?
         let kind: Kind
-        weak let persistentStore: PersistentStore?
         /// The hash of entity name, store identifier and kind.
         let fieldHash: Int
 
-        init(entity: EntityDescription, storeIdentifier: String?, kind: Kind, store: PersistentStore?) {
+        init(entity: EntityDescription, store: StoreToken?, kind: Kind) {
             self.entity = entity
-            self.storeIdentifier = storeIdentifier
+            self.store = store
             self.kind = kind
-            self.persistentStore = store
-            var hasher = Hasher()
-            hasher.combine(entity.name)
-            hasher.combine(storeIdentifier)
-            hasher.combine(kind)
-            self.fieldHash = hasher.finalize()
+            let kindHash: Int
+            switch kind {
+            case .permanent(.int64(let reference)): kindHash = Int(truncatingIfNeeded: reference)
+            default: kindHash = kind.hashValue
+            }
+            self.fieldHash = Self.mix(Self.mix(entity.nameHash, store?.identifierHash ?? 0), kindHash)
+        }
+
+        /// Combines two hashes (the final `hash(into:)` feeds the result to `Hasher`).
+        static func mix(_ a: Int, _ b: Int) -> Int {
+            let x = UInt64(bitPattern: Int64(a)) &* 0x9E37_79B9_7F4A_7C15
+            return Int(bitPattern: UInt(truncatingIfNeeded: (x ^ (x >> 29)) &+ UInt64(bitPattern: Int64(b))))
         }
     }
 
     let storage: Storage
 
     /// A new temporary ID for an object of `entity`.
+    ///
+    /// Temporary UUIDs are one random UUID per process with a counter in its last eight
+    /// bytes: unique, and free of a random-number call per object.
     public static func temporary(for entity: EntityDescription) -> ManagedObjectID {
-        ManagedObjectID(entity: entity, storeIdentifier: nil, kind: .temporary(UUID()), store: nil)
+        ManagedObjectID(entity: entity, store: nil, kind: .temporary(TemporaryIDs.next()))
     }
 
-    init(entity: EntityDescription, storeIdentifier: String?, kind: Kind, store: PersistentStore?) {
-        storage = Storage(entity: entity, storeIdentifier: storeIdentifier, kind: kind, store: store)
+    init(entity: EntityDescription, store: StoreToken?, kind: Kind) {
+        storage = Storage(entity: entity, store: store, kind: kind)
     }
 
     /// The entity's name.
@@ -102,13 +111,46 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
 
     /// Equal when entity name, store identifier and kind are equal.
     public static func == (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
-        if lhs.storage === rhs.storage { return true }
-        return lhs.storage.fieldHash == rhs.storage.fieldHash && lhs.kind == rhs.kind
-            && lhs.storeIdentifier == rhs.storeIdentifier && lhs.entity.name == rhs.entity.name
+        let a = lhs.storage, b = rhs.storage
+        if a === b { return true }
+        guard a.fieldHash == b.fieldHash, a.kind == b.kind else { return false }
+        guard a.store === b.store || a.store?.identifier == b.store?.identifier else { return false }
+        return a.entity === b.entity || a.entity.name == b.entity.name
     }
 
     /// Hashes entity name, store identifier and kind (computed once per ID).
     public func hash(into hasher: inout Hasher) {
         hasher.combine(storage.fieldHash)
+    }
+}
+
+/// A store's identity as object IDs hold it: its identifier and that identifier's hash,
+/// computed once, and a weak reference to the store, formed once per store instead of
+/// once per ID.
+final class StoreToken: Sendable {
+    let identifier: String
+    let identifierHash: Int
+    weak let store: PersistentStore?
+
+    init(identifier: String, store: PersistentStore?) {
+        self.identifier = identifier
+        self.identifierHash = identifier.hashValue
+        self.store = store
+    }
+}
+
+/// The source of temporary IDs' UUIDs: a random UUID per process whose last eight bytes
+/// are replaced by a counter.
+enum TemporaryIDs {
+    private static let base = UUID().uuid
+    private static let counter = Atomic<UInt64>(0)
+
+    static func next() -> UUID {
+        let n = counter.add(1, ordering: .relaxed).newValue
+        var bytes = base
+        withUnsafeMutableBytes(of: &bytes) { raw in
+            raw.storeBytes(of: n.bigEndian, toByteOffset: 8, as: UInt64.self)
+        }
+        return UUID(uuid: bytes)
     }
 }

@@ -33,7 +33,8 @@ extension InMemoryStore {
                 return rest == nil ? .object(objectID) : try fetchValue(forKeyPath: rest ?? "")
             }
             let property = try entity.property(named: head)
-            switch row.values[head] {
+            let stored = property.ordinal < row.slots.count ? row.slots[property.ordinal] : nil
+            switch stored {
             case .attribute(let value)?:
                 if let rest {
                     throw ObjectGraphError(.unknownKey, "\(entity.name).\(head) is an attribute; key path continues with \"\(rest)\".", entityName: entity.name, key: keyPath)

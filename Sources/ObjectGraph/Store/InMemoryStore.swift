@@ -23,7 +23,8 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
 
     struct Row {
         var entityName: String
-        var values: [String: PropertyValue]
+        /// Values by ordinal of the row's entity; `nil` where nothing is stored.
+        var slots: [PropertyValue?]
         var version: UInt64
     }
 
@@ -149,11 +150,13 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         guard !isReadOnly else { throw ObjectGraphError(.invalidArgument, "The in-memory store \(identifier) is read-only.") }
         // Read every value before taking the lock: reading may fire faults, which call back
         // into this store.
-        let inserts = try (request.insertedObjects ?? []).map { ($0, try integerReference($0.objectID), try values(of: $0, existing: nil)) }
-        let current = backing.database.withLock { $0 }
-        let updates = try (request.updatedObjects ?? []).map { object in
-            let reference = try integerReference(object.objectID)
-            return (object, reference, try values(of: object, existing: current.rows[reference]?.values))
+        let inserts = try (request.insertedObjects ?? []).map {
+            ($0, try integerReference($0.objectID), try $0.storedValues(skippingUnloadedRelationships: false))
+        }
+        // An update carries what the object has loaded; relationships it never loaded keep
+        // their stored value (laid over under the lock).
+        let updates = try (request.updatedObjects ?? []).map {
+            ($0, try integerReference($0.objectID), try $0.storedValues(skippingUnloadedRelationships: true))
         }
         let deletes = try (request.deletedObjects ?? []).map { ($0, try integerReference($0.objectID)) }
         let metadata = self.metadata
@@ -167,34 +170,23 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
             for (object, reference) in deletes where database.rows[reference] == nil {
                 throw ObjectGraphError(.objectNotFound, "Cannot delete \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
             }
-            for (object, reference, values) in inserts {
-                database.rows[reference] = Row(entityName: object.entity.name, values: values, version: 1)
+            for (object, reference, slots) in inserts {
+                database.rows[reference] = Row(entityName: object.entity.name, slots: slots, version: 1)
                 database.nextReference = max(database.nextReference, reference + 1)
             }
-            for (_, reference, values) in updates {
-                database.rows[reference]?.values = values
-                database.rows[reference]?.version += 1
+            for (_, reference, slots) in updates {
+                guard var row = database.rows[reference] else { continue }
+                database.rows[reference] = nil
+                for (ordinal, value) in slots.enumerated() where value != nil && ordinal < row.slots.count {
+                    row.slots[ordinal] = value
+                }
+                row.version += 1
+                database.rows[reference] = row
             }
             for (_, reference) in deletes { database.rows[reference] = nil }
             database.metadata = metadata
         }
         return .saved
-    }
-
-    /// The stored values of an object: every stored attribute, and each relationship whose
-    /// destinations are loaded (unloaded ones keep their stored value).
-    private func values(of object: ManagedObject, existing: [String: PropertyValue]?) throws -> [String: PropertyValue] {
-        var values = existing ?? [:]
-        for property in object.entity.properties where !property.isTransient {
-            if let attribute = property as? AttributeDescription {
-                values[attribute.name] = .attribute(try object.value(forKey: attribute.name))
-            } else if let relationship = property as? RelationshipDescription {
-                if existing != nil && object.hasFault(forRelationshipNamed: relationship.name) { continue }
-                let ids = try object.objectIDs(forRelationshipNamed: relationship.name)
-                values[relationship.name] = .relationship(relationship.isToMany ? .toMany(ids) : .toOne(ids.first))
-            }
-        }
-        return values
     }
 
     // MARK: Faulting
@@ -205,15 +197,16 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         guard let row = backing.database.withLock({ $0.rows[reference] }) else {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
         }
-        var values: [String: PropertyValue] = [:]
-        for property in objectID.entity.properties where !property.isTransient {
-            if let attribute = property as? AttributeDescription {
-                values[attribute.name] = row.values[attribute.name] ?? .attribute(.null)
-            } else if let relationship = property as? RelationshipDescription, relationship.isToOne {
-                values[relationship.name] = row.values[relationship.name] ?? .relationship(.toOne(nil))
+        // The node holds attributes and to-one destinations; to-many ones fault separately.
+        var slots = row.slots
+        for property in objectID.entity.properties where property.ordinal < slots.count {
+            switch property.slotKind {
+            case .attribute: if property.isTransient { slots[property.ordinal] = nil }
+            case .toOne: if slots[property.ordinal] == nil { slots[property.ordinal] = .relationship(.toOne(nil)) }
+            case .toMany: slots[property.ordinal] = nil
             }
         }
-        return IncrementalStoreNode(objectID: objectID, values: values, version: row.version)
+        return IncrementalStoreNode(objectID: objectID, valuesByOrdinal: slots, version: row.version)
     }
 
     /// The stored destinations of one relationship.
@@ -225,7 +218,9 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         guard let row = backing.database.withLock({ $0.rows[reference] }) else {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, key: relationship.name, objectID: objectID)
         }
-        return row.values[relationship.name]?.relationshipValue ?? (relationship.isToMany ? .toMany([]) : .toOne(nil))
+        let ordinal = relationship.ordinal
+        let stored = ordinal >= 0 && ordinal < row.slots.count ? row.slots[ordinal] : nil
+        return stored?.relationshipValue ?? (relationship.isToMany ? .toMany([]) : .toOne(nil))
     }
 
     /// Reserves one new integer reference per object, in order.

@@ -74,14 +74,14 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
 
     /// An object ID of this store for an entity and a reference. Do not override.
     public final func newObjectID(for entity: EntityDescription, referenceObject: ReferenceObject) -> ManagedObjectID {
-        ManagedObjectID(entity: entity, storeIdentifier: identifier, kind: .permanent(referenceObject), store: self)
+        ManagedObjectID(entity: entity, store: idToken, kind: .permanent(referenceObject))
     }
 
     /// The reference an ID of this store was made with. Do not override.
     ///
     /// - Throws: ``ObjectGraphError/Code/invalidArgument`` if the ID is temporary or from another store.
     public final func referenceObject(for objectID: ManagedObjectID) throws -> ReferenceObject {
-        guard let reference = objectID.referenceObject, objectID.storeIdentifier == identifier else {
+        guard let reference = objectID.referenceObject, objectID.storage.store === idToken || objectID.storeIdentifier == identifier else {
             throw ObjectGraphError(
                 .invalidArgument, "\(objectID) was not created by store \(identifier).", objectID: objectID)
         }

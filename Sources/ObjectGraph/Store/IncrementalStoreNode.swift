@@ -7,29 +7,89 @@ import Foundation
 /// A node holds every stored attribute and may hold to-one relationships; a missing
 /// to-one is fetched through ``IncrementalStore/newValue(forRelationship:forObjectWith:with:)``.
 /// Versions start at 1 for a new row and grow by one per saved change.
+///
+/// Values are kept by property ordinal (``PropertyDescription/ordinal``) of the object's
+/// entity; a store that builds its values in that order hands them over without a
+/// dictionary with ``init(objectID:valuesByOrdinal:version:)``. The name-keyed
+/// ``init(objectID:values:version:)`` and ``values`` remain for stores written against
+/// Core Data's shape.
 public struct IncrementalStoreNode: Sendable, Hashable {
     /// The object the values belong to.
     public let objectID: ManagedObjectID
     /// The row's version.
     public private(set) var version: UInt64
-    /// The values by property name.
-    public private(set) var values: [String: PropertyValue]
+    /// Values by ordinal of `objectID.entity`; `nil` where the node holds nothing.
+    private(set) var slots: [PropertyValue?]
 
-    /// Creates a node.
+    /// Creates a node from values by property name; names the entity does not have are
+    /// ignored.
     public init(objectID: ManagedObjectID, values: [String: PropertyValue], version: UInt64) {
         self.objectID = objectID
-        self.values = values
         self.version = version
+        self.slots = Self.slots(from: values, entity: objectID.entity)
+    }
+
+    /// Creates a node from values in the order of the entity's
+    /// ``EntityDescription/properties`` (`nil` where the node holds nothing, such as a
+    /// to-many relationship or a transient attribute). The array is kept as given: no
+    /// dictionary is built.
+    ///
+    /// - Precondition: `valuesByOrdinal.count` is the entity's property count; a different
+    ///   count is treated as holding nothing.
+    public init(objectID: ManagedObjectID, valuesByOrdinal: [PropertyValue?], version: UInt64) {
+        self.objectID = objectID
+        self.version = version
+        let count = objectID.entity.properties.count
+        self.slots = valuesByOrdinal.count == count ? valuesByOrdinal : Array(repeating: nil, count: count)
+    }
+
+    /// The values by property name.
+    public var values: [String: PropertyValue] {
+        var result: [String: PropertyValue] = [:]
+        let properties = objectID.entity.properties
+        for (ordinal, value) in slots.enumerated() where ordinal < properties.count {
+            if let value { result[properties[ordinal].name] = value }
+        }
+        return result
     }
 
     /// Replaces the values and version.
     public mutating func update(withValues values: [String: PropertyValue], version: UInt64) {
-        self.values = values
+        self.slots = Self.slots(from: values, entity: objectID.entity)
         self.version = version
     }
 
     /// The value for a property, if the node holds one.
     public func value(for property: PropertyDescription) -> PropertyValue? {
-        values[property.name]
+        let properties = objectID.entity.properties
+        let ordinal = property.ordinal
+        if ordinal >= 0, ordinal < slots.count, ordinal < properties.count, properties[ordinal] === property {
+            return slots[ordinal]
+        }
+        guard let index = properties.firstIndex(where: { $0.name == property.name }), index < slots.count else { return nil }
+        return slots[index]
+    }
+
+    /// The slots laid out for `entity` (shared when it is the node's own entity layout).
+    func slots(in entity: EntityDescription) -> [PropertyValue?] {
+        if entity === objectID.entity || entity.properties.count == slots.count && entity.name == objectID.entity.name {
+            return slots
+        }
+        return Self.slots(from: values, entity: entity)
+    }
+
+    private static func slots(from values: [String: PropertyValue], entity: EntityDescription) -> [PropertyValue?] {
+        var slots = [PropertyValue?](repeating: nil, count: entity.properties.count)
+        for (name, value) in values {
+            guard let property = entity.propertiesByName[name] else { continue }
+            // An attribute slot holds only an attribute value; a relationship slot its kind.
+            switch (property.slotKind, value) {
+            case (.attribute, .attribute), (.toOne, .relationship(.toOne)), (.toMany, .relationship(.toMany)):
+                slots[property.ordinal] = value
+            default:
+                continue
+            }
+        }
+        return slots
     }
 }

@@ -45,8 +45,9 @@ open class PersistentStore: @unchecked Sendable {
     /// The options the store was added with.
     public let options: [String: AttributeValue]
 
-    // State below is protected by `metadataLock`.
-    private let metadataLock = Locked<[String: AttributeValue]>([:])
+    // State below is protected by `metadataLock`: the metadata, and the token object IDs
+    // hold (made again when the identifier in the metadata changes).
+    private let metadataLock = Locked<(metadata: [String: AttributeValue], token: StoreToken?)>(([:], nil))
 
     /// Creates a store; the coordinator then calls ``loadMetadata()``.
     public required init(
@@ -66,12 +67,28 @@ open class PersistentStore: @unchecked Sendable {
     open var isReadOnly: Bool { options[Self.readOnlyOption]?.boolValue ?? false }
 
     /// The store's identifier, kept in its metadata; object URIs name it.
-    public var identifier: String { metadata[Self.storeUUIDKey]?.stringValue ?? "" }
+    public var identifier: String { idToken.identifier }
 
     /// The store's metadata.
     public var metadata: [String: AttributeValue] {
-        get { metadataLock.withLock { $0 } }
-        set { metadataLock.withLock { $0 = newValue } }
+        get { metadataLock.withLock { $0.metadata } }
+        set {
+            metadataLock.withLock { state in
+                let old = state.metadata[Self.storeUUIDKey]
+                state.metadata = newValue
+                if newValue[Self.storeUUIDKey] != old { state.token = nil }
+            }
+        }
+    }
+
+    /// The identity object IDs of this store hold, made once per identifier.
+    var idToken: StoreToken {
+        metadataLock.withLock { state in
+            if let token = state.token { return token }
+            let token = StoreToken(identifier: state.metadata[Self.storeUUIDKey]?.stringValue ?? "", store: self)
+            state.token = token
+            return token
+        }
     }
 
     /// Reads the store's metadata and checks the location is usable; throws if not.

@@ -152,18 +152,19 @@ extension StrataStore {
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
         let row = try storedRow(objectID)
         let model = try model()
-        var values: [String: PropertyValue] = [:]
-        for property in objectID.entity.properties where !property.isTransient {
+        let properties = objectID.entity.properties
+        var values = [PropertyValue?](repeating: nil, count: properties.count)
+        for (ordinal, property) in properties.enumerated() where !property.isTransient {
             if let attribute = property as? AttributeDescription {
-                values[attribute.name] = .attribute(row.attributes[attribute.name] ?? .null)
+                values[ordinal] = .attribute(row.attributes[attribute.name] ?? .null)
             } else if let relationship = property as? RelationshipDescription, relationship.isToOne {
                 let target = (row.toOne[relationship.name] ?? nil).flatMap { target in
                     model.entitiesByName[target.entity].map { newObjectID(for: $0, referenceObject: .int64(target.reference)) }
                 }
-                values[relationship.name] = .relationship(.toOne(target))
+                values[ordinal] = .relationship(.toOne(target))
             }
         }
-        return IncrementalStoreNode(objectID: objectID, values: values, version: row.version)
+        return IncrementalStoreNode(objectID: objectID, valuesByOrdinal: values, version: row.version)
     }
 
     func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {

@@ -92,19 +92,17 @@ extension StrataStore {
     /// `skippingUnloaded`, only those whose destinations are loaded).
     private func stored(values object: ManagedObject, skippingUnloaded: Bool) throws -> StoredRow {
         var row = StoredRow(entity: object.entity.name, version: 1, attributes: [:], toOne: [:], toMany: [:])
-        for property in object.entity.properties where !property.isTransient {
-            if let attribute = property as? AttributeDescription {
-                row.attributes[attribute.name] = try object.value(forKey: attribute.name)
-            } else if let relationship = property as? RelationshipDescription {
-                if skippingUnloaded && object.hasFault(forRelationshipNamed: relationship.name) { continue }
-                let targets = try object.objectIDs(forRelationshipNamed: relationship.name).map { id in
-                    (entity: id.entityName, reference: try integerReference(id))
-                }
-                if relationship.isToMany {
-                    row.toMany[relationship.name] = targets
-                } else {
-                    row.toOne[relationship.name] = .some(targets.first)
-                }
+        let values = try object.storedValues(skippingUnloadedRelationships: skippingUnloaded)
+        for (property, value) in zip(object.entity.properties, values) {
+            switch value {
+            case .attribute(let attribute)?:
+                row.attributes[property.name] = attribute
+            case .relationship(.toOne(let id))?:
+                row.toOne[property.name] = .some(try id.map { (entity: $0.entityName, reference: try integerReference($0)) })
+            case .relationship(.toMany(let ids))?:
+                row.toMany[property.name] = try ids.map { (entity: $0.entityName, reference: try integerReference($0)) }
+            case nil:
+                continue
             }
         }
         return row

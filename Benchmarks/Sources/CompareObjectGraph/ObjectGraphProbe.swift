@@ -1,0 +1,114 @@
+import BenchmarkSupport
+import Foundation
+import Strata
+
+/// One phase of the object-graph comparison, run alone so that a profiler can count it
+/// (issue 12's instructions per object): `valgrind --tool=callgrind --collect-atstart=no
+/// --toggle-collect='*probePhase*'` counts only ``ObjectGraphProbe/probePhase(_:)``.
+///
+/// The setup (data, the store a read phase reads) runs outside the counted function.
+public struct ObjectGraphProbe {
+    /// What the counted function does.
+    public enum Phase: String, CaseIterable, Sendable {
+        /// Insert every object of the shop graph with its relationships, one save.
+        case insert
+        /// Fault in `count` random customers and orders by ID from a just-reopened store.
+        case fault
+        /// `count` fetches of `tier == 3 AND name BEGINSWITH "C"`, sorted by name, limit 100.
+        case fetchIndexed = "fetch-indexed"
+        /// `count` fetches of the same predicate on the unindexed copies (a scan).
+        case fetchUnindexed = "fetch-unindexed"
+    }
+
+    /// Which system runs the phase.
+    public enum System: String, Sendable {
+        case strata, sqlite
+    }
+
+    public var phase: Phase
+    public var system: System
+    /// Objects of the graph (one product in 100, customers with four orders each).
+    public var objects: Int
+    /// Faults or fetches of the read phases.
+    public var count: Int
+    /// A directory for the stores (emptied first).
+    public var directory: String
+
+    public init(phase: Phase, system: System, objects: Int, count: Int, directory: String) {
+        self.phase = phase
+        self.system = system
+        self.objects = objects
+        self.count = count
+        self.directory = directory
+    }
+
+    /// Units of work the phase did, for "per object" and "per row" figures.
+    public struct Work: Sendable {
+        /// Objects inserted, objects faulted, or fetches run.
+        public var operations: Int
+        /// Rows the phase's store had to consider (objects for insert and fault, rows of the
+        /// scanned entity for an unindexed fetch, result rows for an indexed one).
+        public var rows: Int
+    }
+
+    /// Runs the setup, then the counted phase; returns what the phase did.
+    public func run() throws -> Work {
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let data = ShopData.graph(objects: objects, seed: 42)
+        switch system {
+        case .strata:
+            let shop = try StrataShop(path: directory + "/strata", model: try Shop.model(), durability: "normal")
+            if phase == .insert {
+                try probePhase { _ = try shop.insert(data) }
+                try shop.close()
+                return Work(operations: data.objectCount, rows: data.objectCount)
+            }
+            try shop.insert(data)
+            try shop.reopen()
+            let work = try readPhase(data, fault: { try shop.fault($0).values.count }, fetch: { try shop.fetch($0).count })
+            try shop.close()
+            return work
+        case .sqlite:
+            let shop = try SQLiteShop(path: directory + "/sqlite.db", synchronous: "NORMAL")
+            if phase == .insert {
+                try probePhase { try shop.insert(data) }
+                try shop.close()
+                return Work(operations: data.objectCount, rows: data.objectCount)
+            }
+            try shop.insert(data)
+            try shop.analyze()
+            try shop.reopen()
+            let far = ContinuousClock.now + .seconds(3600)
+            let work = try readPhase(
+                data, fault: { try shop.fault($0).count }, fetch: { try shop.fetch($0, times: 1, until: far).names.count })
+            try shop.close()
+            return work
+        }
+    }
+
+    private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
+        switch phase {
+        case .insert:
+            return Work(operations: 0, rows: 0)
+        case .fault:
+            var random = SplitMix64(seed: 7)
+            let everything = (0..<data.customers.count).map(ObjectRef.customer) + (0..<data.orders.count).map(ObjectRef.order)
+            let picks = Array(everything.shuffled(using: &random).prefix(count))
+            var faulted = 0
+            try probePhase { faulted = try fault(picks) }
+            return Work(operations: faulted, rows: faulted)
+        case .fetchIndexed, .fetchUnindexed:
+            let query = CustomerQuery(indexed: phase == .fetchIndexed, tier: 3, prefix: "C", limit: 100)
+            var results = 0
+            try probePhase { for _ in 0..<count { results += try fetch(query) } }
+            return Work(operations: count, rows: phase == .fetchIndexed ? results : count * data.customers.count)
+        }
+    }
+}
+
+/// The counted function: callgrind's `--toggle-collect='*probePhase*'` matches its symbol.
+@inline(never)
+func probePhase(_ body: () throws -> Void) throws {
+    try body()
+}

@@ -1,0 +1,55 @@
+// objectgraph-probe: one phase of the object-graph comparison, alone, for instruction counts.
+//
+//     swift build -c release --package-path Benchmarks --product objectgraph-probe
+//     valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*probePhase*' \
+//         Benchmarks/.build/release/objectgraph-probe insert
+//
+// See Benchmarks/README.md, "Instructions per object".
+
+import CompareObjectGraph
+import Foundation
+import Glibc
+
+let usage = """
+    usage: objectgraph-probe PHASE [--system strata|sqlite] [--objects N] [--count N] [--dir PATH]
+
+      PHASE        insert | fault | fetch-indexed | fetch-unindexed
+      --system     strata (default) or sqlite, the peer through GRDB
+      --objects N  objects of the shop graph (default 20000)
+      --count N    faults (default 2000) or fetches (default 20) of a read phase
+      --dir PATH   where the store goes (default /tmp/objectgraph-probe)
+    """
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data((message + "\n" + usage + "\n").utf8))
+    exit(2)
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+guard let first = arguments.first, let phase = ObjectGraphProbe.Phase(rawValue: first) else { fail("expected a phase") }
+arguments.removeFirst()
+var system = ObjectGraphProbe.System.strata
+var objects = 20_000
+var count: Int?
+var directory = "/tmp/objectgraph-probe"
+while !arguments.isEmpty {
+    let flag = arguments.removeFirst()
+    guard !arguments.isEmpty else { fail("\(flag) needs a value") }
+    let value = arguments.removeFirst()
+    switch flag {
+    case "--system": system = ObjectGraphProbe.System(rawValue: value) ?? fail("unknown system \(value)")
+    case "--objects": objects = Int(value).flatMap { $0 > 0 ? $0 : nil } ?? fail("--objects \(value)")
+    case "--count": count = Int(value).flatMap { $0 > 0 ? $0 : nil } ?? fail("--count \(value)")
+    case "--dir": directory = value
+    default: fail("unknown argument \(flag)")
+    }
+}
+let probe = ObjectGraphProbe(
+    phase: phase, system: system, objects: objects, count: count ?? (phase == .fault ? 2000 : 20), directory: directory)
+do {
+    let work = try probe.run()
+    print("\(phase.rawValue) \(system.rawValue): \(work.operations) operations, \(work.rows) rows")
+} catch {
+    FileHandle.standardError.write(Data("objectgraph-probe: \(error)\n".utf8))
+    exit(1)
+}
