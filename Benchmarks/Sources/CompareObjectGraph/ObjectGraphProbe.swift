@@ -55,6 +55,7 @@ public struct ObjectGraphProbe {
     public func run() throws -> Work {
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        StrataStore.register()
         let data = ShopData.graph(objects: objects, seed: 42)
         switch system {
         case .strata:

@@ -36,10 +36,16 @@ while !arguments.isEmpty {
     let flag = arguments.removeFirst()
     guard !arguments.isEmpty else { fail("\(flag) needs a value") }
     let value = arguments.removeFirst()
+    func positive() -> Int {
+        guard let number = Int(value), number > 0 else { fail("\(flag) \(value): expected a positive integer") }
+        return number
+    }
     switch flag {
-    case "--system": system = ObjectGraphProbe.System(rawValue: value) ?? fail("unknown system \(value)")
-    case "--objects": objects = Int(value).flatMap { $0 > 0 ? $0 : nil } ?? fail("--objects \(value)")
-    case "--count": count = Int(value).flatMap { $0 > 0 ? $0 : nil } ?? fail("--count \(value)")
+    case "--system":
+        guard let chosen = ObjectGraphProbe.System(rawValue: value) else { fail("unknown system \(value)") }
+        system = chosen
+    case "--objects": objects = positive()
+    case "--count": count = positive()
     case "--dir": directory = value
     default: fail("unknown argument \(flag)")
     }

@@ -278,13 +278,17 @@ public final class ManagedObjectContext {
         registrationBatchDepth += 1
         defer {
             registrationBatchDepth -= 1
-            if registrationBatchDepth == 0, !pendingStoreRegistrations.isEmpty {
-                let ids = pendingStoreRegistrations
-                pendingStoreRegistrations = []
-                persistentStoreCoordinator?.contextDidRegister(ids)
-            }
+            if registrationBatchDepth == 0 { flushStoreRegistrations() }
         }
         return try body()
+    }
+
+    /// Sends the registrations collected by an enclosing batch now, in one call per store.
+    func flushStoreRegistrations() {
+        guard !pendingStoreRegistrations.isEmpty else { return }
+        let ids = pendingStoreRegistrations
+        pendingStoreRegistrations = []
+        persistentStoreCoordinator?.contextDidRegister(ids)
     }
 
     /// Called from a managed object's `deinit`: the object is gone, so the context stops

@@ -163,6 +163,17 @@ extension PersistentStoreCoordinator {
         return node
     }
 
+    /// Keeps nodes a fetch read in the row cache, for the rows some context has registered.
+    func cacheFetched(_ nodes: [IncrementalStoreNode]) {
+        guard !nodes.isEmpty else { return }
+        let now = Date()
+        state.withLock { state in
+            for node in nodes where state.registerCounts[node.objectID, default: 0] > 0 {
+                state.rowCache[node.objectID] = CachedNode(node: node, loadedAt: now)
+            }
+        }
+    }
+
     func newValue(
         forRelationship relationship: RelationshipDescription, forObjectWith id: ManagedObjectID, in context: ManagedObjectContext
     ) throws -> RelationshipValue {
@@ -193,6 +204,12 @@ extension PersistentStoreCoordinator {
     }
 
     private func group(_ ids: [ManagedObjectID]) -> [(IncrementalStore, [ManagedObjectID])] {
+        // Every ID of one store (the usual case): no grouping by identifier.
+        if let first = ids.first?.storage.store, ids.allSatisfy({ $0.storage.store === first }),
+            let store = first.store as? IncrementalStore, state.withLock({ $0.stores.contains { $0 === store } })
+        {
+            return [(store, ids)]
+        }
         var order: [String] = []
         var groups: [String: [ManagedObjectID]] = [:]
         for id in ids {

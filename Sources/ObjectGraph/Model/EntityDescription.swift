@@ -76,6 +76,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     /// Computes the ordinal lists above from ``properties``; called once by the model.
     func computeLayout() {
+        attributes = properties.compactMap { $0 as? AttributeDescription }
+        relationships = properties.compactMap { $0 as? RelationshipDescription }
         storedProperties = properties.filter { !$0.isTransient }
         validatedProperties = storedProperties.filter { property in
             switch property {
@@ -97,10 +99,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The entity's name.
     public var description: String { "EntityDescription(\(name))" }
 
-    /// The attributes in declaration order, inherited ones first.
-    public var attributes: [AttributeDescription] { properties.compactMap { $0 as? AttributeDescription } }
-    /// The relationships in declaration order, inherited ones first.
-    public var relationships: [RelationshipDescription] { properties.compactMap { $0 as? RelationshipDescription } }
+    /// The attributes in declaration order, inherited ones first; set when the model is created.
+    public internal(set) var attributes: [AttributeDescription] = []
+    /// The relationships in declaration order, inherited ones first; set when the model is created.
+    public internal(set) var relationships: [RelationshipDescription] = []
 
     /// Whether this entity is `other` or inherits from it.
     public func isKind(of other: EntityDescription) -> Bool {

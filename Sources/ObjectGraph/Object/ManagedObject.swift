@@ -215,6 +215,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             context.objectWasInvalidated(self)
             throw error
         }
+        fulfill(with: node)
+    }
+
+    /// Gives a fault the values of a node its store already read.
+    func fulfill(with node: IncrementalStoreNode) {
+        guard snapshot == nil, !isNew else { return }
         snapshot = ObjectSnapshot(node: node, entity: entity)
         awakeFromFetch()
     }

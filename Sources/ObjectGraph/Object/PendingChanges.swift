@@ -3,11 +3,18 @@ import Foundation
 /// The destinations of a to-many relationship while it is being changed: an ordered list
 /// with constant-time membership, appending and (for unordered relationships) removal, so
 /// that building a relationship of n objects one at a time costs O(n), not O(n²).
+///
+/// Short lists (most relationships) are searched linearly; a position table is built only
+/// once a list grows past ``indexedCount``, so small lists hash nothing.
 struct ObjectIDList: Equatable {
     private(set) var ids: [ManagedObjectID] = []
+    /// Position of each ID, kept only while `ids.count > indexedCount`.
     private var positions: [ManagedObjectID: Int] = [:]
     /// Whether removal must keep the order (ordered relationships).
     let ordered: Bool
+
+    /// The length above which membership goes through a position table.
+    static let indexedCount = 16
 
     init(_ ids: [ManagedObjectID], ordered: Bool) {
         self.ordered = ordered
@@ -15,14 +22,27 @@ struct ObjectIDList: Equatable {
         for id in ids { append(id) }
     }
 
-    func contains(_ id: ManagedObjectID) -> Bool { positions[id] != nil }
+    static func == (a: ObjectIDList, b: ObjectIDList) -> Bool { a.ordered == b.ordered && a.ids == b.ids }
+
+    private var isIndexed: Bool { ids.count > Self.indexedCount }
+
+    private func position(of id: ManagedObjectID) -> Int? {
+        isIndexed ? positions[id] : ids.firstIndex(of: id)
+    }
+
+    func contains(_ id: ManagedObjectID) -> Bool { position(of: id) != nil }
 
     /// Appends `id` unless present; returns whether it was added.
     @discardableResult
     mutating func append(_ id: ManagedObjectID) -> Bool {
-        guard positions[id] == nil else { return false }
-        positions[id] = ids.count
+        guard position(of: id) == nil else { return false }
         ids.append(id)
+        if ids.count == Self.indexedCount + 1 {
+            positions.reserveCapacity(ids.count * 2)
+            for (index, member) in ids.enumerated() { positions[member] = index }
+        } else if isIndexed {
+            positions[id] = ids.count - 1
+        }
         return true
     }
 
@@ -30,17 +50,19 @@ struct ObjectIDList: Equatable {
     /// their last element into the gap.
     @discardableResult
     mutating func remove(_ id: ManagedObjectID) -> Bool {
-        guard let index = positions.removeValue(forKey: id) else { return false }
+        let indexed = isIndexed
+        guard let index = indexed ? positions.removeValue(forKey: id) : ids.firstIndex(of: id) else { return false }
         if ordered {
             ids.remove(at: index)
-            for position in index..<ids.count { positions[ids[position]] = position }
+            if indexed { for position in index..<ids.count { positions[ids[position]] = position } }
         } else {
             let last = ids.removeLast()
             if index < ids.count {
                 ids[index] = last
-                positions[last] = index
+                if indexed { positions[last] = index }
             }
         }
+        if indexed && !isIndexed { positions = [:] }
         return true
     }
 }

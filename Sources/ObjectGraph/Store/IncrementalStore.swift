@@ -88,6 +88,38 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         return reference
     }
 
+    /// The objects of a fetch's results, with the values the fetch already read handed over,
+    /// so that no object is read from the store a second time.
+    ///
+    /// Call it from ``execute(_:with:)`` for a ``FetchRequestResultType/managedObject``
+    /// fetch, with one node per result in order (instead of `context.object(with:)` for
+    /// each). With `returnsObjectsAsFaults` false, objects that are faults get the node's
+    /// values at once; otherwise they stay faults, as Core Data returns them, and the
+    /// nodes go to the coordinator's row cache, so firing a fault reads no row. Objects
+    /// already loaded in `context` keep their values.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let nodes = matches.map { IncrementalStoreNode(objectID: $0.id, valuesByOrdinal: $0.values, version: $0.version) }
+    /// return .objects(objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults))
+    /// ```
+    public final func objects(
+        for nodes: [IncrementalStoreNode], in context: ManagedObjectContext, returnsObjectsAsFaults: Bool
+    ) -> [ManagedObject] {
+        let objects = context.withRegistrationBatch { nodes.map { context.object(with: $0.objectID) } }
+        if returnsObjectsAsFaults {
+            context.flushStoreRegistrations()
+            // The rows are registered now, so the row cache keeps them until they are not.
+            persistentStoreCoordinator?.cacheFetched(nodes.filter { context.registeredObject(for: $0.objectID)?.isFault ?? false })
+        } else {
+            for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
+                object.fulfill(with: node)
+            }
+        }
+        return objects
+    }
+
     /// A context started using these objects: add one to each ID's register count.
     /// The default does nothing.
     open func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {}

@@ -40,7 +40,7 @@ enum IndexKey {
         case .double(let v): return [0x21] + orderedDouble(v)
         case .float(let v): return [0x21] + orderedDouble(Double(v))
         case .decimal(let v): return [0x21] + orderedDouble(NSDecimalNumber(decimal: v).doubleValue)
-        case .string(let v): return [0x30] + escaped(Array(v.precomposedStringWithCanonicalMapping.utf8))
+        case .string(let v): return [0x30] + escaped(normalizedUTF8(v))
         case .uri(let v): return [0x30] + escaped(Array(v.absoluteString.utf8))
         case .date(let v): return [0x40] + orderedDouble(v.timeIntervalSinceReferenceDate)
         case .uuid(let v): return [0x50] + withUnsafeBytes(of: v.uuid) { Array($0) }
@@ -52,8 +52,19 @@ enum IndexKey {
     /// For `BEGINSWITH`: the encoding of a string without its terminator, so every string with
     /// that prefix sorts at or after it and before ``prefixEnd(_:)``.
     static func stringPrefix(_ text: String) -> [UInt8] {
-        let bytes = escaped(Array(text.precomposedStringWithCanonicalMapping.utf8))
+        let bytes = escaped(normalizedUTF8(text))
         return [0x30] + bytes.dropLast(2)
+    }
+
+    /// A string's bytes in Unicode normalisation form C, as [IDX-S2] orders them. ASCII text is
+    /// already in that form, so it skips the normaliser.
+    static func normalizedUTF8(_ text: String) -> [UInt8] {
+        var ascii = true
+        for byte in text.utf8 where byte >= 0x80 {
+            ascii = false
+            break
+        }
+        return ascii ? Array(text.utf8) : Array(text.precomposedStringWithCanonicalMapping.utf8)
     }
 
     static func orderedInteger(_ value: Int64) -> [UInt8] {
@@ -80,9 +91,14 @@ enum IndexKey {
 
     /// Every index key of a row: one per indexed, stored attribute of its entity.
     static func keys(of row: StoredRow, reference: Int64, entity: EntityDescription, root: String) -> [[UInt8]] {
-        entity.properties.compactMap { property in
-            guard let attribute = property as? AttributeDescription, attribute.isIndexed, !attribute.isTransient else { return nil }
-            return key(root: root, attribute: attribute.name, value: row.attributes[attribute.name] ?? .null, reference: reference)
+        var keys: [[UInt8]] = []
+        for property in entity.properties {
+            guard let attribute = property as? AttributeDescription, attribute.isIndexed, !attribute.isTransient else { continue }
+            var key = prefix(root: root, attribute: attribute.name)
+            key += encode(row.attributes[attribute.name] ?? .null)
+            KeyLayout.appendReference(reference, to: &key)
+            keys.append(key)
         }
+        return keys
     }
 }

@@ -35,6 +35,12 @@ enum KeyLayout {
         withUnsafeBytes(of: (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian) { Array($0) }
     }
 
+    /// Appends a reference's 8 bytes ([KEY-2]) to a key.
+    static func appendReference(_ reference: Int64, to key: inout [UInt8]) {
+        let ordered = (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian
+        withUnsafeBytes(of: ordered) { key.append(contentsOf: $0) }
+    }
+
     /// The reference at the end of a row key.
     static func reference(fromRowKey key: [UInt8]) -> Int64? {
         key.withUnsafeBytes { reference(fromKeyBytes: $0) }

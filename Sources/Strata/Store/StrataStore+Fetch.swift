@@ -121,11 +121,13 @@ extension StrataStore {
             }
         }
         // Filtering, sorting, paging and every result shape: the fetch language's own engine.
-        let result = try request.apply(to: rows, objectID: \.objectID)
-        if request.resultType == .managedObject, let context, case .objectIDs(let ids) = result {
-            return .objects(ids.map { context.object(with: $0) })
+        if request.resultType == .managedObject, let context {
+            // The rows are decoded already: they reach the context with the objects.
+            let matched = try request.filterSortAndPage(rows)
+            let nodes = try matched.map { try node(from: $0.row, objectID: $0.objectID, model: model) }
+            return .objects(objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults))
         }
-        return result
+        return try request.apply(to: rows, objectID: \.objectID)
     }
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).
@@ -150,8 +152,11 @@ extension StrataStore {
     // MARK: Faulting
 
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
-        let row = try storedRow(objectID)
-        let model = try model()
+        try node(from: try storedRow(objectID), objectID: objectID, model: try model())
+    }
+
+    /// The node of a decoded row: every stored attribute and to-one destination by ordinal.
+    func node(from row: StoredRow, objectID: ManagedObjectID, model: ManagedObjectModel) throws -> IncrementalStoreNode {
         let properties = objectID.entity.properties
         var values = [PropertyValue?](repeating: nil, count: properties.count)
         for (ordinal, property) in properties.enumerated() where !property.isTransient {

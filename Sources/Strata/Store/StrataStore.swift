@@ -43,6 +43,8 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     }
     /// The shared engine while the store is loaded.
     let state = Locked(State())
+    /// Row-key prefixes by root entity name ([KEY-1]); a cache, protected by its own lock.
+    let rowPrefixes = Locked<[String: [UInt8]]>([:])
 
     /// Registers this class for ``PersistentStore/StoreType/strata``. Call once at start-up.
     public static func register() {
@@ -214,9 +216,22 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         return reference
     }
 
-    /// The key of the row of `objectID`.
+    /// The key of the row of `objectID`: the hierarchy's row prefix (made once per root
+    /// entity) and the reference.
     func rowKey(_ objectID: ManagedObjectID) throws -> [UInt8] {
-        KeyLayout.rowKey(root: Self.root(of: objectID.entity).name, reference: try integerReference(objectID))
+        let reference = try integerReference(objectID)
+        var key = rowPrefix(of: objectID.entity)
+        KeyLayout.appendReference(reference, to: &key)
+        return key
+    }
+
+    /// The row prefix of an entity's hierarchy ([KEY-1]), cached per root entity name.
+    func rowPrefix(of entity: EntityDescription) -> [UInt8] {
+        let root = Self.root(of: entity).name
+        if let prefix = rowPrefixes.withLock({ $0[root] }) { return prefix }
+        let prefix = KeyLayout.rowPrefix(root: root)
+        rowPrefixes.withLock { $0[root] = prefix }
+        return prefix
     }
 
     static func root(of entity: EntityDescription) -> EntityDescription {
@@ -230,6 +245,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Pins the rows in the engine's cache: a registered row stays resident.
     open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
         guard let engine = try? openEngine() else { return }
+        if objectIDs.count == 1, let key = try? rowKey(objectIDs[0]) {
+            engine.pin([key])
+            return
+        }
         engine.pin(objectIDs.compactMap { try? rowKey($0) })
     }
 

@@ -142,6 +142,20 @@ final class RowCache: Sendable {
     ///   below 0; nothing changes except ``RowCacheStats/unbalancedUnpins``, which grows by 1.
     func unpin(_ keys: [[UInt8]]) throws(StoreError) {
         let budget = budgetBytes
+        if keys.count == 1 {
+            // One key, the common case of an object going away: no tally of repeats.
+            let key = keys[0]
+            try state.withLock { (state: inout State) throws(StoreError) in
+                let count = state.pinCounts[key] ?? 0
+                if count == 0 {
+                    state.unbalancedUnpins += 1
+                    throw Self.unbalanced(key, count: 0, times: 1)
+                }
+                state.unpin(key, budget: budget)
+                state.evict(budget: budget)
+            }
+            return
+        }
         try state.withLock { (state: inout State) throws(StoreError) in
             var wanted: [[UInt8]: Int] = [:]
             for key in keys {
