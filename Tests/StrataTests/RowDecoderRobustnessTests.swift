@@ -23,10 +23,14 @@ import Testing
     }
 
     static let row = StoredRow(
-        entity: "Book", version: 300,
-        attributes: ["year": .int16(1851), "price": .decimal(Decimal(string: "12.5") ?? 0), "note": .string("é"), "when": .date(Date(timeIntervalSinceReferenceDate: 5))],
+        entity: "Atlas", version: 300,
+        attributes: ["year": .int16(1851), "price": .decimal(Decimal(string: "12.5") ?? 0), "scale": .double(0.25)],
         toOne: ["shelf": (entity: "Shelf", reference: 7)],
-        toMany: ["tags": [(entity: "Tag", reference: -3), (entity: "Tag", reference: 1 << 40)]])
+        toMany: [:])
+
+    static let shelf = StoredRow(
+        entity: "Shelf", version: 2, attributes: ["label": .string("Étagère")], toOne: [:],
+        toMany: ["books": [(entity: "Book", reference: -3), (entity: "Atlas", reference: 1 << 40)]])
 
     static let metadata = MetadataRecord(
         nextReference: 1 << 33, rowCounts: ["Book": 130, "Shelf": 2],
@@ -48,7 +52,9 @@ import Testing
     }
 
     @Test func validEncodingsRoundTrip() throws {
-        #expect(try StoredRow.decode(Self.row.encode(), context: "row") == Self.row)
+        let layout = try StoreLayout(model: try Self.model())
+        #expect(try StoredRow.decode(Self.row.encode(layout), store: layout, context: "row") == Self.row)
+        #expect(try StoredRow.decode(Self.shelf.encode(layout), store: layout, context: "row") == Self.shelf)
         #expect(try MetadataRecord.decode(Self.metadata.encode()) == Self.metadata)
         let model = try Self.model()
         let decoded = try ModelRecord.decode(ModelRecord.encode(model))
@@ -56,12 +62,16 @@ import Testing
         #expect(ModelRecord.encode(decoded) == ModelRecord.encode(model))
     }
 
-    @Test func damagedRowsThrowOrDecodeWithoutTrapping() {
-        var thrown = 0
-        for bytes in Self.variants(of: Self.row.encode()) {
-            do { _ = try StoredRow.decode(bytes, context: "row") } catch { thrown += 1 }
+    /// [ROW-1] A row's checksum covers every byte: every single-byte change and every
+    /// truncation is an error, never a trap and never a different row.
+    @Test func everyDamagedRowIsAnError() throws {
+        let layout = try StoreLayout(model: try Self.model())
+        for row in [Self.row, Self.shelf] {
+            let bytes = try row.encode(layout)
+            for damaged in Self.variants(of: bytes) {
+                #expect(throws: ObjectGraphError.self) { try StoredRow.decode(damaged, store: layout, context: "row") }
+            }
         }
-        #expect(thrown > 0, "some damage must be detected")
     }
 
     @Test func damagedMetadataRecordsThrowOrDecodeWithoutTrapping() {

@@ -91,11 +91,17 @@ enum IndexKey {
 
     /// Every index key of a row: one per indexed, stored attribute of its entity.
     static func keys(of row: StoredRow, reference: Int64, entity: EntityDescription, root: String) -> [[UInt8]] {
+        keys(reference: reference, entity: entity, root: root) { row.attributes[$0.name] ?? .null }
+    }
+
+    /// Every index key of a row whose indexed attributes `value` gives.
+    static func keys(
+        reference: Int64, entity: EntityDescription, root: String, value: (AttributeDescription) throws -> AttributeValue
+    ) rethrows -> [[UInt8]] {
         var keys: [[UInt8]] = []
-        for property in entity.properties {
-            guard let attribute = property as? AttributeDescription, attribute.isIndexed, !attribute.isTransient else { continue }
+        for attribute in entity.attributes where attribute.isIndexed && !attribute.isTransient {
             var key = prefix(root: root, attribute: attribute.name)
-            key += encode(row.attributes[attribute.name] ?? .null)
+            key += encode(try value(attribute))
             KeyLayout.appendReference(reference, to: &key)
             keys.append(key)
         }

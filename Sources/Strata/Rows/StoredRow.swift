@@ -1,14 +1,9 @@
 import ObjectGraph
 
-/// One object as StrataStore stores it (SPEC.md [ROW-1]).
-///
-/// ```
-/// row := formatVersion u8 (1) | version varint | entity string | count varint | property × count
-/// property := name string | kind u8 | payload
-///   kind 0: attribute  → value ([ROW-2])
-///   kind 1: to-one     → present u8 | (object [ROW-3] if present)
-///   kind 2: to-many    → count varint | object × count        (in order)
-/// ```
+/// One object as StrataStore stores it, decoded whole and keyed by name: the form tools
+/// (`strata fsck`, `inspect`, `dump`) and repairs work with. Saves, faults and fetches read
+/// rows in place through ``RowBytes`` instead. The bytes are format 2 ([ROW-1], see
+/// ``RowEncoder``).
 struct StoredRow: Equatable {
     /// The concrete entity.
     var entity: String
@@ -25,7 +20,43 @@ struct StoredRow: Equatable {
             && a.toMany.mapValues { $0.map { "\($0.entity)#\($0.reference)" } } == b.toMany.mapValues { $0.map { "\($0.entity)#\($0.reference)" } }
     }
 
-    static let formatVersion: UInt8 = 1
+    /// The format of the metadata record ([ROW-4]); 2 since rows are in format 2, so a store
+    /// of format 1 is recognised before any row is read.
+    static let formatVersion: UInt8 = 2
+
+    /// The row's bytes under `store`'s layouts.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/unknownEntity`` for an entity or destination entity
+    ///   the model does not have, ``ObjectGraphError/Code/wrongValueType`` for a value that
+    ///   does not fit its field.
+    func encode(_ store: StoreLayout) throws -> [UInt8] {
+        guard let entityDescription = store.model.entitiesByName[entity], let layout = store.layout(of: entityDescription) else {
+            throw ObjectGraphError(.unknownEntity, "A row of entity \(entity), which the model does not have.", entityName: entity)
+        }
+        func object(_ target: (entity: String, reference: Int64)) throws -> StoredObject {
+            guard let number = store.number(of: target.entity) else {
+                throw ObjectGraphError(.unknownEntity, "\(entity) refers to entity \(target.entity), which the model does not have.", entityName: target.entity)
+            }
+            return StoredObject(entity: number, reference: target.reference)
+        }
+        return try RowEncoder.encode(layout: layout, version: version, entityName: entity) { index in
+            let field = layout.fields[index]
+            switch field.kind {
+            case .toOne: return try (toOne[field.name] ?? nil).map { .object(try object($0)) } ?? .null
+            case .toMany:
+                let list = toMany[field.name] ?? []
+                return list.isEmpty ? .null : .objects(try list.map(object))
+            default: return .attribute(attributes[field.name] ?? .null)
+            }
+        }
+    }
+
+    /// Decodes a whole row.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/storeCorrupted`` naming `context` and what is wrong.
+    static func decode(_ bytes: [UInt8], store: StoreLayout, context: String) throws -> StoredRow {
+        try StoredRow(RowBytes(bytes, store: store, context: context), store: store)
+    }
 
     /// This row with `loaded`'s entity and every property `loaded` holds put over its own.
     func overlaid(with loaded: StoredRow) -> StoredRow {
@@ -37,69 +68,39 @@ struct StoredRow: Equatable {
         return row
     }
 
-    func encode() -> [UInt8] {
-        var writer = RowWriter()
-        writer.u8(Self.formatVersion)
-        writer.varint(version)
-        writer.string(entity)
-        writer.varint(UInt64(attributes.count + toOne.count + toMany.count))
-        for name in attributes.keys.sorted() {
-            writer.string(name)
-            writer.u8(0)
-            writer.value(attributes[name] ?? .null)
+}
+
+extension StoredRow {
+    /// Decodes every field of a row read in place.
+    init(_ row: RowBytes, store: StoreLayout) throws {
+        guard let entity = store.entity(number: row.entityNumber) else {
+            throw ObjectGraphError(.storeCorrupted, "\(row.context): entity number \(row.entityNumber)")
         }
-        for name in toOne.keys.sorted() {
-            writer.string(name)
-            writer.u8(1)
-            if let target = toOne[name] ?? nil {
-                writer.u8(1)
-                writer.object(entity: target.entity, reference: target.reference)
-            } else {
-                writer.u8(0)
+        self.init(entity: entity.name, version: row.version, attributes: [:], toOne: [:], toMany: [:])
+        func target(_ object: StoredObject) throws -> (entity: String, reference: Int64) {
+            guard let destination = store.entity(number: object.entity) else {
+                throw ObjectGraphError(.storeCorrupted, "\(row.context): a destination names entity number \(object.entity), which the model does not have")
+            }
+            return (destination.name, object.reference)
+        }
+        for (index, field) in row.layout.fields.enumerated() {
+            switch try row.value(index) {
+            case .null:
+                if field.kind == .toOne { toOne[field.name] = .some(nil) }
+            case .attribute(let value): attributes[field.name] = value
+            case .object(let object): toOne[field.name] = .some(try target(object))
+            case .objects(let objects): toMany[field.name] = try objects.map(target)
             }
         }
-        for name in toMany.keys.sorted() {
-            writer.string(name)
-            writer.u8(2)
-            let targets = toMany[name] ?? []
-            writer.varint(UInt64(targets.count))
-            for target in targets { writer.object(entity: target.entity, reference: target.reference) }
-        }
-        return writer.bytes
     }
 
-    static func decode(_ bytes: [UInt8], context: String) throws -> StoredRow {
-        var reader = RowReader(bytes, context: context)
-        let format = try reader.u8()
-        guard format == formatVersion else { throw reader.fail("row format \(format) is not supported") }
-        var row = StoredRow(entity: "", version: try reader.varint(), attributes: [:], toOne: [:], toMany: [:])
-        row.entity = try reader.string()
-        let count = try reader.varint()
-        guard count <= UInt64(bytes.count) else { throw reader.fail("property count \(count)") }
-        for _ in 0..<count {
-            let name = try reader.string()
-            switch try reader.u8() {
-            case 0: row.attributes[name] = try reader.value()
-            case 1: row.toOne[name] = try reader.u8() == 0 ? .some(nil) : (try reader.string(), try reader.signed())
-            case 2:
-                let targets = try reader.varint()
-                guard targets <= UInt64(bytes.count) else { throw reader.fail("target count \(targets)") }
-                var list: [(entity: String, reference: Int64)] = []
-                for _ in 0..<targets { list.append((try reader.string(), try reader.signed())) }
-                row.toMany[name] = list
-            default: throw reader.fail("unknown property kind")
-            }
-        }
-        guard reader.isAtEnd else { throw reader.fail("trailing bytes") }
-        return row
-    }
 }
 
 /// The store-wide record (SPEC.md [ROW-4]): the next reference, per-entity row counts and the
 /// coordinator's metadata.
 ///
 /// ```
-/// metadata := formatVersion u8 (1) | nextReference varint | count varint | (entity string | rows varint) × count
+/// metadata := formatVersion u8 (2) | nextReference varint | count varint | (entity string | rows varint) × count
 ///             | count varint | (key string | value [ROW-2]) × count
 /// ```
 struct MetadataRecord: Equatable {
@@ -126,7 +127,13 @@ struct MetadataRecord: Equatable {
 
     static func decode(_ bytes: [UInt8]) throws -> MetadataRecord {
         var reader = RowReader(bytes, context: "metadata record")
-        guard try reader.u8() == StoredRow.formatVersion else { throw reader.fail("unsupported metadata format") }
+        let format = try reader.u8()
+        if format == 1 {
+            throw ObjectGraphError(
+                .storeOpenFailed,
+                "The store was written by an earlier Strata (row format 1); this build reads format 2. Export its objects with the earlier build (`strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
+        }
+        guard format == StoredRow.formatVersion else { throw reader.fail("unsupported metadata format \(format)") }
         var record = MetadataRecord()
         let next = try reader.varint()
         guard next <= UInt64(Int64.max) else { throw reader.fail("next reference out of range") }

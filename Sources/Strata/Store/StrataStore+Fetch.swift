@@ -29,7 +29,12 @@ extension StrataStore {
             let record = try cachedRecord(in: snapshot)
             return .count(names.reduce(0) { $0 + (record.rowCounts[$1] ?? 0) })
         }
-        let source = RowSource(snapshot: snapshot, store: self, model: model)
+        let layout = try storeLayout()
+        let source = RowSource(snapshot: snapshot, store: self, model: model, layout: layout)
+        // The entities the fetch matches, by entity number: no name is compared per row.
+        var wanted = [Bool](repeating: false, count: layout.entities.count)
+        for name in names { if let number = layout.number(of: name) { wanted[Int(number)] = true } }
+        func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
         var rows: [RowView] = []
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
         // One hierarchy: the predicate's index plans, computed once for every path below.
@@ -62,7 +67,7 @@ extension StrataStore {
                     guard let reference = KeyLayout.reference(fromKeyBytes: key),
                         filters.allSatisfy({ $0.contains(reference) }),
                         let row = try source.row(root: root, reference: reference),
-                        names.contains(row.entity), let rowEntity = model.entitiesByName[row.entity]
+                        matches(row), let rowEntity = layout.entity(number: row.entityNumber)
                     else { return true }
                     let view = RowView(reference: reference, row: row, entity: rowEntity, source: source)
                     if try request.predicate?.evaluate(with: view) ?? true {
@@ -94,7 +99,7 @@ extension StrataStore {
             }
             for reference in references.sorted() {
                 guard let row = try source.row(root: root, reference: reference) else { continue }
-                if names.contains(row.entity), let entity = model.entitiesByName[row.entity] {
+                if matches(row), let entity = layout.entity(number: row.entityNumber) {
                     rows.append(RowView(reference: reference, row: row, entity: entity, source: source))
                 }
             }
@@ -105,9 +110,9 @@ extension StrataStore {
                     try snapshot.forEach(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
-                            let row = try StoredRow.decode(value, context: "row \(root) #\(reference)")
+                            let row = try RowBytes(value, store: layout, context: "row \(root) #\(reference)")
                             source.remember(row, key: key)
-                            if names.contains(row.entity), let entity = model.entitiesByName[row.entity] {
+                            if matches(row), let entity = layout.entity(number: row.entityNumber) {
                                 rows.append(RowView(reference: reference, row: row, entity: entity, source: source))
                             }
                             return true
@@ -124,7 +129,7 @@ extension StrataStore {
         if request.resultType == .managedObject, let context {
             // The rows are decoded already: they reach the context with the objects.
             let matched = try request.filterSortAndPage(rows)
-            let nodes = try matched.map { try node(from: $0.row, objectID: $0.objectID, model: model) }
+            let nodes = try matched.map { try $0.node() }
             return .objects(objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults))
         }
         return try request.apply(to: rows, objectID: \.objectID)
@@ -152,42 +157,54 @@ extension StrataStore {
     // MARK: Faulting
 
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
-        try node(from: try storedRow(objectID), objectID: objectID, model: try model())
+        let layout = try storeLayout()
+        return try node(from: try storedRow(objectID, layout: layout), objectID: objectID, layout: layout)
     }
 
-    /// The node of a decoded row: every stored attribute and to-one destination by ordinal.
-    func node(from row: StoredRow, objectID: ManagedObjectID, model: ManagedObjectModel) throws -> IncrementalStoreNode {
-        let properties = objectID.entity.properties
-        var values = [PropertyValue?](repeating: nil, count: properties.count)
-        for (ordinal, property) in properties.enumerated() where !property.isTransient {
-            if let attribute = property as? AttributeDescription {
-                values[ordinal] = .attribute(row.attributes[attribute.name] ?? .null)
-            } else if let relationship = property as? RelationshipDescription, relationship.isToOne {
-                let target = (row.toOne[relationship.name] ?? nil).flatMap { target in
-                    model.entitiesByName[target.entity].map { newObjectID(for: $0, referenceObject: .int64(target.reference)) }
+    /// The node of a row read in place: every stored attribute and to-one destination, by
+    /// ordinal of the ID's entity (to-many destinations fault separately).
+    func node(from row: RowBytes, objectID: ManagedObjectID, layout: StoreLayout) throws -> IncrementalStoreNode {
+        let entity = objectID.entity
+        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
+        for (index, field) in row.layout.fields.enumerated() where field.ordinal < values.count {
+            switch field.kind {
+            case .toMany:
+                continue
+            case .toOne:
+                if case .object(let target) = try row.value(index), let destination = layout.entity(number: target.entity) {
+                    values[field.ordinal] = .relationship(.toOne(newObjectID(for: destination, referenceObject: .int64(target.reference))))
+                } else {
+                    values[field.ordinal] = .relationship(.toOne(nil))
                 }
-                values[ordinal] = .relationship(.toOne(target))
+            default:
+                values[field.ordinal] = .attribute(try row.attribute(index))
             }
         }
         return IncrementalStoreNode(objectID: objectID, valuesByOrdinal: values, version: row.version)
     }
 
     func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {
-        let row = try storedRow(objectID)
-        let model = try model()
-        func id(_ target: (entity: String, reference: Int64)) -> ManagedObjectID? {
-            model.entitiesByName[target.entity].map { newObjectID(for: $0, referenceObject: .int64(target.reference)) }
+        let layout = try storeLayout()
+        let row = try storedRow(objectID, layout: layout)
+        let ordinal = relationship.ordinal
+        let field = ordinal >= 0 && ordinal < row.layout.fieldOfOrdinal.count ? row.layout.fieldOfOrdinal[ordinal] : -1
+        func id(_ target: StoredObject) -> ManagedObjectID? {
+            layout.entity(number: target.entity).map { newObjectID(for: $0, referenceObject: .int64(target.reference)) }
         }
-        if relationship.isToMany { return .toMany((row.toMany[relationship.name] ?? []).compactMap(id)) }
-        return .toOne((row.toOne[relationship.name] ?? nil).flatMap(id))
+        guard field >= 0 else { return relationship.isToMany ? .toMany([]) : .toOne(nil) }
+        switch try row.value(field) {
+        case .objects(let targets): return .toMany(targets.compactMap(id))
+        case .object(let target): return relationship.isToMany ? .toMany(id(target).map { [$0] } ?? []) : .toOne(id(target))
+        default: return relationship.isToMany ? .toMany([]) : .toOne(nil)
+        }
     }
 
-    func storedRow(_ objectID: ManagedObjectID) throws -> StoredRow {
+    func storedRow(_ objectID: ManagedObjectID, layout: StoreLayout) throws -> RowBytes {
         let key = try rowKey(objectID)
         let engine = try openEngine()
         guard let bytes = try mappingEngineErrors("read \(objectID)", { () throws(StoreError) in try engine.get(key) }) else {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
         }
-        return try StoredRow.decode(bytes, context: "row of \(objectID)")
+        return try RowBytes(bytes, store: layout, context: "row of \(objectID)")
     }
 }

@@ -30,6 +30,7 @@ extension StrataStore {
             let hasRows = snapshot.countKeys(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1], limit: 1) > 0
             if storedBytes == nil && !hasRows { return 0 }
             var batch = WriteBatch()
+            let layout = try StoreLayout(model: model)
             for root in model.entities where root.superentity == nil {
                 var expected = Set<[UInt8]>()
                 var failure: Error?
@@ -37,7 +38,7 @@ extension StrataStore {
                     try snapshot.forEach(from: KeyLayout.rowPrefix(root: root.name), to: KeyLayout.rowPrefixEnd(root: root.name)) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
-                            let row = try StoredRow.decode(value, context: "row \(root.name) #\(reference)")
+                            let row = try StoredRow.decode(value, store: layout, context: "row \(root.name) #\(reference)")
                             guard let entity = model.entitiesByName[row.entity] else { return true }
                             expected.formUnion(IndexKey.keys(of: row, reference: reference, entity: entity, root: root.name))
                             return true

@@ -7,11 +7,17 @@ extension StrataStore {
         guard !isReadOnly else { throw ObjectGraphError(.invalidArgument, "The Strata store \(identifier) is read-only.") }
         let shared = try sharedEngine()
         let engine = shared.engine
-        // Read every value before taking the lock: reading may fire faults.
-        let inserts = try (request.insertedObjects ?? []).map { ($0, try rowKey($0.objectID), try stored(values: $0, skippingUnloaded: false)) }
-        // An update carries only what the object has loaded; it is laid over the current row
-        // under the lock, which keeps the relationships the object never loaded.
-        let updates = try (request.updatedObjects ?? []).map { ($0, try rowKey($0.objectID), try stored(values: $0, skippingUnloaded: true)) }
+        let layout = try storeLayout()
+        // Read every value before taking the lock: reading may fire faults. Values come by
+        // ordinal, straight from the objects' slots.
+        let inserts = try (request.insertedObjects ?? []).map {
+            ($0, try rowKey($0.objectID), try $0.storedValues(skippingUnloadedRelationships: false))
+        }
+        // An update carries only what the object has loaded; the fields it never loaded are
+        // copied from the current row under the lock.
+        let updates = try (request.updatedObjects ?? []).map {
+            ($0, try rowKey($0.objectID), try $0.storedValues(skippingUnloadedRelationships: true))
+        }
         let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let metadata = self.metadata
@@ -26,11 +32,11 @@ extension StrataStore {
             record.metadata = metadata
             var conflicts: [SaveConflict] = []
             var batch = WriteBatch()
-            func current(_ object: ManagedObject, _ key: [UInt8]) throws -> StoredRow {
+            func current(_ object: ManagedObject, _ key: [UInt8]) throws -> RowBytes {
                 guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) else {
                     throw ObjectGraphError(.objectNotFound, "Cannot save \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
                 }
-                let row = try StoredRow.decode(bytes, context: "row of \(object.objectID)")
+                let row = try RowBytes(bytes, store: layout, context: "row of \(object.objectID)")
                 // Optimistic locking: the row must still be the version the context read.
                 if let read = object.committedVersion, read != row.version {
                     conflicts.append(SaveConflict(objectID: object.objectID, snapshotVersion: read, cachedVersion: row.version, databaseVersion: row.version))
@@ -38,33 +44,40 @@ extension StrataStore {
                 return row
             }
             // [IDX-S3] Index entries change in the same transaction as their rows.
-            func indexKeys(_ row: StoredRow, _ object: ManagedObject) throws -> Set<[UInt8]> {
-                let root = Self.root(of: object.entity).name
-                return Set(IndexKey.keys(of: row, reference: try integerReference(object.objectID), entity: object.entity, root: root))
+            func indexKeys(_ object: ManagedObject, _ value: (AttributeDescription) throws -> AttributeValue) throws -> [[UInt8]] {
+                try IndexKey.keys(
+                    reference: try integerReference(object.objectID), entity: object.entity,
+                    root: Self.root(of: object.entity).name, value: value)
             }
-            for (object, key, var row) in inserts {
+            func storedValue(_ row: RowBytes, _ attribute: AttributeDescription) throws -> AttributeValue {
+                let ordinal = attribute.ordinal
+                guard ordinal >= 0, ordinal < row.layout.fieldOfOrdinal.count, row.layout.fieldOfOrdinal[ordinal] >= 0 else { return .null }
+                return try row.attribute(row.layout.fieldOfOrdinal[ordinal])
+            }
+            for (object, key, values) in inserts {
                 if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil {
                     throw ObjectGraphError(.invalidArgument, "Row of \(object.objectID) already exists; cannot insert it again.", objectID: object.objectID)
                 }
-                row.version = 1
-                batch.put(key, row.encode())
-                for indexKey in try indexKeys(row, object) { batch.put(indexKey, []) }
-                record.rowCounts[row.entity, default: 0] += 1
+                batch.put(key, try encodeRow(values, of: object, version: 1, existing: nil, layout: layout))
+                for indexKey in try indexKeys(object, { values[$0.ordinal]?.attributeValue ?? .null }) { batch.put(indexKey, []) }
+                record.rowCounts[object.entity.name, default: 0] += 1
             }
-            for (object, key, loaded) in updates {
+            for (object, key, values) in updates {
                 let existing = try current(object, key)
-                var row = existing.overlaid(with: loaded)
-                row.version = existing.version + 1
-                batch.put(key, row.encode())
-                let before = try indexKeys(existing, object), after = try indexKeys(row, object)
+                batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout))
+                let before = Set(try indexKeys(object) { try storedValue(existing, $0) })
+                let after = Set(try indexKeys(object) { attribute in
+                    try values[attribute.ordinal]?.attributeValue ?? storedValue(existing, attribute)
+                })
                 for stale in before.subtracting(after) { batch.delete(stale) }
                 for fresh in after.subtracting(before) { batch.put(fresh, []) }
             }
             for (object, key) in deletes {
                 let existing = try current(object, key)
                 batch.delete(key)
-                for indexKey in try indexKeys(existing, object) { batch.delete(indexKey) }
-                record.rowCounts[existing.entity, default: 1] -= 1
+                for indexKey in try indexKeys(object, { try storedValue(existing, $0) }) { batch.delete(indexKey) }
+                let name = layout.entity(number: existing.entityNumber)?.name ?? object.entity.name
+                record.rowCounts[name, default: 1] -= 1
             }
             for (object, key) in locked { _ = try current(object, key) }
             guard conflicts.isEmpty else {
@@ -88,23 +101,32 @@ extension StrataStore {
         return .saved
     }
 
-    /// The row an object saves as: every stored attribute, and each relationship (with
-    /// `skippingUnloaded`, only those whose destinations are loaded).
-    private func stored(values object: ManagedObject, skippingUnloaded: Bool) throws -> StoredRow {
-        var row = StoredRow(entity: object.entity.name, version: 1, attributes: [:], toOne: [:], toMany: [:])
-        let values = try object.storedValues(skippingUnloadedRelationships: skippingUnloaded)
-        for (property, value) in zip(object.entity.properties, values) {
+    /// The bytes of an object's row ([ROW-1]) from its values by ordinal; a field whose value
+    /// is `nil` (a relationship never loaded) keeps `existing`'s value.
+    func encodeRow(
+        _ values: [PropertyValue?], of object: ManagedObject, version: UInt64, existing: RowBytes?, layout: StoreLayout
+    ) throws -> [UInt8] {
+        let entity = object.entity
+        guard let rowLayout = layout.layout(of: entity) else {
+            throw ObjectGraphError(.unknownEntity, "Entity \(entity.name) is not in the store's model.", entityName: entity.name)
+        }
+        func stored(_ id: ManagedObjectID) throws -> StoredObject {
+            guard let number = layout.number(of: id.entityName) else {
+                throw ObjectGraphError(.unknownEntity, "\(id) is of an entity the store's model does not have.", entityName: id.entityName, objectID: id)
+            }
+            return StoredObject(entity: number, reference: try integerReference(id))
+        }
+        let keep = existing.flatMap { $0.entityNumber == rowLayout.number ? $0 : nil }
+        return try RowEncoder.encode(layout: rowLayout, version: version, entityName: entity.name) { index in
+            let field = rowLayout.fields[index]
+            guard field.ordinal < values.count, let value = values[field.ordinal] else {
+                return try keep?.value(index) ?? .null
+            }
             switch value {
-            case .attribute(let attribute)?:
-                row.attributes[property.name] = attribute
-            case .relationship(.toOne(let id))?:
-                row.toOne[property.name] = .some(try id.map { (entity: $0.entityName, reference: try integerReference($0)) })
-            case .relationship(.toMany(let ids))?:
-                row.toMany[property.name] = try ids.map { (entity: $0.entityName, reference: try integerReference($0)) }
-            case nil:
-                continue
+            case .attribute(let attribute): return .attribute(attribute)
+            case .relationship(.toOne(let id)): return try id.map { .object(try stored($0)) } ?? .null
+            case .relationship(.toMany(let ids)): return ids.isEmpty ? .null : .objects(try ids.map(stored))
             }
         }
-        return row
     }
 }

@@ -40,6 +40,8 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         /// The metadata record last read, with the sequence of the entry it came from: counts
         /// read the record once per save, not once per count.
         var metadataCache: (sequence: UInt64, record: MetadataRecord)?
+        /// The row layouts of the coordinator's model ([ROW-1]), made once.
+        var layout: StoreLayout?
     }
     /// The shared engine while the store is loaded.
     let state = Locked(State())
@@ -214,6 +216,15 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             throw ObjectGraphError(.invalidArgument, "\(objectID) does not have an integer reference.", objectID: objectID)
         }
         return reference
+    }
+
+    /// The row layouts of the coordinator's model, made on first use.
+    func storeLayout() throws -> StoreLayout {
+        let model = try model()
+        if let layout = state.withLock({ $0.layout }), layout.model === model { return layout }
+        let layout = try StoreLayout(model: model)
+        state.withLock { $0.layout = layout }
+        return layout
     }
 
     /// The key of the row of `objectID`: the hierarchy's row prefix (made once per root

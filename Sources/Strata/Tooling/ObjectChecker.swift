@@ -116,6 +116,10 @@ public enum ObjectChecker {
         var report = ObjectCheckReport()
         var batch = WriteBatch()
         var model: ManagedObjectModel?
+        /// Whether the missing model record was reported (once, not per row).
+        var reportedMissingModel = false
+        /// The row layouts of the stored model ([ROW-1]): rows decode only through it.
+        var layout: StoreLayout?
         var record: MetadataRecord?
         var storeIdentifier = ""
         /// Index keys the rows call for.
@@ -180,7 +184,9 @@ public enum ObjectChecker {
             storeIdentifier = record?.metadata["NSStoreUUID"]?.stringValue ?? ""
             if let modelBytes {
                 do {
-                    model = try ModelRecord.decode(modelBytes)
+                    let decoded = try ModelRecord.decode(modelBytes)
+                    layout = try StoreLayout(model: decoded)
+                    model = decoded
                     report.hasModel = true
                 } catch {
                     problem(.model, key: KeyLayout.modelKey, "the model record does not decode: \(error)")
@@ -224,9 +230,17 @@ public enum ObjectChecker {
             }
             maxReference = max(maxReference, reference)
             guard let bytes = try get(key) else { return }
+            guard let layout else {
+                // Without the model record no row can be read; nothing is judged or repaired.
+                if !reportedMissingModel {
+                    reportedMissingModel = true
+                    problem(.model, key: KeyLayout.modelKey, "the store has rows but no readable model record ([ROW-5]); rows cannot be decoded or checked")
+                }
+                return
+            }
             let row: StoredRow
             do {
-                row = try StoredRow.decode(bytes, context: "row")
+                row = try StoredRow.decode(bytes, store: layout, context: "row")
             } catch {
                 problem(.undecodableRow, key: key, object: uri(root, reference), "the row does not decode: \(error)")
                 deletedRows.insert(key)
@@ -301,7 +315,7 @@ public enum ObjectChecker {
         /// The destination row at `key`, decoded once while it stays in the bounded cache.
         mutating func targetRow(_ key: [UInt8]) throws -> TargetRow? {
             if let cached = targets[key] { return cached }
-            guard let bytes = try get(key), let row = try? StoredRow.decode(bytes, context: "row") else { return nil }
+            guard let layout, let bytes = try get(key), let row = try? StoredRow.decode(bytes, store: layout, context: "row") else { return nil }
             var links: [String: Set<Link>] = [:]
             for (name, target) in row.toOne { links[name] = target.map { [Link(entity: $0.entity, reference: $0.reference)] } ?? [] }
             for (name, list) in row.toMany { links[name] = Set(list.map { Link(entity: $0.entity, reference: $0.reference) }) }
@@ -392,7 +406,7 @@ public enum ObjectChecker {
                 report.repairs.append("deleted undecodable row 0x\(hex(key))")
             }
             for key in dropLinks.keys.sorted(by: { $0.precedes($1) }) where !deletedRows.contains(key) {
-                guard let bytes = try get(key), var row = try? StoredRow.decode(bytes, context: "row") else { continue }
+                guard let layout, let bytes = try get(key), var row = try? StoredRow.decode(bytes, store: layout, context: "row") else { continue }
                 for (name, entity, reference) in dropLinks[key] ?? [] {
                     if var list = row.toMany[name] {
                         list.removeAll { $0.entity == entity && $0.reference == reference }
@@ -405,7 +419,7 @@ public enum ObjectChecker {
                     report.repairs.append("removed \(object).\(name) → \(uri(entity, reference))")
                 }
                 row.version += 1
-                batch.put(key, row.encode())
+                batch.put(key, try row.encode(layout))
             }
         }
     }

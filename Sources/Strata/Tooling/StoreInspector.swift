@@ -375,6 +375,8 @@ public enum StoreInspector {
 /// Decodes engine records by StrataStore's layout ([KEY-*], [ROW-*], [IDX-S1]).
 struct RecordDecoder {
     let model: ManagedObjectModel?
+    /// The row layouts of the stored model; rows cannot be decoded without it.
+    let layout: StoreLayout?
     let storeIdentifier: String
 
     init(snapshot: Snapshot) throws {
@@ -383,6 +385,7 @@ struct RecordDecoder {
         storeIdentifier = record?.metadata["NSStoreUUID"]?.stringValue ?? ""
         let modelBytes = try snapshot.get(KeyLayout.modelKey)
         model = modelBytes.flatMap { try? ModelRecord.decode($0) }
+        layout = model.flatMap { try? StoreLayout(model: $0) }
     }
 
     func uri(_ entity: String, _ reference: Int64) -> String { "x-coredata://\(storeIdentifier)/\(entity)/p\(reference)" }
@@ -430,15 +433,15 @@ struct RecordDecoder {
             return record
         }
         if key.first == KeyLayout.rowTag, let (_, reference) = ObjectChecker.Run.parseRowKey(key) {
-            guard let row = try? StoredRow.decode(value, context: "row") else { return raw() }
+            guard let layout, let row = try? StoredRow.decode(value, store: layout, context: "row") else { return raw() }
             record.kind = "row"
             record.entity = row.entity
             record.reference = reference
             record.version = row.version
             record.object = uri(row.entity, reference)
             var fields: [String: JSONValue] = row.attributes.mapValues(JSONValue.init)
-            for (name, target) in row.toOne { fields[name] = target.map { .string(uri($0.entity, $0.reference)) } ?? .null }
-            for (name, targets) in row.toMany { fields[name] = .array(targets.map { .string(uri($0.entity, $0.reference)) }) }
+            for (name, target) in row.toOne { fields[name] = target.map { JSONValue.string(uri($0.entity, $0.reference)) } ?? .null }
+            for (name, targets) in row.toMany { fields[name] = .array(targets.map { JSONValue.string(uri($0.entity, $0.reference)) }) }
             record.fields = fields
             return record
         }

@@ -1,0 +1,308 @@
+import Foundation
+import ObjectGraph
+import StrataEngine
+
+/// One field's value as a row holds it.
+enum FieldValue: Equatable {
+    case null
+    case attribute(AttributeValue)
+    /// A destination: entity number and reference.
+    case object(StoredObject)
+    /// Destinations, in stored order.
+    case objects([StoredObject])
+}
+
+/// An object reference inside a row ([ROW-3]): entity number and reference.
+struct StoredObject: Hashable, Sendable {
+    var entity: UInt16
+    var reference: Int64
+}
+
+/// Writes rows in format 2 ([ROW-1]).
+///
+/// ```
+/// row := header | nulls | fixed | ends | variable | crc32c u32
+/// ```
+enum RowEncoder {
+    /// The row format this build writes.
+    static let format: UInt8 = 2
+
+    /// The bytes of a row of `layout` at `version`; `value(i)` is field `i`'s value.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/wrongValueType`` naming the field when a value does
+    ///   not fit its field's kind (nothing is written).
+    static func encode(
+        layout: RowLayout, version: UInt64, entityName: String, value: (Int) throws -> FieldValue
+    ) throws -> [UInt8] {
+        let prefix = layout.variableStart
+        var bytes = [UInt8](repeating: 0, count: prefix)
+        bytes.reserveCapacity(prefix + 64)
+        bytes[0] = format
+        bytes[1] = 0
+        store(UInt16(layout.number), at: 2, in: &bytes)
+        store(layout.layoutID, at: 4, in: &bytes)
+        store(version, at: 8, in: &bytes)
+        for (index, field) in layout.fields.enumerated() {
+            let fieldValue = try value(index)
+            if fieldValue == .null || fieldValue == .attribute(.null) {
+                bytes[RowLayout.headerSize + index / 8] |= 1 << UInt8(index % 8)
+                if field.kind.width == 0 {
+                    store(UInt32(bytes.count - prefix), at: layout.endsStart + 4 * field.position, in: &bytes)
+                }
+                continue
+            }
+            let at = layout.fixedStart + field.position
+            switch (field.kind, fieldValue) {
+            case (.int16, .attribute(let v)):
+                guard let n = v.integer, let x = Int16(exactly: n) else { throw mismatch(field, v, entityName) }
+                store(UInt16(bitPattern: x), at: at, in: &bytes)
+            case (.int32, .attribute(let v)):
+                guard let n = v.integer, let x = Int32(exactly: n) else { throw mismatch(field, v, entityName) }
+                store(UInt32(bitPattern: x), at: at, in: &bytes)
+            case (.int64, .attribute(let v)):
+                guard let n = v.integer else { throw mismatch(field, v, entityName) }
+                store(UInt64(bitPattern: n), at: at, in: &bytes)
+            case (.bool, .attribute(.bool(let x))):
+                bytes[at] = x ? 1 : 0
+            case (.double, .attribute(.double(let x))):
+                store(x.bitPattern, at: at, in: &bytes)
+            case (.float, .attribute(.float(let x))):
+                store(x.bitPattern, at: at, in: &bytes)
+            case (.date, .attribute(.date(let x))):
+                store(x.timeIntervalSinceReferenceDate.bitPattern, at: at, in: &bytes)
+            case (.uuid, .attribute(.uuid(let x))):
+                withUnsafeBytes(of: x.uuid) { raw in for i in 0..<16 { bytes[at + i] = raw[i] } }
+            case (.toOne, .object(let object)):
+                store(object.entity, at: at, in: &bytes)
+                store(UInt64(bitPattern: object.reference), at: at + 2, in: &bytes)
+            case (.string, .attribute(.string(let x))):
+                bytes.append(contentsOf: x.utf8)
+            case (.decimal, .attribute(.decimal(let x))):
+                bytes.append(contentsOf: x.description.utf8)
+            case (.uri, .attribute(.uri(let x))):
+                bytes.append(contentsOf: x.absoluteString.utf8)
+            case (.data, .attribute(.data(let x))), (.transformable, .attribute(.transformable(let x))):
+                bytes.append(contentsOf: x)
+            case (.toMany, .objects(let objects)):
+                for object in objects {
+                    withUnsafeBytes(of: object.entity.littleEndian) { bytes.append(contentsOf: $0) }
+                    withUnsafeBytes(of: UInt64(bitPattern: object.reference).littleEndian) { bytes.append(contentsOf: $0) }
+                }
+            case (_, .attribute(let v)):
+                throw mismatch(field, v, entityName)
+            default:
+                throw ObjectGraphError(
+                    .wrongValueType, "\(entityName).\(field.name) cannot hold \(fieldValue).", entityName: entityName, key: field.name)
+            }
+            if field.kind.width == 0 {
+                let end = bytes.count - prefix
+                guard end <= Int(UInt32.max) else {
+                    throw ObjectGraphError(.invalidArgument, "A row of \(entityName) is larger than 4 GiB.", entityName: entityName, key: field.name)
+                }
+                store(UInt32(end), at: layout.endsStart + 4 * field.position, in: &bytes)
+            }
+        }
+        let crc = bytes.withUnsafeBytes { CRC32C.checksum($0) }
+        withUnsafeBytes(of: crc.littleEndian) { bytes.append(contentsOf: $0) }
+        return bytes
+    }
+
+    private static func mismatch(_ field: RowLayout.Field, _ value: AttributeValue, _ entityName: String) -> ObjectGraphError {
+        ObjectGraphError(
+            .wrongValueType, "\(entityName).\(field.name) is stored as \(field.kind), got \(value.typeName) (\(value)).",
+            entityName: entityName, key: field.name)
+    }
+
+    @inline(__always)
+    static func store<T: FixedWidthInteger>(_ value: T, at offset: Int, in bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { raw in
+            for i in 0..<MemoryLayout<T>.size { bytes[offset + i] = raw[i] }
+        }
+    }
+}
+
+extension AttributeValue {
+    /// The value as an integer, for the integer field kinds.
+    var integer: Int64? {
+        switch self {
+        case .int16(let v): return Int64(v)
+        case .int32(let v): return Int64(v)
+        case .int64(let v): return v
+        default: return nil
+        }
+    }
+}
+
+/// A row read in place ([ROW-1], format 2): the header, checksum and offsets are checked
+/// once, then each field is decoded only when asked for, by field index.
+///
+/// A row that fails a check throws ``ObjectGraphError/Code/storeCorrupted`` naming what and
+/// where; a field that cannot be decoded throws when it is read. Nothing traps and nothing
+/// decodes to a wrong value: the checksum covers every byte.
+struct RowBytes {
+    let bytes: [UInt8]
+    let layout: RowLayout
+    /// The version the row was saved at.
+    let version: UInt64
+    /// The row's entity number.
+    var entityNumber: UInt16 { layout.number }
+    /// Where the bytes came from, for errors.
+    let context: String
+
+    /// Checks `bytes` as a row of some entity of `store`.
+    ///
+    /// - Throws: `storeCorrupted` for a short row, a wrong checksum, an unknown format or
+    ///   entity, a layout other than the entity's in `store`, or offsets out of order.
+    init(_ bytes: [UInt8], store: StoreLayout, context: String) throws {
+        self.bytes = bytes
+        self.context = context
+        func fail(_ what: String) -> ObjectGraphError {
+            ObjectGraphError(.storeCorrupted, "\(context): \(what)")
+        }
+        guard bytes.count >= RowLayout.headerSize + RowLayout.trailerSize else {
+            if bytes.first == 1 { throw Self.formatOne(context) }
+            throw fail("row of \(bytes.count) bytes is shorter than a header")
+        }
+        let body = bytes.count - RowLayout.trailerSize
+        let stored = Self.load(UInt32.self, bytes, body)
+        let computed = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<body])) }
+        guard stored == computed else {
+            if bytes[0] == 1 { throw Self.formatOne(context) }
+            throw fail("row checksum \(hex(stored)) does not match its bytes (\(hex(computed)))")
+        }
+        guard bytes[0] == RowEncoder.format else {
+            if bytes[0] == 1 { throw Self.formatOne(context) }
+            throw fail("row format \(bytes[0]) is not supported (this build reads format \(RowEncoder.format))")
+        }
+        let number = Self.load(UInt16.self, bytes, 2)
+        guard let entity = store.entity(number: number), let layout = store.layout(of: entity) else {
+            throw fail("entity number \(number) is not in the model (\(store.entities.count) entities)")
+        }
+        let layoutID = Self.load(UInt32.self, bytes, 4)
+        guard layoutID == layout.layoutID else {
+            throw ObjectGraphError(
+                .storeCorrupted,
+                "\(context): the row of \(entity.name) was written with layout \(hex(layoutID)), not this model's \(hex(layout.layoutID)); open the store with the model it was saved with",
+                entityName: entity.name)
+        }
+        guard body >= layout.variableStart else { throw fail("row of \(bytes.count) bytes is shorter than the layout of \(entity.name)") }
+        var previous: UInt32 = 0
+        for index in 0..<layout.variableCount {
+            let end = Self.load(UInt32.self, bytes, layout.endsStart + 4 * index)
+            guard end >= previous else { throw fail("variable field \(index) ends at \(end), before the previous one (\(previous))") }
+            previous = end
+        }
+        guard Int(previous) == body - layout.variableStart else {
+            throw fail("variable fields end at \(previous), the row's variable area holds \(body - layout.variableStart) bytes")
+        }
+        self.layout = layout
+        self.version = Self.load(UInt64.self, bytes, 8)
+    }
+
+    private static func formatOne(_ context: String) -> ObjectGraphError {
+        ObjectGraphError(
+            .storeCorrupted,
+            "\(context): the row is in format 1, written by an earlier Strata; this build reads format 2. Export the objects with the earlier build (for example `strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
+    }
+
+    @inline(__always)
+    static func load<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], _ offset: Int) -> T {
+        var value: T = 0
+        for i in (0..<MemoryLayout<T>.size).reversed() { value = value << 8 | T(truncatingIfNeeded: bytes[offset + i]) }
+        return value
+    }
+
+    /// Whether field `index` is null (no value, no destination, no destinations stored).
+    func isNull(_ index: Int) -> Bool {
+        bytes[RowLayout.headerSize + index / 8] & (1 << UInt8(index % 8)) != 0
+    }
+
+    /// The byte range of variable field `position` in the ends table.
+    private func variableRange(_ position: Int) -> Range<Int> {
+        let start = position == 0 ? 0 : Int(Self.load(UInt32.self, bytes, layout.endsStart + 4 * (position - 1)))
+        let end = Int(Self.load(UInt32.self, bytes, layout.endsStart + 4 * position))
+        return layout.variableStart + start..<layout.variableStart + end
+    }
+
+    private func fail(_ field: RowLayout.Field, _ what: String) -> ObjectGraphError {
+        ObjectGraphError(.storeCorrupted, "\(context): field \(field.name): \(what)", key: field.name)
+    }
+
+    /// The value of field `index`.
+    func value(_ index: Int) throws -> FieldValue {
+        let field = layout.fields[index]
+        if isNull(index) {
+            switch field.kind {
+            case .toOne: return .null
+            case .toMany: return .objects([])
+            default: return .attribute(.null)
+            }
+        }
+        let at = layout.fixedStart + field.position
+        switch field.kind {
+        case .int16: return .attribute(.int16(Int16(bitPattern: Self.load(UInt16.self, bytes, at))))
+        case .int32: return .attribute(.int32(Int32(bitPattern: Self.load(UInt32.self, bytes, at))))
+        case .int64: return .attribute(.int64(Int64(bitPattern: Self.load(UInt64.self, bytes, at))))
+        case .bool:
+            guard bytes[at] <= 1 else { throw fail(field, "boolean byte \(bytes[at])") }
+            return .attribute(.bool(bytes[at] == 1))
+        case .double: return .attribute(.double(Double(bitPattern: Self.load(UInt64.self, bytes, at))))
+        case .float: return .attribute(.float(Float(bitPattern: Self.load(UInt32.self, bytes, at))))
+        case .date: return .attribute(.date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: Self.load(UInt64.self, bytes, at)))))
+        case .uuid:
+            let b = bytes
+            return .attribute(.uuid(UUID(uuid: (
+                b[at], b[at + 1], b[at + 2], b[at + 3], b[at + 4], b[at + 5], b[at + 6], b[at + 7],
+                b[at + 8], b[at + 9], b[at + 10], b[at + 11], b[at + 12], b[at + 13], b[at + 14], b[at + 15]))))
+        case .toOne:
+            return .object(StoredObject(entity: Self.load(UInt16.self, bytes, at), reference: Int64(bitPattern: Self.load(UInt64.self, bytes, at + 2))))
+        case .string:
+            return .attribute(.string(try text(field)))
+        case .decimal:
+            let text = try text(field)
+            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else { throw fail(field, "decimal \"\(text)\"") }
+            return .attribute(.decimal(decimal))
+        case .uri:
+            let text = try text(field)
+            guard let url = URL(string: text) else { throw fail(field, "URI \"\(text)\"") }
+            return .attribute(.uri(url))
+        case .data:
+            return .attribute(.data(Data(bytes[variableRange(field.position)])))
+        case .transformable:
+            return .attribute(.transformable(Data(bytes[variableRange(field.position)])))
+        case .toMany:
+            let range = variableRange(field.position)
+            guard range.count % RowLayout.objectWidth == 0 else { throw fail(field, "\(range.count) bytes of destinations") }
+            var objects: [StoredObject] = []
+            objects.reserveCapacity(range.count / RowLayout.objectWidth)
+            var at = range.lowerBound
+            while at < range.upperBound {
+                objects.append(StoredObject(entity: Self.load(UInt16.self, bytes, at), reference: Int64(bitPattern: Self.load(UInt64.self, bytes, at + 2))))
+                at += RowLayout.objectWidth
+            }
+            return .objects(objects)
+        }
+    }
+
+    /// The attribute value of field `index` (null for a relationship).
+    func attribute(_ index: Int) throws -> AttributeValue {
+        if case .attribute(let value) = try value(index) { return value }
+        return .null
+    }
+
+    /// The text of a string-like variable field; ASCII needs no validation.
+    private func text(_ field: RowLayout.Field) throws -> String {
+        let range = variableRange(field.position)
+        let text = bytes.withUnsafeBufferPointer { buffer -> String? in
+            let slice = UnsafeBufferPointer(rebasing: buffer[range])
+            if slice.allSatisfy({ $0 < 0x80 }) { return String(decoding: slice, as: UTF8.self) }
+            return String(validating: slice, as: UTF8.self)
+        }
+        guard let text else { throw fail(field, "invalid UTF-8") }
+        return text
+    }
+}
+
+private func hex(_ value: UInt32) -> String {
+    "0x" + String(value, radix: 16, uppercase: true)
+}
