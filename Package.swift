@@ -34,7 +34,7 @@ let package = Package(
             ],
             path: "Tools/strata"),
         .executableTarget(
-            name: "StrataFuzz", dependencies: ["StrataEngine"], path: "Tools/fuzz",
+            name: "StrataFuzz", dependencies: ["StrataEngine", "Strata", "ObjectGraph"], path: "Tools/fuzz",
             exclude: ["README.md", "regressions"]),
         .executableTarget(name: "fetch-bench", dependencies: ["ObjectGraph"], path: "Tools/fetch-bench"),
         .target(name: "StrataChildProcess", path: "Tools/child-process"),

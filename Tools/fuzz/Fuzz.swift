@@ -1,4 +1,5 @@
-// StrataFuzz: one libFuzzer target for every on-disk decoder of StrataEngine (SPEC.md).
+// StrataFuzz: one libFuzzer target for every on-disk decoder of StrataEngine and for
+// StrataStore's rows (SPEC.md).
 //
 // Built with `-Xswiftc -DSTRATA_FUZZ --sanitize=fuzzer` it exports `LLVMFuzzerTestOneInput`
 // and libFuzzer supplies `main`. Built normally (as `swift build` does for the whole package)
@@ -8,7 +9,7 @@
 @testable import StrataEngine
 
 /// The decoder an input exercises, chosen by the low three bits of its first byte
-/// (values 5…7 wrap around to 0…2).
+/// (values 6 and 7 wrap around to 0 and 1).
 enum FuzzTarget: UInt8, CaseIterable, Sendable {
     /// `Manifest.decode` ([MAN-1]…[MAN-3]).
     case manifest = 0
@@ -20,6 +21,8 @@ enum FuzzTarget: UInt8, CaseIterable, Sendable {
     case entries = 3
     /// `Engine.open` of a whole store directory built from the input ([REC-1]…[REC-7]).
     case engine = 4
+    /// StrataStore's row decoder, `RowBytes` and `StoredRow.decode` ([ROW-1]).
+    case row = 5
 }
 
 /// The flag bits (bits 3…7) of an input's first byte. Bit 3 means the same for every target;
@@ -87,6 +90,8 @@ func fuzzOne(_ bytes: [UInt8]) {
         var fixed = body
         if fix { _ = FuzzChecksums.fixEntries(in: &fixed, from: 0, to: fixed.count) }
         FuzzTargets.entries(fixed)
+    case .row:
+        FuzzRows.row(fix ? FuzzRows.fixChecksum(body) : body)
     case .engine:
         FuzzTargets.engine(
             StoreImage(parsing: body, fixChecksums: fix), repair: selector.has(FuzzFlag.engineRepair),

@@ -38,6 +38,9 @@ enum FuzzCorpus {
             seeds += seedsFor(store: files, label: label)
         }
         seeds += entrySeeds()
+        for (index, row) in FuzzRows.seeds().enumerated() {
+            seeds.append(("row-\(index)", [FuzzSelector.byte(.row)] + row))
+        }
         // A new store ([DIR-4]) and tiny inputs for every target.
         seeds.append(("engine-new", [FuzzSelector.byte(.engine, FuzzFlag.engineCommitAndReopen)]))
         for target in FuzzTarget.allCases {

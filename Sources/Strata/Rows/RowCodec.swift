@@ -174,6 +174,7 @@ struct RowBytes {
             if bytes[0] == 1 { throw Self.formatOne(context) }
             throw fail("row format \(bytes[0]) is not supported (this build reads format \(RowEncoder.format))")
         }
+        guard bytes[1] == 0 else { throw fail("row flags \(bytes[1]) are not 0") }
         let number = Self.load(UInt16.self, bytes, 2)
         guard let entity = store.entity(number: number), let layout = store.layout(of: entity) else {
             throw fail("entity number \(number) is not in the model (\(store.entities.count) entities)")
@@ -232,6 +233,11 @@ struct RowBytes {
     func value(_ index: Int) throws -> FieldValue {
         let field = layout.fields[index]
         if isNull(index) {
+            // A null fixed-width field is zeros: nothing else may hide in its bytes.
+            let width = field.kind.width
+            if width > 0, bytes[layout.fixedStart + field.position..<layout.fixedStart + field.position + width].contains(where: { $0 != 0 }) {
+                throw fail(field, "null field with non-zero bytes")
+            }
             switch field.kind {
             case .toOne: return .null
             case .toMany: return .objects([])
