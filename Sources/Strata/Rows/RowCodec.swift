@@ -146,14 +146,14 @@ struct RowBytes {
     let version: UInt64
     /// The row's entity number.
     var entityNumber: UInt16 { layout.number }
-    /// Where the bytes came from, for errors.
-    let context: String
+    /// Where the bytes came from, for errors (rendered only when one is thrown).
+    let context: RowOrigin
 
     /// Checks `bytes` as a row of some entity of `store`.
     ///
     /// - Throws: `storeCorrupted` for a short row, a wrong checksum, an unknown format or
     ///   entity, a layout other than the entity's in `store`, or offsets out of order.
-    init(_ bytes: [UInt8], store: StoreLayout, context: String) throws {
+    init(_ bytes: [UInt8], store: StoreLayout, context: RowOrigin) throws {
         self.bytes = bytes
         self.context = context
         func fail(_ what: String) -> ObjectGraphError {
@@ -200,7 +200,7 @@ struct RowBytes {
         self.version = Self.load(UInt64.self, bytes, 8)
     }
 
-    private static func formatOne(_ context: String) -> ObjectGraphError {
+    private static func formatOne(_ context: RowOrigin) -> ObjectGraphError {
         ObjectGraphError(
             .storeCorrupted,
             "\(context): the row is in format 1, written by an earlier Strata; this build reads format 2. Export the objects with the earlier build (for example `strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
@@ -306,6 +306,33 @@ struct RowBytes {
         }
         guard let text else { throw fail(field, "invalid UTF-8") }
         return text
+    }
+}
+
+/// Where a row came from, for error messages; made per row read, so it renders nothing until
+/// an error needs it.
+struct RowOrigin: CustomStringConvertible, ExpressibleByStringLiteral, Sendable {
+    private enum Kind: Sendable {
+        case key(root: String, reference: Int64)
+        case object(ManagedObjectID)
+        case text(String)
+    }
+    private let kind: Kind
+
+    /// The row at a key: `row <root> #<reference>`.
+    static func key(root: String, reference: Int64) -> RowOrigin { RowOrigin(kind: .key(root: root, reference: reference)) }
+    /// The row of an object: `row of <URI>`.
+    static func object(_ id: ManagedObjectID) -> RowOrigin { RowOrigin(kind: .object(id)) }
+
+    private init(kind: Kind) { self.kind = kind }
+    init(stringLiteral value: String) { kind = .text(value) }
+
+    var description: String {
+        switch kind {
+        case .key(let root, let reference): return "row \(root) #\(reference)"
+        case .object(let id): return "row of \(id)"
+        case .text(let text): return text
+        }
     }
 }
 

@@ -54,7 +54,7 @@ struct StoredRow: Equatable {
     /// Decodes a whole row.
     ///
     /// - Throws: ``ObjectGraphError/Code/storeCorrupted`` naming `context` and what is wrong.
-    static func decode(_ bytes: [UInt8], store: StoreLayout, context: String) throws -> StoredRow {
+    static func decode(_ bytes: [UInt8], store: StoreLayout, context: RowOrigin) throws -> StoredRow {
         try StoredRow(RowBytes(bytes, store: store, context: context), store: store)
     }
 

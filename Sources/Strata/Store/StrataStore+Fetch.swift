@@ -35,6 +35,10 @@ extension StrataStore {
         var wanted = [Bool](repeating: false, count: layout.entities.count)
         for name in names { if let number = layout.number(of: name) { wanted[Int(number)] = true } }
         func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
+        // The predicate, compiled once: key paths to ordinals. Rows are filtered as they are
+        // read, so the result shaping below sees matches only.
+        let compiled = try request.predicate.map { try $0.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: RowView.self) }
+        func accepts(_ view: RowView) throws -> Bool { try compiled?.evaluate(view) ?? true }
         var rows: [RowView] = []
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
         // One hierarchy: the predicate's index plans, computed once for every path below.
@@ -70,7 +74,7 @@ extension StrataStore {
                         matches(row), let rowEntity = layout.entity(number: row.entityNumber)
                     else { return true }
                     let view = RowView(reference: reference, row: row, entity: rowEntity, source: source)
-                    if try request.predicate?.evaluate(with: view) ?? true {
+                    if try accepts(view) {
                         rows.append(view)
                         matched += 1
                         lastValue = Array(value)
@@ -100,7 +104,8 @@ extension StrataStore {
             for reference in references.sorted() {
                 guard let row = try source.row(root: root, reference: reference) else { continue }
                 if matches(row), let entity = layout.entity(number: row.entityNumber) {
-                    rows.append(RowView(reference: reference, row: row, entity: entity, source: source))
+                    let view = RowView(reference: reference, row: row, entity: entity, source: source)
+                    if try accepts(view) { rows.append(view) }
                 }
             }
         } else {
@@ -110,10 +115,10 @@ extension StrataStore {
                     try snapshot.forEach(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
-                            let row = try RowBytes(value, store: layout, context: "row \(root) #\(reference)")
-                            source.remember(row, key: key)
+                            let row = try RowBytes(value, store: layout, context: .key(root: root, reference: reference))
                             if matches(row), let entity = layout.entity(number: row.entityNumber) {
-                                rows.append(RowView(reference: reference, row: row, entity: entity, source: source))
+                                let view = RowView(reference: reference, row: row, entity: entity, source: source)
+                                if try accepts(view) { rows.append(view) }
                             }
                             return true
                         } catch {
@@ -125,7 +130,9 @@ extension StrataStore {
                 if let failure { throw failure }
             }
         }
-        // Filtering, sorting, paging and every result shape: the fetch language's own engine.
+        // Sorting, paging and every result shape: the fetch language's own engine. The rows
+        // matched the predicate already.
+        request.predicate = nil
         if request.resultType == .managedObject, let context {
             // The rows are decoded already: they reach the context with the objects.
             let matched = try request.filterSortAndPage(rows)
@@ -205,6 +212,6 @@ extension StrataStore {
         guard let bytes = try mappingEngineErrors("read \(objectID)", { () throws(StoreError) in try engine.get(key) }) else {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
         }
-        return try RowBytes(bytes, store: layout, context: "row of \(objectID)")
+        return try RowBytes(bytes, store: layout, context: .object(objectID))
     }
 }

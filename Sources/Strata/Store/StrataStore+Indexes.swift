@@ -38,7 +38,7 @@ extension StrataStore {
                     try snapshot.forEach(from: KeyLayout.rowPrefix(root: root.name), to: KeyLayout.rowPrefixEnd(root: root.name)) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
-                            let row = try StoredRow.decode(value, store: layout, context: "row \(root.name) #\(reference)")
+                            let row = try StoredRow.decode(value, store: layout, context: .key(root: root.name, reference: reference))
                             guard let entity = model.entitiesByName[row.entity] else { return true }
                             expected.formUnion(IndexKey.keys(of: row, reference: reference, entity: entity, root: root.name))
                             return true

@@ -22,7 +22,7 @@ extension StrataStore {
             let key = KeyLayout.rowKey(root: root, reference: reference)
             if let row = rows[key] { return row }
             guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try snapshot.get(key) }) else { return nil }
-            let row = try RowBytes(bytes, store: layout, context: "row \(root) #\(reference)")
+            let row = try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
             rows[key] = row
             return row
         }
@@ -46,7 +46,7 @@ extension StrataStore {
     /// A stored row seen through ``FetchEvaluable``, following relationships to other rows of
     /// the same snapshot: predicates and sorts are evaluated without making objects, and only
     /// the fields they name are decoded.
-    struct RowView: FetchEvaluable {
+    struct RowView: OrdinalFetchEvaluable {
         let reference: Int64
         let row: RowBytes
         let entity: EntityDescription
@@ -57,6 +57,13 @@ extension StrataStore {
         /// The node of the row: every stored attribute and to-one destination, by ordinal.
         func node() throws -> IncrementalStoreNode {
             try source.store.node(from: row, objectID: objectID, layout: source.layout)
+        }
+
+        /// The attribute at `ordinal`, read in place.
+        func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? {
+            let fields = row.layout.fieldOfOrdinal
+            guard ordinal >= 0, ordinal < fields.count, fields[ordinal] >= 0 else { return nil }
+            return try row.attribute(fields[ordinal])
         }
 
         func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {

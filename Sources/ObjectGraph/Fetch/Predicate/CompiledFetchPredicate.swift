@@ -1,0 +1,75 @@
+import Foundation
+
+/// A subject that reads a stored attribute by its ordinal (``PropertyDescription/ordinal``)
+/// without resolving a key path: a store's row view. Compiled predicates
+/// (``FetchPredicate/compiled(for:as:)``) read such subjects by ordinal.
+public protocol OrdinalFetchEvaluable: FetchEvaluable {
+    /// The stored value of the attribute at `ordinal` of the subject's entity (the request's
+    /// entity or a subentity: inherited properties keep their ordinals), or `nil` when the
+    /// subject cannot read it that way (the compiled predicate then reads the key path).
+    func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue?
+}
+
+/// A predicate compiled once for an entity into closures: key paths that name a stored
+/// attribute are resolved to ordinals when compiled, not for every subject.
+///
+/// For example, inside a store's fetch:
+///
+/// ```swift
+/// let matches = try request.predicate.map { $0.compiled(for: entity, as: RowView.self) }
+/// for row in rows where try matches?.evaluate(row) ?? true { … }
+/// ```
+///
+/// It answers exactly as ``FetchPredicate/evaluate(with:variables:)`` does; shapes it does
+/// not specialise are evaluated that way.
+public struct CompiledFetchPredicate<Subject: OrdinalFetchEvaluable> {
+    let body: (Subject) throws -> Bool
+
+    /// Whether `subject` matches.
+    public func evaluate(_ subject: Subject) throws -> Bool { try body(subject) }
+}
+
+extension FetchPredicate {
+    /// This predicate compiled for subjects of `entity` (and its subentities).
+    public func compiled<Subject: OrdinalFetchEvaluable>(for entity: EntityDescription, as type: Subject.Type) -> CompiledFetchPredicate<Subject> {
+        CompiledFetchPredicate(body: compiledBody(for: entity))
+    }
+
+    private func compiledBody<Subject: OrdinalFetchEvaluable>(for entity: EntityDescription) -> (Subject) throws -> Bool {
+        switch self {
+        case .value(let constant):
+            return { _ in constant }
+        case .and(let parts):
+            let compiled: [(Subject) throws -> Bool] = parts.map { $0.compiledBody(for: entity) }
+            return { subject in
+                for part in compiled where try !part(subject) { return false }
+                return true
+            }
+        case .or(let parts):
+            let compiled: [(Subject) throws -> Bool] = parts.map { $0.compiledBody(for: entity) }
+            return { subject in
+                for part in compiled where try part(subject) { return true }
+                return false
+            }
+        case .not(let inner):
+            let compiled: (Subject) throws -> Bool = inner.compiledBody(for: entity)
+            return { try !compiled($0) }
+        case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options):
+            guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
+            let ordinal = attribute.ordinal
+            return { subject in
+                let left: FetchValue
+                if let value = try subject.attributeValue(atOrdinal: ordinal) {
+                    left = .attribute(value)
+                } else {
+                    left = try subject.fetchValue(forKeyPath: path).flattened
+                }
+                return try Self.compare(left, op, right, modifier: .direct, options: options)
+            }
+        case .comparison:
+            break
+        }
+        let predicate = self
+        return { try predicate.evaluate(with: $0) }
+    }
+}
