@@ -44,6 +44,8 @@ public struct Snapshot: Sendable {
         if case .segment(let segment) = file.content {
             let block = try blockMemo.block(location.position, of: segment)
             decoded = try segment.entry(in: block, at: location)
+        } else if case .wal(let handle) = file.content {
+            decoded = try blockMemo.walEntry(at: location, of: file, handle: handle)
         } else {
             decoded = try file.readEntry(at: location)
         }
@@ -127,11 +129,43 @@ public struct Snapshot: Sendable {
     }
 }
 
-/// Remembers the last decompressed segment block, so scans decompress each block once.
+/// Remembers the last decompressed segment block, so scans decompress each block once, and
+/// the last window read from a WAL, so a scan reads WAL entries a window at a time instead of
+/// one `pread` each. WAL bytes at an offset never change once written, and a snapshot only
+/// reads entries it indexes, which are complete.
 struct BlockMemo {
     private var segment: ObjectIdentifier? = nil
     private var position: UInt32 = 0
     private var bytes: [UInt8] = []
+    private var wal: ObjectIdentifier? = nil
+    private var walStart: UInt64 = 0
+    private var walBytes: [UInt8] = []
+
+    /// Bytes read from a WAL at a time by scans.
+    static let walWindow = 256 * 1024
+
+    /// The WAL entry at `location`, from the current window or a new one.
+    mutating func walEntry(at location: ValueLocation, of file: LiveFile, handle: any FileHandle) throws(StoreError) -> LogEntry {
+        let id = ObjectIdentifier(file)
+        let start = UInt64(location.offset), length = Int(location.length)
+        if wal != id || start < walStart || start + UInt64(length) > walStart + UInt64(walBytes.count) {
+            walBytes = try handle.read(upTo: max(length, Self.walWindow), at: start)
+            wal = id
+            walStart = start
+            guard walBytes.count >= length else {
+                // A short read: fall back to reading exactly this entry.
+                wal = nil
+                return try file.readEntry(at: location)
+            }
+        }
+        let from = Int(start - walStart)
+        let result: Result<LogEntry, StoreError> = walBytes.withUnsafeBytes { raw in
+            Result { () throws(StoreError) in
+                try LogEntry.decodeExactly(UnsafeRawBufferPointer(rebasing: raw[from..<from + length]), path: file.path, offset: start)
+            }
+        }
+        return try result.get()
+    }
 
     mutating func block(_ position: UInt32, of reader: SegmentReader) throws(StoreError) -> [UInt8] {
         let id = ObjectIdentifier(reader)
