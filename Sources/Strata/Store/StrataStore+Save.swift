@@ -10,14 +10,15 @@ extension StrataStore {
         let layout = try storeLayout()
         // Read every value before taking the lock: reading may fire faults. Values come by
         // ordinal, straight from the objects' slots.
+        // Rows go to the batch in key order, so the WAL holds them as scans read them.
         let inserts = try (request.insertedObjects ?? []).map {
             ($0, try rowKey($0.objectID), try $0.storedValues(skippingUnloadedRelationships: false))
-        }
+        }.sorted { $0.1.lexicographicallyPrecedes($1.1) }
         // An update carries only what the object has loaded; the fields it never loaded are
         // copied from the current row under the lock.
         let updates = try (request.updatedObjects ?? []).map {
             ($0, try rowKey($0.objectID), try $0.storedValues(skippingUnloadedRelationships: true))
-        }
+        }.sorted { $0.1.lexicographicallyPrecedes($1.1) }
         let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let metadata = self.metadata

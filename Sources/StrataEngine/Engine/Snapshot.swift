@@ -140,6 +140,8 @@ struct BlockMemo {
     private var wal: ObjectIdentifier? = nil
     private var walStart: UInt64 = 0
     private var walBytes: [UInt8] = []
+    /// Where the last WAL entry read ended.
+    private var walEnd: UInt64 = 0
 
     /// Bytes read from a WAL at a time by scans.
     static let walWindow = 256 * 1024
@@ -149,7 +151,17 @@ struct BlockMemo {
         let id = ObjectIdentifier(file)
         let start = UInt64(location.offset), length = Int(location.length)
         if wal != id || start < walStart || start + UInt64(length) > walStart + UInt64(walBytes.count) {
-            walBytes = try handle.read(upTo: max(length, Self.walWindow), at: start)
+            // A window pays off only when the scan walks the WAL forwards (entries written in
+            // key order); an entry far from the last one is read alone.
+            let forward = wal == id && start >= walEnd && start - walEnd <= UInt64(Self.walWindow / 4)
+            walEnd = start + UInt64(length)
+            guard forward || wal != id else {
+                wal = id
+                walBytes = []
+                walStart = 0
+                return try file.readEntry(at: location)
+            }
+            walBytes = try handle.read(upTo: forward ? max(length, Self.walWindow) : length, at: start)
             wal = id
             walStart = start
             guard walBytes.count >= length else {
@@ -158,6 +170,7 @@ struct BlockMemo {
                 return try file.readEntry(at: location)
             }
         }
+        walEnd = start + UInt64(length)
         let from = Int(start - walStart)
         let result: Result<LogEntry, StoreError> = walBytes.withUnsafeBytes { raw in
             Result { () throws(StoreError) in
