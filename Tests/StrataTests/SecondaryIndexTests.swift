@@ -146,7 +146,12 @@ import Testing
 
     // [IDX-S5] Limited fetches sorted by an indexed attribute walk the index in order and stop
     // early; every page equals the reference store's, ties and secondary sorts included.
-    @Test(arguments: [nil, "rank > 0", "name BEGINSWITH 'a'", "name IN {'beta', 'alpha3', 'gamma1', 'zzz'}", "rank IN {1, -2, 99}", "note == nil", "rank < 5 AND name > 'b'"])
+    // The last three make the walk probe the other conjunct's index per candidate for small
+    // pages (more keys than the walk expects to visit) and read it into a set for large ones.
+    @Test(arguments: [
+        nil, "rank > 0", "name BEGINSWITH 'a'", "name IN {'beta', 'alpha3', 'gamma1', 'zzz'}", "rank IN {1, -2, 99}", "note == nil",
+        "rank < 5 AND name > 'b'", "rank IN {1, -2, 99} AND name BEGINSWITH 'a'", "rank == 3 AND name > 'b'", "rank IN {-11, -10, -9, -8, -7, -6, -5, -4} AND name > ''",
+    ])
     func limitedFetchesSortedByAnIndexedAttributeMatchTheReferenceStore(format: String?) throws {
         let (strata, reference, keep) = try Self.stores()
         let predicate = try format.map { try FetchPredicate(format: $0) }
@@ -195,6 +200,36 @@ import Testing
 
     // Sorts the index cannot serve in order (descending, string options, a key path) use no
     // ordered plan.
+    // [IDX-S5] An equality conjunct with more keys than the walk expects to visit is probed
+    // per candidate; one with fewer is read into a set; a range conjunct is never probed.
+    @Test func anOrderedWalkProbesLargeEqualityConjunctsAndReadsSmallOnes() throws {
+        let (strata, _, keep) = try Self.stores()
+        let entity = try strata.managedObjectModel.entity(named: "Item")
+        let store = try #require(strata.persistentStores.first as? StrataStore)
+        let snapshot = try store.openEngine().snapshot()
+        func filter(_ format: String, expecting candidates: Int) throws -> StrataStore.RowFilter? {
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: format)
+            let plan = try #require(StrataStore.indexPlans(for: request, entity: entity, root: "Item").first)
+            return StrataStore.rowFilter(of: plan, in: snapshot, expectedCandidates: candidates)
+        }
+        guard case .probe(let points)? = try filter("rank IN {1, -2, 99}", expecting: 1) else {
+            Issue.record("a conjunct with more keys than candidates was not probed")
+            return
+        }
+        #expect(points.count == 3)
+        guard case .set(let references)? = try filter("rank IN {1, -2, 99}", expecting: 1000) else {
+            Issue.record("a conjunct with few keys was not read into a set")
+            return
+        }
+        #expect(!references.isEmpty)
+        guard case .set? = try filter("rank > 0", expecting: 1) else {
+            Issue.record("a range conjunct was probed")
+            return
+        }
+        withExtendedLifetime(keep) {}
+    }
+
     @Test func sortsTheIndexCannotServeUseNoOrderedPlan() throws {
         let entity = try SecondaryIndexTests.model().entity(named: "Item")
         for sort in [FetchSortDescriptor(keyPath: "name", ascending: false), FetchSortDescriptor(keyPath: "name", options: [.caseInsensitive]), FetchSortDescriptor(keyPath: "note")] {

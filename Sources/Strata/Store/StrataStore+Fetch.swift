@@ -59,9 +59,11 @@ extension StrataStore {
             // [IDX-S5] A limited fetch sorted by an indexed attribute walks that index in order
             // and stops once the page is full (and the last value's ties are in).
             let needed = request.fetchOffset + request.fetchLimit
-            // The other conjuncts' indexes, where small, rule rows out before they are read.
+            // The other conjuncts' indexes rule rows out before they are read: a conjunct with a
+            // few values is probed per candidate when its keys outnumber what the walk will
+            // visit; others, where small, become a reference set.
             let filters = plans.filter { $0.attribute != ordered.attribute }
-                .compactMap { Self.referenceSet(of: $0, in: snapshot, cap: Self.prefilterCap) }
+                .compactMap { Self.rowFilter(of: $0, in: snapshot, expectedCandidates: 4 * needed) }
             var matched = 0
             var lastValue: [UInt8]? = nil
             walk: for range in ordered.ranges {
@@ -69,7 +71,7 @@ extension StrataStore {
                     let value = UnsafeRawBufferPointer(rebasing: key.dropLast(8))
                     if matched >= needed, lastValue?.withUnsafeBytes({ $0.elementsEqual(value) }) != true { return false }
                     guard let reference = KeyLayout.reference(fromKeyBytes: key),
-                        filters.allSatisfy({ $0.contains(reference) }),
+                        filters.allSatisfy({ $0.contains(reference, in: snapshot) }),
                         let row = try source.row(root: root, reference: reference),
                         matches(row), let rowEntity = layout.entity(number: row.entityNumber)
                     else { return true }

@@ -7,6 +7,9 @@ extension StrataStore {
         var attribute: String
         /// Half-open key ranges `[lower, upper)`.
         var ranges: [(lower: [UInt8], upper: [UInt8])]
+        /// For `==` and `IN`: the keys without their reference, one per value, so a row's
+        /// entry can be probed directly.
+        var points: [[UInt8]]? = nil
         var description: String { "index on \(attribute), \(ranges.count) range(s)" }
     }
 
@@ -114,6 +117,41 @@ extension StrataStore {
         return matches
     }
 
+    /// A way to rule out rows by one conjunct's index without reading them.
+    enum RowFilter {
+        /// Every reference the conjunct's ranges hold.
+        case set(Set<Int64>)
+        /// The conjunct's keys without reference: a row passes when one of them, followed by
+        /// its reference, is in the index.
+        case probe([[UInt8]])
+
+        func contains(_ reference: Int64, in snapshot: Snapshot) -> Bool {
+            switch self {
+            case .set(let references):
+                return references.contains(reference)
+            case .probe(let points):
+                for point in points {
+                    var key = point
+                    KeyLayout.appendReference(reference, to: &key)
+                    if snapshot.contains(key) { return true }
+                }
+                return false
+            }
+        }
+    }
+
+    /// [IDX-S5] How a conjunct's index filters the candidates of an ordered walk that expects to
+    /// visit about `expectedCandidates` rows: a conjunct of at most 8 values whose keys are more
+    /// than that is probed per candidate (a few hundred lookups instead of reading thousands of
+    /// keys); otherwise its references, when at most ``prefilterCap``. `nil`: no filter.
+    static func rowFilter(of plan: IndexPlan, in snapshot: Snapshot, expectedCandidates: Int) -> RowFilter? {
+        if let points = plan.points, points.count <= 8 {
+            if let small = referenceSet(of: plan, in: snapshot, cap: expectedCandidates) { return .set(small) }
+            return .probe(points)
+        }
+        return referenceSet(of: plan, in: snapshot, cap: prefilterCap).map(RowFilter.set)
+    }
+
     /// The references in a plan's ranges, or `nil` when they are more than `cap` (reading them
     /// would cost more than it saves). Every plan's ranges hold at least the rows its conjunct
     /// matches, so a row whose reference is missing cannot match the predicate.
@@ -150,15 +188,18 @@ extension StrataStore {
             }
             let kindStart = prefix + [kind], kindEnd = prefix + [kind + 1]
             var ranges: [(lower: [UInt8], upper: [UInt8])] = []
+            var points: [[UInt8]]? = nil
             switch constraint.op {
             case .equal:
                 guard let key = encoded(constraint.value) else { continue }
                 ranges = [(key, Self.prefixEnd(key))]
+                points = [key]
             case .in:
                 guard case .collection(let values) = constraint.value else { continue }
                 let keys = values.map(encoded)
                 guard !keys.contains(where: { $0 == nil }) else { continue }
                 ranges = keys.compactMap { $0 }.map { ($0, Self.prefixEnd($0)) }
+                points = keys.compactMap { $0 }
             case .lessThan:
                 guard let key = encoded(constraint.value) else { continue }
                 ranges = [(kindStart, key)]
@@ -183,7 +224,7 @@ extension StrataStore {
             default:
                 continue
             }
-            plans.append(IndexPlan(attribute: attribute.name, ranges: ranges))
+            plans.append(IndexPlan(attribute: attribute.name, ranges: ranges, points: points))
         }
         return plans
     }
