@@ -57,10 +57,12 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Sources/CompareEngine"),
+        // The malloc heap in use, for the probe's memory figures (glibc's mallinfo2).
+        .target(name: "CHeapStats", path: "Sources/CHeapStats"),
         .target(
             name: "CompareObjectGraph",
             dependencies: [
-                "BenchmarkSupport", "Comparison",
+                "BenchmarkSupport", "Comparison", "CHeapStats",
                 .product(name: "Strata", package: "Strata"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

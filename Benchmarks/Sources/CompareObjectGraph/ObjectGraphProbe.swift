@@ -1,4 +1,5 @@
 import BenchmarkSupport
+import CHeapStats
 import Foundation
 import Strata
 
@@ -18,6 +19,9 @@ public struct ObjectGraphProbe {
         case fetchIndexed = "fetch-indexed"
         /// `count` fetches of the same predicate on the unindexed copies (a scan).
         case fetchUnindexed = "fetch-unindexed"
+        /// Heap bytes per registered object (`count` objects faulted in and kept) and per
+        /// fetched row (every customer fetched, kept as objects): measured, not counted.
+        case memory
     }
 
     /// Which system runs the phase.
@@ -67,6 +71,7 @@ public struct ObjectGraphProbe {
             }
             try shop.insert(data)
             try shop.reopen()
+            if phase == .memory { return try memory(data, shop) }
             let work = try readPhase(data, fault: { try shop.fault($0).values.count }, fetch: { try shop.fetch($0).count })
             try shop.close()
             return work
@@ -88,9 +93,28 @@ public struct ObjectGraphProbe {
         }
     }
 
+    /// Heap bytes per registered object and per fetched row, printed; the objects stay alive
+    /// while measured.
+    private func memory(_ data: ShopData, _ shop: StrataShop) throws -> Work {
+        func heap() -> Int { Int(strata_heap_bytes_in_use()) }
+        var random = SplitMix64(seed: 7)
+        let everything = (0..<data.customers.count).map(ObjectRef.customer) + (0..<data.orders.count).map(ObjectRef.order)
+        let picks = Array(everything.shuffled(using: &random).prefix(count))
+        let before = heap()
+        let (objects, _) = try shop.fault(picks)
+        let registered = heap() - before
+        shop.resetContext()
+        let fetchedBefore = heap()
+        let rows = try shop.fetchAllCustomers()
+        let fetched = heap() - fetchedBefore
+        print("memory: \(registered / max(1, objects.count)) bytes per registered object (\(objects.count) objects), \(fetched / max(1, rows.count)) bytes per fetched row (\(rows.count) rows)")
+        withExtendedLifetime((objects, rows)) {}
+        return Work(operations: objects.count + rows.count, rows: objects.count + rows.count)
+    }
+
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert:
+        case .insert, .memory:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)

@@ -191,6 +191,11 @@ final class StrataShop {
         }
     }
 
+    /// Every customer, as objects (faults until read).
+    func fetchAllCustomers() throws -> [ManagedObject] {
+        try context.fetch(FetchRequest(entityName: "Customer"))
+    }
+
     /// The number of orders.
     func countOrders() throws -> Int {
         try context.count(for: FetchRequest(entityName: "Order"))
