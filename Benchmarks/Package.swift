@@ -58,7 +58,8 @@ let package = Package(
             ],
             path: "Sources/CompareEngine"),
         // The malloc heap in use, for the probe's memory figures (glibc's mallinfo2).
-        .target(name: "CHeapStats", path: "Sources/CHeapStats"),
+        // DWARF 4: valgrind 3.19 (Debian 12) cannot read clang's default DWARF 5 for C.
+        .target(name: "CHeapStats", path: "Sources/CHeapStats", cSettings: [.unsafeFlags(["-gdwarf-4"])]),
         .target(
             name: "CompareObjectGraph",
             dependencies: [
