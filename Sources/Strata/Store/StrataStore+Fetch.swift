@@ -48,10 +48,10 @@ extension StrataStore {
         }()
         // [IDX-S7] A count that indexes answer exactly reads no row.
         if request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, let (root, entity, plans) = hierarchy,
-            let matches = Self.indexOnlyMatches(
+            let count = Self.indexOnlyCount(
                 for: request, entity: entity, root: root, names: Set(names), model: model, in: snapshot, plans: plans)
         {
-            return .count(matches.count)
+            return .count(count)
         }
         if let (root, entity, plans) = hierarchy,
             let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root, plans: plans)

@@ -81,6 +81,49 @@ extension StrataStore {
         for request: FetchRequest, entity: EntityDescription, root: String, names: Set<String>,
         model: ManagedObjectModel, in snapshot: Snapshot, plans: [IndexPlan]? = nil
     ) -> Set<Int64>? {
+        guard let plans = exactIndexPlans(for: request, entity: entity, root: root, names: names, model: model, plans: plans) else { return nil }
+        var matches: Set<Int64>? = nil
+        for plan in plans {
+            var found = Set<Int64>()
+            for range in plan.ranges {
+                snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
+                    if let reference = KeyLayout.reference(fromKeyBytes: key), matches?.contains(reference) ?? true {
+                        found.insert(reference)
+                    }
+                    return true
+                }
+            }
+            matches = found
+            if found.isEmpty { break }
+        }
+        return matches
+    }
+
+    /// [IDX-S7] The count of ``indexOnlyMatches(for:entity:root:names:model:in:plans:)``; one
+    /// conjunct is counted from its keys without collecting references (a row has one entry
+    /// per indexed attribute, so the distinct ranges of one conjunct hold each match once).
+    static func indexOnlyCount(
+        for request: FetchRequest, entity: EntityDescription, root: String, names: Set<String>,
+        model: ManagedObjectModel, in snapshot: Snapshot, plans: [IndexPlan]? = nil
+    ) -> Int? {
+        guard let exact = exactIndexPlans(for: request, entity: entity, root: root, names: names, model: model, plans: plans) else { return nil }
+        guard exact.count == 1 else {
+            return indexOnlyMatches(for: request, entity: entity, root: root, names: names, model: model, in: snapshot, plans: exact)?.count
+        }
+        var count = 0
+        var previous: [UInt8]? = nil
+        for range in exact[0].ranges.sorted(by: { $0.lower.precedes($1.lower) }) where range.lower != previous {
+            previous = range.lower
+            count += snapshot.countKeys(from: range.lower, to: range.upper)
+        }
+        return count
+    }
+
+    /// The plans of a predicate that indexes answer exactly ([IDX-S7]), or `nil`.
+    private static func exactIndexPlans(
+        for request: FetchRequest, entity: EntityDescription, root: String, names: Set<String>,
+        model: ManagedObjectModel, plans: [IndexPlan]?
+    ) -> [IndexPlan]? {
         guard let predicate = request.predicate else { return nil }
         func leaves(_ predicate: FetchPredicate) -> Int {
             if case .and(let parts) = predicate { return parts.reduce(0) { $0 + leaves($1) } }
@@ -100,21 +143,7 @@ extension StrataStore {
             default: return nil
             }
         }
-        var matches: Set<Int64>? = nil
-        for plan in plans {
-            var found = Set<Int64>()
-            for range in plan.ranges {
-                snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
-                    if let reference = KeyLayout.reference(fromKeyBytes: key), matches?.contains(reference) ?? true {
-                        found.insert(reference)
-                    }
-                    return true
-                }
-            }
-            matches = found
-            if found.isEmpty { break }
-        }
-        return matches
+        return plans
     }
 
     /// A way to rule out rows by one conjunct's index without reading them.
