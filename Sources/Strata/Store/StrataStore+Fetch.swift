@@ -4,7 +4,7 @@ import StrataEngine
 extension StrataStore {
     func executeRequest(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
         switch request {
-        case let fetch as FetchRequest: return try execute(fetch, with: context)
+        case let fetch as FetchRequest: return try execute(fetch, with: context, reading: nil)
         case let save as SaveChangesRequest: return try execute(save)
         default: throw ObjectGraphError(.unsupportedRequest, "StrataStore does not handle \(request.requestType) requests.")
         }
@@ -17,13 +17,15 @@ extension StrataStore {
         return model
     }
 
-    private func execute(_ request: FetchRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
+    /// A fetch; `reading` is the snapshot of an enclosing fetch (a semi-join's inner fetch reads
+    /// what the outer one reads).
+    private func execute(_ request: FetchRequest, with context: ManagedObjectContext?, reading: Snapshot? = nil) throws -> PersistentStoreResult {
         let model = try model()
         var request = request
         if request.entity == nil { request.entity = try model.entity(named: request.entityName) }
         let names = request.matchingEntityNames()
         let engine = try openEngine()
-        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+        let snapshot = try reading ?? mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
         // [ROW-4] A count of whole entities is the sum of stored counters: O(entities).
         if request.resultType == .count && request.predicate == nil && request.fetchOffset == 0 && request.fetchLimit == 0 {
             let record = try cachedRecord(in: snapshot)
@@ -37,7 +39,11 @@ extension StrataStore {
         func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
         // The predicate, compiled once: key paths to ordinals. Rows are filtered as they are
         // read, so the result shaping below sees matches only.
-        let compiled = try request.predicate.map { try $0.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: RowView.self) }
+        let compiled = try request.predicate.map { predicate in
+            try predicate.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: RowView.self) { leaf, entity in
+                try self.semiJoin(leaf, entity: entity, in: snapshot, layout: layout)
+            }
+        }
         func accepts(_ view: RowView) throws -> Bool { try compiled?.evaluate(view) ?? true }
         var rows: [RowView] = []
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
@@ -142,6 +148,44 @@ extension StrataStore {
             return .objects(objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults))
         }
         return try request.apply(to: rows, objectID: \.objectID)
+    }
+
+    /// [FETCH-S1] A comparison through a relationship (`artist.name == "X"`, `ANY tags.name ==
+    /// "jazz"`) answered from the destination's matches: one fetch of the destination entity
+    /// for `rest op constant` (through its indexes when it has them), then each row's
+    /// destination reference is looked up in that set instead of reading the destination row.
+    /// Only comparisons that no row without a destination satisfies (`null op constant` is
+    /// false) qualify, so a missing or dangling destination answers false either way; `nil`
+    /// leaves the comparison to the default evaluation.
+    func semiJoin(
+        _ leaf: FetchPredicate, entity: EntityDescription, in snapshot: Snapshot, layout: StoreLayout
+    ) throws -> ((RowView) throws -> Bool)? {
+        guard case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, let options) = leaf,
+            let dot = path.firstIndex(of: "."), !path.contains("@"), !path.contains("$")
+        else { return nil }
+        let head = String(path[..<dot]), rest = String(path[path.index(after: dot)...])
+        guard let relationship = entity.relationshipsByName[head], !relationship.isTransient, relationship.ordinal >= 0,
+            let destination = relationship.destinationEntity, !rest.isEmpty, rest != "self", rest != "SELF",
+            (relationship.isToOne && modifier == .direct) || (relationship.isToMany && modifier == .any),
+            !FetchPredicate.comparisonHoldsForNull(op, constant, options: options)
+        else { return nil }
+        var inner = FetchRequest(entityName: destination.name)
+        inner.entity = destination
+        inner.predicate = .comparison(.keyPath(rest), op, .constant(constant), modifier: .direct, options: options)
+        inner.resultType = .managedObjectID
+        guard case .objectIDs(let ids) = try execute(inner, with: nil, reading: snapshot) else { return nil }
+        var references = Set<Int64>(minimumCapacity: ids.count)
+        for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
+        let ordinal = relationship.ordinal
+        if relationship.isToOne {
+            return { row in
+                guard let target = try row.storedObject(atOrdinal: ordinal) else { return false }
+                return references.contains(target.reference)
+            }
+        }
+        return { row in
+            try row.storedObjects(atOrdinal: ordinal).contains { references.contains($0.reference) }
+        }
     }
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).

@@ -66,6 +66,22 @@ extension StrataStore {
             return try row.attribute(fields[ordinal])
         }
 
+        /// The destination stored in the to-one relationship at `ordinal`, if any.
+        func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
+            let fields = row.layout.fieldOfOrdinal
+            guard ordinal >= 0, ordinal < fields.count, fields[ordinal] >= 0 else { return nil }
+            if case .object(let target) = try row.value(fields[ordinal]) { return target }
+            return nil
+        }
+
+        /// The destinations stored in the to-many relationship at `ordinal`.
+        func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject] {
+            let fields = row.layout.fieldOfOrdinal
+            guard ordinal >= 0, ordinal < fields.count, fields[ordinal] >= 0 else { return [] }
+            if case .objects(let targets) = try row.value(fields[ordinal]) { return targets }
+            return []
+        }
+
         func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
             let head: Substring, rest: Substring?
             if let dot = keyPath.firstIndex(of: ".") {

@@ -30,29 +30,50 @@ public struct CompiledFetchPredicate<Subject: OrdinalFetchEvaluable> {
 }
 
 extension FetchPredicate {
+    /// A store's own compilation of one comparison leaf, or `nil` to use the default.
+    public typealias Specializer<Subject> = (FetchPredicate, EntityDescription) throws -> ((Subject) throws -> Bool)?
+
     /// This predicate compiled for subjects of `entity` (and its subentities).
-    public func compiled<Subject: OrdinalFetchEvaluable>(for entity: EntityDescription, as type: Subject.Type) -> CompiledFetchPredicate<Subject> {
-        CompiledFetchPredicate(body: compiledBody(for: entity))
+    ///
+    /// - Parameter specializing: asked first for every comparison; a store returns a closure
+    ///   for the shapes it answers better itself (a key path through a relationship answered
+    ///   from the destination's matches, for example), `nil` for the others. It must answer
+    ///   exactly as ``evaluate(with:variables:)`` does.
+    public func compiled<Subject: OrdinalFetchEvaluable>(
+        for entity: EntityDescription, as type: Subject.Type, specializing: Specializer<Subject>? = nil
+    ) throws -> CompiledFetchPredicate<Subject> {
+        CompiledFetchPredicate(body: try compiledBody(for: entity, specializing))
     }
 
-    private func compiledBody<Subject: OrdinalFetchEvaluable>(for entity: EntityDescription) -> (Subject) throws -> Bool {
+    /// Whether a comparison `null op constant` holds: a relationship without destination (or a
+    /// destination whose value is null) satisfies the comparison exactly when this is true.
+    public static func comparisonHoldsForNull(
+        _ op: FetchComparisonOperator, _ constant: FetchValue, options: ComparisonOptions
+    ) -> Bool {
+        (try? compare(.null, op, constant, modifier: .direct, options: options)) ?? true
+    }
+
+    private func compiledBody<Subject: OrdinalFetchEvaluable>(
+        for entity: EntityDescription, _ specializing: Specializer<Subject>?
+    ) throws -> (Subject) throws -> Bool {
+        if case .comparison = self, let specializing, let special = try specializing(self, entity) { return special }
         switch self {
         case .value(let constant):
             return { _ in constant }
         case .and(let parts):
-            let compiled: [(Subject) throws -> Bool] = parts.map { $0.compiledBody(for: entity) }
+            let compiled: [(Subject) throws -> Bool] = try parts.map { try $0.compiledBody(for: entity, specializing) }
             return { subject in
                 for part in compiled where try !part(subject) { return false }
                 return true
             }
         case .or(let parts):
-            let compiled: [(Subject) throws -> Bool] = parts.map { $0.compiledBody(for: entity) }
+            let compiled: [(Subject) throws -> Bool] = try parts.map { try $0.compiledBody(for: entity, specializing) }
             return { subject in
                 for part in compiled where try part(subject) { return true }
                 return false
             }
         case .not(let inner):
-            let compiled: (Subject) throws -> Bool = inner.compiledBody(for: entity)
+            let compiled: (Subject) throws -> Bool = try inner.compiledBody(for: entity, specializing)
             return { try !compiled($0) }
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options):
             guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
