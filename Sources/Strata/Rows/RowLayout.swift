@@ -133,6 +133,8 @@ final class StoreLayout: Sendable {
     /// The layouts by entity number.
     let layouts: [RowLayout]
     private let numbers: [String: UInt16]
+    /// Numbers by entity object, for the entities of ``model`` (a pointer hash, not a name's).
+    private let numbersByEntity: [ObjectIdentifier: UInt16]
 
     /// - Throws: ``ObjectGraphError/Code/invalidModel`` for a model of more than 65,536
     ///   entities (rows number entities in 16 bits).
@@ -145,16 +147,26 @@ final class StoreLayout: Sendable {
         entities = sorted
         layouts = sorted.enumerated().map { RowLayout(entity: $1, number: UInt16(truncatingIfNeeded: $0)) }
         var numbers: [String: UInt16] = [:]
-        for (index, entity) in sorted.enumerated() { numbers[entity.name] = UInt16(truncatingIfNeeded: index) }
+        var numbersByEntity: [ObjectIdentifier: UInt16] = [:]
+        for (index, entity) in sorted.enumerated() {
+            numbers[entity.name] = UInt16(truncatingIfNeeded: index)
+            numbersByEntity[ObjectIdentifier(entity)] = UInt16(truncatingIfNeeded: index)
+        }
         self.numbers = numbers
+        self.numbersByEntity = numbersByEntity
     }
 
     /// The number of an entity (by name), if the model has it.
     func number(of entityName: String) -> UInt16? { numbers[entityName] }
 
+    /// The number of an entity: by identity for this model's entities, else by name.
+    func number(of entity: EntityDescription) -> UInt16? {
+        numbersByEntity[ObjectIdentifier(entity)] ?? numbers[entity.name]
+    }
+
     /// The layout of an entity.
     func layout(of entity: EntityDescription) -> RowLayout? {
-        numbers[entity.name].map { layouts[Int($0)] }
+        number(of: entity).map { layouts[Int($0)] }
     }
 
     /// The entity of a number, if in range.

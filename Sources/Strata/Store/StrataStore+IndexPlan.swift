@@ -220,6 +220,13 @@ extension StrataStore {
             var points: [[UInt8]]? = nil
             switch constraint.op {
             case .equal:
+                if case .attribute(.null) = constraint.value {
+                    // `== nil`: every row has an entry, a null one under type byte 0x00.
+                    let key = prefix + IndexKey.encode(.null)
+                    ranges = [(key, Self.prefixEnd(key))]
+                    points = [key]
+                    break
+                }
                 guard let key = encoded(constraint.value) else { continue }
                 ranges = [(key, Self.prefixEnd(key))]
                 points = [key]

@@ -112,7 +112,7 @@ extension StrataStore {
             throw ObjectGraphError(.unknownEntity, "Entity \(entity.name) is not in the store's model.", entityName: entity.name)
         }
         func stored(_ id: ManagedObjectID) throws -> StoredObject {
-            guard let number = layout.number(of: id.entityName) else {
+            guard let number = layout.number(of: id.entity) else {
                 throw ObjectGraphError(.unknownEntity, "\(id) is of an entity the store's model does not have.", entityName: id.entityName, objectID: id)
             }
             return StoredObject(entity: number, reference: try integerReference(id))
