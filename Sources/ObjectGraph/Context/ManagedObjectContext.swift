@@ -183,8 +183,17 @@ public final class ManagedObjectContext {
         let coordinator = try requireCoordinator()
         var byStore: [ObjectIdentifier: (IncrementalStore, [ManagedObject])] = [:]
         var order: [ObjectIdentifier] = []
+        // The store of an entity is looked up once per entity (objects assigned to a store
+        // with assign(_:to:) go there).
+        var storeOfEntity: [ObjectIdentifier: IncrementalStore] = [:]
         for object in objects where object.objectID.isTemporaryID {
-            let store = try coordinator.incrementalStore(forInserting: object)
+            let store: IncrementalStore
+            if object.assignedStore == nil, let known = storeOfEntity[ObjectIdentifier(object.entity)] {
+                store = known
+            } else {
+                store = try coordinator.incrementalStore(forInserting: object)
+                if object.assignedStore == nil { storeOfEntity[ObjectIdentifier(object.entity)] = store }
+            }
             let key = ObjectIdentifier(store)
             if byStore[key] == nil { order.append(key); byStore[key] = (store, []) }
             byStore[key]?.1.append(object)

@@ -22,6 +22,21 @@ struct ObjectIDList: Equatable {
         for id in ids { append(id) }
     }
 
+    /// A list of IDs known to be distinct (a one-to-one mapping of another list's IDs).
+    init(distinct ids: [ManagedObjectID], ordered: Bool) {
+        self.ordered = ordered
+        self.ids = ids
+        if ids.count > Self.indexedCount {
+            positions.reserveCapacity(ids.count)
+            for (index, id) in ids.enumerated() { positions[id] = index }
+        }
+    }
+
+    /// The list with each ID replaced by its image in `map` (temporary to permanent).
+    func replacing(_ map: [ManagedObjectID: ManagedObjectID]) -> ObjectIDList {
+        ObjectIDList(distinct: ids.map { map[$0] ?? $0 }, ordered: ordered)
+    }
+
     static func == (a: ObjectIDList, b: ObjectIDList) -> Bool { a.ordered == b.ordered && a.ids == b.ids }
 
     private var isIndexed: Bool { ids.count > Self.indexedCount }
@@ -167,9 +182,7 @@ struct PendingChanges {
             case .value(.relationship(.toMany(let ids)))?:
                 slots[ordinal] = .value(.relationship(.toMany(ids.map { map[$0] ?? $0 })))
             case .members(let list)?:
-                if list.ids.contains(where: { map[$0] != nil }) {
-                    slots[ordinal] = .members(ObjectIDList(list.ids.map { map[$0] ?? $0 }, ordered: list.ordered))
-                }
+                slots[ordinal] = .members(list.replacing(map))
             default:
                 break
             }
