@@ -75,6 +75,26 @@ extension FetchPredicate {
         case .not(let inner):
             let compiled: (Subject) throws -> Bool = try inner.compiledBody(for: entity, specializing)
             return { try !compiled($0) }
+        case .comparison(.keyPath(let path), .like, .constant(.attribute(.string(let pattern))), .direct, let options)
+            where options.isEmpty:
+            // LIKE without options: the pattern is parsed once, not per row.
+            guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
+            let ordinal = attribute.ordinal
+            let like = StringMatching.LikePattern(pattern)
+            return { subject in
+                let left: FetchValue
+                if let value = try subject.attributeValue(atOrdinal: ordinal) {
+                    left = .attribute(value)
+                } else {
+                    left = try subject.fetchValue(forKeyPath: path).flattened
+                }
+                switch left {
+                case .attribute(.string(let text)): return like.matches(text)
+                case .collection:
+                    return try Self.compare(left, .like, .attribute(.string(pattern)), modifier: .direct, options: options)
+                default: return false
+                }
+            }
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options):
             guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
             let ordinal = attribute.ordinal

@@ -8,29 +8,85 @@ enum StringMatching {
     /// Whether `text` matches a `LIKE` pattern: `*` matches any run of characters
     /// (including none), `?` exactly one, `\*` and `\?` themselves.
     static func like(_ text: String, _ pattern: String) -> Bool {
-        let t = Array(text)
-        var p: [(Character, Bool)] = []  // (character, isWildcard)
-        var escaped = false
-        for c in pattern {
-            if escaped { p.append((c, false)); escaped = false } else if c == "\\" { escaped = true } else { p.append((c, c == "*" || c == "?")) }
+        LikePattern(pattern).matches(text)
+    }
+
+    /// A `LIKE` pattern parsed once, to match many texts (a compiled predicate keeps one).
+    struct LikePattern: Sendable {
+        /// One element of a pattern.
+        enum Token<C: Equatable & Sendable>: Sendable {
+            case literal(C)
+            /// `?`: exactly one character.
+            case one
+            /// `*`: any run of characters.
+            case star
         }
-        if escaped { p.append(("\\", false)) }
-        // Greedy matching with one backtrack point for the last star: linear in practice.
-        var ti = 0, pi = 0
-        var star: Int? = nil, mark = 0
-        while ti < t.count {
-            if pi < p.count, p[pi].1, p[pi].0 == "*" {
-                star = pi; mark = ti; pi += 1
-            } else if pi < p.count, (p[pi].1 && p[pi].0 == "?") || (!p[pi].1 && p[pi].0 == t[ti]) {
-                ti += 1; pi += 1
-            } else if let s = star {
-                pi = s + 1; mark += 1; ti = mark
-            } else {
-                return false
+
+        private let tokens: [Token<Character>]
+        /// The same as bytes, when the pattern is ASCII.
+        private let asciiTokens: [Token<UInt8>]?
+
+        init(_ pattern: String) {
+            var tokens: [Token<Character>] = []
+            var escaped = false
+            for c in pattern {
+                if escaped {
+                    tokens.append(.literal(c))
+                    escaped = false
+                } else if c == "\\" {
+                    escaped = true
+                } else {
+                    tokens.append(c == "*" ? .star : c == "?" ? .one : .literal(c))
+                }
             }
+            if escaped { tokens.append(.literal("\\")) }
+            self.tokens = tokens
+            asciiTokens = pattern.utf8.allSatisfy({ $0 < 0x80 })
+                ? tokens.map { token -> Token<UInt8> in
+                    switch token {
+                    case .literal(let c): return .literal(c.asciiValue ?? 0)
+                    case .one: return .one
+                    case .star: return .star
+                    }
+                } : nil
         }
-        while pi < p.count, p[pi].1, p[pi].0 == "*" { pi += 1 }
-        return pi == p.count
+
+        /// Whether the whole of `text` matches. ASCII text against an ASCII pattern is matched
+        /// byte by byte (every ASCII character is one grapheme); anything else by characters.
+        func matches(_ text: String) -> Bool {
+            if let asciiTokens, text.utf8.allSatisfy({ $0 < 0x80 }) {
+                return Self.match(Array(text.utf8), asciiTokens)
+            }
+            return Self.match(Array(text), tokens)
+        }
+
+        // Greedy matching with one backtrack point for the last star: linear in practice.
+        private static func match<C>(_ t: [C], _ p: [Token<C>]) -> Bool {
+            var ti = 0, pi = 0
+            var star: Int? = nil, mark = 0
+            while ti < t.count {
+                if pi < p.count, case .star = p[pi] {
+                    star = pi; mark = ti; pi += 1
+                    continue
+                }
+                if pi < p.count {
+                    switch p[pi] {
+                    case .one:
+                        ti += 1; pi += 1
+                        continue
+                    case .literal(let c) where c == t[ti]:
+                        ti += 1; pi += 1
+                        continue
+                    default:
+                        break
+                    }
+                }
+                guard let s = star else { return false }
+                pi = s + 1; mark += 1; ti = mark
+            }
+            while pi < p.count, case .star = p[pi] { pi += 1 }
+            return pi == p.count
+        }
     }
 
     /// Whether the whole of `text` matches the regular expression.

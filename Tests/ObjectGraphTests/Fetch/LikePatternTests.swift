@@ -1,0 +1,58 @@
+import Foundation
+import ObjectGraph
+import Testing
+
+/// `LIKE` against an oracle: every pattern of a small alphabet, turned into an anchored
+/// regular expression, on every text of a small alphabet, ASCII (matched byte by byte) and
+/// not (matched by characters, so `?` is one grapheme).
+@Suite struct LikePatternTests {
+    /// The regular expression of a pattern, matched on NFC text (Swift compares characters up
+    /// to canonical equivalence; the expression compares code points).
+    static func oracle(_ text: String, _ pattern: String) -> Bool {
+        let text = text.precomposedStringWithCanonicalMapping
+        let pattern = pattern.precomposedStringWithCanonicalMapping
+        var regex = "^"
+        var escaped = false
+        for c in pattern {
+            if escaped {
+                regex += NSRegularExpression.escapedPattern(for: String(c))
+                escaped = false
+            } else if c == "\\" {
+                escaped = true
+            } else if c == "*" {
+                regex += "(?:.|\\n)*"
+            } else if c == "?" {
+                regex += "\\X"
+            } else {
+                regex += NSRegularExpression.escapedPattern(for: String(c))
+            }
+        }
+        if escaped { regex += "\\\\" }
+        regex += "$"
+        guard let expression = try? NSRegularExpression(pattern: regex) else { return false }
+        return expression.firstMatch(in: text, range: NSRange(text.startIndex..<text.endIndex, in: text)) != nil
+    }
+
+    static func strings(_ alphabet: [String], upTo length: Int) -> [String] {
+        var result = [""]
+        var level = [""]
+        for _ in 0..<length {
+            level = level.flatMap { prefix in alphabet.map { prefix + $0 } }
+            result += level
+        }
+        return result
+    }
+
+    @Test(arguments: [["a", "b"], ["a", "é", "e\u{301}"]])
+    func likeMatchesAsItsRegularExpressionDoes(alphabet: [String]) throws {
+        let texts = Self.strings(alphabet, upTo: 4)
+        let patterns = Self.strings(alphabet + ["*", "?", "\\"], upTo: 3)
+        for pattern in patterns {
+            let predicate = FetchPredicate.comparison(.keyPath("x"), .like, .constant(.attribute(.string(pattern))))
+            for text in texts {
+                let subject: [String: AttributeValue] = ["x": .string(text)]
+                #expect(try predicate.evaluate(with: subject) == Self.oracle(text, pattern), "\"\(text)\" LIKE \"\(pattern)\"")
+            }
+        }
+    }
+}
