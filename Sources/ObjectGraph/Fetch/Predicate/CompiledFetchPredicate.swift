@@ -75,38 +75,27 @@ extension FetchPredicate {
         case .not(let inner):
             let compiled: (Subject) throws -> Bool = try inner.compiledBody(for: entity, specializing)
             return { try !compiled($0) }
-        case .comparison(.keyPath(let path), .like, .constant(.attribute(.string(let pattern))), .direct, let options)
-            where options.isEmpty:
-            // LIKE without options: the pattern is parsed once, not per row.
-            guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
-            let ordinal = attribute.ordinal
-            let like = StringMatching.LikePattern(pattern)
-            return { subject in
-                let left: FetchValue
-                if let value = try subject.attributeValue(atOrdinal: ordinal) {
-                    left = .attribute(value)
-                } else {
-                    left = try subject.fetchValue(forKeyPath: path).flattened
-                }
-                switch left {
-                case .attribute(.string(let text)): return like.matches(text)
-                case .collection:
-                    return try Self.compare(left, .like, .attribute(.string(pattern)), modifier: .direct, options: options)
-                default: return false
-                }
-            }
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options):
             guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
             let ordinal = attribute.ordinal
-            return { subject in
-                let left: FetchValue
-                if let value = try subject.attributeValue(atOrdinal: ordinal) {
-                    left = .attribute(value)
-                } else {
-                    left = try subject.fetchValue(forKeyPath: path).flattened
-                }
-                return try Self.compare(left, op, right, modifier: .direct, options: options)
+            /// The attribute's value, by ordinal where the subject can.
+            func value(_ subject: Subject) throws -> FetchValue {
+                if let value = try subject.attributeValue(atOrdinal: ordinal) { return .attribute(value) }
+                return try subject.fetchValue(forKeyPath: path).flattened
             }
+            if op == .like, options.isEmpty, case .attribute(.string(let pattern)) = right {
+                // LIKE without options: the pattern is parsed once, not per row.
+                let like = StringMatching.LikePattern(pattern)
+                return { subject in
+                    let left = try value(subject)
+                    switch left {
+                    case .attribute(.string(let text)): return like.matches(text)
+                    case .collection: return try Self.compare(left, op, right, modifier: .direct, options: options)
+                    default: return false
+                    }
+                }
+            }
+            return { subject in try Self.compare(try value(subject), op, right, modifier: .direct, options: options) }
         case .comparison:
             break
         }
