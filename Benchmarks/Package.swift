@@ -8,6 +8,7 @@ import PackageDescription
 //     swift run -c release --package-path Benchmarks compaction-report
 //     swift run -c release --package-path Benchmarks objectgraph-report
 //     swift run -c release --package-path Benchmarks compare
+//     swift run -c release --package-path Benchmarks realdata-report
 //     swift package --package-path Benchmarks benchmark
 let package = Package(
     name: "StrataBenchmarks",
@@ -71,6 +72,15 @@ let package = Package(
         // One phase of the object-graph comparison alone, for callgrind (issue 12).
         .executableTarget(
             name: "objectgraph-probe", dependencies: ["CompareObjectGraph"], path: "Sources/ObjectGraphProbe"),
+        // Everyday fetches on a Chinook-like music store, Strata beside SQLite.
+        .executableTarget(
+            name: "realdata-report",
+            dependencies: [
+                "BenchmarkSupport",
+                .product(name: "Strata", package: "Strata"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Sources/RealDataReport"),
         .executableTarget(
             name: "compare",
             dependencies: ["BenchmarkSupport", "Comparison", "CompareEngine", "CompareObjectGraph"],

@@ -70,11 +70,11 @@ public struct IncrementalStoreNode: Sendable, Hashable {
         return slots[index]
     }
 
-    /// The slots laid out for `entity` (shared when it is the node's own entity layout).
+    /// The slots laid out for `entity` (shared when it is the node's own entity).
     func slots(in entity: EntityDescription) -> [PropertyValue?] {
-        if entity === objectID.entity || entity.properties.count == slots.count && entity.name == objectID.entity.name {
-            return slots
-        }
+        // Another entity object (another model's, say) may order its properties otherwise:
+        // map by name then.
+        if entity === objectID.entity { return slots }
         return Self.slots(from: values, entity: entity)
     }
 

@@ -1,0 +1,288 @@
+import BenchmarkSupport
+import Foundation
+import Strata
+
+/// The music store in a StrataStore, used the way an app uses Core Data: one coordinator,
+/// a context per unit of work, fetch requests with format-string predicates.
+///
+/// Not `Sendable`: it stays on the thread that made it.
+final class StrataMusic {
+    /// The Core Data model of ``MusicData``: 11 entities, with inverses on every relationship.
+    static func model() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Artist", properties: [
+                .attribute("name", .string, indexed: true),
+                .toMany("albums", "Album", inverse: "artist"),
+            ]),
+            EntityDescription(name: "Album", properties: [
+                .attribute("title", .string),
+                .toOne("artist", "Artist", inverse: "albums"),
+                .toMany("tracks", "Track", inverse: "album"),
+            ]),
+            EntityDescription(name: "Track", properties: [
+                .attribute("name", .string),
+                .attribute("milliseconds", .integer64),
+                .attribute("bytes", .integer64),
+                .attribute("unitPrice", .double),
+                .attribute("composer", .string),
+                .toOne("album", "Album", inverse: "tracks"),
+                .toOne("genre", "Genre", inverse: "tracks"),
+                .toOne("mediaType", "MediaType", inverse: "tracks"),
+                .toMany("playlists", "Playlist", inverse: "tracks"),
+                .toMany("invoiceLines", "InvoiceLine", inverse: "track"),
+            ]),
+            EntityDescription(name: "Genre", properties: [
+                .attribute("name", .string, indexed: true),
+                .toMany("tracks", "Track", inverse: "genre"),
+            ]),
+            EntityDescription(name: "MediaType", properties: [
+                .attribute("name", .string),
+                .toMany("tracks", "Track", inverse: "mediaType"),
+            ]),
+            EntityDescription(name: "Playlist", properties: [
+                .attribute("name", .string),
+                .toMany("tracks", "Track", inverse: "playlists"),
+            ]),
+            EntityDescription(name: "Employee", properties: [
+                .attribute("firstName", .string),
+                .attribute("lastName", .string),
+                .attribute("title", .string),
+                .attribute("city", .string),
+                .toOne("reportsTo", "Employee", inverse: "reports"),
+                .toMany("reports", "Employee", inverse: "reportsTo"),
+                .toMany("customers", "Customer", inverse: "supportRep"),
+            ]),
+            EntityDescription(name: "Customer", properties: [
+                .attribute("firstName", .string),
+                .attribute("lastName", .string),
+                .attribute("country", .string, indexed: true),
+                .attribute("city", .string),
+                .attribute("email", .string),
+                .toOne("supportRep", "Employee", inverse: "customers"),
+                .toMany("invoices", "Invoice", inverse: "customer"),
+            ]),
+            EntityDescription(name: "Invoice", properties: [
+                .attribute("invoiceDate", .date),
+                .attribute("total", .double),
+                .attribute("billingCountry", .string),
+                .toOne("customer", "Customer", inverse: "invoices"),
+                .toMany("lines", "InvoiceLine", inverse: "invoice"),
+            ]),
+            EntityDescription(name: "InvoiceLine", properties: [
+                .attribute("unitPrice", .double),
+                .attribute("quantity", .integer16),
+                .toOne("invoice", "Invoice", inverse: "lines"),
+                .toOne("track", "Track", inverse: "invoiceLines"),
+            ]),
+        ])
+    }
+
+    private let coordinator: PersistentStoreCoordinator
+    private let store: PersistentStore
+
+    /// Creates a StrataStore at `path` (durability normal).
+    init(path: String) throws {
+        StrataStore.register()
+        coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.model())
+        store = try coordinator.addPersistentStore(
+            type: .strata, at: URL(fileURLWithPath: path), options: [StrataStore.durabilityOption: .string("normal")])
+    }
+
+    /// A new context: nothing registered, so every fetch goes to the store.
+    func freshContext() -> ManagedObjectContext { ManagedObjectContext(persistentStoreCoordinator: coordinator) }
+
+    /// Closes the store.
+    func close() throws { try coordinator.remove(store) }
+
+    /// Inserts every record of `data` with its relationships and saves once.
+    func insert(_ data: MusicData) throws {
+        let context = freshContext()
+        func make(_ entity: String, _ values: [String: AttributeValue]) throws -> ManagedObject {
+            let object = try context.insertNewObject(forEntityName: entity)
+            for (key, value) in values { try object.setValue(value, forKey: key) }
+            return object
+        }
+        let genres = try data.genres.map { try make("Genre", ["name": .string($0)]) }
+        let mediaTypes = try data.mediaTypes.map { try make("MediaType", ["name": .string($0)]) }
+        let artists = try data.artists.map { try make("Artist", ["name": .string($0.name)]) }
+        let albums = try data.albums.map { album in
+            let object = try make("Album", ["title": .string(album.title)])
+            try object.setValue(artists[album.artist], forKey: "artist")
+            return object
+        }
+        let tracks = try data.tracks.map { track in
+            let object = try make("Track", [
+                "name": .string(track.name), "milliseconds": .int64(track.milliseconds), "bytes": .int64(track.bytes),
+                "unitPrice": .double(track.unitPrice), "composer": track.composer.map(AttributeValue.string) ?? .null,
+            ])
+            try object.setValue(albums[track.album], forKey: "album")
+            try object.setValue(genres[track.genre], forKey: "genre")
+            try object.setValue(mediaTypes[track.mediaType], forKey: "mediaType")
+            return object
+        }
+        for playlist in data.playlists {
+            let object = try make("Playlist", ["name": .string(playlist.name)])
+            try object.setValue(playlist.tracks.map { tracks[$0] }, forKey: "tracks")
+        }
+        let employees = try data.employees.map { employee in
+            try make("Employee", [
+                "firstName": .string(employee.firstName), "lastName": .string(employee.lastName),
+                "title": .string(employee.title), "city": .string(employee.city),
+            ])
+        }
+        for (index, employee) in data.employees.enumerated() {
+            if let boss = employee.reportsTo { try employees[index].setValue(employees[boss], forKey: "reportsTo") }
+        }
+        let customers = try data.customers.map { customer in
+            let object = try make("Customer", [
+                "firstName": .string(customer.firstName), "lastName": .string(customer.lastName),
+                "country": .string(customer.country), "city": .string(customer.city), "email": .string(customer.email),
+            ])
+            try object.setValue(employees[customer.supportRep], forKey: "supportRep")
+            return object
+        }
+        let invoices = try data.invoices.map { invoice in
+            let object = try make("Invoice", [
+                "invoiceDate": .date(invoice.date), "total": .double(invoice.total),
+                "billingCountry": .string(invoice.billingCountry),
+            ])
+            try object.setValue(customers[invoice.customer], forKey: "customer")
+            return object
+        }
+        for line in data.invoiceLines {
+            let object = try make("InvoiceLine", ["unitPrice": .double(line.unitPrice), "quantity": .int16(line.quantity)])
+            try object.setValue(invoices[line.invoice], forKey: "invoice")
+            try object.setValue(tracks[line.track], forKey: "track")
+        }
+        try context.save()
+    }
+
+    // MARK: Fetches
+
+    /// `query`'s answer, fetched through a new context.
+    func answer(_ query: Query) throws -> [String] {
+        let context = freshContext()
+        switch query {
+        case .countTracks:
+            return [String(try context.count(for: FetchRequest(entityName: "Track")))]
+        case .artistByName:
+            return try strings(context, "Artist", "name", "name == %@", Query.artist)
+        case .tracksOfArtist:
+            return try strings(context, "Track", "name", "album.artist.name == %@", Query.artist).sorted()
+        case .tracksOfGenre:
+            return try strings(context, "Track", "name", "genre.name == %@", "Jazz").sorted()
+        case .sortByGenreLimit:
+            var request = FetchRequest(entityName: "Track")
+            request.sortDescriptors = [
+                FetchSortDescriptor(keyPath: "genre.name"), FetchSortDescriptor(keyPath: "name", ascending: false),
+            ]
+            request.fetchLimit = 50
+            return try context.fetch(request).map { track in
+                "\(try string(track.value(forKeyPath: "genre.name").attributeValue)) | \(try string(track.value(forKey: "name")))"
+            }
+        case .countComposerNil:
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "composer == nil")
+            return [String(try context.count(for: request))]
+        case .fetchComposerNil:
+            return try strings(context, "Track", "name", "composer == nil").sorted()
+        case .distinctCountries:
+            var request = FetchRequest(entityName: "Customer")
+            request.resultType = .dictionary
+            request.propertiesToFetch = ["country"]
+            request.returnsDistinctResults = true
+            return try context.fetchDictionaries(request).map { try string($0["country"]?.attributeValue) }.sorted()
+        case .totalsPerCountry:
+            var request = FetchRequest(entityName: "Invoice")
+            request.resultType = .dictionary
+            request.propertiesToFetch = ["customer.country", .aggregate(.sum, of: "total", as: "sum", type: .double)]
+            request.propertiesToGroupBy = ["customer.country"]
+            return try context.fetchDictionaries(request).map { row in
+                "\(try string(row["customer.country"]?.attributeValue)) \(cents(row["sum"]?.attributeValue?.doubleValue))"
+            }.sorted()
+        case .quantityPerGenre:
+            var request = FetchRequest(entityName: "InvoiceLine")
+            request.resultType = .dictionary
+            request.propertiesToFetch = ["track.genre.name", .aggregate(.sum, of: "quantity", as: "sum", type: .integer64)]
+            request.propertiesToGroupBy = ["track.genre.name"]
+            return try context.fetchDictionaries(request).map { row in
+                "\(try string(row["track.genre.name"]?.attributeValue)) \(Int(row["sum"]?.attributeValue?.doubleValue ?? -1))"
+            }.sorted()
+        case .playlistsAnyRock:
+            return try strings(context, "Playlist", "name", "ANY tracks.genre.name == %@", "Rock").sorted()
+        case .tracksInPlaylist:
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "ANY playlists.name == %@", "Grunge")
+            return [String(try context.count(for: request))]
+        case .albumsAllLong:
+            return try strings(context, "Album", "title", "ALL tracks.milliseconds > 60000").sorted()
+        case .artistsNoneA:
+            return try strings(context, "Artist", "name", "NONE albums.title BEGINSWITH %@", "A").sorted()
+        case .albumsManyTracks:
+            return try strings(context, "Album", "title", "tracks.@count > 15").sorted()
+        case .artistsManyAlbums:
+            return try strings(context, "Artist", "name", "albums.@count >= 4").sorted()
+        case .artistsByAlbumCount:
+            var request = FetchRequest(entityName: "Artist")
+            request.sortDescriptors = [
+                FetchSortDescriptor(keyPath: "albums.@count", ascending: false), FetchSortDescriptor(keyPath: "name"),
+            ]
+            request.fetchLimit = 10
+            return try context.fetch(request).map { try string($0.value(forKey: "name")) }
+        case .albumsLongAverage:
+            return try strings(context, "Album", "title", "tracks.@avg.milliseconds > 300000").sorted()
+        case .likeLove:
+            return try strings(context, "Track", "name", "name LIKE %@", "*love*").sorted()
+        case .likeLoveCaseInsensitive:
+            return try strings(context, "Track", "name", "name LIKE[c] %@", "*love*").sorted()
+        case .gmailMatches:
+            return try strings(context, "Customer", "email", "email MATCHES %@", ".*@gmail\\.com").sorted()
+        case .customersOfCountry:
+            var request = FetchRequest(entityName: "Customer")
+            request.predicate = try FetchPredicate(format: "country == %@", "Brazil")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "email")]
+            return try context.fetch(request).map { try string($0.value(forKey: "email")) }
+        case .priceSortedLimit:
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "unitPrice > 0.99")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+            request.fetchLimit = 100
+            return try context.fetch(request).map { try string($0.value(forKey: "name")) }
+        case .invoicesInYear:
+            var request = FetchRequest(entityName: "Invoice")
+            request.predicate = try FetchPredicate(
+                format: "invoiceDate >= %@ AND invoiceDate < %@", Query.yearStart, Query.yearEnd)
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "total", ascending: false)]
+            request.fetchLimit = 10
+            return try context.fetch(request).map { cents(try $0.value(forKey: "total").doubleValue) }
+        case .reportsTo:
+            var request = FetchRequest(entityName: "Employee")
+            request.predicate = try FetchPredicate(format: "reportsTo.lastName == %@", "Edwards")
+            return try context.fetch(request).map { employee in
+                "\(try string(employee.value(forKey: "firstName"))) \(try string(employee.value(forKey: "lastName")))"
+            }.sorted()
+        }
+    }
+
+    /// The `key` of each `entity` object matching `format`, in the store's order.
+    private func strings(
+        _ context: ManagedObjectContext, _ entity: String, _ key: String, _ format: String, _ arguments: any FetchArgument...
+    ) throws -> [String] {
+        var request = FetchRequest(entityName: entity)
+        request.predicate = try FetchPredicate(format: format, argumentArray: arguments)
+        return try context.fetch(request).map { try string($0.value(forKey: key)) }
+    }
+
+    /// `value` as a string; throws when it is not one.
+    private func string(_ value: AttributeValue?) throws -> String {
+        guard case .string(let text)? = value else { throw BenchmarkError("expected a string, found \(String(describing: value))") }
+        return text
+    }
+}
+
+/// `value` rounded to cents, as text (`"nil"` for no value): sums of doubles added in
+/// different orders agree to the cent.
+func cents(_ value: Double?) -> String {
+    guard let value else { return "nil" }
+    return String(format: "%.2f", value)
+}

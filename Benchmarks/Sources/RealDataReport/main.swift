@@ -1,0 +1,204 @@
+// realdata-report: everyday Core Data fetches on a realistic relational data set (a music
+// store shaped like the Chinook sample, about 15k records), StrataStore beside SQLite
+// through GRDB, with every answer cross-checked. See Benchmarks/README.md.
+
+import BenchmarkSupport
+import Foundation
+import Glibc
+
+/// One fetch of the report: a predicate (or sort, or aggregate) as an app writes it. Both
+/// systems answer it as an array of strings, which must be equal.
+enum Query: String, CaseIterable {
+    case countTracks, artistByName, tracksOfArtist, tracksOfGenre, sortByGenreLimit
+    case countComposerNil, fetchComposerNil, distinctCountries, totalsPerCountry, quantityPerGenre
+    case playlistsAnyRock, tracksInPlaylist, albumsAllLong, artistsNoneA
+    case albumsManyTracks, artistsManyAlbums, artistsByAlbumCount, albumsLongAverage
+    case likeLove, likeLoveCaseInsensitive, gmailMatches
+    case customersOfCountry, priceSortedLimit, invoicesInYear, reportsTo
+
+    /// An artist that exists and has albums.
+    static let artist = "Black Sabbath"
+    /// The year of ``invoicesInYear``: 2012.
+    static let yearStart = Date(timeIntervalSince1970: 1_325_376_000)
+    static let yearEnd = Date(timeIntervalSince1970: 1_356_998_400)
+
+    /// The fetch in Core Data's words.
+    var label: String {
+        switch self {
+        case .countTracks: return "count Track"
+        case .artistByName: return "Artist name == '\(Self.artist)' (indexed)"
+        case .tracksOfArtist: return "Track album.artist.name == '\(Self.artist)'"
+        case .tracksOfGenre: return "Track genre.name == 'Jazz'"
+        case .sortByGenreLimit: return "Track by genre.name, name desc; limit 50"
+        case .countComposerNil: return "count Track composer == nil"
+        case .fetchComposerNil: return "Track composer == nil"
+        case .distinctCountries: return "distinct Customer.country (dictionary)"
+        case .totalsPerCountry: return "sum Invoice.total by customer.country"
+        case .quantityPerGenre: return "sum InvoiceLine.quantity by track.genre.name"
+        case .playlistsAnyRock: return "Playlist ANY tracks.genre.name == 'Rock'"
+        case .tracksInPlaylist: return "count Track ANY playlists.name == 'Grunge'"
+        case .albumsAllLong: return "Album ALL tracks.milliseconds > 60000"
+        case .artistsNoneA: return "Artist NONE albums.title BEGINSWITH 'A'"
+        case .albumsManyTracks: return "Album tracks.@count > 15"
+        case .artistsManyAlbums: return "Artist albums.@count >= 4"
+        case .artistsByAlbumCount: return "Artist by albums.@count desc, name; limit 10"
+        case .albumsLongAverage: return "Album tracks.@avg.milliseconds > 300000"
+        case .likeLove: return "Track name LIKE '*love*'"
+        case .likeLoveCaseInsensitive: return "Track name LIKE[c] '*love*'"
+        case .gmailMatches: return "Customer email MATCHES '.*@gmail\\.com'"
+        case .customersOfCountry: return "Customer country == 'Brazil' by email"
+        case .priceSortedLimit: return "Track unitPrice > 0.99 by name; limit 100"
+        case .invoicesInYear: return "Invoice in 2012 by total desc; limit 10"
+        case .reportsTo: return "Employee reportsTo.lastName == 'Edwards'"
+        }
+    }
+
+    /// Whether the answer's order is part of it (sorted fetches); the others are compared sorted.
+    var ordered: Bool {
+        switch self {
+        case .sortByGenreLimit, .artistsByAlbumCount, .customersOfCountry, .priceSortedLimit, .invoicesInYear: return true
+        default: return false
+        }
+    }
+}
+
+/// Options from the command line (see `usage`).
+struct Settings {
+    /// Run each fetch once instead of for ``minimumSeconds``.
+    var quick = false
+    /// Where the markdown table goes, if anywhere.
+    var results: String?
+    var parent = "/tmp"
+    var seed: UInt64 = 0xC41_800C
+    /// Seconds each fetch repeats on each system.
+    let minimumSeconds = 0.2
+
+    static let usage = """
+        usage: realdata-report [--quick] [--results FILE] [--dir PATH] [--seed N]
+
+          --quick          run each fetch once on each system (default: repeat for at least 0.2 s)
+          --results FILE   also write the table as markdown to FILE
+          --dir PATH       where the temporary directory goes (default /tmp)
+          --seed N         the data set's seed
+        """
+
+    init(arguments: [String]) throws {
+        var reader = ArgumentReader(arguments, usage: Self.usage)
+        while let flag = reader.nextFlag() {
+            switch flag {
+            case "--quick": quick = true
+            case "--results": results = try reader.value(for: flag)
+            case "--dir": parent = try reader.value(for: flag)
+            case "--seed":
+                let text = try reader.value(for: flag)
+                guard let value = UInt64(text) else { throw BenchmarkError("--seed \(text): expected an integer\n\(Self.usage)") }
+                seed = value
+            case "--help", "-h":
+                print(Self.usage)
+                exit(0)
+            default: throw BenchmarkError("unknown flag \(flag)\n\(Self.usage)")
+            }
+        }
+    }
+}
+
+/// One measured fetch.
+struct Row {
+    var query: Query
+    var strataMicros: Double
+    var sqliteMicros: Double
+    var answers: Int
+    /// SQLite's time over Strata's: above 1, Strata is faster.
+    var ratio: Double { sqliteMicros / strataMicros }
+}
+
+/// Runs `body` once (quick) or until `minimum` seconds have passed; returns its answer and
+/// the mean microseconds of one run.
+func measure(quick: Bool, minimum: Double, _ body: () throws -> [String]) throws -> ([String], Double) {
+    var answer = try body()  // a warm-up run, also the answer
+    if quick {
+        let (again, elapsed) = try timed(body)
+        return (again, elapsed * 1e6)
+    }
+    var runs = 0
+    let start = ContinuousClock.now
+    var elapsed = 0.0
+    while elapsed < minimum {
+        answer = try body()
+        runs += 1
+        elapsed = seconds(ContinuousClock.now - start)
+    }
+    return (answer, elapsed / Double(runs) * 1e6)
+}
+
+func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
+func padLeft(_ text: String, _ width: Int) -> String { text.count >= width ? text : String(repeating: " ", count: width - text.count) + text }
+
+func run() throws -> Int32 {
+    let settings = try Settings(arguments: Array(CommandLine.arguments.dropFirst()))
+    print("realdata-report: \(CommandLine.arguments.joined(separator: " "))")
+    let data = MusicData(seed: settings.seed)
+    print("data: \(data.sizes)")
+    let directory = try TemporaryDirectory(in: settings.parent, prefix: "realdata-")
+    defer { directory.remove() }
+
+    let strata = try StrataMusic(path: directory.appending("music.strata"))
+    let sqlite = try SQLiteMusic(path: directory.appending("music.sqlite"))
+    let (_, strataLoad) = try timed { try strata.insert(data) }
+    let (_, sqliteLoad) = try timed { try sqlite.insert(data) }
+    print("load (one save / one transaction): Strata \(fixed(strataLoad * 1e3, 1)) ms, SQLite \(fixed(sqliteLoad * 1e3, 1)) ms")
+    print(settings.quick ? "each fetch run once (--quick)" : "each fetch repeated for at least \(settings.minimumSeconds) s; a new context per Strata run")
+    print()
+
+    var rows: [Row] = []
+    var leftOut: [(Query, String)] = []
+    var mismatches = 0
+    for query in Query.allCases {
+        let strataResult: ([String], Double)
+        do {
+            strataResult = try measure(quick: settings.quick, minimum: settings.minimumSeconds) { try strata.answer(query) }
+        } catch {
+            leftOut.append((query, "\(error)"))
+            continue
+        }
+        let sqliteResult = try measure(quick: settings.quick, minimum: settings.minimumSeconds) { try sqlite.answer(query) }
+        if strataResult.0 != sqliteResult.0 {
+            mismatches += 1
+            print("MISMATCH \(query.rawValue): \(query.label)")
+            print("  Strata (\(strataResult.0.count)): \(strataResult.0)")
+            print("  SQLite (\(sqliteResult.0.count)): \(sqliteResult.0)")
+        }
+        rows.append(Row(query: query, strataMicros: strataResult.1, sqliteMicros: sqliteResult.1, answers: strataResult.0.count))
+    }
+
+    let geometricMean = exp(rows.map { log($0.ratio) }.reduce(0, +) / Double(max(rows.count, 1)))
+    let width = max(5, rows.map(\.query.label.count).max() ?? 5)
+    print("\(pad("fetch", width))  rows   Strata µs   SQLite µs  SQLite/Strata")
+    for row in rows {
+        print("\(pad(row.query.label, width))  \(padLeft(String(row.answers), 4))  \(padLeft(fixed(row.strataMicros, 1), 10))  \(padLeft(fixed(row.sqliteMicros, 1), 10))  \(padLeft(fixed(row.ratio, 2), 13))")
+    }
+    print("geometric mean of SQLite/Strata over \(rows.count) fetches: \(fixed(geometricMean, 2)) (above 1: Strata faster)")
+    for (query, message) in leftOut { print("left out \(query.rawValue) (\(query.label)): \(message)") }
+    print(mismatches == 0 ? "every answer matched" : "\(mismatches) answers differ")
+
+    if let path = settings.results {
+        var markdown = "`\(CommandLine.arguments.joined(separator: " "))`\n\nData: \(data.sizes)\n\n"
+        markdown += "| fetch | rows | Strata µs | SQLite µs | SQLite/Strata |\n|---|---:|---:|---:|---:|\n"
+        for row in rows {
+            markdown += "| `\(row.query.label.replacingOccurrences(of: "|", with: "\\|"))` | \(row.answers) | \(fixed(row.strataMicros, 1)) | \(fixed(row.sqliteMicros, 1)) | \(fixed(row.ratio, 2)) |\n"
+        }
+        markdown += "\nGeometric mean of SQLite/Strata: \(fixed(geometricMean, 2)) (above 1: Strata faster).\n"
+        for (query, message) in leftOut { markdown += "\nLeft out `\(query.label)`: \(message)\n" }
+        try markdown.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+    try strata.close()
+    try sqlite.close()
+    return mismatches == 0 ? 0 : 1
+}
+
+do {
+    exit(try run())
+} catch {
+    FileHandle.standardError.write("realdata-report: \(error)\n".data(using: .utf8)!)
+    exit(1)
+}
