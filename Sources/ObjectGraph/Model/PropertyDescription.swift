@@ -37,9 +37,6 @@ public class PropertyDescription: @unchecked Sendable, CustomStringConvertible {
         self.isIndexed = isIndexed
     }
 
-    /// Whether the property is a to-many relationship.
-    var isToManyRelationship: Bool { slotKind == .toMany }
-
     /// The property's kind and name.
     public var description: String { "\(type(of: self))(\(name))" }
 

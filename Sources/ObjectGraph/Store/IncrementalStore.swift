@@ -111,7 +111,7 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         if returnsObjectsAsFaults {
             context.flushStoreRegistrations()
             // The rows are registered now, so the row cache keeps them until they are not.
-            persistentStoreCoordinator?.cacheFetched(nodes.filter { context.registeredObject(for: $0.objectID)?.isFault ?? false })
+            persistentStoreCoordinator?.cacheFetched(zip(objects, nodes).filter { $0.0.isFault }.map(\.1))
         } else {
             for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
                 object.fulfill(with: node)

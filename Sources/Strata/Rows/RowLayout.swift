@@ -116,9 +116,6 @@ struct RowLayout: Sendable {
         case .transformable: return .transformable
         }
     }
-
-    /// The field of a property name, if stored.
-    func field(named name: String) -> Field? { fields.first { $0.name == name } }
 }
 
 /// The row layouts of every entity of a model, numbered by the entities' names in sorted

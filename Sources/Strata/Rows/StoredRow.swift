@@ -58,16 +58,6 @@ struct StoredRow: Equatable {
         try StoredRow(RowBytes(bytes, store: store, context: context), store: store)
     }
 
-    /// This row with `loaded`'s entity and every property `loaded` holds put over its own.
-    func overlaid(with loaded: StoredRow) -> StoredRow {
-        var row = self
-        row.entity = loaded.entity
-        row.attributes.merge(loaded.attributes) { $1 }
-        row.toOne.merge(loaded.toOne) { $1 }
-        row.toMany.merge(loaded.toMany) { $1 }
-        return row
-    }
-
 }
 
 extension StoredRow {

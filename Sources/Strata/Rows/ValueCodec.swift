@@ -1,7 +1,8 @@
 import Foundation
 import ObjectGraph
 
-/// Appends and reads the tagged values of StrataStore's rows (SPEC.md [ROW-2], [ROW-3]).
+/// Appends and reads the tagged values of StrataStore's metadata and model records (SPEC.md
+/// [ROW-2], [ROW-4], [ROW-5]); rows have their own codec (`RowEncoder`, `RowBytes`).
 struct RowWriter {
     var bytes: [UInt8] = []
 
@@ -46,12 +47,6 @@ struct RowWriter {
         case .uri(let v): u8(12); string(v.absoluteString)
         case .transformable(let v): u8(13); blob(v)
         }
-    }
-
-    /// [ROW-3] An object reference inside this store: entity name and integer reference.
-    mutating func object(entity: String, reference: Int64) {
-        string(entity)
-        signed(reference)
     }
 }
 

@@ -32,7 +32,7 @@ extension StrataStore {
             return .count(names.reduce(0) { $0 + (record.rowCounts[$1] ?? 0) })
         }
         let layout = try storeLayout()
-        let source = RowSource(snapshot: snapshot, store: self, model: model, layout: layout)
+        let source = RowSource(snapshot: snapshot, store: self, layout: layout)
         // The entities the fetch matches, by entity number: no name is compared per row.
         var wanted = [Bool](repeating: false, count: layout.entities.count)
         for name in names { if let number = layout.number(of: name) { wanted[Int(number)] = true } }

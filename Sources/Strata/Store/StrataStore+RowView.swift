@@ -6,14 +6,12 @@ extension StrataStore {
     final class RowSource {
         let snapshot: Snapshot
         let store: StrataStore
-        let model: ManagedObjectModel
         let layout: StoreLayout
         private var rows: [[UInt8]: RowBytes] = [:]
 
-        init(snapshot: Snapshot, store: StrataStore, model: ManagedObjectModel, layout: StoreLayout) {
+        init(snapshot: Snapshot, store: StrataStore, layout: StoreLayout) {
             self.snapshot = snapshot
             self.store = store
-            self.model = model
             self.layout = layout
         }
 
@@ -26,8 +24,6 @@ extension StrataStore {
             rows[key] = row
             return row
         }
-
-        func remember(_ row: RowBytes, key: [UInt8]) { rows[key] = row }
 
         /// The object ID of a stored reference, or `nil` if its entity is not in the model.
         func objectID(_ object: StoredObject) -> ManagedObjectID? {
