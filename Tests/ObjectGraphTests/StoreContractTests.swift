@@ -99,6 +99,82 @@ struct StoreContractTests {
         #expect(store.bookkeepingErrors.isEmpty)
     }
 
+    // The registry holds objects without a reference count: every way an object can leave
+    // (deallocation, reset, re-keying by obtainPermanentIDs, unregistering on a failed
+    // existingObject, a second object for the same ID) must drop its entry exactly once.
+    @Test func everyWayAnObjectLeavesTheRegistryKeepsCountsBalanced() throws {
+        let (coordinator, store) = try RecordingStore.makeStack()
+        let writer = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let ids = try (0..<20).map { try writer.makePerson("P\($0)") }.map(\.objectID)
+        try writer.save()
+        let saved = try writer.fetch(FetchRequest(entityName: "Person")).map(\.objectID)
+        #expect(saved.count == 20 && ids.count == 20)
+        writer.reset()
+        #expect(store.registrationCounts.isEmpty)
+
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        do {
+            // Fetched, then released in the reverse order of registration.
+            var fetched = try context.fetch(FetchRequest(entityName: "Person"))
+            #expect(store.registrationCounts.count == 20)
+            while !fetched.isEmpty { fetched.removeLast() }
+            #expect(store.registrationCounts.isEmpty)
+            #expect(context.registeredObjects.isEmpty)
+        }
+        do {
+            // Released after a reset: the objects no longer belong to the context.
+            let fetched = try context.fetch(FetchRequest(entityName: "Person"))
+            context.reset()
+            #expect(store.registrationCounts.isEmpty)
+            #expect(fetched.allSatisfy { $0.managedObjectContext == nil })
+        }
+        #expect(context.registeredObjects.isEmpty)
+        do {
+            // Re-keyed by obtainPermanentIDs, then saved, then released.
+            let fresh = try context.makePerson("New")
+            try context.obtainPermanentIDs(for: [fresh])
+            #expect(store.registrationCount(for: fresh.objectID) == 1)
+            #expect(context.registeredObject(for: fresh.objectID) === fresh)
+            try context.save()
+        }
+        #expect(store.registrationCounts.isEmpty, "a saved object nothing holds is unregistered")
+        do {
+            // A failed existingObject leaves nothing behind.
+            let missing = try #require(coordinator.persistentStores.first as? IncrementalStore)
+                .newObjectID(for: try coordinator.managedObjectModel.entity(named: "Person"), referenceObject: .int64(999_999))
+            #expect(throws: ObjectGraphError.self) { _ = try context.existingObject(with: missing) }
+            #expect(context.registeredObject(for: missing) == nil)
+        }
+        do {
+            // An object is uniqued while alive, and a new one is made once it is gone.
+            let first = context.object(with: saved[0])
+            #expect(context.object(with: saved[0]) === first)
+            #expect(store.registrationCount(for: saved[0]) == 1)
+        }
+        #expect(store.registrationCounts.isEmpty)
+        let again = context.object(with: saved[0])
+        #expect(store.registrationCount(for: saved[0]) == 1)
+        withExtendedLifetime(again) {}
+        #expect(store.bookkeepingErrors.isEmpty)
+    }
+
+    // Defaults are read from the entity by an object outside any context, and recorded
+    // as changes once it is inserted.
+    @Test func aNewObjectReadsDefaultValuesBeforeAndAfterInsertion() throws {
+        let (coordinator, _) = try RecordingStore.makeStack()
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let entity = try coordinator.managedObjectModel.entity(named: "Person")
+        let loose = ManagedObject(entity: entity, insertInto: nil)
+        #expect(try loose.value(forKey: "age") == .int16(0))
+        #expect(loose.objectID.isTemporaryID)
+        let id = loose.objectID
+        #expect(loose.objectID == id, "the temporary ID is made once")
+        try context.insert(loose)
+        #expect(loose.objectID == id)
+        #expect(loose.changedValues()["age"] == .attribute(.int16(0)))
+        #expect(try loose.value(forKey: "age") == .int16(0))
+    }
+
     @Test func deletedAndRolledBackObjectsAreUnregistered() throws {
         let (coordinator, store) = try RecordingStore.makeStack()
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)

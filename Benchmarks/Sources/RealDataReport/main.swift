@@ -70,16 +70,21 @@ struct Settings {
     var results: String?
     var parent = "/tmp"
     var seed: UInt64 = 0xC41_800C
+    /// `--profile QUERY N`: run only QUERY, N times on Strata inside ``profiledRuns``, for callgrind.
+    var profile: (Query, Int)?
     /// Seconds each fetch repeats on each system.
     let minimumSeconds = 0.2
 
     static let usage = """
-        usage: realdata-report [--quick] [--results FILE] [--dir PATH] [--seed N]
+        usage: realdata-report [--quick] [--results FILE] [--dir PATH] [--seed N] [--profile QUERY N]
 
           --quick          run each fetch once on each system (default: repeat for at least 0.2 s)
           --results FILE   also write the table as markdown to FILE
           --dir PATH       where the temporary directory goes (default /tmp)
           --seed N         the data set's seed
+          --profile QUERY N  load, then run only QUERY (a case name, such as fetchComposerNil) N times
+                           on Strata inside profiledRuns, for valgrind --tool=callgrind
+                           --collect-atstart=no --toggle-collect='*profiledRuns*'
         """
 
     init(arguments: [String]) throws {
@@ -93,6 +98,14 @@ struct Settings {
                 let text = try reader.value(for: flag)
                 guard let value = UInt64(text) else { throw BenchmarkError("--seed \(text): expected an integer\n\(Self.usage)") }
                 seed = value
+            case "--profile":
+                let name = try reader.value(for: flag)
+                guard let query = Query(rawValue: name) else {
+                    throw BenchmarkError("--profile \(name): not a query; one of \(Query.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                let text = try reader.value(for: flag)
+                guard let count = Int(text), count > 0 else { throw BenchmarkError("--profile: expected a positive count, found \(text)") }
+                profile = (query, count)
             case "--help", "-h":
                 print(Self.usage)
                 exit(0)
@@ -131,6 +144,14 @@ func measure(quick: Bool, minimum: Double, _ body: () throws -> [String]) throws
     return (answer, elapsed / Double(runs) * 1e6)
 }
 
+/// Runs `query` `count` times on `strata`: the only code callgrind counts in `--profile` mode.
+@inline(never)
+func profiledRuns(_ strata: StrataMusic, _ query: Query, _ count: Int) throws -> Int {
+    var answers = 0
+    for _ in 0..<count { answers += try strata.answer(query).count }
+    return answers
+}
+
 func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text : text + String(repeating: " ", count: width - text.count) }
 func padLeft(_ text: String, _ width: Int) -> String { text.count >= width ? text : String(repeating: " ", count: width - text.count) + text }
 
@@ -143,6 +164,14 @@ func run() throws -> Int32 {
     defer { directory.remove() }
 
     let strata = try StrataMusic(path: directory.appending("music.strata"))
+    if let (query, count) = settings.profile {
+        try strata.insert(data)
+        _ = try strata.answer(query)  // warm-up: model layouts, compiled plans
+        let answers = try profiledRuns(strata, query, count)
+        print("\(query.rawValue): \(count) runs, \(answers / count) answers each")
+        try strata.close()
+        return 0
+    }
     let sqlite = try SQLiteMusic(path: directory.appending("music.sqlite"))
     let (_, strataLoad) = try timed { try strata.insert(data) }
     let (_, sqliteLoad) = try timed { try sqlite.insert(data) }

@@ -38,9 +38,3 @@ struct ChangeEvent {
         inserted.isEmpty && updated.isEmpty && deleted.isEmpty && refreshed.isEmpty && invalidated.isEmpty
     }
 }
-
-/// A weak reference to a registered object; the context holds changed objects strongly
-/// elsewhere, and all objects when ``ManagedObjectContext/retainsRegisteredObjects`` is set.
-struct WeakObject {
-    weak var object: ManagedObject?
-}

@@ -183,7 +183,7 @@ extension ManagedObjectContext {
         var unchanged: [ManagedObjectID] = []
         for id in storeIDs {
             // Changed objects are matched again below, on their in-memory values.
-            if request.includesPendingChanges, registry[id]?.object?.hasChanges ?? false { continue }
+            if request.includesPendingChanges, registry[id]?.object.hasChanges ?? false { continue }
             if seen.insert(id).inserted { unchanged.append(id) }
         }
         var changed: [ManagedObject] = []

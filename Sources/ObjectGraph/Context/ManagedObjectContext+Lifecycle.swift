@@ -93,8 +93,10 @@ extension ManagedObjectContext {
     /// ``objectsDidChangeNotification`` with the IDs of every object it forgot under
     /// ``NotificationKey/invalidatedAllObjects``.
     public func reset() {
-        let objects = registry.values.compactMap(\.object)
+        flushStoreRegistrations()
+        let objects = registry.values.map(\.object)
         let ids = Array(registry.keys)
+        let registered = registry.compactMap { $0.value.inStore ? $0.key : nil }
         insertedInOrder = []
         updatedSet = []
         deletedSet = []
@@ -107,9 +109,6 @@ extension ManagedObjectContext {
         }
         registry = [:]
         retainedObjects = [:]
-        let registered = Array(storeRegisteredIDs)
-        storeRegisteredIDs = []
-        pendingStoreRegistrations = []
         if !registered.isEmpty { persistentStoreCoordinator?.contextDidUnregister(registered) }
         NotificationCenter.default.post(
             name: Self.objectsDidChangeNotification, object: self,

@@ -35,7 +35,7 @@ public final class ManagedObjectContext {
     public var retainsRegisteredObjects = false {
         didSet {
             if retainsRegisteredObjects {
-                for (id, entry) in registry { if let object = entry.object { retainedObjects[id] = object } }
+                for (id, entry) in registry { retainedObjects[id] = entry.object }
             } else {
                 retainedObjects = [:]
             }
@@ -46,11 +46,11 @@ public final class ManagedObjectContext {
     /// off by default.
     var recordsPropertyChanges = false
 
-    // Object registry: one object per ID (uniquing).
-    var registry: [ManagedObjectID: WeakObject] = [:]
+    /// The object registry, the context's only one: one object per ID (uniquing), and
+    /// whether the ID's row is registered with its store. Owned by the context's thread.
+    var registry: [ManagedObjectID: Registration] = [:]
     var retainedObjects: [ManagedObjectID: ManagedObject] = [:]
-    /// IDs this context has registered with their stores and not yet unregistered.
-    var storeRegisteredIDs: Set<ManagedObjectID> = []
+    /// Store registrations collected by ``withRegistrationBatch(_:)``, not yet sent.
     var pendingStoreRegistrations: [ManagedObjectID] = []
     var registrationBatchDepth = 0
 
@@ -69,7 +69,8 @@ public final class ManagedObjectContext {
     }
 
     deinit {
-        let ids = Array(storeRegisteredIDs)
+        flushStoreRegistrations()
+        let ids = registry.compactMap { $0.value.inStore ? $0.key : nil }
         if !ids.isEmpty { persistentStoreCoordinator?.contextDidUnregister(ids) }
     }
 
@@ -82,7 +83,7 @@ public final class ManagedObjectContext {
     /// The objects whose deletion the next save makes (not inserted ones).
     public var deletedObjects: Set<ManagedObject> { deletedSet.filter { !$0.inserted } }
     /// Every object registered in the context.
-    public var registeredObjects: Set<ManagedObject> { Set(registry.values.compactMap(\.object)) }
+    public var registeredObjects: Set<ManagedObject> { Set(registry.values.map(\.object)) }
     /// Whether there are unsaved changes.
     public var hasChanges: Bool { !insertedInOrder.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
@@ -105,7 +106,7 @@ public final class ManagedObjectContext {
     ///
     /// - Throws: ``ObjectGraphError/Code/objectNotFound`` if the object does not exist.
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
-        let wasRegistered = registry[objectID]?.object != nil
+        let wasRegistered = registry[objectID] != nil
         let object = self.object(with: objectID)
         do {
             try object.fulfillFault()
@@ -221,7 +222,7 @@ public final class ManagedObjectContext {
             guard let object = registry.removeValue(forKey: old)?.object else { continue }
             retainedObjects[old] = nil
             object.objectID = new
-            registry[new] = WeakObject(object: object)
+            registry[new] = Registration(object)
             if retainsRegisteredObjects { retainedObjects[new] = object }
             newlyRegistered.append(new)
         }
@@ -258,27 +259,50 @@ public final class ManagedObjectContext {
     // MARK: Internal bookkeeping
 
     func register(_ object: ManagedObject) {
-        registry[object.objectID] = WeakObject(object: object)
-        if retainsRegisteredObjects { retainedObjects[object.objectID] = object }
-        if !object.objectID.isTemporaryID { storeRegister([object.objectID]) }
+        let id = object.objectID
+        if let replaced = registry.updateValue(Registration(object), forKey: id), replaced.inStore {
+            registry[id]?.inStore = true  // the row stays registered once, for the new object
+        }
+        if retainsRegisteredObjects { retainedObjects[id] = object }
+        if !id.isTemporaryID { storeRegister([id]) }
     }
 
     /// Removes an object from the context: it keeps its values but no longer belongs here.
     func unregister(_ object: ManagedObject) {
         let id = object.objectID
-        if registry[id]?.object === object { registry[id] = nil }
+        var inStore = false
+        if let index = registry.index(forKey: id), registry.values[index].holds(object) {
+            inStore = registry.remove(at: index).value.inStore
+        }
         retainedObjects[id] = nil
         object.managedObjectContext = nil
-        if storeRegisteredIDs.remove(id) != nil { persistentStoreCoordinator?.contextDidUnregister([id]) }
+        if inStore { storeUnregister(id) }
     }
 
+    /// Registers the rows of registered objects with their stores, once per ID.
     func storeRegister(_ ids: [ManagedObjectID]) {
-        let fresh = ids.filter { storeRegisteredIDs.insert($0).inserted }
+        var fresh: [ManagedObjectID] = []
+        fresh.reserveCapacity(ids.count)
+        for id in ids {
+            guard let index = registry.index(forKey: id), !registry.values[index].inStore else { continue }
+            registry.values[index].inStore = true
+            fresh.append(id)
+        }
         guard !fresh.isEmpty else { return }
         if registrationBatchDepth > 0 {
             pendingStoreRegistrations += fresh
         } else {
             persistentStoreCoordinator?.contextDidRegister(fresh)
+        }
+    }
+
+    /// Unregisters one row whose registry entry is gone; a registration still waiting in a
+    /// batch is withdrawn instead.
+    private func storeUnregister(_ id: ManagedObjectID) {
+        if registrationBatchDepth > 0, let index = pendingStoreRegistrations.lastIndex(of: id) {
+            pendingStoreRegistrations.remove(at: index)
+        } else {
+            persistentStoreCoordinator?.contextDidUnregister([id])
         }
     }
 
@@ -300,18 +324,12 @@ public final class ManagedObjectContext {
         persistentStoreCoordinator?.contextDidRegister(ids)
     }
 
-    /// Called from a managed object's `deinit`: the object is gone, so the context stops
-    /// using its row. Touches only the registry, never the collections holding objects.
-    func objectDidDeallocate(_ id: ManagedObjectID) {
-        guard let entry = registry[id], entry.object == nil else { return }
-        registry[id] = nil
-        if storeRegisteredIDs.remove(id) != nil {
-            if registrationBatchDepth > 0, let index = pendingStoreRegistrations.firstIndex(of: id) {
-                pendingStoreRegistrations.remove(at: index)
-            } else {
-                persistentStoreCoordinator?.contextDidUnregister([id])
-            }
-        }
+    /// Called from a managed object's `deinit`: the object is gone, so its entry goes and
+    /// its row is unregistered. Touches only the registry, never the collections holding
+    /// objects (they hold none that is being deallocated).
+    func objectDidDeallocate(_ id: ManagedObjectID, _ object: UnsafeMutableRawPointer) {
+        guard let index = registry.index(forKey: id), registry.values[index].pointer == object else { return }
+        if registry.remove(at: index).value.inStore { storeUnregister(id) }
     }
 
     /// Loads a fault's values through the coordinator.
@@ -352,4 +370,29 @@ public final class ManagedObjectContext {
         }
         return coordinator
     }
+}
+
+/// A registry entry: the object without a reference count, and whether its row is
+/// registered with its store.
+///
+/// Unretained, not weak: a weak reference gives every object a side table (an allocation
+/// and a free per fetched object). It is safe because an entry never outlives its object:
+/// a registered object removes its entry first thing in its `deinit`
+/// (``ManagedObjectContext/objectDidDeallocate(_:_:)``), and an object leaving the context
+/// (``ManagedObjectContext/unregister(_:)``, ``ManagedObjectContext/reset()``) loses its
+/// context and its entry together.
+struct Registration {
+    private let unmanaged: Unmanaged<ManagedObject>
+    /// Whether the ID's row is registered with its store (the ID is permanent and the
+    /// store was told); unregistered exactly once when the entry goes.
+    var inStore = false
+
+    init(_ object: ManagedObject) { unmanaged = .passUnretained(object) }
+
+    /// The registered object.
+    var object: ManagedObject { unmanaged.takeUnretainedValue() }
+    /// The object's address, compared without retaining it (its `deinit` may be running).
+    var pointer: UnsafeMutableRawPointer { unmanaged.toOpaque() }
+    /// Whether the entry is `object`'s.
+    func holds(_ object: ManagedObject) -> Bool { pointer == Unmanaged.passUnretained(object).toOpaque() }
 }

@@ -144,7 +144,7 @@ extension PersistentStoreCoordinator {
             _ = try store.execute(request, with: context)
             let saved = [request.updatedObjects, request.deletedObjects, request.insertedObjects]
                 .compactMap { $0 }.flatMap { $0.map(\.objectID) }
-            state.withLock { state in for id in saved { state.rowCache[id] = nil } }
+            state.withLock { state in for id in saved { state.rows[id]?.node = nil } }
         }
     }
 
@@ -152,13 +152,16 @@ extension PersistentStoreCoordinator {
     /// staleness interval.
     func newValues(forObjectWith id: ManagedObjectID, in context: ManagedObjectContext) throws -> IncrementalStoreNode {
         let interval = context.stalenessInterval
-        let cached = state.withLock { $0.rowCache[id] }
-        if let cached, interval < 0 || Date().timeIntervalSince(cached.loadedAt) <= interval {
-            return cached.node
+        let cached = state.withLock { $0.rows[id] }
+        if let cached, let node = cached.node, interval < 0 || Date().timeIntervalSince(cached.loadedAt) <= interval {
+            return node
         }
         let node = try incrementalStore(for: id).newValuesForObject(with: id, with: context)
+        let now = Date()
         state.withLock { state in
-            if state.registerCounts[id, default: 0] > 0 { state.rowCache[id] = CachedNode(node: node, loadedAt: Date()) }
+            guard let index = state.rows.index(forKey: id) else { return }
+            state.rows.values[index].node = node
+            state.rows.values[index].loadedAt = now
         }
         return node
     }
@@ -168,8 +171,10 @@ extension PersistentStoreCoordinator {
         guard !nodes.isEmpty else { return }
         let now = Date()
         state.withLock { state in
-            for node in nodes where state.registerCounts[node.objectID, default: 0] > 0 {
-                state.rowCache[node.objectID] = CachedNode(node: node, loadedAt: now)
+            for node in nodes {
+                guard let index = state.rows.index(forKey: node.objectID) else { continue }
+                state.rows.values[index].node = node
+                state.rows.values[index].loadedAt = now
             }
         }
     }
@@ -182,31 +187,32 @@ extension PersistentStoreCoordinator {
 
     /// A context started using rows: count them, and tell each store once.
     func contextDidRegister(_ ids: [ManagedObjectID]) {
-        state.withLock { state in for id in ids { state.registerCounts[id, default: 0] += 1 } }
-        for (store, group) in group(ids) { store.managedObjectContextDidRegisterObjects(with: group) }
-    }
-
-    /// A context stopped using rows: count them down, drop unused cached rows, and tell
-    /// each store once.
-    func contextDidUnregister(_ ids: [ManagedObjectID]) {
-        state.withLock { state in
-            for id in ids {
-                let count = state.registerCounts[id, default: 0] - 1
-                if count <= 0 {
-                    state.registerCounts[id] = nil
-                    state.rowCache[id] = nil
-                } else {
-                    state.registerCounts[id] = count
-                }
-            }
+        let groups = state.withLock { state in
+            for id in ids { state.rows[id, default: RegisteredRow()].count += 1 }
+            return Self.group(ids, stores: state.stores)
         }
-        for (store, group) in group(ids) { store.managedObjectContextDidUnregisterObjects(with: group) }
+        for (store, group) in groups { store.managedObjectContextDidRegisterObjects(with: group) }
     }
 
-    private func group(_ ids: [ManagedObjectID]) -> [(IncrementalStore, [ManagedObjectID])] {
+    /// A context stopped using rows: count them down, drop the entries (cached nodes with
+    /// them) that reach zero, and tell each store once.
+    func contextDidUnregister(_ ids: [ManagedObjectID]) {
+        let groups = state.withLock { state in
+            for id in ids {
+                guard let index = state.rows.index(forKey: id) else { continue }
+                state.rows.values[index].count -= 1
+                if state.rows.values[index].count <= 0 { state.rows.remove(at: index) }
+            }
+            return Self.group(ids, stores: state.stores)
+        }
+        for (store, group) in groups { store.managedObjectContextDidUnregisterObjects(with: group) }
+    }
+
+    /// `ids` by store, among `stores` (the coordinator's, read under its lock).
+    private static func group(_ ids: [ManagedObjectID], stores: [PersistentStore]) -> [(IncrementalStore, [ManagedObjectID])] {
         // Every ID of one store (the usual case): no grouping by identifier.
         if let first = ids.first?.storage.store, ids.allSatisfy({ $0.storage.store === first }),
-            let store = first.store as? IncrementalStore, state.withLock({ $0.stores.contains { $0 === store } })
+            let store = first.store as? IncrementalStore, stores.contains(where: { $0 === store })
         {
             return [(store, ids)]
         }
@@ -218,7 +224,9 @@ extension PersistentStoreCoordinator {
             groups[identifier, default: []].append(id)
         }
         return order.compactMap { identifier in
-            guard let store = persistentStore(withIdentifier: identifier) as? IncrementalStore, let ids = groups[identifier] else { return nil }
+            guard let store = stores.first(where: { $0.identifier == identifier }) as? IncrementalStore,
+                let ids = groups[identifier]
+            else { return nil }
             return (store, ids)
         }
     }

@@ -20,17 +20,20 @@ public final class PersistentStoreCoordinator: Sendable {
     /// The model of every store and context of this coordinator.
     public let managedObjectModel: ManagedObjectModel
 
-    struct CachedNode {
-        var node: IncrementalStoreNode
-        var loadedAt: Date
+    /// A row some context uses: how many contexts registered it, and the node last loaded
+    /// for it (by a fault or a fetch), reused within a context's staleness interval. The
+    /// entry, node included, goes when the count reaches zero.
+    struct RegisteredRow {
+        var count = 0
+        var node: IncrementalStoreNode?
+        var loadedAt = Date.distantPast
     }
 
     struct State {
         var stores: [PersistentStore] = []
-        /// Nodes loaded by fault fulfilment, reused within a context's staleness interval.
-        var rowCache: [ManagedObjectID: CachedNode] = [:]
-        /// How many contexts use each row; cache entries go when it reaches zero.
-        var registerCounts: [ManagedObjectID: Int] = [:]
+        /// The rows contexts use (register counts and the row cache in one table: one
+        /// lookup per registration, fault and deallocation).
+        var rows: [ManagedObjectID: RegisteredRow] = [:]
     }
 
     // State below is protected by `state`.
@@ -148,7 +151,9 @@ public final class PersistentStoreCoordinator: Sendable {
             }
             state.stores.remove(at: index)
             let identifier = store.identifier
-            state.rowCache = state.rowCache.filter { $0.key.storeIdentifier != identifier }
+            for index in state.rows.indices where state.rows.keys[index].storeIdentifier == identifier {
+                state.rows.values[index].node = nil
+            }
         }
     }
 

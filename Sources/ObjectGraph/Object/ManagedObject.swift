@@ -22,7 +22,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public let entity: EntityDescription
     /// The object's ID: temporary until the object is first saved (or
     /// ``ManagedObjectContext/obtainPermanentIDs(for:)`` is called), permanent after.
-    public internal(set) var objectID: ManagedObjectID
+    public internal(set) var objectID: ManagedObjectID {
+        get {
+            if let id = assignedID { return id }
+            // An object made outside a context gets its temporary ID when first asked: a
+            // fault made by a context is given its permanent ID before anything asks.
+            let id = ManagedObjectID.temporary(for: entity)
+            assignedID = id
+            return id
+        }
+        set { assignedID = newValue }
+    }
+    private var assignedID: ManagedObjectID?
     /// The context the object is registered in, if any.
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
@@ -48,8 +59,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Subclasses that override this initializer must call it.
     public required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
         self.entity = entity
-        self.objectID = .temporary(for: entity)
-        applyDefaultValues()
+        // Default values are not stored yet: a new object reads them from its entity, and
+        // inserting it records them as changes (faults made by a context skip both).
         // A fresh object has no context and a temporary ID, so it can always be inserted.
         if let context { context.adopt(self) }
     }
@@ -67,7 +78,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     deinit {
-        managedObjectContext?.objectDidDeallocate(objectID)
+        managedObjectContext?.objectDidDeallocate(objectID, Unmanaged.passUnretained(self).toOpaque())
     }
 
     /// Identity: two managed objects are equal only if they are the same instance.
@@ -245,7 +256,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             return .attribute(transientValues[property.ordinal] ?? attribute.defaultValue)
         }
         if let changed = changes[property.ordinal] { return changed }
-        if isNew { return Self.emptyValue(of: property) }
+        if isNew { return Self.initialValue(of: property) }
         return try committedValue(for: property)
     }
 
@@ -303,6 +314,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The value a property has in an object that never had one: null, no destination,
     /// or no destinations.
+    /// The value a property of a new object has before anything sets it: the attribute's
+    /// default value, no destination, or no destinations.
+    static func initialValue(of property: PropertyDescription) -> PropertyValue {
+        if let attribute = property as? AttributeDescription { return .attribute(attribute.defaultValue) }
+        return emptyValue(of: property)
+    }
+
     static func emptyValue(of property: PropertyDescription) -> PropertyValue {
         switch property.slotKind {
         case .attribute: return .attribute(.null)

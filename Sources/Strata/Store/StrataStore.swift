@@ -45,8 +45,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     }
     /// The shared engine while the store is loaded.
     let state = Locked(State())
-    /// Row-key prefixes by root entity name ([KEY-1]); a cache, protected by its own lock.
-    let rowPrefixes = Locked<[String: [UInt8]]>([:])
+    /// Row-key prefixes ([KEY-1]) by entity instance; a cache, protected by its own lock. The
+    /// entry holds its entity, so the identifier cannot be reused by another one.
+    let rowPrefixes = Locked<[ObjectIdentifier: (entity: EntityDescription, prefix: [UInt8])]>([:])
 
     /// Registers this class for ``PersistentStore/StoreType/strata``. Call once at start-up.
     public static func register() {
@@ -238,10 +239,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
 
     /// The row prefix of an entity's hierarchy ([KEY-1]), cached per root entity name.
     func rowPrefix(of entity: EntityDescription) -> [UInt8] {
-        let root = Self.root(of: entity).name
-        if let prefix = rowPrefixes.withLock({ $0[root] }) { return prefix }
-        let prefix = KeyLayout.rowPrefix(root: root)
-        rowPrefixes.withLock { $0[root] = prefix }
+        let key = ObjectIdentifier(entity)
+        if let prefix = rowPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
+        let prefix = KeyLayout.rowPrefix(root: Self.root(of: entity).name)
+        rowPrefixes.withLock { $0[key] = (entity, prefix) }
         return prefix
     }
 

@@ -146,12 +146,10 @@ final class RowCache: Sendable {
             // One key, the common case of an object going away: no tally of repeats.
             let key = keys[0]
             try state.withLock { (state: inout State) throws(StoreError) in
-                let count = state.pinCounts[key] ?? 0
-                if count == 0 {
+                guard state.unpin(key, budget: budget) else {
                     state.unbalancedUnpins += 1
                     throw Self.unbalanced(key, count: 0, times: 1)
                 }
-                state.unpin(key, budget: budget)
                 state.evict(budget: budget)
             }
             return
@@ -382,8 +380,9 @@ extension RowCache {
 
         /// Adds 1 to the pin count of `key`; the first pin takes its entry off the list. O(1).
         mutating func pin(_ key: [UInt8]) {
-            let count = pinCounts[key, default: 0] + 1
-            pinCounts[key] = count
+            // One hash of the key for the count; a second only for a first pin.
+            var count = 0
+            pinCounts[key, default: 0].increment(to: &count)
             if count == 1, let slot = slotOfKey[key], slots[slot].isLinked {
                 unlink(slot)
                 pinnedBytes += slots[slot].cost
@@ -392,17 +391,28 @@ extension RowCache {
 
         /// Removes 1 from the pin count of `key`, which must be pinned; the last unpin makes
         /// its entry the newest unpinned one, or drops it if it is over budget by itself. O(1).
-        mutating func unpin(_ key: [UInt8], budget: Int) {
-            guard let count = pinCounts[key] else { return }
-            if count > 1 {
-                pinCounts[key] = count - 1
-                return
+        /// Returns false, changing nothing, if `key` is not pinned.
+        @discardableResult
+        mutating func unpin(_ key: [UInt8], budget: Int) -> Bool {
+            guard let index = pinCounts.index(forKey: key) else { return false }
+            if pinCounts.values[index] > 1 {
+                pinCounts.values[index] -= 1
+                return true
             }
-            pinCounts[key] = nil
-            guard let slot = slotOfKey[key], !slots[slot].isLinked else { return }
+            pinCounts.remove(at: index)
+            guard let slot = slotOfKey[key], !slots[slot].isLinked else { return true }
             pinnedBytes -= slots[slot].cost
             link(slot)
             dropIfOversized(slot, budget: budget)
+            return true
         }
+    }
+}
+
+extension Int {
+    /// Adds 1 and reports the new value: one dictionary access for both.
+    fileprivate mutating func increment(to result: inout Int) {
+        self += 1
+        result = self
     }
 }
