@@ -4,10 +4,11 @@ import ObjectGraph
 import StrataEngine
 import Testing
 
-/// Rows of format 2 ([ROW-1]): no names in rows, fields read in place by index, every value
+/// Rows of format 3 ([ROW-1]): no names in rows, fields read in place by index, every value
 /// type and null, damage always an error, layouts independent of declaration order.
 @Suite struct RowFormatTests {
-    /// One attribute of every type, a to-one and a to-many.
+    /// One attribute of every type, a to-one and an ordered to-many (the kind rows hold; an
+    /// unordered one is keys, [REL-1]).
     static func model(reversed: Bool = false) throws -> ManagedObjectModel {
         var properties: [PropertyDescription] = [
             .attribute("i16", .integer16), .attribute("i32", .integer32), .attribute("i64", .integer64),
@@ -15,7 +16,7 @@ import Testing
             .attribute("flag", .boolean), .attribute("text", .string), .attribute("when", .date),
             .attribute("blob", .binaryData), .attribute("id", .uuid), .attribute("link", .uri),
             .attribute("coded", .transformable), .attribute("scratch", .string, transient: true),
-            .toOne("parent", "Thing", inverse: "children"), .toMany("children", "Thing", inverse: "parent"),
+            .toOne("parent", "Thing", inverse: "children"), .toMany("children", "Thing", inverse: "parent", ordered: true),
         ]
         if reversed { properties.reverse() }
         return try ManagedObjectModel(entities: [EntityDescription(name: "Thing", properties: properties)])
@@ -122,7 +123,7 @@ import Testing
         let bytes = try StoredRow(entity: "Item", version: 3, attributes: ["count": .int16(7), "label": .string("ab")], toOne: [:], toMany: [:])
             .encode(layout)
         #expect(bytes.count == 37)
-        #expect(Array(bytes[0..<4]) == [0x02, 0x00, 0x00, 0x00])
+        #expect(Array(bytes[0..<4]) == [0x03, 0x00, 0x00, 0x00])
         let hash = try model.entity(named: "Item").versionHash
         #expect(Array(bytes[4..<8]) == Array(hash.prefix(4)).reversed())
         #expect(Array(bytes[8..<16]) == [3, 0, 0, 0, 0, 0, 0, 0])

@@ -121,6 +121,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The uncommitted values, by property name.
     public func changedValues() -> [String: PropertyValue] { changes.all(in: entity) }
 
+    /// Whether the property at `ordinal` (``PropertyDescription/ordinal``) has an uncommitted
+    /// value: a store saving the object can skip the properties that do not.
+    public func hasChange(atOrdinal ordinal: Int) -> Bool { changes.contains(ordinal) }
+
     /// The last committed values of the given properties (all stored properties for
     /// `nil`); loads the object's values if it is a fault.
     public func committedValues(forKeys keys: [String]?) throws -> [String: PropertyValue] {

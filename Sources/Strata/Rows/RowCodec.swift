@@ -18,14 +18,14 @@ struct StoredObject: Hashable, Sendable {
     var reference: Int64
 }
 
-/// Writes rows in format 2 ([ROW-1]).
+/// Writes rows in format 3 ([ROW-1]).
 ///
 /// ```
 /// row := header | nulls | fixed | ends | variable | crc32c u32
 /// ```
 enum RowEncoder {
     /// The row format this build writes.
-    static let format: UInt8 = 2
+    static let format: UInt8 = 3
 
     /// The bytes of a row of `layout` at `version`; `value(i)` is field `i`'s value.
     ///
@@ -133,7 +133,7 @@ extension AttributeValue {
     }
 }
 
-/// A row read in place ([ROW-1], format 2): the header, checksum and offsets are checked
+/// A row read in place ([ROW-1], format 3): the header, checksum and offsets are checked
 /// once, then each field is decoded only when asked for, by field index.
 ///
 /// A row that fails a check throws ``ObjectGraphError/Code/storeCorrupted`` naming what and
@@ -160,18 +160,18 @@ struct RowBytes {
             ObjectGraphError(.storeCorrupted, "\(context): \(what)")
         }
         guard bytes.count >= RowLayout.headerSize + RowLayout.trailerSize else {
-            if bytes.first == 1 { throw Self.formatOne(context) }
+            if bytes.first == 1 { throw Self.earlierFormat(1, context) }
             throw fail("row of \(bytes.count) bytes is shorter than a header")
         }
         let body = bytes.count - RowLayout.trailerSize
         let stored = Self.load(UInt32.self, bytes, body)
         let computed = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<body])) }
         guard stored == computed else {
-            if bytes[0] == 1 { throw Self.formatOne(context) }
+            if bytes[0] == 1 { throw Self.earlierFormat(1, context) }
             throw fail("row checksum \(hex(stored)) does not match its bytes (\(hex(computed)))")
         }
         guard bytes[0] == RowEncoder.format else {
-            if bytes[0] == 1 { throw Self.formatOne(context) }
+            if bytes[0] == 2 { throw Self.earlierFormat(2, context) }
             throw fail("row format \(bytes[0]) is not supported (this build reads format \(RowEncoder.format))")
         }
         guard bytes[1] == 0 else { throw fail("row flags \(bytes[1]) are not 0") }
@@ -200,10 +200,10 @@ struct RowBytes {
         self.version = Self.load(UInt64.self, bytes, 8)
     }
 
-    private static func formatOne(_ context: RowOrigin) -> ObjectGraphError {
+    private static func earlierFormat(_ format: UInt8, _ context: RowOrigin) -> ObjectGraphError {
         ObjectGraphError(
             .storeCorrupted,
-            "\(context): the row is in format 1, written by an earlier Strata; this build reads format 2. Export the objects with the earlier build (for example `strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
+            "\(context): the row is in format \(format), written by an earlier Strata; this build reads format \(RowEncoder.format). Export the objects with the earlier build (for example `strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
     }
 
     @inline(__always)

@@ -1,8 +1,9 @@
 import Foundation
 import ObjectGraph
 
-/// How the rows of one entity are laid out (SPEC.md [ROW-1], format 2): its stored
-/// properties in name order, each a fixed-width field or a variable-width one.
+/// How the rows of one entity are laid out (SPEC.md [ROW-1], format 3): its stored
+/// properties in name order (unordered to-many relationships excepted: they are keys,
+/// [REL-1]), each a fixed-width field or a variable-width one.
 ///
 /// Built once per entity and store; every row of the entity is read and written through it,
 /// so no row carries a property name. The order is by name, not by ordinal, so that two
@@ -60,6 +61,11 @@ struct RowLayout: Sendable {
     let fixedSize: Int
     /// Variable-width fields.
     let variableCount: Int
+    /// The entity's unordered to-many relationships, stored as keys ([REL-1]), not fields.
+    let keyedRelationships: [RelationshipDescription]
+    /// The entity's to-one relationships whose inverse is a keyed one-to-many: each change of
+    /// the to-one moves the member's key from owner to owner ([REL-2]).
+    let foreignKeys: [(toOne: RelationshipDescription, inverse: RelationshipDescription)]
 
     /// Bytes of the null bitmap.
     var nullBytes: Int { (fields.count + 7) / 8 }
@@ -75,7 +81,19 @@ struct RowLayout: Sendable {
         var id: UInt32 = 0
         for byte in entity.versionHash.prefix(4) { id = id << 8 | UInt32(byte) }
         self.layoutID = id
-        let stored = entity.properties.filter { !$0.isTransient }.sorted { $0.name < $1.name }
+        // Unordered to-many relationships are keys, not fields ([REL-1]).
+        let stored = entity.properties.filter { property in
+            guard !property.isTransient else { return false }
+            guard let relationship = property as? RelationshipDescription else { return true }
+            return !RelationshipKeys.isKeyed(relationship)
+        }.sorted { $0.name < $1.name }
+        keyedRelationships = entity.relationships.filter(RelationshipKeys.isKeyed)
+        foreignKeys = entity.relationships.compactMap { toOne in
+            guard toOne.isToOne, !toOne.isTransient, let inverse = toOne.inverseRelationship,
+                RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne)
+            else { return nil }
+            return (toOne, inverse)
+        }
         var fields: [Field] = []
         var fixed = 0, variable = 0
         var fieldOfOrdinal = [Int](repeating: -1, count: entity.properties.count)

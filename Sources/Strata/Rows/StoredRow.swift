@@ -1,4 +1,5 @@
 import ObjectGraph
+import StrataEngine
 
 /// One object as StrataStore stores it, decoded whole and keyed by name: the form tools
 /// (`strata fsck`, `inspect`, `dump`) and repairs work with. Saves, faults and fetches read
@@ -20,9 +21,10 @@ struct StoredRow: Equatable {
             && a.toMany.mapValues { $0.map { "\($0.entity)#\($0.reference)" } } == b.toMany.mapValues { $0.map { "\($0.entity)#\($0.reference)" } }
     }
 
-    /// The format of the metadata record ([ROW-4]); 2 since rows are in format 2, so a store
-    /// of format 1 is recognised before any row is read.
-    static let formatVersion: UInt8 = 2
+    /// The format of the metadata record ([ROW-4]); it follows the row format (3: unordered
+    /// to-many relationships as keys, [REL-1]), so a store of an earlier format is recognised
+    /// before any row is read.
+    static let formatVersion: UInt8 = 3
 
     /// The row's bytes under `store`'s layouts.
     ///
@@ -61,6 +63,25 @@ struct StoredRow: Equatable {
 }
 
 extension StoredRow {
+    /// Adds the row's keyed to-many relationships ([REL-1]), read from `snapshot`'s keys
+    /// under `reference`, to ``toMany`` (an owner without members gets an empty list).
+    ///
+    /// - Throws: ``ObjectGraphError/Code/storeCorrupted`` for a key naming an entity number
+    ///   the model does not have.
+    mutating func loadRelationshipKeys(reference: Int64, store: StoreLayout, snapshot: Snapshot) throws {
+        guard let entity = store.model.entitiesByName[self.entity], let layout = store.layout(of: entity) else { return }
+        let root = StrataStore.root(of: entity).name
+        for relationship in layout.keyedRelationships {
+            let prefix = RelationshipKeys.ownerPrefix(root: root, relationship: relationship.name, owner: reference)
+            toMany[relationship.name] = try RelationshipKeys.members(prefix, in: snapshot).map { member in
+                guard let destination = store.entity(number: member.entity) else {
+                    throw ObjectGraphError(.storeCorrupted, "\(self.entity).\(relationship.name) of reference \(reference): a key names entity number \(member.entity), which the model does not have")
+                }
+                return (destination.name, member.reference)
+            }
+        }
+    }
+
     /// Decodes every field of a row read in place.
     init(_ row: RowBytes, store: StoreLayout) throws {
         guard let entity = store.entity(number: row.entityNumber) else {
@@ -90,7 +111,7 @@ extension StoredRow {
 /// coordinator's metadata.
 ///
 /// ```
-/// metadata := formatVersion u8 (2) | nextReference varint | count varint | (entity string | rows varint) × count
+/// metadata := formatVersion u8 (3) | nextReference varint | count varint | (entity string | rows varint) × count
 ///             | count varint | (key string | value [ROW-2]) × count
 /// ```
 struct MetadataRecord: Equatable {
@@ -118,10 +139,10 @@ struct MetadataRecord: Equatable {
     static func decode(_ bytes: [UInt8]) throws -> MetadataRecord {
         var reader = RowReader(bytes, context: "metadata record")
         let format = try reader.u8()
-        if format == 1 {
+        if format == 1 || format == 2 {
             throw ObjectGraphError(
                 .storeOpenFailed,
-                "The store was written by an earlier Strata (row format 1); this build reads format 2. Export its objects with the earlier build (`strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
+                "The store was written by an earlier Strata (row format \(format)); this build reads format \(StoredRow.formatVersion). Export its objects with the earlier build (`strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
         }
         guard format == StoredRow.formatVersion else { throw reader.fail("unsupported metadata format \(format)") }
         var record = MetadataRecord()

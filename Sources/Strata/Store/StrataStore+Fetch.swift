@@ -238,12 +238,27 @@ extension StrataStore {
 
     func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {
         let layout = try storeLayout()
-        let row = try storedRow(objectID, layout: layout)
-        let ordinal = relationship.ordinal
-        let field = ordinal >= 0 && ordinal < row.layout.fieldOfOrdinal.count ? row.layout.fieldOfOrdinal[ordinal] : -1
         func id(_ target: StoredObject) -> ManagedObjectID? {
             layout.entity(number: target.entity).map { newObjectID(for: $0, referenceObject: .int64(target.reference)) }
         }
+        if RelationshipKeys.isKeyed(relationship) {
+            // [REL-3] One prefix scan of the owner's keys; the owner's row is read only to
+            // tell a missing object from one without members.
+            let engine = try openEngine()
+            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+            let reference = try integerReference(objectID)
+            let members = RelationshipKeys.members(ownerPrefix(relationship, owner: objectID.entity, reference: reference), in: snapshot)
+            if members.isEmpty {
+                let key = try rowKey(objectID)
+                guard try mappingEngineErrors("read \(objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil else {
+                    throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
+                }
+            }
+            return .toMany(members.compactMap(id))
+        }
+        let row = try storedRow(objectID, layout: layout)
+        let ordinal = relationship.ordinal
+        let field = ordinal >= 0 && ordinal < row.layout.fieldOfOrdinal.count ? row.layout.fieldOfOrdinal[ordinal] : -1
         guard field >= 0 else { return relationship.isToMany ? .toMany([]) : .toOne(nil) }
         switch try row.value(field) {
         case .objects(let targets): return .toMany(targets.compactMap(id))

@@ -25,6 +25,11 @@ extension StrataStore {
             return row
         }
 
+        /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order.
+        func members(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> [StoredObject] {
+            RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
+        }
+
         /// The object ID of a stored reference, or `nil` if its entity is not in the model.
         func objectID(_ object: StoredObject) -> ManagedObjectID? {
             guard let entity = layout.entity(number: object.entity) else { return nil }
@@ -70,10 +75,15 @@ extension StrataStore {
             return nil
         }
 
-        /// The destinations stored in the to-many relationship at `ordinal`.
+        /// The destinations stored in the to-many relationship at `ordinal`: its keys, or its
+        /// list in the row (ordered).
         func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject] {
             let fields = row.layout.fieldOfOrdinal
-            guard ordinal >= 0, ordinal < fields.count, fields[ordinal] >= 0 else { return [] }
+            guard ordinal >= 0, ordinal < fields.count else { return [] }
+            if fields[ordinal] < 0 {
+                guard let relationship = entity.properties[ordinal] as? RelationshipDescription, RelationshipKeys.isKeyed(relationship) else { return [] }
+                return source.members(relationship, of: entity, reference: reference)
+            }
             if case .objects(let targets) = try row.value(fields[ordinal]) { return targets }
             return []
         }
@@ -97,7 +107,12 @@ extension StrataStore {
             let ordinal = property.ordinal
             guard ordinal >= 0, ordinal < row.layout.fieldOfOrdinal.count else { return .null }
             let field = row.layout.fieldOfOrdinal[ordinal]
-            guard field >= 0 else { return .null }
+            guard field >= 0 else {
+                guard let relationship = property as? RelationshipDescription, RelationshipKeys.isKeyed(relationship) else { return .null }
+                let ids = source.members(relationship, of: entity, reference: reference).compactMap(source.objectID)
+                guard let rest else { return .collection(ids.map(FetchValue.object)) }
+                return .collection(try ids.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: String(rest)) })
+            }
             switch try row.value(field) {
             case .attribute(let value):
                 if let rest {

@@ -55,17 +55,20 @@ extension StrataStore {
                 guard ordinal >= 0, ordinal < row.layout.fieldOfOrdinal.count, row.layout.fieldOfOrdinal[ordinal] >= 0 else { return .null }
                 return try row.attribute(row.layout.fieldOfOrdinal[ordinal])
             }
+            var relationshipKeys = RelationshipKeyWriter(store: self, layout: layout, snapshot: snapshot)
             for (object, key, values) in inserts {
                 if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil {
                     throw ObjectGraphError(.invalidArgument, "Row of \(object.objectID) already exists; cannot insert it again.", objectID: object.objectID)
                 }
                 batch.put(key, try encodeRow(values, of: object, version: 1, existing: nil, layout: layout))
                 for indexKey in try indexKeys(object, { values[$0.ordinal]?.attributeValue ?? .null }) { batch.put(indexKey, []) }
+                try relationshipKeys.write(object, values: values, existing: nil, into: &batch)
                 record.rowCounts[object.entity.name, default: 0] += 1
             }
             for (object, key, values) in updates {
                 let existing = try current(object, key)
                 batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout))
+                try relationshipKeys.write(object, values: values, existing: existing, into: &batch)
                 let before = Set(try indexKeys(object) { try storedValue(existing, $0) })
                 let after = Set(try indexKeys(object) { attribute in
                     try values[attribute.ordinal]?.attributeValue ?? storedValue(existing, attribute)
@@ -77,6 +80,7 @@ extension StrataStore {
                 let existing = try current(object, key)
                 batch.delete(key)
                 for indexKey in try indexKeys(object, { try storedValue(existing, $0) }) { batch.delete(indexKey) }
+                try relationshipKeys.write(object, values: nil, existing: existing, into: &batch)
                 let name = layout.entity(number: existing.entityNumber)?.name ?? object.entity.name
                 record.rowCounts[name, default: 1] -= 1
             }
@@ -129,5 +133,93 @@ extension StrataStore {
             case .relationship(.toMany(let ids)): return ids.isEmpty ? .null : .objects(try ids.map(stored))
             }
         }
+    }
+}
+
+/// The relationship keys ([REL-2]) one save puts and deletes, object by object, in the save's
+/// transaction.
+struct RelationshipKeyWriter {
+    let store: StrataStore
+    let layout: StoreLayout
+    let snapshot: Snapshot
+
+    /// The key changes of one object: `values` are its values by ordinal (`nil` when the
+    /// object is deleted; a `nil` value is a relationship it never loaded, left as stored),
+    /// `existing` its stored row (`nil` when inserted).
+    mutating func write(_ object: ManagedObject, values: [PropertyValue?]?, existing: RowBytes?, into batch: inout WriteBatch) throws {
+        let entity = object.entity
+        guard let rowLayout = layout.layout(of: entity) else { return }
+        let reference = try store.integerReference(object.objectID)
+        let me = StoredObject(entity: rowLayout.number, reference: reference)
+        // A one-to-many's key follows the member's to-one: under the old owner it goes, under
+        // the new one it comes.
+        for (toOne, inverse) in rowLayout.foreignKeys {
+            let old = try existing.flatMap { try Self.toOne(toOne, in: $0) }
+            let new: StoredObject?
+            if let values {
+                guard toOne.ordinal < values.count, let value = values[toOne.ordinal] else { continue }
+                new = try value.relationshipValue?.objectIDs.first.map(stored)
+            } else {
+                new = nil
+            }
+            guard old != new else { continue }
+            if let old, let owner = layout.entity(number: old.entity) {
+                batch.delete(RelationshipKeys.key(ownerPrefix: store.ownerPrefix(inverse, owner: owner, reference: old.reference), member: me))
+            }
+            if let new, let owner = layout.entity(number: new.entity) {
+                batch.put(RelationshipKeys.key(ownerPrefix: store.ownerPrefix(inverse, owner: owner, reference: new.reference), member: me), [])
+            }
+        }
+        for relationship in rowLayout.keyedRelationships {
+            let prefix = store.ownerPrefix(relationship, owner: entity, reference: reference)
+            let storage = RelationshipKeys.storage(of: relationship)
+            if storage != .join {
+                // A one-to-many's keys belong to the members; a deleted owner takes its keys
+                // along (members whose delete rule left them pointing here dangle, as in rows).
+                if values == nil { for member in RelationshipKeys.members(prefix, in: snapshot) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member)) } }
+                continue
+            }
+            // A join: the owner's keys, and the inverse's keys mirrored when it is keyed too.
+            let mirror = relationship.inverseRelationship.flatMap { RelationshipKeys.storage(of: $0) == .join ? $0 : nil }
+            let old: [StoredObject]
+            let new: [StoredObject]
+            if let values {
+                guard existing == nil || object.hasChange(atOrdinal: relationship.ordinal) else { continue }
+                guard relationship.ordinal < values.count, let value = values[relationship.ordinal] else { continue }
+                new = try (value.relationshipValue?.objectIDs ?? []).map(stored)
+                old = existing == nil ? [] : RelationshipKeys.members(prefix, in: snapshot)
+            } else {
+                new = []
+                old = RelationshipKeys.members(prefix, in: snapshot)
+            }
+            let oldSet = Set(old), newSet = Set(new)
+            for member in old where !newSet.contains(member) {
+                batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member))
+                if let mirror, let owner = layout.entity(number: member.entity) {
+                    batch.delete(RelationshipKeys.key(ownerPrefix: store.ownerPrefix(mirror, owner: owner, reference: member.reference), member: me))
+                }
+            }
+            for member in new where !oldSet.contains(member) {
+                batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: member), [])
+                if let mirror, let owner = layout.entity(number: member.entity) {
+                    batch.put(RelationshipKeys.key(ownerPrefix: store.ownerPrefix(mirror, owner: owner, reference: member.reference), member: me), [])
+                }
+            }
+        }
+    }
+
+    /// The destination stored in a row's to-one field, if any.
+    static func toOne(_ relationship: RelationshipDescription, in row: RowBytes) throws -> StoredObject? {
+        let fields = row.layout.fieldOfOrdinal
+        guard relationship.ordinal >= 0, relationship.ordinal < fields.count, fields[relationship.ordinal] >= 0 else { return nil }
+        if case .object(let target) = try row.value(fields[relationship.ordinal]) { return target }
+        return nil
+    }
+
+    func stored(_ id: ManagedObjectID) throws -> StoredObject {
+        guard let number = layout.number(of: id.entity) else {
+            throw ObjectGraphError(.unknownEntity, "\(id) is of an entity the store's model does not have.", entityName: id.entityName, objectID: id)
+        }
+        return StoredObject(entity: number, reference: try store.integerReference(id))
     }
 }

@@ -48,6 +48,8 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Row-key prefixes ([KEY-1]) by entity instance; a cache, protected by its own lock. The
     /// entry holds its entity, so the identifier cannot be reused by another one.
     let rowPrefixes = Locked<[ObjectIdentifier: (entity: EntityDescription, prefix: [UInt8])]>([:])
+    /// Relationship-key prefixes ([REL-1]) by relationship instance; a cache, as ``rowPrefixes``.
+    let relationshipPrefixes = Locked<[ObjectIdentifier: (relationship: RelationshipDescription, prefix: [UInt8])]>([:])
 
     /// Registers this class for ``PersistentStore/StoreType/strata``. Call once at start-up.
     public static func register() {
@@ -243,6 +245,23 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         if let prefix = rowPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
         let prefix = KeyLayout.rowPrefix(root: Self.root(of: entity).name)
         rowPrefixes.withLock { $0[key] = (entity, prefix) }
+        return prefix
+    }
+
+    /// The prefix of `relationship`'s keys ([REL-1]) in the hierarchy of `owner`, the entity
+    /// that has it; cached per relationship instance like ``rowPrefix(of:)``.
+    func relationshipPrefix(_ relationship: RelationshipDescription, owner: EntityDescription) -> [UInt8] {
+        let key = ObjectIdentifier(relationship)
+        if let prefix = relationshipPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
+        let prefix = RelationshipKeys.relationshipPrefix(root: Self.root(of: relationship.entity ?? owner).name, relationship: relationship.name)
+        relationshipPrefixes.withLock { $0[key] = (relationship, prefix) }
+        return prefix
+    }
+
+    /// The prefix of one owner's keys of `relationship`.
+    func ownerPrefix(_ relationship: RelationshipDescription, owner: EntityDescription, reference: Int64) -> [UInt8] {
+        var prefix = relationshipPrefix(relationship, owner: owner)
+        KeyLayout.appendReference(reference, to: &prefix)
         return prefix
     }
 

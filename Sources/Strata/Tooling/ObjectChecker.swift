@@ -22,6 +22,9 @@ public struct ObjectProblem: Sendable, Equatable, Codable, CustomStringConvertib
         case danglingReference
         /// A relationship whose inverse in the destination row does not point back.
         case inverseMismatch
+        /// A relationship key ([REL-1]) that a member's to-one calls for and is missing, or
+        /// one whose owner is not in the store or has no such keyed relationship.
+        case relationshipKey
         /// A secondary index lacks the entry of a row ([IDX-S1]).
         case missingIndexEntry
         /// A secondary index entry that no row accounts for.
@@ -70,6 +73,8 @@ public struct ObjectCheckReport: Sendable, Equatable, Codable {
     public var references = 0
     /// Secondary index entries read.
     public var indexEntries = 0
+    /// Relationship keys ([REL-1]) read.
+    public var relationshipKeys = 0
     /// Every problem, in key order.
     public var problems: [ObjectProblem] = []
     /// What a repair changed, one line per change (empty when not repairing).
@@ -77,14 +82,17 @@ public struct ObjectCheckReport: Sendable, Equatable, Codable {
 }
 
 /// The object-level half of `strata fsck`: checks that a StrataStore's rows decode under the
-/// stored model, that every relationship destination exists and points back through its
-/// inverse, that secondary indexes hold exactly one entry per indexed attribute of each row,
-/// and that the metadata's row counts and next reference match the rows.
+/// stored model, that every relationship destination (in a row or a relationship key) exists
+/// and points back through its inverse, that secondary indexes hold exactly one entry per
+/// indexed attribute of each row, that every relationship key has its owner, and that the
+/// metadata's row counts and next reference match the rows.
 ///
 /// Repair removes what cannot be trusted and rebuilds what can be derived: rows that do not
 /// decode are deleted, dangling and one-sided relationship links are removed from the rows
-/// that hold them, index entries are added or deleted to match the rows, and the metadata's
-/// counts and next reference are recomputed, all in one engine transaction. Attribute
+/// (or relationship keys) that hold them, a one-to-many's missing key is added from the
+/// member's to-one (the row is the truth, the key its index), keys without an owner are
+/// deleted, index entries are added or deleted to match the rows, and the metadata's counts
+/// and next reference are recomputed, all in one engine transaction. Attribute
 /// mismatches and rows of unknown entities are reported, never rewritten.
 ///
 /// For example:
@@ -128,6 +136,8 @@ public enum ObjectChecker {
         var dropLinks: [[UInt8]: [(String, String, Int64)]] = [:]
         /// Rows that are deleted by the repair (they do not decode).
         var deletedRows = Set<[UInt8]>()
+        /// One-to-many keys ([REL-2]) that members' to-ones call for and that are missing.
+        var missingKeys = Set<[UInt8]>()
         var counts: [String: Int] = [:]
         var maxReference: Int64 = 0
         /// Destination rows decoded recently (nil: missing or undecodable), so rows many others
@@ -195,6 +205,7 @@ public enum ObjectChecker {
 
             try checkRows()
             try checkIndexes()
+            try checkRelationshipKeys()
             try checkOtherKeys()
             try checkMetadata()
             if repair { try repairRows() }
@@ -238,7 +249,7 @@ public enum ObjectChecker {
                 }
                 return
             }
-            let row: StoredRow
+            var row: StoredRow
             do {
                 row = try StoredRow.decode(bytes, store: layout, context: "row")
             } catch {
@@ -249,6 +260,11 @@ public enum ObjectChecker {
             counts[row.entity, default: 0] += 1
             let object = uri(row.entity, reference)
             guard let model else { return }
+            do {
+                try row.loadRelationshipKeys(reference: reference, store: layout, snapshot: snapshot)
+            } catch {
+                problem(.relationshipKey, key: key, object: object, "a relationship key does not decode: \(error)")
+            }
             guard let entity = model.entitiesByName[row.entity] else {
                 problem(.unknownEntity, key: key, object: object, "the stored model has no entity \(row.entity)")
                 return
@@ -308,6 +324,14 @@ public enum ObjectChecker {
             }
             guard let inverse = relationship.inverseRelationship, !inverse.isTransient else { return }
             if targetRow.links[inverse.name]?.contains(Link(entity: row.entity, reference: reference)) != true {
+                if case .foreignKey = RelationshipKeys.storage(of: inverse), let layout, let number = layout.number(of: row.entity) {
+                    // The member's to-one is the truth; the owner's key is its index.
+                    let prefix = RelationshipKeys.ownerPrefix(root: StrataStore.root(of: targetEntity).name, relationship: inverse.name, owner: target.reference)
+                    let missing = RelationshipKeys.key(ownerPrefix: prefix, member: StoredObject(entity: number, reference: reference))
+                    problem(.relationshipKey, key: missing, object: object, "\(row.entity).\(relationship.name) → \(targetURI): the key of \(target.entity).\(inverse.name) is missing")
+                    missingKeys.insert(missing)
+                    return
+                }
                 drop(.inverseMismatch, "its inverse \(target.entity).\(inverse.name) does not point back")
             }
         }
@@ -315,7 +339,10 @@ public enum ObjectChecker {
         /// The destination row at `key`, decoded once while it stays in the bounded cache.
         mutating func targetRow(_ key: [UInt8]) throws -> TargetRow? {
             if let cached = targets[key] { return cached }
-            guard let layout, let bytes = try get(key), let row = try? StoredRow.decode(bytes, store: layout, context: "row") else { return nil }
+            guard let layout, let bytes = try get(key), var row = try? StoredRow.decode(bytes, store: layout, context: "row") else { return nil }
+            if let reference = Self.parseRowKey(key)?.reference {
+                try? row.loadRelationshipKeys(reference: reference, store: layout, snapshot: snapshot)
+            }
             var links: [String: Set<Link>] = [:]
             for (name, target) in row.toOne { links[name] = target.map { [Link(entity: $0.entity, reference: $0.reference)] } ?? [] }
             for (name, list) in row.toMany { links[name] = Set(list.map { Link(entity: $0.entity, reference: $0.reference) }) }
@@ -358,11 +385,54 @@ public enum ObjectChecker {
                 if key != KeyLayout.metadataKey && key != KeyLayout.modelKey { stray.append(key) }
                 return true
             }
-            snapshot.forEachKey(from: [IndexKey.tag + 1], to: nil) { key in
+            snapshot.forEachKey(from: [RelationshipKeys.tag + 1], to: nil) { key in
                 stray.append(key)
                 return true
             }
-            for key in stray { problem(.strayKey, key: key, "a key outside StrataStore's key spaces ([KEY-1], [KEY-2], [IDX-S1])") }
+            for key in stray { problem(.strayKey, key: key, "a key outside StrataStore's key spaces ([KEY-1], [KEY-2], [IDX-S1], [REL-1])") }
+        }
+
+        /// Every relationship key must parse and have an owner row of an entity with that
+        /// keyed relationship; its member is checked with the owner's row ([REL-1]).
+        mutating func checkRelationshipKeys() throws {
+            var keys: [[UInt8]] = []
+            snapshot.forEachKey(from: [RelationshipKeys.tag], to: [RelationshipKeys.tag + 1]) { key in
+                keys.append(key)
+                return true
+            }
+            report.relationshipKeys = keys.count
+            guard let model, let layout else { return }
+            var owners: [[UInt8]: String?] = [:]  // row key → entity name (nil: no usable row)
+            for key in keys {
+                guard let parts = RelationshipKeys.parse(key) else {
+                    problem(.strayKey, key: key, "a key in the relationship space that is not `0x03 root 0x00 relationship 0x00 owner member entity`")
+                    continue
+                }
+                let rowKey = KeyLayout.rowKey(root: parts.root, reference: parts.owner)
+                let ownerEntity: String?
+                if let known = owners[rowKey] {
+                    ownerEntity = known
+                } else {
+                    let decoded = deletedRows.contains(rowKey) ? nil : try get(rowKey).flatMap { try? RowBytes($0, store: layout, context: "row") }
+                    ownerEntity = decoded.flatMap { layout.entity(number: $0.entityNumber)?.name }
+                    owners[rowKey] = ownerEntity
+                }
+                let object = uri(ownerEntity ?? parts.root, parts.owner)
+                guard let ownerEntity, let entity = model.entitiesByName[ownerEntity],
+                    let relationship = entity.relationshipsByName[parts.relationship], RelationshipKeys.isKeyed(relationship)
+                else {
+                    problem(
+                        .relationshipKey, key: key, object: object,
+                        ownerEntity == nil
+                            ? "a relationship key whose owner is not in the store (or does not decode)"
+                            : "\(ownerEntity ?? "").\(parts.relationship) is not a keyed to-many relationship")
+                    if repair {
+                        batch.delete(key)
+                        report.repairs.append("deleted relationship key 0x\(hex(key))")
+                    }
+                    continue
+                }
+            }
         }
 
         // MARK: Metadata
@@ -405,9 +475,25 @@ public enum ObjectChecker {
                 batch.delete(key)
                 report.repairs.append("deleted undecodable row 0x\(hex(key))")
             }
+            for key in missingKeys.sorted(by: { $0.precedes($1) }) {
+                batch.put(key, [])
+                report.repairs.append("added relationship key 0x\(hex(key))")
+            }
             for key in dropLinks.keys.sorted(by: { $0.precedes($1) }) where !deletedRows.contains(key) {
                 guard let layout, let bytes = try get(key), var row = try? StoredRow.decode(bytes, store: layout, context: "row") else { continue }
+                var rowChanged = false
                 for (name, entity, reference) in dropLinks[key] ?? [] {
+                    let object = Self.parseRowKey(key).map { uri(row.entity, $0.reference) } ?? "0x" + hex(key)
+                    if let owner = model?.entitiesByName[row.entity], let relationship = owner.relationshipsByName[name],
+                        RelationshipKeys.isKeyed(relationship), let (root, ownerReference) = Self.parseRowKey(key),
+                        let number = layout.number(of: entity)
+                    {
+                        let prefix = RelationshipKeys.ownerPrefix(root: root, relationship: name, owner: ownerReference)
+                        batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: StoredObject(entity: number, reference: reference)))
+                        report.repairs.append("removed \(object).\(name) → \(uri(entity, reference)) (its key)")
+                        continue
+                    }
+                    rowChanged = true
                     if var list = row.toMany[name] {
                         list.removeAll { $0.entity == entity && $0.reference == reference }
                         row.toMany[name] = list
@@ -415,9 +501,9 @@ public enum ObjectChecker {
                         let none: (entity: String, reference: Int64)? = nil
                         row.toOne[name] = none
                     }
-                    let object = Self.parseRowKey(key).map { uri(row.entity, $0.reference) } ?? "0x" + hex(key)
                     report.repairs.append("removed \(object).\(name) → \(uri(entity, reference))")
                 }
+                guard rowChanged else { continue }
                 row.version += 1
                 batch.put(key, try row.encode(layout))
             }

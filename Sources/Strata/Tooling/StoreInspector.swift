@@ -84,8 +84,9 @@ public enum JSONValue: Sendable, Equatable, Codable {
 public struct DecodedRecord: Sendable, Equatable, Codable {
     /// The key in hex.
     public var key: String
-    /// `metadata`, `model`, `row`, `index` or `raw` (a key outside StrataStore's layout, or a
-    /// value that does not decode).
+    /// `metadata`, `model`, `row` (with its to-many relationships, keyed ones included),
+    /// `index`, `relationship` (one [REL-1] key) or `raw` (a key outside StrataStore's
+    /// layout, or a value that does not decode).
     public var kind: String
     /// For a row: the object's URI.
     public var object: String?
@@ -378,8 +379,12 @@ struct RecordDecoder {
     /// The row layouts of the stored model; rows cannot be decoded without it.
     let layout: StoreLayout?
     let storeIdentifier: String
+    /// The snapshot records are read from: a row's keyed to-many relationships ([REL-1]) are
+    /// shown with it.
+    let snapshot: Snapshot
 
     init(snapshot: Snapshot) throws {
+        self.snapshot = snapshot
         let metadataBytes = try snapshot.get(KeyLayout.metadataKey)
         let record = metadataBytes.flatMap { try? MetadataRecord.decode($0) }
         storeIdentifier = record?.metadata["NSStoreUUID"]?.stringValue ?? ""
@@ -433,7 +438,8 @@ struct RecordDecoder {
             return record
         }
         if key.first == KeyLayout.rowTag, let (_, reference) = ObjectChecker.Run.parseRowKey(key) {
-            guard let layout, let row = try? StoredRow.decode(value, store: layout, context: "row") else { return raw() }
+            guard let layout, var row = try? StoredRow.decode(value, store: layout, context: "row") else { return raw() }
+            try? row.loadRelationshipKeys(reference: reference, store: layout, snapshot: snapshot)
             record.kind = "row"
             record.entity = row.entity
             record.reference = reference
@@ -442,6 +448,19 @@ struct RecordDecoder {
             var fields: [String: JSONValue] = row.attributes.mapValues(JSONValue.init)
             for (name, target) in row.toOne { fields[name] = target.map { JSONValue.string(uri($0.entity, $0.reference)) } ?? .null }
             for (name, targets) in row.toMany { fields[name] = .array(targets.map { JSONValue.string(uri($0.entity, $0.reference)) }) }
+            record.fields = fields
+            return record
+        }
+        if key.first == RelationshipKeys.tag, value.isEmpty, let parts = RelationshipKeys.parse(key) {
+            record.kind = "relationship"
+            record.reference = parts.owner
+            var fields: [String: JSONValue] = ["hierarchy": .string(parts.root), "relationship": .string(parts.relationship)]
+            if let member = layout?.entity(number: parts.member.entity) {
+                fields["member"] = .string(uri(member.name, parts.member.reference))
+            } else {
+                fields["memberEntityNumber"] = .number(Double(parts.member.entity))
+                fields["memberReference"] = .number(Double(parts.member.reference))
+            }
             record.fields = fields
             return record
         }

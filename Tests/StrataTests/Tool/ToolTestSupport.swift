@@ -299,8 +299,11 @@ struct LibraryStore {
     static var references: Int { books * 6 }
     /// Author.name, Book.year and Book.genre.
     static var indexEntries: Int { authors + books * 2 }
-    /// Rows, index entries, the metadata record and the model record.
-    static var keys: Int { rows + indexEntries + 2 }
+    /// Relationship keys ([REL-1]): per book one Author.books key (one-to-many) and two keys
+    /// each way with its shelves (many-to-many).
+    static var relationshipKeys: Int { books * 5 }
+    /// Rows, index entries, relationship keys, the metadata record and the model record.
+    static var keys: Int { rows + indexEntries + relationshipKeys + 2 }
     /// Book B0 after save 3.
     static let bookZero = (title: "Book 0", year: Int16(1900), genre: "fiction", price: 9.5)
 

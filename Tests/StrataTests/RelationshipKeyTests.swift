@@ -1,0 +1,289 @@
+import Foundation
+import ObjectGraph
+@testable import Strata
+import StrataEngine
+import Testing
+
+/// Relationship keys ([REL-1]…[REL-4]): unordered to-many relationships stored as keys, not
+/// lists in rows, checked against a simple model of who belongs to whom.
+@Suite struct RelationshipKeyTests {
+    /// A one-to-many (Owner.items ↔ Item.owner), a many-to-many (Item.tags ↔ Tag.items), a
+    /// to-many without inverse (Item.links) and an ordered to-many (Owner.ranked, in the row).
+    static func model() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Owner", properties: [
+                .attribute("name", .string),
+                .toMany("items", "Item", inverse: "owner"),
+                .toMany("ranked", "Item", ordered: true),
+            ]),
+            EntityDescription(name: "Item", properties: [
+                .attribute("name", .string),
+                .toOne("owner", "Owner", inverse: "items"),
+                .toMany("tags", "Tag", inverse: "items"),
+                .toMany("links", "Item"),
+            ]),
+            EntityDescription(name: "Tag", properties: [
+                .attribute("name", .string),
+                .toMany("items", "Item", inverse: "tags"),
+            ]),
+        ])
+    }
+
+    /// Who belongs to whom, by name.
+    struct Oracle {
+        var owners: Set<String> = []
+        var tags: Set<String> = []
+        var items: Set<String> = []
+        var ownerOf: [String: String] = [:]
+        var tagsOf: [String: Set<String>] = [:]
+        var linksOf: [String: Set<String>] = [:]
+        var ranked: [String: [String]] = [:]
+
+        /// The keys the store must hold: one per owned item, two per (item, tag) pair, one per link.
+        var keyCount: Int {
+            ownerOf.count + 2 * tagsOf.values.reduce(0) { $0 + $1.count } + linksOf.values.reduce(0) { $0 + $1.count }
+        }
+    }
+
+    static func object(_ entity: String, _ name: String, in context: ManagedObjectContext) throws -> ManagedObject {
+        var request = FetchRequest(entityName: entity)
+        request.predicate = .equal("name", .string(name))
+        return try #require(try context.fetch(request).first, "\(entity) \(name)")
+    }
+
+    static func names(_ objects: [ManagedObject]) throws -> [String] {
+        try objects.map { try $0.value(forKey: "name").stringValue ?? "?" }
+    }
+
+    /// Every relationship, from both sides, read back through a new context: faults ([REL-3])
+    /// and fetch predicates through the keys.
+    static func verify(_ oracle: Oracle, _ coordinator: PersistentStoreCoordinator) throws {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for name in oracle.items.sorted() {
+            let item = try object("Item", name, in: context)
+            let owner = try item.object(forKey: "owner")
+            let ownerName = try owner.map { try $0.value(forKey: "name").stringValue ?? "?" }
+            #expect(ownerName == oracle.ownerOf[name], "owner of \(name)")
+            #expect(Set(try names(item.objects(forKey: "tags"))) == oracle.tagsOf[name, default: []], "tags of \(name)")
+            #expect(Set(try names(item.objects(forKey: "links"))) == oracle.linksOf[name, default: []], "links of \(name)")
+        }
+        for name in oracle.owners.sorted() {
+            let owner = try object("Owner", name, in: context)
+            let expected = Set(oracle.ownerOf.filter { $0.value == name }.map(\.key))
+            #expect(Set(try names(owner.objects(forKey: "items"))) == expected, "items of \(name)")
+            #expect(try names(owner.objects(forKey: "ranked")) == oracle.ranked[name, default: []], "ranked of \(name), in order")
+            // The same through a predicate on the keys: ANY, @count.
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "owner.name == %@", name)
+            #expect(Set(try names(context.fetch(request))) == expected)
+            request = FetchRequest(entityName: "Owner")
+            request.predicate = try FetchPredicate(format: "name == %@ AND items.@count == %d", name, expected.count)
+            #expect(try context.count(for: request) == 1, "items.@count of \(name)")
+        }
+        for name in oracle.tags.sorted() {
+            let tag = try object("Tag", name, in: context)
+            let expected = Set(oracle.tagsOf.filter { $0.value.contains(name) }.map(\.key))
+            #expect(Set(try names(tag.objects(forKey: "items"))) == expected, "items of tag \(name)")
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "ANY tags.name == %@", name)
+            #expect(Set(try names(context.fetch(request))) == expected, "ANY tags.name == \(name)")
+        }
+        let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
+        var keys = 0
+        try engine.snapshot().forEachKeyBytes(from: [RelationshipKeys.tag], to: [RelationshipKeys.tag + 1]) { _ in
+            keys += 1
+            return true
+        }
+        #expect(keys == oracle.keyCount, "relationship keys")
+        let report = try ObjectChecker.check(engine: engine, repair: false)
+        #expect(report.problems.isEmpty, "\(report.problems)")
+    }
+
+    // Oracle: random membership changes from either side, inserts and deletes, saved in small
+    // batches, with the store closed and reopened now and then; after every save each
+    // relationship reads back as the model says from both sides, the key count is exact and
+    // fsck finds nothing.
+    @Test(arguments: [UInt64(1), 2, 3])
+    func randomMembershipChangesMatchTheModelAcrossReopens(seed: UInt64) throws {
+        let store = TemporaryStore()
+        let model = try Self.model()
+        var coordinator = try store.coordinator(model: model)
+        var random = DiffRandom(seed: seed)
+        var oracle = Oracle()
+        var serial = 0
+        func fresh(_ prefix: String) -> String {
+            serial += 1
+            return "\(prefix)\(serial)"
+        }
+        for round in 0..<24 {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for _ in 0..<Int.random(in: 1...6, using: &random) {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0:
+                    let name = fresh("O")
+                    try context.insertNewObject(forEntityName: "Owner").setValue(.string(name), forKey: "name")
+                    oracle.owners.insert(name)
+                case 1:
+                    let name = fresh("T")
+                    try context.insertNewObject(forEntityName: "Tag").setValue(.string(name), forKey: "name")
+                    oracle.tags.insert(name)
+                case 2:
+                    let name = fresh("I")
+                    try context.insertNewObject(forEntityName: "Item").setValue(.string(name), forKey: "name")
+                    oracle.items.insert(name)
+                case 3:
+                    // Move an item to another owner (or none), from the item's side.
+                    guard let item = oracle.items.randomElement(using: &random) else { continue }
+                    let owner = Bool.random(using: &random) ? oracle.owners.randomElement(using: &random) : nil
+                    try Self.object("Item", item, in: context).setValue(try owner.map { try Self.object("Owner", $0, in: context) }, forKey: "owner")
+                    oracle.ownerOf[item] = owner
+                case 4:
+                    // Add an item to an owner from the owner's side.
+                    guard let item = oracle.items.randomElement(using: &random), let owner = oracle.owners.randomElement(using: &random) else { continue }
+                    let ownerObject = try Self.object("Owner", owner, in: context)
+                    var members = try ownerObject.objects(forKey: "items")
+                    let itemObject = try Self.object("Item", item, in: context)
+                    if !members.contains(itemObject) { members.append(itemObject) }
+                    try ownerObject.setValue(members, forKey: "items")
+                    oracle.ownerOf[item] = owner
+                case 5:
+                    // Tag or untag, from either side.
+                    guard let item = oracle.items.randomElement(using: &random), let tag = oracle.tags.randomElement(using: &random) else { continue }
+                    let adding = !oracle.tagsOf[item, default: []].contains(tag)
+                    let itemObject = try Self.object("Item", item, in: context), tagObject = try Self.object("Tag", tag, in: context)
+                    if Bool.random(using: &random) {
+                        var tags = try itemObject.objects(forKey: "tags")
+                        if adding { tags.append(tagObject) } else { tags.removeAll { $0 === tagObject } }
+                        try itemObject.setValue(tags, forKey: "tags")
+                    } else {
+                        var items = try tagObject.objects(forKey: "items")
+                        if adding { items.append(itemObject) } else { items.removeAll { $0 === itemObject } }
+                        try tagObject.setValue(items, forKey: "items")
+                    }
+                    if adding { oracle.tagsOf[item, default: []].insert(tag) } else { oracle.tagsOf[item]?.remove(tag) }
+                    if oracle.tagsOf[item]?.isEmpty == true { oracle.tagsOf[item] = nil }
+                case 6:
+                    // Link or unlink (no inverse).
+                    guard let from = oracle.items.randomElement(using: &random), let to = oracle.items.randomElement(using: &random) else { continue }
+                    let fromObject = try Self.object("Item", from, in: context), toObject = try Self.object("Item", to, in: context)
+                    var links = try fromObject.objects(forKey: "links")
+                    if oracle.linksOf[from, default: []].contains(to) {
+                        links.removeAll { $0 === toObject }
+                        oracle.linksOf[from]?.remove(to)
+                        if oracle.linksOf[from]?.isEmpty == true { oracle.linksOf[from] = nil }
+                    } else {
+                        links.append(toObject)
+                        oracle.linksOf[from, default: []].insert(to)
+                    }
+                    try fromObject.setValue(links, forKey: "links")
+                case 7:
+                    // Rank an owner's items (ordered, in the row).
+                    guard let owner = oracle.owners.randomElement(using: &random) else { continue }
+                    let picked = Array(oracle.items.shuffled(using: &random).prefix(3))
+                    try Self.object("Owner", owner, in: context).setValue(try picked.map { try Self.object("Item", $0, in: context) }, forKey: "ranked")
+                    oracle.ranked[owner] = picked
+                case 8:
+                    // Delete an item: nullify takes it out of owners and tags; links to it
+                    // (no inverse) are removed by hand, as an app must.
+                    guard let item = oracle.items.randomElement(using: &random) else { continue }
+                    for (from, targets) in oracle.linksOf where targets.contains(item) && from != item {
+                        let fromObject = try Self.object("Item", from, in: context)
+                        try fromObject.setValue(try fromObject.objects(forKey: "links").filter { try $0.value(forKey: "name").stringValue != item }, forKey: "links")
+                    }
+                    for (owner, list) in oracle.ranked where list.contains(item) {
+                        let ownerObject = try Self.object("Owner", owner, in: context)
+                        try ownerObject.setValue(try ownerObject.objects(forKey: "ranked").filter { try $0.value(forKey: "name").stringValue != item }, forKey: "ranked")
+                        oracle.ranked[owner] = list.filter { $0 != item }
+                    }
+                    context.delete(try Self.object("Item", item, in: context))
+                    oracle.items.remove(item)
+                    oracle.ownerOf[item] = nil
+                    oracle.tagsOf[item] = nil
+                    oracle.linksOf[item] = nil
+                    for key in Array(oracle.linksOf.keys) {
+                        oracle.linksOf[key]?.remove(item)
+                        if oracle.linksOf[key]?.isEmpty == true { oracle.linksOf[key] = nil }
+                    }
+                default:
+                    // Delete a tag (nullify: its items lose it).
+                    guard let tag = oracle.tags.randomElement(using: &random) else { continue }
+                    context.delete(try Self.object("Tag", tag, in: context))
+                    oracle.tags.remove(tag)
+                    for key in Array(oracle.tagsOf.keys) {
+                        oracle.tagsOf[key]?.remove(tag)
+                        if oracle.tagsOf[key]?.isEmpty == true { oracle.tagsOf[key] = nil }
+                    }
+                }
+            }
+            try context.save()
+            try Self.verify(oracle, coordinator)
+            if round % 6 == 5 {
+                for persistent in coordinator.persistentStores { try coordinator.remove(persistent) }
+                coordinator = try store.coordinator(model: model)
+                try Self.verify(oracle, coordinator)
+            }
+        }
+    }
+
+    // [REL-2] Adding a member to a one-to-many writes one key and leaves the owner's row
+    // bytes alone except for its version; a many-to-many adds one key each way.
+    @Test func addingAMemberIsOneKeyPerDirection() throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: try Self.model())
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let owner = try context.insertNewObject(forEntityName: "Owner")
+        let tag = try context.insertNewObject(forEntityName: "Tag")
+        try context.save()
+        let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
+        let before = try engine.snapshot().count
+        let item = try context.insertNewObject(forEntityName: "Item")
+        try item.setValue(owner, forKey: "owner")
+        try item.setValue([tag], forKey: "tags")
+        try context.save()
+        // The item's row and its three keys; the owner's and tag's rows are rewritten in place.
+        #expect(try engine.snapshot().count == before + 4)
+        let layout = try StoreLayout(model: try Self.model())
+        let ownerLayout = try #require(layout.layout(of: try Self.model().entity(named: "Owner")))
+        #expect(ownerLayout.fields.map(\.name) == ["name", "ranked"], "unordered to-many relationships are not fields")
+    }
+
+    // [REL-4] fsck finds a missing one-to-many key, a key without an owner and a key whose
+    // member does not point back, and repair leaves a store it finds clean.
+    @Test func fsckFindsAndRepairsBrokenRelationshipKeys() throws {
+        let store = TemporaryStore()
+        let model = try Self.model()
+        let coordinator = try store.coordinator(model: model)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let owner = try context.insertNewObject(forEntityName: "Owner")
+        let other = try context.insertNewObject(forEntityName: "Owner")
+        let item = try context.insertNewObject(forEntityName: "Item")
+        try item.setValue(owner, forKey: "owner")
+        try context.save()
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        let engine = try #require(strata.storageEngine)
+        let layout = try StoreLayout(model: model)
+        let itemNumber = try #require(layout.number(of: "Item"))
+        let itemRef = try strata.integerReference(item.objectID)
+        let ownerRef = try strata.integerReference(owner.objectID), otherRef = try strata.integerReference(other.objectID)
+        func key(_ owner: Int64) -> [UInt8] {
+            RelationshipKeys.key(
+                ownerPrefix: RelationshipKeys.ownerPrefix(root: "Owner", relationship: "items", owner: owner),
+                member: StoredObject(entity: itemNumber, reference: itemRef))
+        }
+        var batch = WriteBatch()
+        batch.delete(key(ownerRef))  // the item's key is missing
+        batch.put(key(otherRef), [])  // another owner claims the item
+        batch.put(key(999_999), [])  // an owner that does not exist
+        _ = try engine.commit(batch)
+
+        let report = try ObjectChecker.check(engine: engine, repair: false)
+        #expect(report.problems.map(\.kind).filter { $0 == .relationshipKey }.count == 2, "\(report.problems)")
+        #expect(report.problems.contains { $0.kind == .inverseMismatch }, "\(report.problems)")
+        let repaired = try ObjectChecker.check(engine: engine, repair: true)
+        #expect(!repaired.repairs.isEmpty)
+        #expect(try ObjectChecker.check(engine: engine, repair: false).problems.isEmpty)
+        let snapshot = try engine.snapshot()
+        #expect(try snapshot.get(key(ownerRef)) != nil, "the key the item's to-one calls for is back")
+        #expect(try snapshot.get(key(otherRef)) == nil && snapshot.get(key(999_999)) == nil)
+    }
+}
