@@ -39,13 +39,28 @@ extension StrataStore {
         func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
         // The predicate, compiled once: key paths to ordinals. Rows are filtered as they are
         // read, so the result shaping below sees matches only.
+        // Semi-joins found while compiling, by leaf: their destination sets also choose
+        // candidate rows through relationship keys ([FETCH-S2]).
+        var joins: [FetchPredicate: SemiJoin] = [:]
         let compiled = try request.predicate.map { predicate in
             try predicate.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: RowView.self) { leaf, entity in
-                try self.semiJoin(leaf, entity: entity, in: snapshot, layout: layout)
+                guard let join = try self.semiJoin(leaf, entity: entity, in: snapshot, layout: layout) else { return nil }
+                joins[leaf] = join
+                return join.test
             }
         }
         func accepts(_ view: RowView) throws -> Bool { try compiled?.evaluate(view) ?? true }
         var rows: [RowView] = []
+        /// Reads candidate rows in reference order, keeping the matches.
+        func readCandidates(_ references: [Int64], root: String) throws {
+            for reference in references {
+                guard let row = try source.row(root: root, reference: reference) else { continue }
+                if matches(row), let entity = layout.entity(number: row.entityNumber) {
+                    let view = RowView(reference: reference, row: row, entity: entity, source: source)
+                    if try accepts(view) { rows.append(view) }
+                }
+            }
+        }
         let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
         // One hierarchy: the predicate's index plans, computed once for every path below.
         let hierarchy: (root: String, entity: EntityDescription, plans: [IndexPlan])? = {
@@ -109,13 +124,13 @@ extension StrataStore {
                     references.formIntersection(set)
                 }
             }
-            for reference in references.sorted() {
-                guard let row = try source.row(root: root, reference: reference) else { continue }
-                if matches(row), let entity = layout.entity(number: row.entityNumber) {
-                    let view = RowView(reference: reference, row: row, entity: entity, source: source)
-                    if try accepts(view) { rows.append(view) }
-                }
-            }
+            try readCandidates(references.sorted(), root: root)
+        } else if let (root, entity, _) = hierarchy, let predicate = request.predicate,
+            let candidates = try keyCandidates(
+                predicate, entity: entity, joins: joins, snapshot: snapshot,
+                rowCount: try cachedRecord(in: snapshot).rowCounts.filter { names.contains($0.key) }.values.reduce(0, +))
+        {
+            try readCandidates(candidates, root: root)
         } else {
             for root in roots.sorted() {
                 var failure: Error? = nil
@@ -159,7 +174,7 @@ extension StrataStore {
     /// leaves the comparison to the default evaluation.
     func semiJoin(
         _ leaf: FetchPredicate, entity: EntityDescription, in snapshot: Snapshot, layout: StoreLayout
-    ) throws -> ((RowView) throws -> Bool)? {
+    ) throws -> SemiJoin? {
         guard case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, let options) = leaf,
             let dot = path.firstIndex(of: "."), !path.contains("@"), !path.contains("$")
         else { return nil }
@@ -178,14 +193,57 @@ extension StrataStore {
         for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
         let ordinal = relationship.ordinal
         if relationship.isToOne {
-            return { row in
+            return SemiJoin(relationship: relationship, references: references) { row in
                 guard let target = try row.storedObject(atOrdinal: ordinal) else { return false }
                 return references.contains(target.reference)
             }
         }
-        return { row in
+        return SemiJoin(relationship: relationship, references: references) { row in
             try row.storedObjects(atOrdinal: ordinal).contains { references.contains($0.reference) }
         }
+    }
+
+    /// A comparison through a relationship answered from the destination's matches ([FETCH-S1]).
+    struct SemiJoin {
+        /// The relationship the key path starts with.
+        let relationship: RelationshipDescription
+        /// The references of the destination rows that satisfy the rest of the key path.
+        let references: Set<Int64>
+        /// Whether a row's destinations include one of them.
+        let test: (RowView) throws -> Bool
+    }
+
+    /// [FETCH-S2] The candidate rows of a fetch one of whose top-level conjuncts is a semi-join
+    /// through a relationship whose inverse is keyed ([REL-1]): the members of each matching
+    /// destination, read from its keys, in reference order; `nil` when no conjunct qualifies or
+    /// the candidates would be more than a third of the rows `rowCount` (a scan is cheaper).
+    /// Of several qualifying conjuncts, the one with the fewest destinations is used.
+    func keyCandidates(
+        _ predicate: FetchPredicate, entity: EntityDescription, joins: [FetchPredicate: SemiJoin], snapshot: Snapshot, rowCount: Int
+    ) throws -> [Int64]? {
+        func conjuncts(_ predicate: FetchPredicate) -> [FetchPredicate] {
+            if case .and(let parts) = predicate { return parts.flatMap(conjuncts) }
+            return [predicate]
+        }
+        let usable = conjuncts(predicate).compactMap { joins[$0] }.filter { join in
+            guard let inverse = join.relationship.inverseRelationship else { return false }
+            return RelationshipKeys.isKeyed(inverse) && join.relationship.destinationEntity != nil
+        }
+        guard let best = usable.min(by: { $0.references.count < $1.references.count }),
+            let inverse = best.relationship.inverseRelationship, let destination = best.relationship.destinationEntity
+        else { return nil }
+        let cap = max(rowCount / 3, 64)
+        let prefix = relationshipPrefix(inverse, owner: destination)
+        var candidates = Set<Int64>()
+        for owner in best.references {
+            var ownerPrefix = prefix
+            KeyLayout.appendReference(owner, to: &ownerPrefix)
+            for member in RelationshipKeys.members(ownerPrefix, in: snapshot) {
+                candidates.insert(member.reference)
+                if candidates.count > cap { return nil }
+            }
+        }
+        return candidates.sorted()
     }
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).
