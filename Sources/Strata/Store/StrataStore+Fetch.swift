@@ -53,8 +53,9 @@ extension StrataStore {
         var rows: [RowView] = []
         /// Reads candidate rows in reference order, keeping the matches.
         func readCandidates(_ references: [Int64], root: String) throws {
+            let prefix = KeyLayout.rowPrefix(root: root)
             for reference in references {
-                guard let row = try source.row(root: root, reference: reference) else { continue }
+                guard let row = try source.readOnce(prefix: prefix, root: root, reference: reference) else { continue }
                 if matches(row), let entity = layout.entity(number: row.entityNumber) {
                     let view = RowView(reference: reference, row: row, entity: entity, source: source)
                     if try accepts(view) { rows.append(view) }
@@ -87,13 +88,14 @@ extension StrataStore {
                 .compactMap { Self.rowFilter(of: $0, in: snapshot, expectedCandidates: 4 * needed) }
             var matched = 0
             var lastValue: [UInt8]? = nil
+            let rowPrefix = KeyLayout.rowPrefix(root: root)
             walk: for range in ordered.ranges {
                 try snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
                     let value = UnsafeRawBufferPointer(rebasing: key.dropLast(8))
                     if matched >= needed, lastValue?.withUnsafeBytes({ $0.elementsEqual(value) }) != true { return false }
                     guard let reference = KeyLayout.reference(fromKeyBytes: key),
                         filters.allSatisfy({ $0.contains(reference, in: snapshot) }),
-                        let row = try source.row(root: root, reference: reference),
+                        let row = try source.readOnce(prefix: rowPrefix, root: root, reference: reference),
                         matches(row), let rowEntity = layout.entity(number: row.entityNumber)
                     else { return true }
                     let view = RowView(reference: reference, row: row, entity: rowEntity, source: source)

@@ -30,6 +30,15 @@ extension StrataStore {
             RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
         }
 
+        /// The row at `key` (`prefix`, the hierarchy's row prefix, and `reference`), read without
+        /// keeping it: for candidate rows a fetch reads once.
+        func readOnce(prefix: [UInt8], root: String, reference: Int64) throws -> RowBytes? {
+            var key = prefix
+            KeyLayout.appendReference(reference, to: &key)
+            guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try snapshot.get(key) }) else { return nil }
+            return try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
+        }
+
         /// The object ID of a stored reference, or `nil` if its entity is not in the model.
         func objectID(_ object: StoredObject) -> ManagedObjectID? {
             guard let entity = layout.entity(number: object.entity) else { return nil }

@@ -48,6 +48,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Row-key prefixes ([KEY-1]) by entity instance; a cache, protected by its own lock. The
     /// entry holds its entity, so the identifier cannot be reused by another one.
     let rowPrefixes = Locked<[ObjectIdentifier: (entity: EntityDescription, prefix: [UInt8])]>([:])
+    /// Register (+) and unregister (−) calls not yet applied to the engine's pins, netted per
+    /// ID (see ``applyPendingPins()``); protected by its own lock.
+    let pendingPins = Locked<[ManagedObjectID: Int]>([:])
     /// Relationship-key prefixes ([REL-1]) by relationship instance; a cache, as ``rowPrefixes``.
     let relationshipPrefixes = Locked<[ObjectIdentifier: (relationship: RelationshipDescription, prefix: [UInt8])]>([:])
 
@@ -164,6 +167,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     }
 
     private func releaseEngine() {
+        applyPendingPins()  // as if each call had reached the engine it was made for
         let shared = state.withLock { state -> SharedEngine? in
             defer { state.shared = nil }
             return state.shared
@@ -183,13 +187,15 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Executes fetch and save requests; any other request throws
     /// ``ObjectGraphError/Code/unsupportedRequest``.
     open override func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
-        try executeRequest(request, with: context)
+        applyPendingPins()
+        return try executeRequest(request, with: context)
     }
 
     /// The row's attributes and to-one destinations, with its version (from the engine's row
     /// cache when the row is pinned or recently read).
     open override func newValuesForObject(with objectID: ManagedObjectID, with context: ManagedObjectContext) throws -> IncrementalStoreNode {
-        try node(for: objectID)
+        applyPendingPins()
+        return try node(for: objectID)
     }
 
     /// The stored destinations of one relationship, in order.
@@ -274,24 +280,64 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     // MARK: Register counts → pins
 
     /// Pins the rows in the engine's cache: a registered row stays resident.
+    ///
+    /// Registrations and unregistrations are netted per ID and reach the engine's pins in
+    /// batches (``pendingPinLimit`` IDs, and before every fetch, save and fault): a row that is
+    /// fetched and released between two batches never touches the engine's pin table.
     open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
-        guard let engine = try? openEngine() else { return }
-        if objectIDs.count == 1, let key = try? rowKey(objectIDs[0]) {
-            engine.pin([key])
-            return
-        }
-        engine.pin(objectIDs.compactMap { try? rowKey($0) })
+        notePins(objectIDs, by: 1)
     }
 
-    /// Unpins the rows. An unbalanced unregister is recorded in ``bookkeepingErrors``.
+    /// Unpins the rows (in the next batch, see above). An unbalanced unregister is recorded
+    /// in ``bookkeepingErrors``.
     open override func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {
-        guard let engine = try? openEngine() else { return }
-        let keys = objectIDs.compactMap { try? rowKey($0) }
+        notePins(objectIDs, by: -1)
+    }
+
+    /// How many IDs may wait before their net pin changes are applied.
+    static let pendingPinLimit = 1_024
+
+    private func notePins(_ objectIDs: [ManagedObjectID], by delta: Int) {
+        let full = pendingPins.withLock { pending in
+            for id in objectIDs {
+                // One hash of the ID; an entry that nets to zero goes.
+                if let index = pending.index(forKey: id) {
+                    pending.values[index] += delta
+                    if pending.values[index] == 0 { pending.remove(at: index) }
+                } else {
+                    pending[id] = delta
+                }
+            }
+            return pending.count >= Self.pendingPinLimit
+        }
+        if full { applyPendingPins() }
+    }
+
+    /// Applies the netted register and unregister calls to the engine's pins: after it, every
+    /// registered row is pinned once per registration. Called before every fetch, save and
+    /// fault, and when enough are waiting.
+    func applyPendingPins() {
+        let pending = pendingPins.withLock { pending -> [ManagedObjectID: Int] in
+            defer { pending = [:] }
+            return pending
+        }
+        guard !pending.isEmpty, let engine = try? openEngine() else { return }
+        var pins: [[UInt8]] = [], unpins: [(ManagedObjectID, [UInt8])] = []
+        for (id, delta) in pending {
+            guard let key = try? rowKey(id) else { continue }
+            if delta > 0 {
+                pins += repeatElement(key, count: delta)
+            } else {
+                unpins += repeatElement((id, key), count: -delta)
+            }
+        }
+        if !pins.isEmpty { engine.pin(pins) }
+        guard !unpins.isEmpty else { return }
         do {
-            try engine.unpin(keys)
+            try engine.unpin(unpins.map(\.1))
         } catch {
             // Apply the balanced ones one by one, and record each imbalance.
-            for (id, key) in zip(objectIDs, keys) {
+            for (id, key) in unpins {
                 do {
                     try engine.unpin([key])
                 } catch {
@@ -302,8 +348,18 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         }
     }
 
-    /// The unbalanced unregisters seen so far.
-    public var bookkeepingErrors: [ObjectGraphError] { state.withLock { $0.unbalancedUnregisters } }
+    /// The engine's row-cache statistics, with every register and unregister call so far
+    /// applied to its pins; `nil` while the store is not loaded.
+    public func rowCacheStats() -> RowCacheStats? {
+        applyPendingPins()
+        return storageEngine?.cacheStats()
+    }
+
+    /// The unbalanced unregisters seen so far (pending register calls are applied first).
+    public var bookkeepingErrors: [ObjectGraphError] {
+        applyPendingPins()
+        return state.withLock { $0.unbalancedUnregisters }
+    }
 }
 
 extension PersistentStore.StoreType {

@@ -82,7 +82,7 @@ import StrataSync
         try context.save()
         let after = try #require(store.storageEngine)
         #expect(before !== after, "the save closed the engine and opened the store again")
-        #expect(after.cacheStats().pinnedKeys == 1, "the registered object is pinned in the new engine")
+        #expect(store.rowCacheStats()?.pinnedKeys == 1, "the registered object is pinned in the new engine")
         #expect(try ada.value(forKey: "name") == "Ada")
     }
 }
