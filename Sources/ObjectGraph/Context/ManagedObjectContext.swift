@@ -260,11 +260,17 @@ public final class ManagedObjectContext {
 
     func register(_ object: ManagedObject) {
         let id = object.objectID
-        if let replaced = registry.updateValue(Registration(object), forKey: id), replaced.inStore {
-            registry[id]?.inStore = true  // the row stays registered once, for the new object
-        }
+        // A permanent ID's row is registered with its store with the entry, in one lookup; a
+        // replaced entry's registration carries over to the new object.
+        let permanent = !id.isTemporaryID
+        let replaced = registry.updateValue(Registration(object, inStore: permanent), forKey: id)
         if retainsRegisteredObjects { retainedObjects[id] = object }
-        if !id.isTemporaryID { storeRegister([id]) }
+        guard permanent, replaced?.inStore != true else { return }
+        if registrationBatchDepth > 0 {
+            pendingStoreRegistrations.append(id)
+        } else {
+            persistentStoreCoordinator?.contextDidRegister([id])
+        }
     }
 
     /// Removes an object from the context: it keeps its values but no longer belongs here.
@@ -387,7 +393,10 @@ struct Registration {
     /// store was told); unregistered exactly once when the entry goes.
     var inStore = false
 
-    init(_ object: ManagedObject) { unmanaged = .passUnretained(object) }
+    init(_ object: ManagedObject, inStore: Bool = false) {
+        unmanaged = .passUnretained(object)
+        self.inStore = inStore
+    }
 
     /// The registered object.
     var object: ManagedObject { unmanaged.takeUnretainedValue() }

@@ -104,7 +104,7 @@ extension PersistentStoreCoordinator {
     /// The store an object ID belongs to.
     func incrementalStore(for objectID: ManagedObjectID) throws -> IncrementalStore {
         // The ID's own store, when it is still added here: no search by identifier.
-        if let store = objectID.persistentStore as? IncrementalStore,
+        if let store = objectID.storage.store?.incrementalStore,
             state.withLock({ $0.stores.contains { $0 === store } })
         {
             return store
@@ -212,7 +212,7 @@ extension PersistentStoreCoordinator {
     private static func group(_ ids: [ManagedObjectID], stores: [PersistentStore]) -> [(IncrementalStore, [ManagedObjectID])] {
         // Every ID of one store (the usual case): no grouping by identifier.
         if let first = ids.first?.storage.store, ids.allSatisfy({ $0.storage.store === first }),
-            let store = first.store as? IncrementalStore, stores.contains(where: { $0 === store })
+            let store = first.incrementalStore, stores.contains(where: { $0 === store })
         {
             return [(store, ids)]
         }

@@ -43,6 +43,8 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         let kind: Kind
         /// The hash of entity name, store identifier and kind.
         let fieldHash: Int
+        /// Whether ``kind`` is temporary (read on every registration; no copy of the kind).
+        let isTemporary: Bool
 
         init(entity: EntityDescription, store: StoreToken?, kind: Kind) {
             self.entity = entity
@@ -53,6 +55,7 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
             case .permanent(.int64(let reference)): kindHash = Int(truncatingIfNeeded: reference)
             default: kindHash = kind.hashValue
             }
+            if case .temporary = kind { isTemporary = true } else { isTemporary = false }
             self.fieldHash = Self.mix(Self.mix(entity.nameHash, store?.identifierHash ?? 0), kindHash)
         }
 
@@ -81,9 +84,7 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     public var entityName: String { entity.name }
 
     /// Whether the ID is temporary.
-    public var isTemporaryID: Bool {
-        if case .temporary = kind { return true } else { return false }
-    }
+    public var isTemporaryID: Bool { storage.isTemporary }
 
     /// The store's key for the object, if the ID is permanent.
     public var referenceObject: ReferenceObject? {
@@ -131,11 +132,14 @@ final class StoreToken: Sendable {
     let identifier: String
     let identifierHash: Int
     weak let store: PersistentStore?
+    /// The store as an incremental store, if it is one: cast once, not per registration.
+    weak let incrementalStore: IncrementalStore?
 
     init(identifier: String, store: PersistentStore?) {
         self.identifier = identifier
         self.identifierHash = identifier.hashValue
         self.store = store
+        self.incrementalStore = store as? IncrementalStore
     }
 }
 

@@ -276,7 +276,9 @@ extension StrataStore {
 
     /// The node of a row read in place: every stored attribute and to-one destination, by
     /// ordinal of the ID's entity (to-many destinations fault separately).
-    func node(from row: RowBytes, objectID: ManagedObjectID, layout: StoreLayout) throws -> IncrementalStoreNode {
+    func node(
+        from row: RowBytes, objectID: ManagedObjectID, layout: StoreLayout, destination: ((StoredObject) -> ManagedObjectID?)? = nil
+    ) throws -> IncrementalStoreNode {
         let entity = objectID.entity
         var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
         for (index, field) in row.layout.fields.enumerated() where field.ordinal < values.count {
@@ -284,8 +286,11 @@ extension StrataStore {
             case .toMany:
                 continue
             case .toOne:
-                if case .object(let target) = try row.value(index), let destination = layout.entity(number: target.entity) {
-                    values[field.ordinal] = .relationship(.toOne(newObjectID(for: destination, referenceObject: .int64(target.reference))))
+                if case .object(let target) = try row.value(index),
+                    let id = destination?(target)
+                        ?? layout.entity(number: target.entity).map({ newObjectID(for: $0, referenceObject: .int64(target.reference)) })
+                {
+                    values[field.ordinal] = .relationship(.toOne(id))
                 } else {
                     values[field.ordinal] = .relationship(.toOne(nil))
                 }

@@ -39,10 +39,17 @@ extension StrataStore {
             return try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
         }
 
+        /// Object IDs made for destinations, shared by every row of the fetch that names them
+        /// (many rows point at few destinations: one ID each, not one per row).
+        private var destinationIDs: [StoredObject: ManagedObjectID] = [:]
+
         /// The object ID of a stored reference, or `nil` if its entity is not in the model.
         func objectID(_ object: StoredObject) -> ManagedObjectID? {
+            if let id = destinationIDs[object] { return id }
             guard let entity = layout.entity(number: object.entity) else { return nil }
-            return store.newObjectID(for: entity, referenceObject: .int64(object.reference))
+            let id = store.newObjectID(for: entity, referenceObject: .int64(object.reference))
+            if destinationIDs.count < 65_536 { destinationIDs[object] = id }
+            return id
         }
 
         func view(of id: ManagedObjectID) throws -> RowView? {
@@ -66,7 +73,7 @@ extension StrataStore {
 
         /// The node of the row: every stored attribute and to-one destination, by ordinal.
         func node() throws -> IncrementalStoreNode {
-            try source.store.node(from: row, objectID: objectID, layout: source.layout)
+            try source.store.node(from: row, objectID: objectID, layout: source.layout, destination: source.objectID)
         }
 
         /// The attribute at `ordinal`, read in place.
