@@ -92,7 +92,8 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     public func filterSortAndPage<T: FetchEvaluable>(_ candidates: [T]) throws -> [T] {
         var results = candidates
         if let predicate { results = try results.filter { try predicate.evaluate(with: $0) } }
-        results = try FetchSortDescriptor.sort(results, by: sortDescriptors)
+        // A limited page keeps only what it shows: offset plus limit subjects, selected.
+        results = try FetchSortDescriptor.sort(results, by: sortDescriptors, keeping: fetchLimit > 0 ? fetchOffset + fetchLimit : nil)
         return page(results)
     }
 

@@ -93,10 +93,15 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
 
     /// Sorts subjects by several descriptors, the first deciding first; ties keep their
     /// original order. Each subject's values are read once.
-    public static func sort<T: FetchEvaluable>(_ items: [T], by descriptors: [FetchSortDescriptor]) throws -> [T] {
-        guard !descriptors.isEmpty, items.count > 1 else { return items }
+    ///
+    /// With `keeping`, only the first `keeping` subjects of that order are returned (a page's
+    /// offset plus limit): they are selected in one pass, most subjects costing one comparison
+    /// with the current last of the page, instead of sorting everything.
+    public static func sort<T: FetchEvaluable>(_ items: [T], by descriptors: [FetchSortDescriptor], keeping: Int? = nil) throws -> [T] {
+        guard !descriptors.isEmpty, items.count > 1 else { return keeping.map { Array(items.prefix($0)) } ?? items }
         let keys = try items.map { item in try descriptors.map { try $0.sortValue(of: item) } }
-        let order = items.indices.sorted { a, b in
+        // A strict total order: ties keep their original order.
+        func precedes(_ a: Int, _ b: Int) -> Bool {
             for (index, descriptor) in descriptors.enumerated() {
                 switch descriptor.order(keys[a][index], keys[b][index]) {
                 case .orderedAscending: return true
@@ -106,6 +111,23 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
             }
             return a < b
         }
-        return order.map { items[$0] }
+        if let keeping, keeping >= 0, keeping * 4 < items.count {
+            guard keeping > 0 else { return [] }
+            var page: [Int] = []  // the best so far, in order
+            page.reserveCapacity(keeping + 1)
+            for index in items.indices {
+                if page.count == keeping, let last = page.last, !precedes(index, last) { continue }
+                var low = 0, high = page.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if precedes(page[middle], index) { low = middle + 1 } else { high = middle }
+                }
+                page.insert(index, at: low)
+                if page.count > keeping { page.removeLast() }
+            }
+            return page.map { items[$0] }
+        }
+        let order = items.indices.sorted(by: precedes)
+        return (keeping.map { Array(order.prefix($0)) } ?? order).map { items[$0] }
     }
 }

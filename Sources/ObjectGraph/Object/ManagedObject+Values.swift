@@ -231,8 +231,8 @@ extension ManagedObject: FetchEvaluable {
     // MARK: Helpers
 
     static func split(_ keyPath: String) -> (String, String?) {
-        guard let dot = keyPath.firstIndex(of: ".") else { return (keyPath, nil) }
-        return (String(keyPath[..<dot]), String(keyPath[keyPath.index(after: dot)...]))
+        guard let dot = keyPath.utf8.firstIndex(of: UInt8(ascii: ".")) else { return (keyPath, nil) }
+        return (String(keyPath[..<dot]), String(keyPath[keyPath.utf8.index(after: dot)...]))
     }
 
     func relationship(named key: String, toMany: Bool) throws -> RelationshipDescription {

@@ -39,6 +39,24 @@ extension StrataStore {
             return try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
         }
 
+        /// A key path's value read from a destination row, by destination and key path.
+        private struct DestinationPath: Hashable {
+            let target: StoredObject
+            let keyPath: String
+        }
+        /// Values read through to-one relationships, once per destination and key path: many
+        /// rows share few destinations (`genre.name` over every track reads each genre once).
+        private var destinationValues: [DestinationPath: FetchValue] = [:]
+
+        /// The value of `keyPath` in the row of `target` (whose ID is `id`), read once per fetch.
+        func value(ofDestination target: StoredObject, id: ManagedObjectID, keyPath: String) throws -> FetchValue {
+            let key = DestinationPath(target: target, keyPath: keyPath)
+            if let value = destinationValues[key] { return value }
+            let value = try view(of: id)?.fetchValue(forKeyPath: keyPath) ?? .null
+            if destinationValues.count < 65_536 { destinationValues[key] = value }
+            return value
+        }
+
         /// Object IDs made for destinations, shared by every row of the fetch that names them
         /// (many rows point at few destinations: one ID each, not one per row).
         private var destinationIDs: [StoredObject: ManagedObjectID] = [:]
@@ -106,9 +124,9 @@ extension StrataStore {
 
         func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
             let head: Substring, rest: Substring?
-            if let dot = keyPath.firstIndex(of: ".") {
+            if let dot = keyPath.utf8.firstIndex(of: UInt8(ascii: ".")) {
                 head = keyPath[..<dot]
-                rest = keyPath[keyPath.index(after: dot)...]
+                rest = keyPath[keyPath.utf8.index(after: dot)...]
             } else {
                 head = keyPath[...]
                 rest = nil
@@ -144,7 +162,7 @@ extension StrataStore {
             case .object(let target):
                 guard let id = source.objectID(target) else { return .null }
                 guard let rest else { return .object(id) }
-                return try source.view(of: id)?.fetchValue(forKeyPath: String(rest)) ?? .null
+                return try source.value(ofDestination: target, id: id, keyPath: String(rest))
             case .objects(let targets):
                 let ids = targets.compactMap(source.objectID)
                 guard let rest else { return .collection(ids.map(FetchValue.object)) }

@@ -9,6 +9,29 @@ struct SortDescriptorTests {
         return try FetchSortDescriptor.sort(rows, by: [descriptor]).map { $0["v"] ?? .null }
     }
 
+    // Oracle: a page selected with `keeping` is the prefix of the full stable sort, ties,
+    // nulls, both directions and every page size included.
+    @Test func keepingAPageSelectsThePrefixOfTheFullSort() throws {
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let count = Int.random(in: 0...60, using: &random)
+            let rows = (0..<count).map { index -> [String: AttributeValue] in
+                let a: AttributeValue = Int.random(in: 0..<6, using: &random) == 0 ? .null : .int64(Int64.random(in: 0...5, using: &random))
+                let b: AttributeValue = .string(["x", "y", "z", "Y"].randomElement(using: &random) ?? "x")
+                return ["a": a, "b": b, "i": .int64(Int64(index))]
+            }
+            let descriptors = [
+                FetchSortDescriptor(keyPath: "a", ascending: Bool.random(using: &random)),
+                FetchSortDescriptor(keyPath: "b", ascending: Bool.random(using: &random), options: Bool.random(using: &random) ? .caseInsensitive : []),
+            ]
+            let full = try FetchSortDescriptor.sort(rows, by: descriptors).map { $0["i"] ?? .null }
+            for keeping in [0, 1, 2, 5, count / 4, count / 2, count, count + 3] {
+                let page = try FetchSortDescriptor.sort(rows, by: descriptors, keeping: keeping).map { $0["i"] ?? .null }
+                #expect(page == Array(full.prefix(keeping)), "keeping \(keeping) of \(count)")
+            }
+        }
+    }
+
     @Test func defaultStringOrderIsByUnicodeScalars() throws {
         #expect(try sorted(["b", "A", "a", "B"], FetchSortDescriptor(keyPath: "v")) == ["A", "B", "a", "b"])
         #expect(try sorted(["é", "f", "e"], FetchSortDescriptor(keyPath: "v")) == ["e", "f", "é"])
