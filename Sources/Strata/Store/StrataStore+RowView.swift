@@ -7,7 +7,9 @@ extension StrataStore {
         let snapshot: Snapshot
         let store: StrataStore
         let layout: StoreLayout
-        private var rows: [[UInt8]: RowBytes] = [:]
+        /// Rows read, by reference (references are unique in a store, [KEY-3]), with the
+        /// hierarchy they were read from.
+        private var rows: [Int64: (root: String, row: RowBytes)] = [:]
 
         init(snapshot: Snapshot, store: StrataStore, layout: StoreLayout) {
             self.snapshot = snapshot
@@ -17,11 +19,11 @@ extension StrataStore {
 
         /// The row of `reference` in the hierarchy rooted at `root`, or `nil`.
         func row(root: String, reference: Int64) throws -> RowBytes? {
+            if let cached = rows[reference], cached.root == root { return cached.row }
             let key = KeyLayout.rowKey(root: root, reference: reference)
-            if let row = rows[key] { return row }
             guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try snapshot.get(key) }) else { return nil }
             let row = try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
-            rows[key] = row
+            rows[reference] = (root, row)
             return row
         }
 
@@ -70,9 +72,18 @@ extension StrataStore {
             return id
         }
 
+        /// Root names by entity instance.
+        private var roots: [ObjectIdentifier: String] = [:]
+
         func view(of id: ManagedObjectID) throws -> RowView? {
-            guard id.storeIdentifier == store.identifier, case .int64(let reference)? = id.referenceObject else { return nil }
-            let root = StrataStore.root(of: id.entity).name
+            guard id.persistentStore === store || id.storeIdentifier == store.identifier, case .int64(let reference)? = id.referenceObject else { return nil }
+            let root: String
+            if let known = roots[ObjectIdentifier(id.entity)] {
+                root = known
+            } else {
+                root = StrataStore.root(of: id.entity).name
+                roots[ObjectIdentifier(id.entity)] = root
+            }
             guard let row = try row(root: root, reference: reference), let entity = layout.entity(number: row.entityNumber) else { return nil }
             return RowView(reference: reference, row: row, entity: entity, source: self)
         }

@@ -69,16 +69,18 @@ public enum FetchAggregation {
 
     /// The exact decimal sum when some value is a decimal and none is floating point.
     private static func decimalSum(_ numbers: [AttributeValue]) -> Decimal? {
-        var hasDecimal = false
+        // Decimal arithmetic only when a decimal is there to keep exact (it costs far more
+        // than integer or double addition).
+        guard numbers.contains(where: { if case .decimal = $0 { return true } else { return false } }) else { return nil }
         var total = Decimal(0)
         for number in numbers {
             switch number {
-            case .decimal(let v): hasDecimal = true; total += v
+            case .decimal(let v): total += v
             case .double, .float: return nil
             default: total += Decimal(number.integerValue ?? 0)
             }
         }
-        return hasDecimal ? total : nil
+        return total
     }
 
     private static func extreme(_ values: [FetchValue], smallest: Bool) -> FetchValue {
