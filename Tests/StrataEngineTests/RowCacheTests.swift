@@ -85,13 +85,15 @@ private struct RowCacheModel {
         evict()
     }
 
+    /// A commit's change: an empty value is never written through (index and relationship
+    /// keys), so it drops a cached entry like a delete.
     mutating func update(_ key: [UInt8], sequence: UInt64, value: [UInt8]?) {
         if let entry = entries[key] {
             guard entry.sequence <= sequence else { return }
-            guard let value else { return drop(key) }
+            guard let value, !value.isEmpty else { return drop(key) }
             entries[key] = (sequence, value)
             dropIfOversized(key)
-        } else if let value, isPinned(key) {
+        } else if let value, !value.isEmpty, isPinned(key) {
             entries[key] = (sequence, value)
         }
         evict()

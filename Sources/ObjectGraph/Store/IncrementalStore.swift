@@ -81,7 +81,10 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
     ///
     /// - Throws: ``ObjectGraphError/Code/invalidArgument`` if the ID is temporary or from another store.
     public final func referenceObject(for objectID: ManagedObjectID) throws -> ReferenceObject {
-        guard let reference = objectID.referenceObject, objectID.storage.store === idToken || objectID.storeIdentifier == identifier else {
+        // The ID's own store (a weak load, no lock) in the common case; else by identifier.
+        guard let reference = objectID.referenceObject,
+            objectID.storage.store?.store === self || objectID.storage.store === idToken || objectID.storeIdentifier == identifier
+        else {
             throw ObjectGraphError(
                 .invalidArgument, "\(objectID) was not created by store \(identifier).", objectID: objectID)
         }

@@ -11,8 +11,9 @@ import StrataEngine
 /// `root` is the root of the owner's hierarchy and `relationship` the to-many's name. A
 /// one-to-many's keys are written by the member's saves, from its to-one (a foreign-key
 /// index: the owner's row is never rewritten for them); a many-to-many's keys exist in both
-/// directions, each side under its own relationship; a to-many without an inverse has keys
-/// in its one direction. Adding or removing a member is one put or delete per direction.
+/// directions, each side writing its own under its own relationship; a to-many without an
+/// inverse has keys in its one direction. Adding or removing a member is one put or delete
+/// per direction.
 enum RelationshipKeys {
     static let tag: UInt8 = 0x03
 

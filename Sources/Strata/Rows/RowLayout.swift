@@ -63,6 +63,8 @@ struct RowLayout: Sendable {
     let variableCount: Int
     /// The entity's unordered to-many relationships, stored as keys ([REL-1]), not fields.
     let keyedRelationships: [RelationshipDescription]
+    /// The keyed relationships whose keys the owner writes (many-to-many, or no inverse).
+    let joins: [RelationshipDescription]
     /// The entity's to-one relationships whose inverse is a keyed one-to-many: each change of
     /// the to-one moves the member's key from owner to owner ([REL-2]).
     let foreignKeys: [(toOne: RelationshipDescription, inverse: RelationshipDescription)]
@@ -88,6 +90,7 @@ struct RowLayout: Sendable {
             return !RelationshipKeys.isKeyed(relationship)
         }.sorted { $0.name < $1.name }
         keyedRelationships = entity.relationships.filter(RelationshipKeys.isKeyed)
+        joins = keyedRelationships.filter { RelationshipKeys.storage(of: $0) == .join }
         foreignKeys = entity.relationships.compactMap { toOne in
             guard toOne.isToOne, !toOne.isTransient, let inverse = toOne.inverseRelationship,
                 RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne)

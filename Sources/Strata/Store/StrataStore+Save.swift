@@ -142,6 +142,29 @@ struct RelationshipKeyWriter {
     let store: StrataStore
     let layout: StoreLayout
     let snapshot: Snapshot
+    /// Key prefixes by relationship, looked up once per save.
+    private var prefixes: [ObjectIdentifier: [UInt8]] = [:]
+
+    init(store: StrataStore, layout: StoreLayout, snapshot: Snapshot) {
+        self.store = store
+        self.layout = layout
+        self.snapshot = snapshot
+    }
+
+    /// The prefix of one owner's keys of `relationship` ([REL-1]).
+    private mutating func ownerPrefix(_ relationship: RelationshipDescription, owner: EntityDescription, reference: Int64) -> [UInt8] {
+        let id = ObjectIdentifier(relationship)
+        var prefix: [UInt8]
+        if let known = prefixes[id] {
+            prefix = known
+        } else {
+            prefix = store.relationshipPrefix(relationship, owner: owner)
+            prefixes[id] = prefix
+        }
+        prefix.reserveCapacity(prefix.count + 18)
+        KeyLayout.appendReference(reference, to: &prefix)
+        return prefix
+    }
 
     /// The key changes of one object: `values` are its values by ordinal (`nil` when the
     /// object is deleted; a `nil` value is a relationship it never loaded, left as stored),
@@ -164,47 +187,38 @@ struct RelationshipKeyWriter {
             }
             guard old != new else { continue }
             if let old, let owner = layout.entity(number: old.entity) {
-                batch.delete(RelationshipKeys.key(ownerPrefix: store.ownerPrefix(inverse, owner: owner, reference: old.reference), member: me))
+                batch.delete(RelationshipKeys.key(ownerPrefix: ownerPrefix(inverse, owner: owner, reference: old.reference), member: me))
             }
             if let new, let owner = layout.entity(number: new.entity) {
-                batch.put(RelationshipKeys.key(ownerPrefix: store.ownerPrefix(inverse, owner: owner, reference: new.reference), member: me), [])
+                batch.put(RelationshipKeys.key(ownerPrefix: ownerPrefix(inverse, owner: owner, reference: new.reference), member: me), [])
             }
         }
-        for relationship in rowLayout.keyedRelationships {
-            let prefix = store.ownerPrefix(relationship, owner: entity, reference: reference)
-            let storage = RelationshipKeys.storage(of: relationship)
-            if storage != .join {
-                // A one-to-many's keys belong to the members; a deleted owner takes its keys
-                // along (members whose delete rule left them pointing here dangle, as in rows).
-                if values == nil { for member in RelationshipKeys.members(prefix, in: snapshot) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member)) } }
+        // A deleted owner takes its keys along: a one-to-many's (members whose delete rule left
+        // them pointing here dangle, as they would in rows) and a join's.
+        if values == nil {
+            for relationship in rowLayout.keyedRelationships {
+                let prefix = ownerPrefix(relationship, owner: entity, reference: reference)
+                for member in RelationshipKeys.members(prefix, in: snapshot) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member)) }
+            }
+            return
+        }
+        // A join's keys in this object's direction; the inverse direction is written by the
+        // members' saves (the context changes both ends, so both are in the save).
+        for relationship in rowLayout.joins {
+            guard existing == nil || object.hasChange(atOrdinal: relationship.ordinal),
+                let values, relationship.ordinal < values.count, let value = values[relationship.ordinal]
+            else { continue }
+            let ids = value.relationshipValue?.objectIDs ?? []
+            let prefix = ownerPrefix(relationship, owner: entity, reference: reference)
+            if existing == nil {
+                for id in ids { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id)), []) }
                 continue
             }
-            // A join: the owner's keys, and the inverse's keys mirrored when it is keyed too.
-            let mirror = relationship.inverseRelationship.flatMap { RelationshipKeys.storage(of: $0) == .join ? $0 : nil }
-            let old: [StoredObject]
-            let new: [StoredObject]
-            if let values {
-                guard existing == nil || object.hasChange(atOrdinal: relationship.ordinal) else { continue }
-                guard relationship.ordinal < values.count, let value = values[relationship.ordinal] else { continue }
-                new = try (value.relationshipValue?.objectIDs ?? []).map(stored)
-                old = existing == nil ? [] : RelationshipKeys.members(prefix, in: snapshot)
-            } else {
-                new = []
-                old = RelationshipKeys.members(prefix, in: snapshot)
-            }
+            let new = try ids.map(stored)
+            let old = RelationshipKeys.members(prefix, in: snapshot)
             let oldSet = Set(old), newSet = Set(new)
-            for member in old where !newSet.contains(member) {
-                batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member))
-                if let mirror, let owner = layout.entity(number: member.entity) {
-                    batch.delete(RelationshipKeys.key(ownerPrefix: store.ownerPrefix(mirror, owner: owner, reference: member.reference), member: me))
-                }
-            }
-            for member in new where !oldSet.contains(member) {
-                batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: member), [])
-                if let mirror, let owner = layout.entity(number: member.entity) {
-                    batch.put(RelationshipKeys.key(ownerPrefix: store.ownerPrefix(mirror, owner: owner, reference: member.reference), member: me), [])
-                }
-            }
+            for member in old where !newSet.contains(member) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member)) }
+            for member in new where !oldSet.contains(member) { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: member), []) }
         }
     }
 

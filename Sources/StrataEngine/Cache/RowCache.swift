@@ -95,18 +95,28 @@ final class RowCache: Sendable {
     /// A cached version newer than `sequence` is kept (commits applied out of order). The
     /// entry's recency is unchanged: a write is not a read.
     func update(_ key: [UInt8], sequence: UInt64, value: [UInt8]?) {
+        update([(key, sequence, value)])
+    }
+
+    /// Applies a commit's changes (see ``update(_:sequence:value:)``) under one lock
+    /// acquisition, evicting once at the end. An empty value is never cached (see
+    /// ``Snapshot/get(_:)``) nor written through, so its key costs one lookup.
+    func update(_ changes: [(key: [UInt8], sequence: UInt64, value: [UInt8]?)]) {
+        guard !changes.isEmpty else { return }
         let budget = budgetBytes
         state.withLock { state in
-            if let slot = state.slotOfKey[key] {
-                guard state.slots[slot].sequence <= sequence else { return }
-                guard let value else {
-                    state.remove(slot)
-                    return
+            for (key, sequence, value) in changes {
+                if let slot = state.slotOfKey[key] {
+                    guard state.slots[slot].sequence <= sequence else { continue }
+                    guard let value, !value.isEmpty else {
+                        state.remove(slot)
+                        continue
+                    }
+                    state.replace(slot, sequence: sequence, value: value)
+                    state.dropIfOversized(slot, budget: budget)
+                } else if let value, !value.isEmpty, state.pinCounts[key] != nil {
+                    state.add(key, sequence: sequence, value: value, pinned: true)
                 }
-                state.replace(slot, sequence: sequence, value: value)
-                state.dropIfOversized(slot, budget: budget)
-            } else if let value, state.pinCounts[key] != nil {
-                state.add(key, sequence: sequence, value: value, pinned: true)
             }
             state.evict(budget: budget)
         }

@@ -95,12 +95,15 @@ extension Engine {
         // Write through to cached or pinned keys; a hit must match the index's sequence, so
         // readers of older snapshots simply miss.
         var cacheSequence = state.lastSequence - UInt64(group.count)
+        var changes: [(key: [UInt8], sequence: UInt64, value: [UInt8]?)] = []
+        changes.reserveCapacity(group.reduce(0) { $0 + $1.operations.count })
         for request in group {
             cacheSequence += 1
             for operation in request.operations {
-                rowCache.update(operation.key, sequence: cacheSequence, value: operation.isDelete ? nil : operation.value)
+                changes.append((operation.key, cacheSequence, operation.isDelete ? nil : operation.value))
             }
         }
+        rowCache.update(changes)
         var first = sequence - UInt64(group.count)
         for request in group {
             first += 1

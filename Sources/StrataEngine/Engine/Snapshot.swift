@@ -25,7 +25,9 @@ public struct Snapshot: Sendable {
         guard let entry = index.lookup(key) else { return nil }
         if let cached = cache?.lookup(key, sequence: entry.sequence) { return cached }
         let value = try read(key: key, entry: entry).value
-        cache?.insert(key, sequence: entry.sequence, value: value)
+        // Empty values (index and relationship keys, whose meaning is the key) are not worth
+        // a cache entry; leaving them out lets commits skip them cheaply (RowCache.update).
+        if !value.isEmpty { cache?.insert(key, sequence: entry.sequence, value: value) }
         return value
     }
 
