@@ -9,7 +9,7 @@ import ObjectGraph
 /// so no row carries a property name. The order is by name, not by ordinal, so that two
 /// models whose entities declare the same properties in another order (and so have the same
 /// version hash) read the same bytes the same way.
-struct RowLayout: Sendable {
+final class RowLayout: Sendable {
     /// What a field holds and how wide it is.
     enum Kind: Sendable, Equatable {
         case int16, int32, int64, bool, double, float, date, uuid

@@ -97,10 +97,15 @@ extension FileHandle {
 
     /// Reads up to `count` bytes at `offset` (fewer at end of file).
     public func read(upTo count: Int, at offset: UInt64) throws(StoreError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let got = try typed { try bytes.withUnsafeMutableBytes { try read(into: $0, at: offset) } }
-        bytes.removeLast(count - got)
-        return bytes
+        // Not zeroed first: exactly the bytes read are kept (reads of large windows were
+        // spending as long clearing the buffer as filling it).
+        let count = max(count, 0)
+        return try typed {
+            try [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                initialized = 0
+                initialized = try read(into: UnsafeMutableRawBufferPointer(buffer), at: offset)
+            }
+        }
     }
 
     /// Writes all of `bytes` at `offset`.
