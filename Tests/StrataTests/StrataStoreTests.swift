@@ -216,6 +216,7 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
         #expect(try stats().pinnedKeys == 0, "the populating context is gone")
         do {
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            context.stalenessInterval = 0  // faults read the store, not the coordinator's cache
             let members = try fetch("Member", in: context)
             #expect(try stats().pinnedKeys == 3)
             for member in members { _ = try member.value(forKey: "name") }

@@ -187,15 +187,13 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Executes fetch and save requests; any other request throws
     /// ``ObjectGraphError/Code/unsupportedRequest``.
     open override func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
-        applyPendingPins()
-        return try executeRequest(request, with: context)
+        try executeRequest(request, with: context)
     }
 
     /// The row's attributes and to-one destinations, with its version (from the engine's row
     /// cache when the row is pinned or recently read).
     open override func newValuesForObject(with objectID: ManagedObjectID, with context: ManagedObjectContext) throws -> IncrementalStoreNode {
-        applyPendingPins()
-        return try node(for: objectID)
+        try node(for: objectID)
     }
 
     /// The stored destinations of one relationship, in order.
@@ -282,8 +280,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Pins the rows in the engine's cache: a registered row stays resident.
     ///
     /// Registrations and unregistrations are netted per ID and reach the engine's pins in
-    /// batches (``pendingPinLimit`` IDs, and before every fetch, save and fault): a row that is
-    /// fetched and released between two batches never touches the engine's pin table.
+    /// batches of ``pendingPinLimit`` IDs (and when the engine is released or its statistics
+    /// read, ``rowCacheStats()``): a row that is fetched and released before its batch is
+    /// applied never touches the engine's pin table. Pins only keep rows resident, so a row
+    /// registered but not yet pinned is read as any other.
     open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
         notePins(objectIDs, by: 1)
     }
@@ -314,8 +314,8 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     }
 
     /// Applies the netted register and unregister calls to the engine's pins: after it, every
-    /// registered row is pinned once per registration. Called before every fetch, save and
-    /// fault, and when enough are waiting.
+    /// registered row is pinned once per registration. Called when enough are waiting, when
+    /// the engine is released, and by ``rowCacheStats()`` and ``bookkeepingErrors``.
     func applyPendingPins() {
         let pending = pendingPins.withLock { pending -> [ManagedObjectID: Int] in
             defer { pending = [:] }
