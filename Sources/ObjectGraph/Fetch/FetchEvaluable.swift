@@ -19,6 +19,12 @@ public protocol FetchEvaluable {
     ///
     /// The default implementation reads the key path `self`.
     func fetchValueOfSelf() throws -> FetchValue
+    /// The number of values at `keyPath` (`keyPath.@count`) when the subject can count them
+    /// without reading them (a store counting a relationship's keys), else `nil`, and the
+    /// values are read and counted.
+    ///
+    /// The default implementation returns `nil`.
+    func fetchCount(forKeyPath keyPath: String) throws -> Int?
 }
 
 extension FetchEvaluable {
@@ -31,6 +37,9 @@ extension FetchEvaluable {
 
     /// The value of the key path `self`.
     public func fetchValueOfSelf() throws -> FetchValue { try fetchValue(forKeyPath: "self") }
+
+    /// `nil`: the values are read and counted.
+    public func fetchCount(forKeyPath keyPath: String) throws -> Int? { nil }
 }
 
 extension Dictionary: FetchEvaluable where Key == String, Value == AttributeValue {

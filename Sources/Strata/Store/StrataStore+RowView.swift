@@ -72,6 +72,20 @@ extension StrataStore {
             return id
         }
 
+        /// The view of a stored destination, read by reference, or `nil` if missing.
+        func view(of object: StoredObject) throws -> RowView? {
+            guard let entity = layout.entity(number: object.entity) else { return nil }
+            let root: String
+            if let known = roots[ObjectIdentifier(entity)] {
+                root = known
+            } else {
+                root = StrataStore.root(of: entity).name
+                roots[ObjectIdentifier(entity)] = root
+            }
+            guard let row = try row(root: root, reference: object.reference), let rowEntity = layout.entity(number: row.entityNumber) else { return nil }
+            return RowView(reference: object.reference, row: row, entity: rowEntity, source: self)
+        }
+
         /// Root names by entity instance.
         private var roots: [ObjectIdentifier: String] = [:]
 
@@ -154,9 +168,11 @@ extension StrataStore {
             let field = row.layout.fieldOfOrdinal[ordinal]
             guard field >= 0 else {
                 guard let relationship = property as? RelationshipDescription, RelationshipKeys.isKeyed(relationship) else { return .null }
-                let ids = source.members(relationship, of: entity, reference: reference).compactMap(source.objectID)
-                guard let rest else { return .collection(ids.map(FetchValue.object)) }
-                return .collection(try ids.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: String(rest)) })
+                let members = source.members(relationship, of: entity, reference: reference)
+                guard let rest else { return .collection(members.compactMap(source.objectID).map(FetchValue.object)) }
+                // The members' rows are read by reference: no object ID is made for them.
+                let path = String(rest)
+                return .collection(try members.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: path) })
             }
             switch try row.value(field) {
             case .attribute(let value):
@@ -179,6 +195,13 @@ extension StrataStore {
                 guard let rest else { return .collection(ids.map(FetchValue.object)) }
                 return .collection(try ids.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: String(rest)) })
             }
+        }
+
+        /// The members of a keyed to-many relationship named by `keyPath`, counted from its
+        /// keys ([REL-3]); `nil` for anything else.
+        func fetchCount(forKeyPath keyPath: String) throws -> Int? {
+            guard let relationship = entity.relationshipsByName[keyPath], RelationshipKeys.isKeyed(relationship) else { return nil }
+            return source.members(relationship, of: entity, reference: reference).count
         }
 
         /// A key path of another row of the same snapshot (subqueries, `$x.name`).

@@ -77,6 +77,9 @@ extension FetchExpression {
         let next = rest.firstIndex(where: { $0.hasPrefix("@") }) ?? rest.endIndex
         let remaining = rest[next...]
         let source = (prefix + rest[..<next]).joined(separator: ".")
+        if op == .count, start == nil, remaining.isEmpty, !source.isEmpty, let count = try subject.fetchCount(forKeyPath: source) {
+            return .attribute(.int64(Int64(count)))
+        }
         let values: FetchValue
         if source.isEmpty {
             values = try start ?? subject.fetchValueOfSelf()
