@@ -20,7 +20,7 @@ import Testing
         #expect(!report.isObjectStore)
         #expect(report.problems.isEmpty)
         #expect(report.rows == 0)
-        // With a metadata record the same keys are rows. Rows of format 2 decode only through
+        // With a metadata record the same keys are rows. Rows of format 3 decode only through
         // the model record ([ROW-1], [ROW-5]); without it the checker says so once and judges
         // no row, and a repair deletes nothing.
         var metadata = WriteBatch()

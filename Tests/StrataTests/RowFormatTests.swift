@@ -174,27 +174,45 @@ import Testing
         }
     }
 
-    // A store whose metadata record is of format 1 (written by an earlier build) is refused
-    // at open with an error that says what to do, and is left as it was.
-    @Test func aStoreOfRowFormatOneIsRefusedWithAWayOut() throws {
+    // A store whose metadata record is of format 1 or 2 (written by an earlier build) is
+    // refused at open with an error that says what to do, and is left as it was.
+    @Test(arguments: [UInt8(1), 2])
+    func aStoreOfAnEarlierRowFormatIsRefusedWithAWayOut(format: UInt8) throws {
         let store = TemporaryStore()
         do {
             let engine = try Engine.open(at: store.url.path)
             var batch = WriteBatch()
-            batch.put(KeyLayout.metadataKey, [1, 5, 0, 0])
+            batch.put(KeyLayout.metadataKey, [format, 5, 0, 0])
             _ = try engine.commit(batch)
             try engine.close()
         }
         do {
             _ = try store.coordinator()
-            Issue.record("a format-1 store was opened")
+            Issue.record("a format-\(format) store was opened")
         } catch let error as ObjectGraphError {
-            #expect(error.message.contains("format 1"), "\(error.message)")
+            #expect(error.message.contains("format \(format)"), "\(error.message)")
             #expect(error.message.contains("dump"))
         }
         let engine = try Engine.open(at: store.url.path)
-        #expect(try engine.get(KeyLayout.metadataKey) == [1, 5, 0, 0])
+        #expect(try engine.get(KeyLayout.metadataKey) == [format, 5, 0, 0])
         try engine.close()
+    }
+
+    // A row whose header says format 2 (unordered to-many lists inside) is refused with the
+    // way out, never read as format 3.
+    @Test func aRowOfFormatTwoIsRefusedWithAWayOut() throws {
+        let model = try Self.model()
+        let layout = try StoreLayout(model: model)
+        var bytes = try StoredRow(entity: "Thing", version: 1, attributes: ["i64": .int64(7)], toOne: [:], toMany: [:]).encode(layout)
+        bytes[0] = 2
+        let body = bytes.count - 4
+        let crc = CRC32C.checksum(Array(bytes[0..<body]))
+        withUnsafeBytes(of: crc.littleEndian) { for (index, byte) in $0.enumerated() { bytes[body + index] = byte } }
+        #expect {
+            _ = try RowBytes(bytes, store: layout, context: "test")
+        } throws: { error in
+            (error as? ObjectGraphError)?.message.contains("format 2") == true && (error as? ObjectGraphError)?.message.contains("dump") == true
+        }
     }
 }
 

@@ -3,8 +3,9 @@ import StrataEngine
 
 /// One object as StrataStore stores it, decoded whole and keyed by name: the form tools
 /// (`strata fsck`, `inspect`, `dump`) and repairs work with. Saves, faults and fetches read
-/// rows in place through ``RowBytes`` instead. The bytes are format 2 ([ROW-1], see
-/// ``RowEncoder``).
+/// rows in place through ``RowBytes`` instead. The bytes are format 3 ([ROW-1], see
+/// ``RowEncoder``); keyed to-many relationships are added from their keys by
+/// ``loadRelationshipKeys(reference:store:snapshot:)``.
 struct StoredRow: Equatable {
     /// The concrete entity.
     var entity: String
