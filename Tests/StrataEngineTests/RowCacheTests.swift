@@ -344,7 +344,7 @@ private struct RowCacheModel {
         #expect(cache.stats.hits == 1 && cache.stats.misses == 2 && cache.stats.entries == 1)
         #expect(cache.stats.unpinnedBytes == 1 + 1 + RowCache.entryOverheadBytes)
         // The fixed overhead covers at least the slot, a dictionary bucket and two array headers.
-        #expect(MemoryLayout<RowCache.Slot>.stride + 16 + 64 <= RowCache.entryOverheadBytes)
+        #expect(MemoryLayout<RowCache.Slot>.stride + MemoryLayout<CacheKey>.stride + MemoryLayout<Int>.stride + 64 <= RowCache.entryOverheadBytes)
     }
 
     /// Eviction that meets a pinned entry in the recency list (a bug) keeps it and counts it.
@@ -352,7 +352,7 @@ private struct RowCacheModel {
         let value = [UInt8](repeating: 1, count: 50)
         let cache = RowCache(budgetBytes: cost(key("a"), value))
         cache.insert(key("a"), sequence: 1, value: value)
-        cache.state.withLock { $0.pinCounts[key("a")] = 1 }  // Pinned behind the cache's back.
+        cache.state.withLock { $0.pinCounts[CacheKey(key("a"))] = 1 }  // Pinned behind the cache's back.
         #expect(throws: StoreError.self) { try cache.checkInvariants() }
         cache.insert(key("b"), sequence: 1, value: value)
         #expect(cache.pinnedEvictions == 1 && cache.contains(key("a")) && cache.contains(key("b")))

@@ -53,7 +53,7 @@ extension RowCache.State {
             StoreError(.corruption, "row cache invariant violated: \(message)")
         }
         for (key, count) in pinCounts where count < 1 {
-            throw violation("key \(RowCache.describe(key)) has pin count \(count)")
+            throw violation("key \(RowCache.describe(key.bytes)) has pin count \(count)")
         }
         guard pinnedEvictions == 0 else {
             throw violation("eviction met \(pinnedEvictions) pinned entries")
@@ -68,16 +68,16 @@ extension RowCache.State {
         var pinned = 0, unpinned = 0, linked = 0
         for (key, slot) in slotOfKey {
             guard slots.indices.contains(slot), !free.contains(slot), slots[slot].key == key else {
-                throw violation("key \(RowCache.describe(key)) maps to bad slot \(slot)")
+                throw violation("key \(RowCache.describe(key.bytes)) maps to bad slot \(slot)")
             }
             let entry = slots[slot]
-            guard entry.cost == RowCache.cost(key: entry.key, value: entry.value) else {
-                throw violation("key \(RowCache.describe(key)) has cost \(entry.cost)")
+            guard entry.cost == RowCache.cost(key: entry.key.bytes, value: entry.value) else {
+                throw violation("key \(RowCache.describe(key.bytes)) has cost \(entry.cost)")
             }
             let isPinned = pinCounts[key] != nil
             guard entry.isLinked != isPinned else {
                 let what = isPinned ? "pinned entry is" : "unpinned entry is not"
-                throw violation("\(what) in the recency list: key \(RowCache.describe(key))")
+                throw violation("\(what) in the recency list: key \(RowCache.describe(key.bytes))")
             }
             if isPinned {
                 pinned += entry.cost

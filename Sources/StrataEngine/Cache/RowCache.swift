@@ -25,9 +25,10 @@ import StrataSync
 /// it evicts; ``removeAll()`` is O(unpinned entries), batch pins are O(keys).
 final class RowCache: Sendable {
     /// Bytes added to each entry's cost for its bookkeeping, on 64-bit platforms: its ``Slot``
-    /// (56), its key-to-slot dictionary bucket (16) and the heap headers of its key and value
-    /// arrays (2 × 32). Malloc rounding and free-slot capacity are not counted.
-    static let entryOverheadBytes = 136
+    /// (64, the key's hash included), its key-to-slot dictionary bucket (24) and the heap
+    /// headers of its key and value arrays (2 × 32). Malloc rounding and free-slot capacity are
+    /// not counted.
+    static let entryOverheadBytes = 152
 
     // Constant after construction.
 
@@ -53,7 +54,8 @@ final class RowCache: Sendable {
     /// Returns the cached value of `key` if its sequence is exactly `sequence`, and marks the
     /// entry recently used; counts a hit or a miss. O(1) amortised.
     func lookup(_ key: [UInt8], sequence: UInt64) -> [UInt8]? {
-        state.withLock { state in
+        let key = CacheKey(key)
+        return state.withLock { state in
             guard let slot = state.slotOfKey[key], state.slots[slot].sequence == sequence else {
                 state.misses += 1
                 return nil
@@ -71,6 +73,7 @@ final class RowCache: Sendable {
     /// used. An unpinned entry that costs more than the whole budget is not kept (an older
     /// version it would have replaced is dropped); a pinned one always is.
     func insert(_ key: [UInt8], sequence: UInt64, value: [UInt8]) {
+        let key = CacheKey(key)
         let budget = budgetBytes
         state.withLock { state in
             if let slot = state.slotOfKey[key] {
@@ -80,7 +83,7 @@ final class RowCache: Sendable {
                 state.dropIfOversized(slot, budget: budget)
             } else {
                 let pinned = state.pinCounts[key] != nil
-                guard pinned || Self.cost(key: key, value: value) <= budget else { return }
+                guard pinned || Self.cost(key: key.bytes, value: value) <= budget else { return }
                 state.add(key, sequence: sequence, value: value, pinned: pinned)
             }
             state.evict(budget: budget)
@@ -105,7 +108,8 @@ final class RowCache: Sendable {
         guard !changes.isEmpty else { return }
         let budget = budgetBytes
         state.withLock { state in
-            for (key, sequence, value) in changes {
+            for (bytes, sequence, value) in changes {
+                let key = CacheKey(bytes)
                 if let slot = state.slotOfKey[key] {
                     guard state.slots[slot].sequence <= sequence else { continue }
                     guard let value, !value.isEmpty else {
@@ -125,12 +129,14 @@ final class RowCache: Sendable {
     /// Adds 1 to the pin count of `key`; while the count is above 0 the key's entry, cached now
     /// or later, is never evicted. O(1) amortised.
     func pin(_ key: [UInt8]) {
+        let key = CacheKey(key)
         state.withLock { $0.pin(key) }
     }
 
     /// Adds 1 to the pin count of each key in `keys` (a key listed twice is pinned twice).
     /// O(keys).
     func pin(_ keys: [[UInt8]]) {
+        let keys = keys.map(CacheKey.init)
         state.withLock { state in
             for key in keys { state.pin(key) }
         }
@@ -154,25 +160,26 @@ final class RowCache: Sendable {
         let budget = budgetBytes
         if keys.count == 1 {
             // One key, the common case of an object going away: no tally of repeats.
-            let key = keys[0]
+            let key = CacheKey(keys[0])
             try state.withLock { (state: inout State) throws(StoreError) in
                 guard state.unpin(key, budget: budget) else {
                     state.unbalancedUnpins += 1
-                    throw Self.unbalanced(key, count: 0, times: 1)
+                    throw Self.unbalanced(key.bytes, count: 0, times: 1)
                 }
                 state.evict(budget: budget)
             }
             return
         }
+        let keys = keys.map(CacheKey.init)
         try state.withLock { (state: inout State) throws(StoreError) in
-            var wanted: [[UInt8]: Int] = [:]
+            var wanted: [CacheKey: Int] = [:]
             for key in keys {
                 let times = wanted[key, default: 0] + 1
                 wanted[key] = times
                 let count = state.pinCounts[key] ?? 0
                 if times > count {
                     state.unbalancedUnpins += 1
-                    throw Self.unbalanced(key, count: count, times: times)
+                    throw Self.unbalanced(key.bytes, count: count, times: times)
                 }
             }
             for key in keys { state.unpin(key, budget: budget) }
@@ -182,19 +189,22 @@ final class RowCache: Sendable {
 
     /// The number of times `key` is pinned (0 if never, or balanced). O(1).
     func pinCount(_ key: [UInt8]) -> Int {
-        state.withLock { $0.pinCounts[key] ?? 0 }
+        let key = CacheKey(key)
+        return state.withLock { $0.pinCounts[key] ?? 0 }
     }
 
     /// Whether an entry for `key` is cached, whatever its sequence. Does not count or touch.
     /// O(1).
     func contains(_ key: [UInt8]) -> Bool {
-        state.withLock { $0.slotOfKey[key] != nil }
+        let key = CacheKey(key)
+        return state.withLock { $0.slotOfKey[key] != nil }
     }
 
     /// The cached entry of `key`, without counting a hit or marking it used: for tests and
     /// diagnostics. O(1).
     func cachedEntry(_ key: [UInt8]) -> (sequence: UInt64, value: [UInt8])? {
-        state.withLock { state in
+        let key = CacheKey(key)
+        return state.withLock { state in
             state.slotOfKey[key].map { (state.slots[$0].sequence, state.slots[$0].value) }
         }
     }
@@ -249,7 +259,7 @@ extension RowCache {
     /// One cached entry, with its links in the recency list while it is unpinned.
     struct Slot {
         /// The entry's key.
-        var key: [UInt8]
+        var key: CacheKey
         /// The version of ``value``.
         var sequence: UInt64
         /// The cached row value.
@@ -279,9 +289,9 @@ extension RowCache {
         /// Indices of unused slots in `slots`.
         var freeSlots: [Int] = []
         /// The slot of each cached key.
-        var slotOfKey: [[UInt8]: Int] = [:]
+        var slotOfKey: [CacheKey: Int] = [:]
         /// The pin count of each pinned key; always at least 1 (a key at 0 is removed).
-        var pinCounts: [[UInt8]: Int] = [:]
+        var pinCounts: [CacheKey: Int] = [:]
         /// The most recently used unpinned entry, or `none`.
         var newest = none
         /// The least recently used unpinned entry (evicted first), or `none`.
@@ -328,10 +338,10 @@ extension RowCache {
         }
 
         /// Caches a new entry for `key`, which must not be cached. O(1) amortised.
-        mutating func add(_ key: [UInt8], sequence: UInt64, value: [UInt8], pinned: Bool) {
+        mutating func add(_ key: CacheKey, sequence: UInt64, value: [UInt8], pinned: Bool) {
             let entry = Slot(
                 key: key, sequence: sequence, value: value,
-                cost: RowCache.cost(key: key, value: value))
+                cost: RowCache.cost(key: key.bytes, value: value))
             let slot: Int
             if let free = freeSlots.popLast() {
                 slot = free
@@ -348,13 +358,13 @@ extension RowCache {
         mutating func remove(_ slot: Int) {
             if slots[slot].isLinked { unlink(slot) } else { pinnedBytes -= slots[slot].cost }
             slotOfKey[slots[slot].key] = nil
-            slots[slot] = Slot(key: [], sequence: 0, value: [], cost: 0)
+            slots[slot] = Slot(key: CacheKey([]), sequence: 0, value: [], cost: 0)
             freeSlots.append(slot)
         }
 
         /// Replaces the value and sequence of the entry in `slot`, keeping its place. O(1).
         mutating func replace(_ slot: Int, sequence: UInt64, value: [UInt8]) {
-            let cost = RowCache.cost(key: slots[slot].key, value: value)
+            let cost = RowCache.cost(key: slots[slot].key.bytes, value: value)
             let change = cost - slots[slot].cost
             if slots[slot].isLinked { unpinnedBytes += change } else { pinnedBytes += change }
             slots[slot].sequence = sequence
@@ -389,7 +399,7 @@ extension RowCache {
         }
 
         /// Adds 1 to the pin count of `key`; the first pin takes its entry off the list. O(1).
-        mutating func pin(_ key: [UInt8]) {
+        mutating func pin(_ key: CacheKey) {
             // One hash of the key for the count; a second only for a first pin.
             var count = 0
             pinCounts[key, default: 0].increment(to: &count)
@@ -403,7 +413,7 @@ extension RowCache {
         /// its entry the newest unpinned one, or drops it if it is over budget by itself. O(1).
         /// Returns false, changing nothing, if `key` is not pinned.
         @discardableResult
-        mutating func unpin(_ key: [UInt8], budget: Int) -> Bool {
+        mutating func unpin(_ key: CacheKey, budget: Int) -> Bool {
             guard let index = pinCounts.index(forKey: key) else { return false }
             if pinCounts.values[index] > 1 {
                 pinCounts.values[index] -= 1
@@ -425,4 +435,37 @@ extension Int {
         self += 1
         result = self
     }
+}
+
+/// A row-cache key with its hash computed once, by a fast word-at-a-time mix: a lookup and a
+/// pin hash the key bytes once, not once per table (row keys are a prefix and a reference the
+/// store chose, so a non-cryptographic hash is enough here).
+struct CacheKey: Hashable {
+    let bytes: [UInt8]
+    let hash: Int
+
+    init(_ bytes: [UInt8]) {
+        self.bytes = bytes
+        self.hash = bytes.withUnsafeBytes { raw in
+            var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(raw.count)
+            var offset = 0
+            while offset + 8 <= raw.count {
+                h = (h ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* 0xBF58_476D_1CE4_E5B9
+                h ^= h >> 31
+                offset += 8
+            }
+            var tail: UInt64 = 0
+            var shift: UInt64 = 0
+            while offset < raw.count {
+                tail |= UInt64(raw[offset]) << shift
+                shift += 8
+                offset += 1
+            }
+            h = (h ^ tail) &* 0x94D0_49BB_1331_11EB
+            return Int(bitPattern: UInt(truncatingIfNeeded: h ^ (h >> 29)))
+        }
+    }
+
+    static func == (a: CacheKey, b: CacheKey) -> Bool { a.hash == b.hash && a.bytes == b.bytes }
+    func hash(into hasher: inout Hasher) { hasher.combine(hash) }
 }
