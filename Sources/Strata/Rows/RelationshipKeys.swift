@@ -81,15 +81,7 @@ enum RelationshipKeys {
 
     /// The end of the key range that starts with `prefix`.
     static func end(of prefix: [UInt8]) -> [UInt8] {
-        var end = prefix
-        while let last = end.last {
-            if last < 0xFF {
-                end[end.count - 1] = last + 1
-                return end
-            }
-            end.removeLast()
-        }
-        return [tag + 1]
+        KeyIndex.prefixEnd(prefix) ?? [tag + 1]
     }
 
     /// Every member of one owner, in reference order.
