@@ -22,6 +22,9 @@ public struct ObjectGraphProbe {
         /// Heap bytes per registered object (`count` objects faulted in and kept) and per
         /// fetched row (every customer fetched, kept as objects): measured, not counted.
         case memory
+        /// Delete one customer in 10 (random; the model cascades to their orders and takes
+        /// them out of their products), one save: the comparison's delete row. Strata only.
+        case delete
     }
 
     /// Which system runs the phase.
@@ -72,6 +75,15 @@ public struct ObjectGraphProbe {
             try shop.insert(data)
             try shop.reopen()
             if phase == .memory { return try memory(data, shop) }
+            if phase == .delete {
+                var random = SplitMix64(seed: 7)
+                let picks = Array((0..<data.customers.count).shuffled(using: &random).prefix(max(1, data.customers.count / 10)))
+                let picked = Set(picks)
+                let orders = data.orders.filter { picked.contains($0.customer) }.count
+                try probePhase { try shop.delete(customers: picks) }
+                try shop.close()
+                return Work(operations: picks.count + orders, rows: picks.count + orders)
+            }
             let work = try readPhase(data, fault: { try shop.fault($0).values.count }, fetch: { try shop.fetch($0).count })
             try shop.close()
             return work
@@ -114,7 +126,7 @@ public struct ObjectGraphProbe {
 
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert, .memory:
+        case .insert, .memory, .delete:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)

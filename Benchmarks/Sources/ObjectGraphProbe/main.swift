@@ -13,7 +13,7 @@ import Glibc
 let usage = """
     usage: objectgraph-probe PHASE [--system strata|sqlite] [--objects N] [--count N] [--dir PATH]
 
-      PHASE        insert | fault | fetch-indexed | fetch-unindexed | memory
+      PHASE        insert | fault | fetch-indexed | fetch-unindexed | memory | delete (Strata only)
       --system     strata (default) or sqlite, the peer through GRDB
       --objects N  objects of the shop graph (default 20000)
       --count N    faults (default 2000) or fetches (default 20) of a read phase
