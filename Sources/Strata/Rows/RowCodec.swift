@@ -176,9 +176,10 @@ struct RowBytes {
         }
         guard bytes[1] == 0 else { throw fail("row flags \(bytes[1]) are not 0") }
         let number = Self.load(UInt16.self, bytes, 2)
-        guard let entity = store.entity(number: number), let layout = store.layout(of: entity) else {
+        guard let entity = store.entity(number: number), Int(number) < store.layouts.count else {
             throw fail("entity number \(number) is not in the model (\(store.entities.count) entities)")
         }
+        let layout = store.layouts[Int(number)]  // by number: no lookup by entity
         let layoutID = Self.load(UInt32.self, bytes, 4)
         guard layoutID == layout.layoutID else {
             throw ObjectGraphError(
