@@ -247,6 +247,34 @@ import Testing
         #expect(ownerLayout.fields.map(\.name) == ["name", "ranked"], "unordered to-many relationships are not fields")
     }
 
+    // [REL-2] A membership change saved against a stale version conflicts and writes no key:
+    // the keys a save diffs against are the committed members, guarded by the row version.
+    @Test func aStaleMembershipChangeConflictsAndWritesNoKey() throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: try Self.model())
+        let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let item = try setup.insertNewObject(forEntityName: "Item")
+        try item.setValue("i", forKey: "name")
+        let first = try setup.insertNewObject(forEntityName: "Tag")
+        try first.setValue("first", forKey: "name")
+        let second = try setup.insertNewObject(forEntityName: "Tag")
+        try second.setValue("second", forKey: "name")
+        try setup.save()
+
+        let one = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let two = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let itemOne = try one.existingObject(with: item.objectID), itemTwo = try two.existingObject(with: item.objectID)
+        #expect(try itemOne.objects(forKey: "tags").isEmpty && itemTwo.objects(forKey: "tags").isEmpty)
+        try itemOne.setValue([one.object(with: first.objectID)], forKey: "tags")
+        try one.save()
+        try itemTwo.setValue([two.object(with: second.objectID)], forKey: "tags")
+        #expect(throws: ObjectGraphError.self) { try two.save() }
+
+        let check = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try Self.names(check.existingObject(with: item.objectID).objects(forKey: "tags")) == ["first"])
+        #expect(try Self.names(check.existingObject(with: second.objectID).objects(forKey: "items")).isEmpty)
+    }
+
     // [REL-4] fsck finds a missing one-to-many key, a key without an owner and a key whose
     // member does not point back, and repair leaves a store it finds clean.
     @Test func fsckFindsAndRepairsBrokenRelationshipKeys() throws {

@@ -214,11 +214,13 @@ struct RelationshipKeyWriter {
                 for id in ids { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id)), []) }
                 continue
             }
-            let new = try ids.map(stored)
-            let old = RelationshipKeys.members(prefix, in: snapshot)
-            let oldSet = Set(old), newSet = Set(new)
-            for member in old where !newSet.contains(member) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member)) }
-            for member in new where !oldSet.contains(member) { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: member), []) }
+            // The old members are the committed value the context holds: this object's keys
+            // change only with its row, whose version the save checks, so they are the stored
+            // keys whenever the save goes through (a conflict discards the batch).
+            let committed = try object.committedValues(forKeys: [relationship.name])[relationship.name]?.relationshipValue?.objectIDs ?? []
+            let oldSet = Set(committed), newSet = Set(ids)
+            for id in committed where !newSet.contains(id) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id))) }
+            for id in ids where !oldSet.contains(id) { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id)), []) }
         }
     }
 
