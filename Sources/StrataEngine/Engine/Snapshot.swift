@@ -45,9 +45,9 @@ public struct Snapshot: Sendable {
         let decoded: LogEntry
         if case .segment(let segment) = file.content {
             let block = try blockMemo.block(location.position, of: segment)
-            decoded = try segment.entry(in: block, at: location)
+            decoded = try segment.entry(in: block, at: location, expectedKey: key)
         } else if case .wal(let handle) = file.content {
-            decoded = try blockMemo.walEntry(at: location, of: file, handle: handle)
+            decoded = try blockMemo.walEntry(at: location, of: file, handle: handle, expectedKey: key)
         } else {
             decoded = try file.readEntry(at: location)
         }
@@ -149,7 +149,9 @@ struct BlockMemo {
     static let walWindow = 256 * 1024
 
     /// The WAL entry at `location`, from the current window or a new one.
-    mutating func walEntry(at location: ValueLocation, of file: LiveFile, handle: any FileHandle) throws(StoreError) -> LogEntry {
+    mutating func walEntry(
+        at location: ValueLocation, of file: LiveFile, handle: any FileHandle, expectedKey: [UInt8]? = nil
+    ) throws(StoreError) -> LogEntry {
         let id = ObjectIdentifier(file)
         let start = UInt64(location.offset), length = Int(location.length)
         if wal != id || start < walStart || start + UInt64(length) > walStart + UInt64(walBytes.count) {
@@ -176,7 +178,8 @@ struct BlockMemo {
         let from = Int(start - walStart)
         let result: Result<LogEntry, StoreError> = walBytes.withUnsafeBytes { raw in
             Result { () throws(StoreError) in
-                try LogEntry.decodeExactly(UnsafeRawBufferPointer(rebasing: raw[from..<from + length]), path: file.path, offset: start)
+                try LogEntry.decodeExactly(
+                    UnsafeRawBufferPointer(rebasing: raw[from..<from + length]), path: file.path, offset: start, expectedKey: expectedKey)
             }
         }
         return try result.get()

@@ -192,7 +192,7 @@ final class SegmentReader: Sendable {
     }
 
     /// Decodes the entry at `location` from an already decompressed data block.
-    func entry(in block: [UInt8], at location: ValueLocation) throws(StoreError) -> LogEntry {
+    func entry(in block: [UInt8], at location: ValueLocation, expectedKey: [UInt8]? = nil) throws(StoreError) -> LogEntry {
         let start = Int(location.offset), end = start + Int(location.length)
         guard Int(location.position) < dataBlocks.count else {
             throw StoreError.corruption("no data block \(location.position)", path: path, offset: 0)
@@ -203,7 +203,7 @@ final class SegmentReader: Sendable {
         }
         return try block.withBytes { (raw) throws(StoreError) -> LogEntry in
             try LogEntry.decodeExactly(
-                UnsafeRawBufferPointer(rebasing: raw[start..<end]), path: path, offset: blockOffset)
+                UnsafeRawBufferPointer(rebasing: raw[start..<end]), path: path, offset: blockOffset, expectedKey: expectedKey)
         }
     }
 
