@@ -4,8 +4,10 @@ import ObjectGraph
 import StrataEngine
 
 /// [ROW-1] StrataStore's row decoder (`RowBytes`, `StoredRow.decode`) on a model with one
-/// field of every kind. A row may only decode or throw `ObjectGraphError`; what decodes must
-/// survive a round trip.
+/// field of every kind (an ordered to-many is the list rows still hold). A row may only decode
+/// or throw `ObjectGraphError`; what decodes must survive a round trip. The same bytes are
+/// read as a relationship key ([REL-1]), which `strata fsck` and `dump` parse from any store:
+/// what parses must re-encode to the same bytes.
 enum FuzzRows {
     /// The model every row input is read with; entity numbers 0 (`Other`) and 1 (`Thing`).
     static let layout: StoreLayout? = {
@@ -16,7 +18,7 @@ enum FuzzRows {
                 .attribute("flag", .boolean), .attribute("text", .string), .attribute("when", .date),
                 .attribute("blob", .binaryData), .attribute("id", .uuid), .attribute("link", .uri),
                 .attribute("coded", .transformable),
-                .toOne("other", "Other", inverse: "things"), .toMany("peers", "Thing"),
+                .toOne("other", "Other", inverse: "things"), .toMany("peers", "Thing", ordered: true),
             ]),
             EntityDescription(name: "Other", properties: [.toMany("things", "Thing", inverse: "other")]),
         ])
@@ -34,6 +36,7 @@ enum FuzzRows {
 
     static func row(_ bytes: [UInt8]) {
         guard let layout else { fatalError("StrataFuzz: the row model does not build") }
+        relationshipKey(bytes)
         let view: RowBytes
         do {
             view = try RowBytes(bytes, store: layout, context: "fuzz row")
@@ -53,6 +56,16 @@ enum FuzzRows {
         } catch {
             fuzzCheck(false, "[ROW-1] a decoded row does not re-encode: \(error)")
         }
+    }
+
+    /// [REL-1] A relationship key parses only if it has the key's shape, and then re-encodes
+    /// to exactly its bytes.
+    static func relationshipKey(_ bytes: [UInt8]) {
+        guard let parts = RelationshipKeys.parse(bytes) else { return }
+        let again = RelationshipKeys.key(
+            ownerPrefix: RelationshipKeys.ownerPrefix(root: parts.root, relationship: parts.relationship, owner: parts.owner),
+            member: parts.member)
+        fuzzCheck(again == bytes, "[REL-1] a parsed relationship key does not re-encode to its bytes")
     }
 
     /// Equal rows, NaN payloads compared by bits.
