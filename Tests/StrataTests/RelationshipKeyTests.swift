@@ -275,6 +275,30 @@ import Testing
         #expect(try Self.names(check.existingObject(with: second.objectID).objects(forKey: "items")).isEmpty)
     }
 
+    // [REL-1] Parsing hostile keys (fsck and dump parse every key of the 0x03 space): every
+    // body shape around the separators, exhaustively for short bodies, returns a key only
+    // when it re-encodes to the same bytes, and never traps (the fuzzer found a key whose
+    // only zero ended the body).
+    @Test func hostileRelationshipKeysParseOrAreRejectedWithoutTrapping() throws {
+        let alphabet: [UInt8] = [0x00, 0x41, 0xFF]
+        var bodies: [[UInt8]] = [[]]
+        for _ in 0..<5 { bodies += bodies.flatMap { body in alphabet.map { body + [$0] } } }
+        var parsed = 0
+        for body in Set(bodies) {
+            for tail in [[UInt8](repeating: 0, count: 18), [UInt8](repeating: 0xFF, count: 18), [UInt8](repeating: 0, count: 17)] {
+                let key = [RelationshipKeys.tag] + body + tail
+                guard let parts = RelationshipKeys.parse(key) else { continue }
+                parsed += 1
+                let again = RelationshipKeys.key(
+                    ownerPrefix: RelationshipKeys.ownerPrefix(root: parts.root, relationship: parts.relationship, owner: parts.owner),
+                    member: parts.member)
+                #expect(again == key)
+            }
+        }
+        #expect(parsed > 0, "well-formed keys among the shapes parse")
+        #expect(RelationshipKeys.parse([RelationshipKeys.tag, 0x41, 0x41, 0x41, 0x00] + [UInt8](repeating: 0, count: 18)) == nil)
+    }
+
     // [REL-4] fsck finds a missing one-to-many key, a key without an owner and a key whose
     // member does not point back, and repair leaves a store it finds clean.
     @Test func fsckFindsAndRepairsBrokenRelationshipKeys() throws {

@@ -98,7 +98,8 @@ enum RelationshipKeys {
     static func parse(_ key: [UInt8]) -> (root: String, relationship: String, owner: Int64, member: StoredObject)? {
         guard key.first == tag, key.count >= 1 + 1 + 1 + 1 + 1 + 18 else { return nil }
         let body = key[1..<(key.count - 18)]
-        guard let firstZero = body.firstIndex(of: 0), body.last == 0 else { return nil }
+        // root 0x00 relationship 0x00: two zeros at least, the last one ending the body.
+        guard let firstZero = body.firstIndex(of: 0), body.last == 0, firstZero < body.endIndex - 1 else { return nil }
         let rootBytes = body[body.startIndex..<firstZero]
         let nameBytes = body[(firstZero + 1)..<(body.endIndex - 1)]
         guard !rootBytes.isEmpty, !nameBytes.isEmpty, !nameBytes.contains(0),
