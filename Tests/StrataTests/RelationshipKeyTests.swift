@@ -299,6 +299,42 @@ import Testing
         #expect(RelationshipKeys.parse([RelationshipKeys.tag, 0x41, 0x41, 0x41, 0x00] + [UInt8](repeating: 0, count: 18)) == nil)
     }
 
+    // [FETCH-S2] A predicate through a to-one whose inverse is keyed reads the matching
+    // owner's members by key, not every row: the fetch's point reads (row-cache lookups, which
+    // a scan does not make) are its members' rows, nothing more.
+    @Test func aSemiJoinThroughAKeyedInverseReadsOnlyTheMembers() throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: try Self.model())
+        let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let owners = try (0..<10).map { index -> ManagedObject in
+            let owner = try setup.insertNewObject(forEntityName: "Owner")
+            try owner.setValue(.string("O\(index)"), forKey: "name")
+            return owner
+        }
+        for index in 0..<300 {
+            let item = try setup.insertNewObject(forEntityName: "Item")
+            try item.setValue(.string("I\(index)"), forKey: "name")
+            try item.setValue(owners[index % 10], forKey: "owner")
+        }
+        try setup.save()
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        func reads() throws -> Int {
+            let stats = try #require(strata.rowCacheStats())
+            return stats.hits + stats.misses
+        }
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var request = FetchRequest(entityName: "Item")
+        request.predicate = try FetchPredicate(format: "owner.name == %@", "O3")
+        let before = try reads()
+        let found = try context.fetch(request)
+        #expect(found.count == 30)
+        // 30 members read by reference, and at most the metadata record (for the row counts
+        // that bound the candidates); a scan would make none of these point reads.
+        let delta = try reads() - before
+        #expect((30...31).contains(delta), "the 30 members' rows, read by reference (\(delta) reads)")
+        #expect(try Set(Self.names(found)) == Set((0..<300).filter { $0 % 10 == 3 }.map { "I\($0)" }))
+    }
+
     // [REL-4] fsck finds a missing one-to-many key, a key without an owner and a key whose
     // member does not point back, and repair leaves a store it finds clean.
     @Test func fsckFindsAndRepairsBrokenRelationshipKeys() throws {
