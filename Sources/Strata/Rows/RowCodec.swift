@@ -297,6 +297,26 @@ struct RowBytes {
         return .null
     }
 
+    /// The field holding the property at `ordinal` of the row's entity, or `nil` when no
+    /// field does (a transient property, a keyed to-many, an ordinal out of range).
+    func field(ofOrdinal ordinal: Int) -> Int? {
+        let fields = layout.fieldOfOrdinal
+        guard ordinal >= 0, ordinal < fields.count, fields[ordinal] >= 0 else { return nil }
+        return fields[ordinal]
+    }
+
+    /// The attribute at `ordinal`, read in place; `nil` when no field holds it.
+    func attribute(atOrdinal ordinal: Int) throws -> AttributeValue? {
+        guard let field = field(ofOrdinal: ordinal) else { return nil }
+        return try attribute(field)
+    }
+
+    /// The destination of the to-one at `ordinal`, if the row holds one.
+    func object(atOrdinal ordinal: Int) throws -> StoredObject? {
+        guard let field = field(ofOrdinal: ordinal), case .object(let target) = try value(field) else { return nil }
+        return target
+    }
+
     /// The text of a string-like variable field; ASCII needs no validation.
     private func text(_ field: RowLayout.Field) throws -> String {
         let range = variableRange(field.position)

@@ -235,12 +235,9 @@ extension StrataStore {
             let inverse = best.relationship.inverseRelationship, let destination = best.relationship.destinationEntity
         else { return nil }
         let cap = max(rowCount / 3, 64)
-        let prefix = relationshipPrefix(inverse, owner: destination)
         var candidates = Set<Int64>()
         for owner in best.references {
-            var ownerPrefix = prefix
-            KeyLayout.appendReference(owner, to: &ownerPrefix)
-            for member in RelationshipKeys.members(ownerPrefix, in: snapshot) {
+            for member in RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot) {
                 candidates.insert(member.reference)
                 if candidates.count > cap { return nil }
             }
@@ -322,9 +319,7 @@ extension StrataStore {
             return .toMany(members.compactMap(id))
         }
         let row = try storedRow(objectID, layout: layout)
-        let ordinal = relationship.ordinal
-        let field = ordinal >= 0 && ordinal < row.layout.fieldOfOrdinal.count ? row.layout.fieldOfOrdinal[ordinal] : -1
-        guard field >= 0 else { return relationship.isToMany ? .toMany([]) : .toOne(nil) }
+        guard let field = row.field(ofOrdinal: relationship.ordinal) else { return relationship.isToMany ? .toMany([]) : .toOne(nil) }
         switch try row.value(field) {
         case .objects(let targets): return .toMany(targets.compactMap(id))
         case .object(let target): return relationship.isToMany ? .toMany(id(target).map { [$0] } ?? []) : .toOne(id(target))

@@ -20,9 +20,7 @@ extension StrataStore {
         /// The row of `reference` in the hierarchy rooted at `root`, or `nil`.
         func row(root: String, reference: Int64) throws -> RowBytes? {
             if let cached = rows[reference], cached.root == root { return cached.row }
-            let key = KeyLayout.rowKey(root: root, reference: reference)
-            guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try snapshot.get(key) }) else { return nil }
-            let row = try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
+            guard let row = try read(key: KeyLayout.rowKey(root: root, reference: reference), root: root, reference: reference) else { return nil }
             rows[reference] = (root, row)
             return row
         }
@@ -37,6 +35,11 @@ extension StrataStore {
         func readOnce(prefix: [UInt8], root: String, reference: Int64) throws -> RowBytes? {
             var key = prefix
             KeyLayout.appendReference(reference, to: &key)
+            return try read(key: key, root: root, reference: reference)
+        }
+
+        /// The row at `key`, the row key of `reference` in the hierarchy rooted at `root`.
+        private func read(key: [UInt8], root: String, reference: Int64) throws -> RowBytes? {
             guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try snapshot.get(key) }) else { return nil }
             return try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
         }
@@ -75,6 +78,20 @@ extension StrataStore {
         /// The view of a stored destination, read by reference, or `nil` if missing.
         func view(of object: StoredObject) throws -> RowView? {
             guard let entity = layout.entity(number: object.entity) else { return nil }
+            return try view(of: entity, reference: object.reference)
+        }
+
+        /// The view of an object ID of this store, or `nil` if missing.
+        func view(of id: ManagedObjectID) throws -> RowView? {
+            guard id.persistentStore === store || id.storeIdentifier == store.identifier, case .int64(let reference)? = id.referenceObject else { return nil }
+            return try view(of: id.entity, reference: reference)
+        }
+
+        /// Root names by entity instance.
+        private var roots: [ObjectIdentifier: String] = [:]
+
+        /// The view of the row of `reference` in the hierarchy of `entity`.
+        private func view(of entity: EntityDescription, reference: Int64) throws -> RowView? {
             let root: String
             if let known = roots[ObjectIdentifier(entity)] {
                 root = known
@@ -82,24 +99,8 @@ extension StrataStore {
                 root = StrataStore.root(of: entity).name
                 roots[ObjectIdentifier(entity)] = root
             }
-            guard let row = try row(root: root, reference: object.reference), let rowEntity = layout.entity(number: row.entityNumber) else { return nil }
-            return RowView(reference: object.reference, row: row, entity: rowEntity, source: self)
-        }
-
-        /// Root names by entity instance.
-        private var roots: [ObjectIdentifier: String] = [:]
-
-        func view(of id: ManagedObjectID) throws -> RowView? {
-            guard id.persistentStore === store || id.storeIdentifier == store.identifier, case .int64(let reference)? = id.referenceObject else { return nil }
-            let root: String
-            if let known = roots[ObjectIdentifier(id.entity)] {
-                root = known
-            } else {
-                root = StrataStore.root(of: id.entity).name
-                roots[ObjectIdentifier(id.entity)] = root
-            }
-            guard let row = try row(root: root, reference: reference), let entity = layout.entity(number: row.entityNumber) else { return nil }
-            return RowView(reference: reference, row: row, entity: entity, source: self)
+            guard let row = try row(root: root, reference: reference), let rowEntity = layout.entity(number: row.entityNumber) else { return nil }
+            return RowView(reference: reference, row: row, entity: rowEntity, source: self)
         }
     }
 
@@ -121,29 +122,24 @@ extension StrataStore {
 
         /// The attribute at `ordinal`, read in place.
         func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? {
-            let fields = row.layout.fieldOfOrdinal
-            guard ordinal >= 0, ordinal < fields.count, fields[ordinal] >= 0 else { return nil }
-            return try row.attribute(fields[ordinal])
+            try row.attribute(atOrdinal: ordinal)
         }
 
         /// The destination stored in the to-one relationship at `ordinal`, if any.
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
-            let fields = row.layout.fieldOfOrdinal
-            guard ordinal >= 0, ordinal < fields.count, fields[ordinal] >= 0 else { return nil }
-            if case .object(let target) = try row.value(fields[ordinal]) { return target }
-            return nil
+            try row.object(atOrdinal: ordinal)
         }
 
         /// The destinations stored in the to-many relationship at `ordinal`: its keys, or its
         /// list in the row (ordered).
         func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject] {
-            let fields = row.layout.fieldOfOrdinal
-            guard ordinal >= 0, ordinal < fields.count else { return [] }
-            if fields[ordinal] < 0 {
-                guard let relationship = entity.properties[ordinal] as? RelationshipDescription, RelationshipKeys.isKeyed(relationship) else { return [] }
+            guard let field = row.field(ofOrdinal: ordinal) else {
+                guard ordinal >= 0, ordinal < entity.properties.count,
+                    let relationship = entity.properties[ordinal] as? RelationshipDescription, RelationshipKeys.isKeyed(relationship)
+                else { return [] }
                 return source.members(relationship, of: entity, reference: reference)
             }
-            if case .objects(let targets) = try row.value(fields[ordinal]) { return targets }
+            if case .objects(let targets) = try row.value(field) { return targets }
             return []
         }
 
@@ -163,16 +159,9 @@ extension StrataStore {
             if property.isTransient {
                 throw ObjectGraphError(.unknownKey, "Transient attribute \(entity.name).\(head) is not stored and cannot be fetched on.", entityName: entity.name, key: keyPath)
             }
-            let ordinal = property.ordinal
-            guard ordinal >= 0, ordinal < row.layout.fieldOfOrdinal.count else { return .null }
-            let field = row.layout.fieldOfOrdinal[ordinal]
-            guard field >= 0 else {
+            guard let field = row.field(ofOrdinal: property.ordinal) else {
                 guard let relationship = property as? RelationshipDescription, RelationshipKeys.isKeyed(relationship) else { return .null }
-                let members = source.members(relationship, of: entity, reference: reference)
-                guard let rest else { return .collection(members.compactMap(source.objectID).map(FetchValue.object)) }
-                // The members' rows are read by reference: no object ID is made for them.
-                let path = String(rest)
-                return .collection(try members.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: path) })
+                return try values(of: source.members(relationship, of: entity, reference: reference), rest)
             }
             switch try row.value(field) {
             case .attribute(let value):
@@ -191,10 +180,16 @@ extension StrataStore {
                 guard let rest else { return .object(id) }
                 return try source.value(ofDestination: target, id: id, keyPath: String(rest))
             case .objects(let targets):
-                let ids = targets.compactMap(source.objectID)
-                guard let rest else { return .collection(ids.map(FetchValue.object)) }
-                return .collection(try ids.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: String(rest)) })
+                return try values(of: targets, rest)
             }
+        }
+
+        /// The members of a to-many as a collection: their IDs, or the value of `rest` in each
+        /// member's row (read by reference: no object ID is made for them).
+        private func values(of members: [StoredObject], _ rest: Substring?) throws -> FetchValue {
+            guard let rest else { return .collection(members.compactMap(source.objectID).map(FetchValue.object)) }
+            let path = String(rest)
+            return .collection(try members.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: path) })
         }
 
         /// The members of a keyed to-many relationship named by `keyPath`, counted from its

@@ -51,11 +51,9 @@ extension StrataStore {
                     root: Self.root(of: object.entity).name, value: value)
             }
             func storedValue(_ row: RowBytes, _ attribute: AttributeDescription) throws -> AttributeValue {
-                let ordinal = attribute.ordinal
-                guard ordinal >= 0, ordinal < row.layout.fieldOfOrdinal.count, row.layout.fieldOfOrdinal[ordinal] >= 0 else { return .null }
-                return try row.attribute(row.layout.fieldOfOrdinal[ordinal])
+                try row.attribute(atOrdinal: attribute.ordinal) ?? .null
             }
-            var relationshipKeys = RelationshipKeyWriter(store: self, layout: layout, snapshot: snapshot)
+            let relationshipKeys = RelationshipKeyWriter(store: self, layout: layout, snapshot: snapshot)
             for (object, key, values) in inserts {
                 if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil {
                     throw ObjectGraphError(.invalidArgument, "Row of \(object.objectID) already exists; cannot insert it again.", objectID: object.objectID)
@@ -115,12 +113,7 @@ extension StrataStore {
         guard let rowLayout = layout.layout(of: entity) else {
             throw ObjectGraphError(.unknownEntity, "Entity \(entity.name) is not in the store's model.", entityName: entity.name)
         }
-        func stored(_ id: ManagedObjectID) throws -> StoredObject {
-            guard let number = layout.number(of: id.entity) else {
-                throw ObjectGraphError(.unknownEntity, "\(id) is of an entity the store's model does not have.", entityName: id.entityName, objectID: id)
-            }
-            return StoredObject(entity: number, reference: try integerReference(id))
-        }
+        func stored(_ id: ManagedObjectID) throws -> StoredObject { try storedObject(id, layout: layout) }
         let keep = existing.flatMap { $0.entityNumber == rowLayout.number ? $0 : nil }
         return try RowEncoder.encode(layout: rowLayout, version: version, entityName: entity.name) { index in
             let field = rowLayout.fields[index]
@@ -142,34 +135,16 @@ struct RelationshipKeyWriter {
     let store: StrataStore
     let layout: StoreLayout
     let snapshot: Snapshot
-    /// Key prefixes by relationship, looked up once per save.
-    private var prefixes: [ObjectIdentifier: [UInt8]] = [:]
-
-    init(store: StrataStore, layout: StoreLayout, snapshot: Snapshot) {
-        self.store = store
-        self.layout = layout
-        self.snapshot = snapshot
-    }
 
     /// The prefix of one owner's keys of `relationship` ([REL-1]).
-    private mutating func ownerPrefix(_ relationship: RelationshipDescription, owner: EntityDescription, reference: Int64) -> [UInt8] {
-        let id = ObjectIdentifier(relationship)
-        var prefix: [UInt8]
-        if let known = prefixes[id] {
-            prefix = known
-        } else {
-            prefix = store.relationshipPrefix(relationship, owner: owner)
-            prefixes[id] = prefix
-        }
-        prefix.reserveCapacity(prefix.count + 18)
-        KeyLayout.appendReference(reference, to: &prefix)
-        return prefix
+    private func ownerPrefix(_ relationship: RelationshipDescription, owner: EntityDescription, reference: Int64) -> [UInt8] {
+        store.ownerPrefix(relationship, owner: owner, reference: reference)
     }
 
     /// The key changes of one object: `values` are its values by ordinal (`nil` when the
     /// object is deleted; a `nil` value is a relationship it never loaded, left as stored),
     /// `existing` its stored row (`nil` when inserted).
-    mutating func write(_ object: ManagedObject, values: [PropertyValue?]?, existing: RowBytes?, into batch: inout WriteBatch) throws {
+    func write(_ object: ManagedObject, values: [PropertyValue?]?, existing: RowBytes?, into batch: inout WriteBatch) throws {
         let entity = object.entity
         guard let rowLayout = layout.layout(of: entity) else { return }
         let reference = try store.integerReference(object.objectID)
@@ -177,7 +152,7 @@ struct RelationshipKeyWriter {
         // A one-to-many's key follows the member's to-one: under the old owner it goes, under
         // the new one it comes.
         for (toOne, inverse) in rowLayout.foreignKeys {
-            let old = try existing.flatMap { try Self.toOne(toOne, in: $0) }
+            let old = try existing?.object(atOrdinal: toOne.ordinal)
             let new: StoredObject?
             if let values {
                 guard toOne.ordinal < values.count, let value = values[toOne.ordinal] else { continue }
@@ -224,18 +199,5 @@ struct RelationshipKeyWriter {
         }
     }
 
-    /// The destination stored in a row's to-one field, if any.
-    static func toOne(_ relationship: RelationshipDescription, in row: RowBytes) throws -> StoredObject? {
-        let fields = row.layout.fieldOfOrdinal
-        guard relationship.ordinal >= 0, relationship.ordinal < fields.count, fields[relationship.ordinal] >= 0 else { return nil }
-        if case .object(let target) = try row.value(fields[relationship.ordinal]) { return target }
-        return nil
-    }
-
-    func stored(_ id: ManagedObjectID) throws -> StoredObject {
-        guard let number = layout.number(of: id.entity) else {
-            throw ObjectGraphError(.unknownEntity, "\(id) is of an entity the store's model does not have.", entityName: id.entityName, objectID: id)
-        }
-        return StoredObject(entity: number, reference: try store.integerReference(id))
-    }
+    func stored(_ id: ManagedObjectID) throws -> StoredObject { try store.storedObject(id, layout: layout) }
 }

@@ -262,6 +262,18 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         return prefix
     }
 
+    /// How a destination is stored in a row or a relationship key ([ROW-3]): its entity's
+    /// number in `layout` and its integer reference.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/unknownEntity`` for an entity the store's model does
+    ///   not have; ``ObjectGraphError/Code/invalidArgument`` for an ID of another store.
+    func storedObject(_ id: ManagedObjectID, layout: StoreLayout) throws -> StoredObject {
+        guard let number = layout.number(of: id.entity) else {
+            throw ObjectGraphError(.unknownEntity, "\(id) is of an entity the store's model does not have.", entityName: id.entityName, objectID: id)
+        }
+        return StoredObject(entity: number, reference: try integerReference(id))
+    }
+
     /// The prefix of one owner's keys of `relationship`.
     func ownerPrefix(_ relationship: RelationshipDescription, owner: EntityDescription, reference: Int64) -> [UInt8] {
         var prefix = relationshipPrefix(relationship, owner: owner)
