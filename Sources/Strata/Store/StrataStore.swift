@@ -48,9 +48,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Row-key prefixes ([KEY-1]) by entity instance; a cache, protected by its own lock. The
     /// entry holds its entity, so the identifier cannot be reused by another one.
     let rowPrefixes = Locked<[ObjectIdentifier: (entity: EntityDescription, prefix: [UInt8])]>([:])
-    /// Register (+) and unregister (−) calls not yet applied to the engine's pins, netted per
-    /// ID (see ``applyPendingPins()``); protected by its own lock.
-    let pendingPins = Locked<[ManagedObjectID: Int]>([:])
+    /// The register counts of this store's rows, which pin them in the engine's cache (the
+    /// engine asks them before evicting); kept across a reopen of the engine.
+    let rowPins = RowPins()
     /// Relationship-key prefixes ([REL-1]) by relationship instance; a cache, as ``rowPrefixes``.
     let relationshipPrefixes = Locked<[ObjectIdentifier: (relationship: RelationshipDescription, prefix: [UInt8])]>([:])
 
@@ -118,6 +118,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             }
             return state.shared
         }
+        if previous?.engine !== shared.engine {
+            shared.engine.addPinSource(rowPins)
+            previous?.engine.removePinSource(rowPins)
+        }
         previous?.release()
         metadata = record.metadata
     }
@@ -158,20 +162,20 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     deinit { releaseEngine() }
 
     /// Closes the engine and opens the store again from its files (when no other store in
-    /// this process shares the engine; otherwise the shared engine stays open). Rows pinned
-    /// by registered objects are not pinned in the reopened engine: callers that keep objects
-    /// registered re-pin them (tests use this to read back every save from disk).
+    /// this process shares the engine; otherwise the shared engine stays open). The register
+    /// counts are the store's, so registered rows stay pinned in the reopened engine (tests use
+    /// this to read back every save from disk).
     open func reopenStorage() throws {
         releaseEngine()
         try loadMetadata()
     }
 
     private func releaseEngine() {
-        applyPendingPins()  // as if each call had reached the engine it was made for
         let shared = state.withLock { state -> SharedEngine? in
             defer { state.shared = nil }
             return state.shared
         }
+        shared?.engine.removePinSource(rowPins)
         shared?.release()
     }
 
@@ -289,88 +293,49 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
 
     // MARK: Register counts → pins
 
-    /// Pins the rows in the engine's cache: a registered row stays resident.
-    ///
-    /// Registrations and unregistrations are netted per ID and reach the engine's pins in
-    /// batches of ``pendingPinLimit`` IDs (and when the engine is released or its statistics
-    /// read, ``rowCacheStats()``): a row that is fetched and released before its batch is
-    /// applied never touches the engine's pin table. Pins only keep rows resident, so a row
-    /// registered but not yet pinned is read as any other.
+    /// Counts a registration of each row: while a row is registered, the engine's cache never
+    /// evicts it. The counts live in the store (``rowPins``), which the engine's cache asks
+    /// before evicting; IDs that are not this store's integer references are ignored.
     open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
-        notePins(objectIDs, by: 1)
+        rowPins.register(objectIDs.compactMap(pinnedRow))
     }
 
-    /// Unpins the rows (in the next batch, see above). An unbalanced unregister is recorded
-    /// in ``bookkeepingErrors``.
+    /// Counts down a registration of each row; an unregister without a registration is
+    /// recorded in ``bookkeepingErrors`` and changes no count.
     open override func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {
-        notePins(objectIDs, by: -1)
+        var ids: [ManagedObjectID] = [], rows: [RowPins.Row] = []
+        ids.reserveCapacity(objectIDs.count)
+        rows.reserveCapacity(objectIDs.count)
+        for id in objectIDs {
+            guard let row = pinnedRow(id) else { continue }
+            ids.append(id)
+            rows.append(row)
+        }
+        let unbalanced = rowPins.unregister(rows)
+        guard !unbalanced.isEmpty else { return }
+        let failures = unbalanced.map { offset in
+            let id = ids[offset]
+            return ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
+        }
+        state.withLock { $0.unbalancedUnregisters += failures }
     }
 
-    /// How many IDs may wait before their net pin changes are applied.
-    static let pendingPinLimit = 1_024
-
-    private func notePins(_ objectIDs: [ManagedObjectID], by delta: Int) {
-        let full = pendingPins.withLock { pending in
-            for id in objectIDs {
-                // One hash of the ID; an entry that nets to zero goes.
-                if let index = pending.index(forKey: id) {
-                    pending.values[index] += delta
-                    if pending.values[index] == 0 { pending.remove(at: index) }
-                } else {
-                    pending[id] = delta
-                }
-            }
-            return pending.count >= Self.pendingPinLimit
-        }
-        if full { applyPendingPins() }
+    /// The row an ID's registration pins, or `nil` for an ID of another store or without an
+    /// integer reference.
+    private func pinnedRow(_ id: ManagedObjectID) -> RowPins.Row? {
+        guard let reference = try? integerReference(id) else { return nil }
+        return RowPins.Row(reference: reference, root: id.entity.rootEntity.name)
     }
 
-    /// Applies the netted register and unregister calls to the engine's pins: after it, every
-    /// registered row is pinned once per registration. Called when enough are waiting, when
-    /// the engine is released, and by ``rowCacheStats()`` and ``bookkeepingErrors``.
-    func applyPendingPins() {
-        let pending = pendingPins.withLock { pending -> [ManagedObjectID: Int] in
-            defer { pending = [:] }
-            return pending
-        }
-        guard !pending.isEmpty, let engine = try? openEngine() else { return }
-        var pins: [[UInt8]] = [], unpins: [(ManagedObjectID, [UInt8])] = []
-        for (id, delta) in pending {
-            guard let key = try? rowKey(id) else { continue }
-            if delta > 0 {
-                pins += repeatElement(key, count: delta)
-            } else {
-                unpins += repeatElement((id, key), count: -delta)
-            }
-        }
-        if !pins.isEmpty { engine.pin(pins) }
-        guard !unpins.isEmpty else { return }
-        do {
-            try engine.unpin(unpins.map(\.1))
-        } catch {
-            // Apply the balanced ones one by one, and record each imbalance.
-            for (id, key) in unpins {
-                do {
-                    try engine.unpin([key])
-                } catch {
-                    let failure = ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
-                    state.withLock { $0.unbalancedUnregisters.append(failure) }
-                }
-            }
-        }
-    }
-
-    /// The engine's row-cache statistics, with every register and unregister call so far
-    /// applied to its pins; `nil` while the store is not loaded.
+    /// The engine's row-cache statistics (its pinned keys include this store's registered
+    /// rows); `nil` while the store is not loaded.
     public func rowCacheStats() -> RowCacheStats? {
-        applyPendingPins()
-        return storageEngine?.cacheStats()
+        storageEngine?.cacheStats()
     }
 
-    /// The unbalanced unregisters seen so far (pending register calls are applied first).
+    /// The unbalanced unregisters seen so far.
     public var bookkeepingErrors: [ObjectGraphError] {
-        applyPendingPins()
-        return state.withLock { $0.unbalancedUnregisters }
+        state.withLock { $0.unbalancedUnregisters }
     }
 }
 

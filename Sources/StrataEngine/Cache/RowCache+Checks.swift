@@ -74,7 +74,7 @@ extension RowCache.State {
             guard entry.cost == RowCache.cost(key: entry.key.bytes, value: entry.value) else {
                 throw violation("key \(RowCache.describe(key.bytes)) has cost \(entry.cost)")
             }
-            let isPinned = pinCounts[key] != nil
+            let isPinned = pinCounts[key] != nil || entry.isHeld
             guard entry.isLinked != isPinned else {
                 let what = isPinned ? "pinned entry is" : "unpinned entry is not"
                 throw violation("\(what) in the recency list: key \(RowCache.describe(key.bytes))")

@@ -83,7 +83,9 @@ final class RowCache: Sendable {
                 state.dropIfOversized(slot, budget: budget)
             } else {
                 let pinned = state.pinCounts[key] != nil
-                guard pinned || Self.cost(key: key.bytes, value: value) <= budget else { return }
+                // A source's pin is asked only of an entry too big for the budget; any other
+                // is linked and held when eviction reaches it.
+                guard pinned || Self.cost(key: key.bytes, value: value) <= budget || state.isPinnedBySource(key) else { return }
                 state.add(key, sequence: sequence, value: value, pinned: pinned)
             }
             state.evict(budget: budget)
@@ -118,8 +120,12 @@ final class RowCache: Sendable {
                     }
                     state.replace(slot, sequence: sequence, value: value)
                     state.dropIfOversized(slot, budget: budget)
-                } else if let value, !value.isEmpty, state.pinCounts[key] != nil {
-                    state.add(key, sequence: sequence, value: value, pinned: true)
+                } else if let value, !value.isEmpty {
+                    if state.pinCounts[key] != nil {
+                        state.add(key, sequence: sequence, value: value, pinned: true)
+                    } else if state.isPinnedBySource(key) {
+                        state.add(key, sequence: sequence, value: value, pinned: false)
+                    }
                 }
             }
             state.evict(budget: budget)
@@ -139,6 +145,23 @@ final class RowCache: Sendable {
         let keys = keys.map(CacheKey.init)
         state.withLock { state in
             for key in keys { state.pin(key) }
+        }
+    }
+
+    /// Adds a source of pins counted outside the cache: from now on no entry it pins is
+    /// evicted. O(1).
+    func addPinSource(_ source: any RowPinSource) {
+        state.withLock { $0.sources.append(source) }
+    }
+
+    /// Removes a source added by ``addPinSource(_:)`` (by identity); the entries it alone
+    /// pinned become evictable. O(held entries).
+    func removePinSource(_ source: any RowPinSource) {
+        let budget = budgetBytes
+        state.withLock { state in
+            state.sources.removeAll { $0 === source }
+            state.sweepHeld(budget: budget)
+            state.evict(budget: budget)
         }
     }
 
@@ -209,26 +232,48 @@ final class RowCache: Sendable {
         }
     }
 
-    /// Drops every unpinned entry; pin counts and pinned entries stay, and statistics are not
+    /// Drops every unpinned entry (O(entries) with pin sources, which are asked about each);
+    /// pin counts and pinned entries stay, and statistics are not
     /// reset (the dropped entries are not counted as evictions). O(unpinned entries).
     func removeAll() {
+        let budget = budgetBytes
         state.withLock { state in
+            state.settleSources(budget: budget)  // entries a source pins are held, so they stay
             while state.oldest != State.none { state.remove(state.oldest) }
         }
     }
 
-    /// A snapshot of the cache's counters and sizes. O(1).
+    /// A snapshot of the cache's counters and sizes. O(1), or O(entries) with pin sources (each
+    /// entry's pin is asked, so that pinned and unpinned figures are exact).
     var stats: RowCacheStats {
         let budget = budgetBytes
         return state.withLock { state in
-            RowCacheStats(
+            state.settleSources(budget: budget)
+            state.evict(budget: budget)
+            return RowCacheStats(
                 hits: state.hits, misses: state.misses, evictions: state.evictions,
-                entries: state.slotOfKey.count, pinnedKeys: state.pinCounts.count,
+                entries: state.slotOfKey.count,
+                pinnedKeys: state.pinCounts.count + state.sources.reduce(0) { $0 + $1.pinnedKeyCount },
                 pinnedEntries: state.slotOfKey.count - state.linkedCount,
                 pinnedBytes: state.pinnedBytes, unpinnedBytes: state.unpinnedBytes,
                 budgetBytes: budget, unbalancedUnpins: state.unbalancedUnpins)
         }
     }
+}
+
+/// Pins counted outside the engine, for a user that already counts registrations (the store's
+/// register / unregister calls): instead of a pin count per key inside the cache, the cache asks
+/// the source, before evicting an entry, whether its key is pinned, and sets pinned entries
+/// aside until a later sweep finds them unpinned. A source keeps its counts however it likes;
+/// registering and unregistering costs the engine nothing.
+///
+/// Thread safety: the cache calls ``isPinned(_:)`` with its lock held, from any thread. It must
+/// be quick, must not call into the engine, and must answer from the source's own state.
+public protocol RowPinSource: AnyObject, Sendable {
+    /// Whether the entry of `key` must stay cached.
+    func isPinned(_ key: [UInt8]) -> Bool
+    /// How many keys the source pins now (reported in ``RowCacheStats/pinnedKeys``).
+    var pinnedKeyCount: Int { get }
 }
 
 /// Counters and sizes of a row cache, as ``RowCache/stats`` returns them.
@@ -241,7 +286,7 @@ public struct RowCacheStats: Sendable, Equatable {
     public var evictions = 0
     /// Entries cached, pinned or not.
     public var entries = 0
-    /// Keys whose pin count is above 0, cached or not.
+    /// Keys whose pin count is above 0, cached or not, with the keys pin sources pin.
     public var pinnedKeys = 0
     /// Cached entries whose key's pin count is above 0.
     public var pinnedEntries = 0
@@ -266,8 +311,12 @@ extension RowCache {
         var value: [UInt8]
         /// `key.count + value.count +` ``RowCache/entryOverheadBytes``.
         var cost: Int
-        /// Whether the entry is in the recency list, which holds exactly the unpinned entries.
+        /// Whether the entry is in the recency list, which holds exactly the entries not known
+        /// to be pinned.
         var isLinked = false
+        /// Whether eviction found the entry pinned by a ``RowPinSource`` and set it aside (off
+        /// the list, counted as pinned) until a sweep finds it unpinned.
+        var isHeld = false
         /// The next less recently used slot, or ``State/none``.
         var older = State.none
         /// The next more recently used slot, or ``State/none``.
@@ -306,6 +355,64 @@ extension RowCache {
         var hits = 0, misses = 0, evictions = 0, unbalancedUnpins = 0
         /// Times eviction found a pinned entry in the recency list; must stay 0.
         var pinnedEvictions = 0
+        /// Pins counted outside the cache (see ``RowPinSource``).
+        var sources: [any RowPinSource] = []
+        /// The slots held for a source's pin (see ``Slot/isHeld``); may list a freed or
+        /// re-held slot more than once: a sweep skips what is no longer held.
+        var heldSlots: [Int] = []
+        /// The length of `heldSlots` at which the next sweep runs: twice what the last one
+        /// kept, so sweeping costs O(1) amortised per held entry.
+        var heldSweepAt = 64
+
+        /// Whether a source pins `key`. O(sources), each a lookup of its own.
+        func isPinnedBySource(_ key: CacheKey) -> Bool {
+            for source in sources where source.isPinned(key.bytes) { return true }
+            return false
+        }
+
+        /// Sets the linked entry in `slot`, pinned by a source, aside: off the list, counted as
+        /// pinned. O(1) amortised (a sweep runs when enough are held).
+        mutating func hold(_ slot: Int, budget: Int, sweeping: Bool = true) {
+            unlink(slot)
+            pinnedBytes += slots[slot].cost
+            slots[slot].isHeld = true
+            heldSlots.append(slot)
+            if sweeping, heldSlots.count >= heldSweepAt { sweepHeld(budget: budget) }
+        }
+
+        /// Brings the list up to date with the sources: held entries no longer pinned go back
+        /// on it, listed entries a source pins are held. Afterwards the list holds exactly the
+        /// unpinned entries (the caller enforces the budget). O(entries).
+        mutating func settleSources(budget: Int) {
+            guard !sources.isEmpty || !heldSlots.isEmpty else { return }
+            sweepHeld(budget: budget)
+            var cursor = oldest
+            while cursor != Self.none {
+                let next = slots[cursor].newer
+                if isPinnedBySource(slots[cursor].key) { hold(cursor, budget: budget, sweeping: false) }
+                cursor = next
+            }
+            heldSweepAt = max(64, heldSlots.count * 2)
+        }
+
+        /// Puts back on the list every held entry that no source pins any more (an entry the
+        /// cache's own count pins stays off it, as pinned). O(held entries).
+        mutating func sweepHeld(budget: Int) {
+            guard !heldSlots.isEmpty else { return }
+            var kept: [Int] = []
+            for slot in heldSlots where slots[slot].isHeld {
+                slots[slot].isHeld = false  // visited: a repeated index is skipped
+                if isPinnedBySource(slots[slot].key) {
+                    kept.append(slot)
+                } else if pinCounts[slots[slot].key] == nil {
+                    pinnedBytes -= slots[slot].cost
+                    link(slot)
+                }
+            }
+            for slot in kept { slots[slot].isHeld = true }
+            heldSlots = kept
+            heldSweepAt = max(64, kept.count * 2)
+        }
 
         /// Puts `slot` in the recency list as the newest entry and counts it unpinned. O(1).
         mutating func link(_ slot: Int) {
@@ -375,7 +482,7 @@ extension RowCache {
         /// Drops the entry in `slot` if it is unpinned and costs more than the whole budget,
         /// rather than evicting every other entry first. O(1).
         mutating func dropIfOversized(_ slot: Int, budget: Int) {
-            guard slots[slot].isLinked, slots[slot].cost > budget else { return }
+            guard slots[slot].isLinked, slots[slot].cost > budget, !isPinnedBySource(slots[slot].key) else { return }
             remove(slot)
             evictions += 1
         }
@@ -391,6 +498,10 @@ extension RowCache {
                     pinnedEvictions += 1
                     unlink(victim)
                     pinnedBytes += slots[victim].cost
+                    continue
+                }
+                if isPinnedBySource(slots[victim].key) {
+                    hold(victim, budget: budget)
                     continue
                 }
                 remove(victim)
@@ -420,7 +531,7 @@ extension RowCache {
                 return true
             }
             pinCounts.remove(at: index)
-            guard let slot = slotOfKey[key], !slots[slot].isLinked else { return true }
+            guard let slot = slotOfKey[key], !slots[slot].isLinked, !slots[slot].isHeld else { return true }
             pinnedBytes -= slots[slot].cost
             link(slot)
             dropIfOversized(slot, budget: budget)

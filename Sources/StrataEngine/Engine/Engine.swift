@@ -127,6 +127,18 @@ public final class Engine: Sendable {
         try rowCache.unpin(keys)
     }
 
+    /// Adds pins counted outside the engine (see ``RowPinSource``): while the source says a
+    /// key is pinned, its cached row is never evicted. A source stays until
+    /// ``removePinSource(_:)``.
+    public func addPinSource(_ source: any RowPinSource) {
+        rowCache.addPinSource(source)
+    }
+
+    /// Removes a pin source (by identity); rows only it pinned become evictable.
+    public func removePinSource(_ source: any RowPinSource) {
+        rowCache.removePinSource(source)
+    }
+
     /// The row cache's counters: hits, misses, evictions, pinned and unpinned bytes.
     public func cacheStats() -> RowCacheStats {
         rowCache.stats

@@ -1,0 +1,76 @@
+import ObjectGraph
+import StrataEngine
+import StrataSync
+
+/// The register counts of one store's rows: what `managedObjectContextDidRegisterObjects(with:)`
+/// and its unregister counterpart add and remove, kept by the store and read by the engine's
+/// row cache as a ``RowPinSource``. A row whose count is above zero is never evicted
+/// (DESIGN.md, engine invariant 5); a register or unregister costs one lookup here and nothing
+/// in the engine.
+///
+/// Rows are named by their reference and the name of their hierarchy's root entity, the two
+/// parts of a row key ([KEY-1]), so that the cache can ask about a key without a model.
+///
+/// Thread safety: `counts` is protected by its own lock. The row cache calls ``isPinned(_:)``
+/// with the cache's lock held; nothing here calls the engine, so the order is always cache,
+/// then counts.
+final class RowPins: RowPinSource {
+    /// One row: its reference and its root entity's name. Hashes the reference only (two
+    /// hierarchies rarely share a reference: references are allocated store-wide).
+    struct Row: Hashable {
+        let reference: Int64
+        let root: String
+
+        static func == (a: Row, b: Row) -> Bool { a.reference == b.reference && a.root == b.root }
+        func hash(into hasher: inout Hasher) { hasher.combine(reference) }
+    }
+
+    /// Every row whose count is above zero, with its count (never 0: a row at 0 is removed).
+    let counts = Locked<[Row: Int]>([:])
+
+    /// Adds 1 to the count of each row (a row listed twice gets 2). O(rows).
+    func register(_ rows: [Row]) {
+        counts.withLock { counts in
+            for row in rows { counts[row, default: 0] += 1 }
+        }
+    }
+
+    /// Removes 1 from the count of each row, and returns the indices in `rows` of those whose
+    /// count was already 0 (an unbalanced unregister; their counts are left at 0). O(rows).
+    func unregister(_ rows: [Row]) -> [Int] {
+        counts.withLock { counts in
+            var unbalanced: [Int] = []
+            for (offset, row) in rows.enumerated() {
+                guard let index = counts.index(forKey: row) else {
+                    unbalanced.append(offset)
+                    continue
+                }
+                if counts.values[index] > 1 {
+                    counts.values[index] -= 1
+                } else {
+                    counts.remove(at: index)
+                }
+            }
+            return unbalanced
+        }
+    }
+
+    /// Whether `key` is the row key ([KEY-1]) of a row whose count is above zero. O(key
+    /// length).
+    func isPinned(_ key: [UInt8]) -> Bool {
+        guard let row = Self.row(ofKey: key) else { return false }
+        return counts.withLock { $0[row] != nil }
+    }
+
+    /// How many rows have a count above zero.
+    var pinnedKeyCount: Int { counts.withLock { $0.count } }
+
+    /// The row a row key names, or `nil` for any other key: `rowTag root 0x00 ref(8)`.
+    static func row(ofKey key: [UInt8]) -> Row? {
+        let end = key.count - 9
+        guard end >= 1, key[0] == KeyLayout.rowTag, key[end] == 0x00,
+            let reference = KeyLayout.reference(fromRowKey: key)
+        else { return nil }
+        return Row(reference: reference, root: String(decoding: key[1..<end], as: UTF8.self))
+    }
+}
