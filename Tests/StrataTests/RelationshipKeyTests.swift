@@ -335,6 +335,59 @@ import Testing
         #expect(try Set(Self.names(found)) == Set((0..<300).filter { $0 % 10 == 3 }.map { "I\($0)" }))
     }
 
+    // [FETCH-S3] A count or ID fetch whose whole predicate is a semi-join through a keyed
+    // inverse is answered from the keys and the index: no row is read, deleted members are
+    // not counted, and the same fetch with a second conjunct (which reads the rows) agrees.
+    @Test func aSemiJoinCountOrIDFetchIsAnsweredWithoutReadingRows() throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: try Self.model())
+        let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let owners = try (0..<10).map { index -> ManagedObject in
+            let owner = try setup.insertNewObject(forEntityName: "Owner")
+            try owner.setValue(.string("O\(index)"), forKey: "name")
+            return owner
+        }
+        let tag = try setup.insertNewObject(forEntityName: "Tag")
+        try tag.setValue(.string("hot"), forKey: "name")
+        var items: [ManagedObject] = []
+        for index in 0..<300 {
+            let item = try setup.insertNewObject(forEntityName: "Item")
+            try item.setValue(.string("I\(index)"), forKey: "name")
+            try item.setValue(owners[index % 10], forKey: "owner")
+            if index % 7 == 0 { try item.setValue([tag], forKey: "tags") }
+            items.append(item)
+        }
+        try setup.save()
+        setup.delete(items[3])  // owner O3, not tagged
+        setup.delete(items[7])  // owner O7, tagged
+        try setup.save()
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        func reads() throws -> Int {
+            let stats = try #require(strata.rowCacheStats())
+            return stats.hits + stats.misses
+        }
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let expectedO3 = Set((0..<300).filter { $0 % 10 == 3 && $0 != 3 }.map { "I\($0)" })
+        let expectedHot = Set((0..<300).filter { $0 % 7 == 0 && $0 != 7 }.map { "I\($0)" })
+        for (format, argument, expected) in [("owner.name == %@", "O3", expectedO3), ("ANY tags.name == %@", "hot", expectedHot)] {
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: format, argument)
+            let before = try reads()
+            #expect(try context.count(for: request) == expected.count, "\(format)")
+            request.resultType = .managedObjectID
+            let ids = try context.fetchObjectIDs(request)
+            // The destination's own fetch (one row for O3, one for the tag) and the metadata
+            // record at most: the members' rows are not read.
+            let delta = try reads() - before
+            #expect(delta <= 4, "\(format): \(delta) reads")
+            #expect(try Set(Self.names(ids.map { try context.existingObject(with: $0) })) == expected)
+            // With a conjunct the keys cannot answer, the rows are read and agree.
+            var both = FetchRequest(entityName: "Item")
+            both.predicate = try FetchPredicate(format: format + " AND name BEGINSWITH %@", argument, "I1")
+            #expect(try Set(Self.names(context.fetch(both))) == expected.filter { $0.hasPrefix("I1") })
+        }
+    }
+
     // [REL-4] fsck finds a missing one-to-many key, a key without an owner and a key whose
     // member does not point back, and repair leaves a store it finds clean.
     @Test func fsckFindsAndRepairsBrokenRelationshipKeys() throws {

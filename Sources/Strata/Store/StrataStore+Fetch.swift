@@ -128,19 +128,45 @@ extension StrataStore {
             }
             try readCandidates(references.sorted(), root: root)
         } else if let (root, entity, _) = hierarchy, let predicate = request.predicate,
-            let candidates = try keyCandidates(
+            let found = try keyCandidates(
                 predicate, entity: entity, joins: joins, snapshot: snapshot,
                 rowCount: try cachedRecord(in: snapshot).rowCounts.filter { names.contains($0.key) }.values.reduce(0, +))
         {
-            try readCandidates(candidates, root: root)
+            // The candidates satisfy the conjunct they came from: its test is not run again.
+            found.join.exact.value = true
+            if found.leaf == predicate, request.resultType == .count || request.resultType == .managedObjectID,
+                request.sortDescriptors.isEmpty, request.fetchOffset == 0, request.fetchLimit == 0
+            {
+                // [FETCH-S3] The whole predicate is that conjunct: the answer is the candidates
+                // the index holds (a row of the fetched entities under each key), no row read.
+                let prefix = KeyLayout.rowPrefix(root: root)
+                var ids: [ManagedObjectID] = [], count = 0
+                for member in found.members where Int(member.entity) < wanted.count && wanted[Int(member.entity)] {
+                    var key = prefix
+                    KeyLayout.appendReference(member.reference, to: &key)
+                    guard snapshot.sequence(of: key) != nil else { continue }
+                    count += 1
+                    if request.resultType == .managedObjectID, let memberEntity = layout.entity(number: member.entity) {
+                        ids.append(newObjectID(for: memberEntity, referenceObject: .int64(member.reference)))
+                    }
+                }
+                return request.resultType == .count ? .count(count) : .objectIDs(ids)
+            }
+            try readCandidates(found.members.map(\.reference), root: root)
         } else {
             for root in roots.sorted() {
                 var failure: Error? = nil
                 _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
-                    try snapshot.forEach(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
+                    // Each value is copied into one scratch array: a row the predicate rejects
+                    // is dropped before the next, so the array is reused without an allocation;
+                    // a kept row keeps its bytes and the next copy gets a fresh array.
+                    var scratch: [UInt8] = []
+                    try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         do {
-                            guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
-                            let row = try RowBytes(value, store: layout, context: .key(root: root, reference: reference))
+                            guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                            scratch.removeAll(keepingCapacity: true)
+                            scratch.append(contentsOf: value)
+                            let row = try RowBytes(scratch, store: layout, context: .key(root: root, reference: reference))
                             if matches(row), let entity = layout.entity(number: row.entityNumber) {
                                 let view = RowView(reference: reference, row: row, entity: entity, source: source)
                                 if try accepts(view) { rows.append(view) }
@@ -194,15 +220,24 @@ extension StrataStore {
         var references = Set<Int64>(minimumCapacity: ids.count)
         for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
         let ordinal = relationship.ordinal
+        let exact = Flag()
         if relationship.isToOne {
-            return SemiJoin(relationship: relationship, references: references) { row in
+            return SemiJoin(relationship: relationship, references: references, exact: exact) { row in
+                if exact.value { return true }
                 guard let target = try row.storedObject(atOrdinal: ordinal) else { return false }
                 return references.contains(target.reference)
             }
         }
-        return SemiJoin(relationship: relationship, references: references) { row in
-            try row.storedObjects(atOrdinal: ordinal).contains { references.contains($0.reference) }
+        return SemiJoin(relationship: relationship, references: references, exact: exact) { row in
+            if exact.value { return true }
+            return try row.storedObjects(atOrdinal: ordinal).contains { references.contains($0.reference) }
         }
+    }
+
+    /// A Boolean shared between a fetch's plan and the closures it compiled; one fetch, one
+    /// thread.
+    final class Flag {
+        var value = false
     }
 
     /// A comparison through a relationship answered from the destination's matches ([FETCH-S1]).
@@ -211,38 +246,43 @@ extension StrataStore {
         let relationship: RelationshipDescription
         /// The references of the destination rows that satisfy the rest of the key path.
         let references: Set<Int64>
+        /// Set when the rows tested are known to satisfy the comparison (they are candidates
+        /// read from this join's relationship keys, [FETCH-S2]): the test then answers true.
+        let exact: Flag
         /// Whether a row's destinations include one of them.
         let test: (RowView) throws -> Bool
     }
 
     /// [FETCH-S2] The candidate rows of a fetch one of whose top-level conjuncts is a semi-join
     /// through a relationship whose inverse is keyed ([REL-1]): the members of each matching
-    /// destination, read from its keys, in reference order; `nil` when no conjunct qualifies or
-    /// the candidates would be more than a third of the rows `rowCount` (a scan is cheaper).
-    /// Of several qualifying conjuncts, the one with the fewest destinations is used.
+    /// destination, read from its keys, in reference order, with the semi-join and the conjunct
+    /// they satisfy; `nil` when no conjunct qualifies or the candidates would be more than a
+    /// third of the rows `rowCount` (a scan is cheaper). Of several qualifying conjuncts, the
+    /// one with the fewest destinations is used.
     func keyCandidates(
         _ predicate: FetchPredicate, entity: EntityDescription, joins: [FetchPredicate: SemiJoin], snapshot: Snapshot, rowCount: Int
-    ) throws -> [Int64]? {
+    ) throws -> (members: [StoredObject], join: SemiJoin, leaf: FetchPredicate)? {
         func conjuncts(_ predicate: FetchPredicate) -> [FetchPredicate] {
             if case .and(let parts) = predicate { return parts.flatMap(conjuncts) }
             return [predicate]
         }
-        let usable = conjuncts(predicate).compactMap { joins[$0] }.filter { join in
+        let usable = conjuncts(predicate).compactMap { leaf in joins[leaf].map { (leaf, $0) } }.filter { _, join in
             guard let inverse = join.relationship.inverseRelationship else { return false }
             return RelationshipKeys.isKeyed(inverse) && join.relationship.destinationEntity != nil
         }
-        guard let best = usable.min(by: { $0.references.count < $1.references.count }),
+        guard let (leaf, best) = usable.min(by: { $0.1.references.count < $1.1.references.count }),
             let inverse = best.relationship.inverseRelationship, let destination = best.relationship.destinationEntity
         else { return nil }
         let cap = max(rowCount / 3, 64)
-        var candidates = Set<Int64>()
+        var candidates: [Int64: UInt16] = [:]
         for owner in best.references {
             for member in RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot) {
-                candidates.insert(member.reference)
+                candidates[member.reference] = member.entity
                 if candidates.count > cap { return nil }
             }
         }
-        return candidates.sorted()
+        let members = candidates.map { StoredObject(entity: $0.value, reference: $0.key) }.sorted { $0.reference < $1.reference }
+        return (members, best, leaf)
     }
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).

@@ -123,10 +123,53 @@ public struct Snapshot: Sendable {
         from lowerBound: [UInt8] = [], to upperBound: [UInt8]? = nil,
         _ body: ([UInt8], [UInt8]) throws(StoreError) -> Bool
     ) throws(StoreError) {
+        try forEachView(from: lowerBound, to: upperBound) { (key, value) throws(StoreError) -> Bool in
+            try body(Array(key), Array(value))
+        }
+    }
+}
+
+extension Snapshot {
+    /// Calls `body` with the bytes of each key in `[lowerBound, upperBound)` and of its value,
+    /// in ascending key order, until it returns `false`: a scan that copies neither (both are
+    /// valid only during the call; the value lies in the decompressed block or the WAL window
+    /// the scan reads through). Each entry is checked as ``forEach(from:to:_:)`` checks it.
+    public func forEachView(
+        from lowerBound: [UInt8] = [], to upperBound: [UInt8]? = nil,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws(StoreError) -> Bool
+    ) throws(StoreError) {
         var memo = BlockMemo()
-        for (key, entry) in index.cursor(from: lowerBound, to: upperBound) {
-            let decoded = try read(key: key, entry: entry, blockMemo: &memo)
-            guard try body(key, decoded.value) else { return }
+        var cursor = index.cursor(from: lowerBound, to: upperBound)
+        while let more = try cursor.nextEntry({ (key, entry) throws(StoreError) -> Bool in
+            try withValue(key: key, entry: entry, blockMemo: &memo) { (value) throws(StoreError) -> Bool in try body(key, value) }
+        }) {
+            guard more else { return }
+        }
+    }
+
+    /// Calls `body` with the value bytes of `key`'s entry, read in place (see
+    /// ``forEachView(from:to:_:)``).
+    func withValue<R>(
+        key: UnsafeRawBufferPointer, entry: IndexEntry, blockMemo: inout BlockMemo,
+        _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
+    ) throws(StoreError) -> R {
+        let location = entry.location
+        guard let file = files[location.fileNumber] else {
+            throw StoreError(.corruption, "index points at file \(location.fileNumber), which is not part of the store")
+        }
+        switch file.content {
+        case .segment(let segment):
+            let block = try blockMemo.block(location.position, of: segment)
+            return try segment.withEntryBytes(in: block, at: location) { (bytes, offset) throws(StoreError) -> R in
+                let range = try LogEntry.valueRange(in: bytes, key: key, sequence: entry.sequence, path: file.path, offset: offset)
+                return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
+            }
+        case .wal(let handle):
+            return try blockMemo.withWALEntryBytes(at: location, of: file, handle: handle) { (bytes) throws(StoreError) -> R in
+                let range = try LogEntry.valueRange(
+                    in: bytes, key: key, sequence: entry.sequence, path: file.path, offset: UInt64(location.offset))
+                return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
+            }
         }
     }
 }
@@ -152,6 +195,17 @@ struct BlockMemo {
     mutating func walEntry(
         at location: ValueLocation, of file: LiveFile, handle: any FileHandle, expectedKey: [UInt8]? = nil
     ) throws(StoreError) -> LogEntry {
+        try withWALEntryBytes(at: location, of: file, handle: handle) { (bytes) throws(StoreError) -> LogEntry in
+            try LogEntry.decodeExactly(bytes, path: file.path, offset: UInt64(location.offset), expectedKey: expectedKey)
+        }
+    }
+
+    /// Calls `body` with the bytes of the WAL entry at `location`, from the current window or
+    /// a new one (as ``walEntry(at:of:handle:expectedKey:)`` reads them).
+    mutating func withWALEntryBytes<R>(
+        at location: ValueLocation, of file: LiveFile, handle: any FileHandle,
+        _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
+    ) throws(StoreError) -> R {
         let id = ObjectIdentifier(file)
         let start = UInt64(location.offset), length = Int(location.length)
         if wal != id || start < walStart || start + UInt64(length) > walStart + UInt64(walBytes.count) {
@@ -163,7 +217,7 @@ struct BlockMemo {
                 wal = id
                 walBytes = []
                 walStart = 0
-                return try file.readEntry(at: location)
+                return try handle.read(exactly: length, at: start).withBytes(body)
             }
             walBytes = try handle.read(upTo: forward ? max(length, Self.walWindow) : length, at: start)
             wal = id
@@ -171,18 +225,14 @@ struct BlockMemo {
             guard walBytes.count >= length else {
                 // A short read: fall back to reading exactly this entry.
                 wal = nil
-                return try file.readEntry(at: location)
+                return try handle.read(exactly: length, at: start).withBytes(body)
             }
         }
         walEnd = start + UInt64(length)
         let from = Int(start - walStart)
-        let result: Result<LogEntry, StoreError> = walBytes.withUnsafeBytes { raw in
-            Result { () throws(StoreError) in
-                try LogEntry.decodeExactly(
-                    UnsafeRawBufferPointer(rebasing: raw[from..<from + length]), path: file.path, offset: start, expectedKey: expectedKey)
-            }
+        return try walBytes.withBytes { (raw) throws(StoreError) -> R in
+            try body(UnsafeRawBufferPointer(rebasing: raw[from..<from + length]))
         }
-        return try result.get()
     }
 
     mutating func block(_ position: UInt32, of reader: SegmentReader) throws(StoreError) -> [UInt8] {

@@ -68,6 +68,17 @@ extension KeyIndex {
             guard let (node, index) = advance() else { return nil }
             return try node.keys.withKey(index, body)
         }
+
+        /// Calls `body` with the next key's bytes (valid only during the call) and its entry,
+        /// or returns `nil` at the end of the range.
+        public mutating func nextEntry<R>(_ body: (UnsafeRawBufferPointer, IndexEntry) throws(StoreError) -> R) throws(StoreError) -> R? {
+            guard let (node, index) = advance() else { return nil }
+            let entry = node.entries[index]
+            let result: Result<R, StoreError> = node.keys.withKey(index) { key in
+                Result { () throws(StoreError) -> R in try body(key, entry) }
+            }
+            return try result.get()
+        }
     }
 
     /// A cursor over keys `>= lowerBound` and, if `upperBound` is given, `< upperBound`.

@@ -88,6 +88,36 @@ struct LogEntry: Equatable, Sendable {
         return .success(LogEntry(isDelete: kind == Format.entryDelete, sequence: sequence, key: key, value: value))
     }
 
+    /// The value of the one put entry occupying all of `bytes`, checked in place (its checksum,
+    /// its length, and that it is a put of `key` at `sequence`, the entry the index expects),
+    /// as a range of `bytes`: a scan's read that copies nothing. Throws a corruption error
+    /// naming `path` and `offset` otherwise.
+    static func valueRange(
+        in bytes: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, sequence: UInt64, path: String, offset: UInt64
+    ) throws(StoreError) -> Range<Int> {
+        var reader = ByteReader(bytes)
+        func fail(_ what: String) -> StoreError { StoreError.corruption(what, path: path, offset: offset) }
+        guard let kind = reader.u8(), let stored = reader.varint(), let keyCount = reader.varint(),
+            let valueCount = reader.varint()
+        else { throw fail("entry does not decode (truncated)") }
+        guard kind == Format.entryPut, stored == sequence, keyCount == UInt64(key.count) else {
+            throw fail("entry on disk is not the one the index expects")
+        }
+        let keyStart = reader.position
+        guard valueCount <= UInt64(Format.maxValueLength),
+            bytes.count == keyStart + key.count + Int(valueCount) + 4
+        else { throw fail("entry's recorded length does not match its bytes") }
+        guard key.elementsEqualBytes(UnsafeRawBufferPointer(rebasing: bytes[keyStart..<keyStart + key.count])) else {
+            throw fail("entry on disk is not the one the index expects")
+        }
+        let end = bytes.count - 4
+        let crc = bytes.loadUnaligned(fromByteOffset: end, as: UInt32.self).littleEndian
+        guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<end])) else {
+            throw fail("entry does not decode (checksum)")
+        }
+        return keyStart + key.count..<end
+    }
+
     /// Decodes exactly one entry occupying all of `bytes`, or throws a corruption error naming
     /// `path` and `offset` (the entry's position on disk).
     static func decodeExactly(

@@ -193,6 +193,16 @@ final class SegmentReader: Sendable {
 
     /// Decodes the entry at `location` from an already decompressed data block.
     func entry(in block: [UInt8], at location: ValueLocation, expectedKey: [UInt8]? = nil) throws(StoreError) -> LogEntry {
+        try withEntryBytes(in: block, at: location) { (bytes, blockOffset) throws(StoreError) -> LogEntry in
+            try LogEntry.decodeExactly(bytes, path: path, offset: blockOffset, expectedKey: expectedKey)
+        }
+    }
+
+    /// Calls `body` with the bytes of the entry at `location` inside `block` (the decompressed
+    /// data block `location.position`) and the block's offset in the file, for errors.
+    func withEntryBytes<R>(
+        in block: [UInt8], at location: ValueLocation, _ body: (UnsafeRawBufferPointer, UInt64) throws(StoreError) -> R
+    ) throws(StoreError) -> R {
         let start = Int(location.offset), end = start + Int(location.length)
         guard Int(location.position) < dataBlocks.count else {
             throw StoreError.corruption("no data block \(location.position)", path: path, offset: 0)
@@ -201,9 +211,8 @@ final class SegmentReader: Sendable {
         guard end <= block.count else {
             throw StoreError.corruption("entry runs past the end of its block", path: path, offset: blockOffset)
         }
-        return try block.withBytes { (raw) throws(StoreError) -> LogEntry in
-            try LogEntry.decodeExactly(
-                UnsafeRawBufferPointer(rebasing: raw[start..<end]), path: path, offset: blockOffset, expectedKey: expectedKey)
+        return try block.withBytes { (raw) throws(StoreError) -> R in
+            try body(UnsafeRawBufferPointer(rebasing: raw[start..<end]), blockOffset)
         }
     }
 
