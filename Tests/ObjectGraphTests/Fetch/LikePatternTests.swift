@@ -56,3 +56,40 @@ import Testing
         }
     }
 }
+
+/// A one-attribute subject read by ordinal, as a store's row view is.
+private struct OneString: OrdinalFetchEvaluable {
+    let text: String
+    func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? { ordinal == 0 ? .string(text) : nil }
+    func fetchValue(forKeyPath keyPath: String) throws -> FetchValue { .attribute(keyPath == "x" ? .string(text) : .null) }
+}
+
+/// The compiled string tests (the constant folded once, ASCII texts matched in place) against
+/// the interpreted evaluation, which folds both sides per subject: every operator and option
+/// on texts and constants mixing case, accents, decomposed accents and a CR LF.
+@Suite struct CompiledStringTestTests {
+    @Test func compiledStringTestsAnswerAsTheInterpreterDoes() throws {
+        let entity = EntityDescription(name: "T", properties: [.attribute("x", .string)])
+        _ = try ManagedObjectModel(entities: [entity])
+        let alphabet = ["a", "B", "é", "E\u{301}", "\r\n", "\n"]
+        let texts = LikePatternTests.strings(alphabet, upTo: 3)
+        let constants = LikePatternTests.strings(alphabet + ["*", "?"], upTo: 2)
+        let allOptions: [ComparisonOptions] = [[], .caseInsensitive, .diacriticInsensitive, [.caseInsensitive, .diacriticInsensitive]]
+        var checked = 0, held = 0
+        for op in [FetchComparisonOperator.like, .contains, .beginsWith, .endsWith] {
+            for options in allOptions {
+                for constant in constants {
+                    let predicate = FetchPredicate.comparison(.keyPath("x"), op, .constant(.attribute(.string(constant))), options: options)
+                    let compiled = try predicate.compiled(for: entity, as: OneString.self)
+                    for text in texts {
+                        let expected = try predicate.evaluate(with: ["x": AttributeValue.string(text)])
+                        try #require(compiled.evaluate(OneString(text: text)) == expected, "\"\(text)\" \(op.rawValue)[\(options.rawValue)] \"\(constant)\"")
+                        checked += 1
+                        if expected { held += 1 }
+                    }
+                }
+            }
+        }
+        #expect(held > 1_000 && checked - held > 1_000, "both answers are common (\(held) of \(checked))")
+    }
+}

@@ -83,13 +83,15 @@ extension FetchPredicate {
                 if let value = try subject.attributeValue(atOrdinal: ordinal) { return .attribute(value) }
                 return try subject.fetchValue(forKeyPath: path).flattened
             }
-            if op == .like, options.isEmpty, case .attribute(.string(let pattern)) = right {
-                // LIKE without options: the pattern is parsed once, not per row.
-                let like = StringMatching.LikePattern(pattern)
+            if case .attribute(.string(let constant)) = right, options.subtracting([.caseInsensitive, .diacriticInsensitive]).isEmpty,
+                let test = Self.stringTest(op, constant, options: options)
+            {
+                // A string test against a constant: the constant is parsed and folded once,
+                // not per row.
                 return { subject in
                     let left = try value(subject)
                     switch left {
-                    case .attribute(.string(let text)): return like.matches(text)
+                    case .attribute(.string(let text)): return test(text)
                     case .collection: return try Self.compare(left, op, right, modifier: .direct, options: options)
                     default: return false
                     }
@@ -101,5 +103,22 @@ extension FetchPredicate {
         }
         let predicate = self
         return { try predicate.evaluate(with: $0) }
+    }
+
+    /// The test of a string operator against a constant string, prepared once; `nil` for
+    /// operators that are not string tests. Answers as ``compare(_:_:_:modifier:options:)``
+    /// does for a string on the left.
+    private static func stringTest(_ op: FetchComparisonOperator, _ constant: String, options: ComparisonOptions) -> ((String) -> Bool)? {
+        switch op {
+        case .like:
+            let like = StringMatching.LikePattern(constant, options: options)
+            return { like.matches($0) }
+        case .contains, .beginsWith, .endsWith:
+            let kind: StringMatching.FixedPattern.Kind = op == .contains ? .contains : op == .beginsWith ? .beginsWith : .endsWith
+            let fixed = StringMatching.FixedPattern(kind, constant, options: options)
+            return { fixed.matches($0) }
+        default:
+            return nil
+        }
     }
 }

@@ -11,7 +11,28 @@ enum StringMatching {
         LikePattern(pattern).matches(text)
     }
 
-    /// A `LIKE` pattern parsed once, to match many texts (a compiled predicate keeps one).
+    /// Folds an ASCII upper-case letter to lower case; any other byte is itself.
+    @inline(__always)
+    static func foldASCII(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
+
+    /// Calls `body` with the UTF-8 bytes of `text` in place if each is one character (ASCII
+    /// without a carriage return, which joins a following line feed into one character),
+    /// without copying (native strings are contiguous); `nil` otherwise.
+    @inline(__always)
+    static func withASCII<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
+        let result: R?? = text.utf8.withContiguousStorageIfAvailable { bytes -> R? in
+            for byte in bytes where byte >= 0x80 || byte == 0x0D { return nil }
+            return body(bytes)
+        }
+        if let result { return result }
+        let copy = Array(text.utf8)
+        guard copy.allSatisfy({ $0 < 0x80 && $0 != 0x0D }) else { return nil }
+        return copy.withUnsafeBufferPointer(body)
+    }
+
+    /// A `LIKE` pattern parsed once, to match many texts (a compiled predicate keeps one), with
+    /// the comparison's case and diacritic options applied to the pattern once and to each
+    /// text as it is matched (ASCII text is folded byte by byte, never copied).
     struct LikePattern: Sendable {
         /// One element of a pattern.
         enum Token<C: Equatable & Sendable>: Sendable {
@@ -25,11 +46,14 @@ enum StringMatching {
         private let tokens: [Token<Character>]
         /// The same as bytes, when the pattern is ASCII.
         private let asciiTokens: [Token<UInt8>]?
+        /// The case and diacritic folding of the comparison.
+        private let options: ComparisonOptions
 
-        init(_ pattern: String) {
+        init(_ pattern: String, options: ComparisonOptions = []) {
+            self.options = options.intersection([.caseInsensitive, .diacriticInsensitive])
             var tokens: [Token<Character>] = []
             var escaped = false
-            for c in pattern {
+            for c in self.options.normalize(pattern) {
                 if escaped {
                     tokens.append(.literal(c))
                     escaped = false
@@ -41,7 +65,10 @@ enum StringMatching {
             }
             if escaped { tokens.append(.literal("\\")) }
             self.tokens = tokens
-            asciiTokens = pattern.utf8.allSatisfy({ $0 < 0x80 })
+            asciiTokens = tokens.allSatisfy({ token in
+                if case .literal(let c) = token { return c.utf8.count == 1 }
+                return true
+            })
                 ? tokens.map { token -> Token<UInt8> in
                     switch token {
                     case .literal(let c): return .literal(c.asciiValue ?? 0)
@@ -52,19 +79,27 @@ enum StringMatching {
         }
 
         /// Whether the whole of `text` matches. ASCII text against an ASCII pattern is matched
-        /// byte by byte (every ASCII character is one grapheme); anything else by characters.
+        /// byte by byte (every ASCII character is one grapheme); anything else by characters,
+        /// after folding.
         func matches(_ text: String) -> Bool {
-            if let asciiTokens, text.utf8.allSatisfy({ $0 < 0x80 }) {
-                return Self.match(Array(text.utf8), asciiTokens)
+            if let asciiTokens {
+                let folds = options.contains(.caseInsensitive)
+                if let result = StringMatching.withASCII(text, { bytes in
+                    folds ? Self.match(bytes, asciiTokens, StringMatching.foldASCII) : Self.match(bytes, asciiTokens, { $0 })
+                }) {
+                    return result
+                }
             }
-            return Self.match(Array(text), tokens)
+            return Self.match(Array(options.normalize(text)), tokens, { $0 })
         }
 
         // Greedy matching with one backtrack point for the last star: linear in practice.
-        private static func match<C>(_ t: [C], _ p: [Token<C>]) -> Bool {
-            var ti = 0, pi = 0
-            var star: Int? = nil, mark = 0
-            while ti < t.count {
+        @inline(__always)
+        private static func match<T: RandomAccessCollection, C>(_ t: T, _ p: [Token<C>], _ fold: (C) -> C) -> Bool
+        where T.Element == C, T.Index == Int {
+            var ti = t.startIndex, pi = 0
+            var star: Int? = nil, mark = ti
+            while ti < t.endIndex {
                 if pi < p.count, case .star = p[pi] {
                     star = pi; mark = ti; pi += 1
                     continue
@@ -74,7 +109,7 @@ enum StringMatching {
                     case .one:
                         ti += 1; pi += 1
                         continue
-                    case .literal(let c) where c == t[ti]:
+                    case .literal(let c) where c == fold(t[ti]):
                         ti += 1; pi += 1
                         continue
                     default:
@@ -86,6 +121,60 @@ enum StringMatching {
             }
             while pi < p.count, case .star = p[pi] { pi += 1 }
             return pi == p.count
+        }
+    }
+
+    /// `CONTAINS`, `BEGINSWITH` or `ENDSWITH` against one constant string, with the
+    /// comparison's case and diacritic options applied to the constant once and to each text
+    /// as it is tested (ASCII text against an ASCII constant byte by byte, never copied).
+    struct FixedPattern: Sendable {
+        /// Which test.
+        enum Kind: Sendable { case contains, beginsWith, endsWith }
+
+        let kind: Kind
+        private let needle: String
+        private let asciiNeedle: [UInt8]?
+        private let options: ComparisonOptions
+
+        init(_ kind: Kind, _ constant: String, options: ComparisonOptions) {
+            self.kind = kind
+            self.options = options.intersection([.caseInsensitive, .diacriticInsensitive])
+            needle = self.options.normalize(constant)
+            asciiNeedle = needle.utf8.allSatisfy { $0 < 0x80 && $0 != 0x0D } ? Array(needle.utf8) : nil
+        }
+
+        func matches(_ text: String) -> Bool {
+            if needle.isEmpty, kind == .contains { return true }
+            if let asciiNeedle, !options.isEmpty {
+                let folds = options.contains(.caseInsensitive)
+                if let result = StringMatching.withASCII(text, { bytes in
+                    folds ? test(bytes, asciiNeedle, StringMatching.foldASCII) : test(bytes, asciiNeedle, { $0 })
+                }) {
+                    return result
+                }
+            }
+            let subject = options.normalize(text)
+            switch kind {
+            case .contains: return subject.contains(needle)
+            case .beginsWith: return subject.hasPrefix(needle)
+            case .endsWith: return subject.hasSuffix(needle)
+            }
+        }
+
+        @inline(__always)
+        private func test(_ t: UnsafeBufferPointer<UInt8>, _ n: [UInt8], _ fold: (UInt8) -> UInt8) -> Bool {
+            guard n.count <= t.count else { return false }
+            func at(_ start: Int) -> Bool {
+                for i in 0..<n.count where fold(t[start + i]) != n[i] { return false }
+                return true
+            }
+            switch kind {
+            case .beginsWith: return at(0)
+            case .endsWith: return at(t.count - n.count)
+            case .contains:
+                for start in 0...(t.count - n.count) where at(start) { return true }
+                return false
+            }
         }
     }
 
