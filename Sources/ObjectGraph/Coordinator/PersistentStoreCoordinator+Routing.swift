@@ -197,6 +197,22 @@ extension PersistentStoreCoordinator {
     /// A context stopped using rows: count them down, drop the entries (cached nodes with
     /// them) that reach zero, and tell each store once.
     func contextDidUnregister(_ ids: [ManagedObjectID]) {
+        if ids.count == 1 {
+            // One object going away, the common case: no grouping.
+            let id = ids[0]
+            let store = state.withLock { state -> IncrementalStore? in
+                if let index = state.rows.index(forKey: id) {
+                    state.rows.values[index].count -= 1
+                    if state.rows.values[index].count <= 0 { state.rows.remove(at: index) }
+                }
+                guard let store = id.storage.store?.incrementalStore, state.stores.contains(where: { $0 === store }) else { return nil }
+                return store
+            }
+            if let store {
+                store.managedObjectContextDidUnregisterObjects(with: ids)
+                return
+            }
+        }
         let groups = state.withLock { state in
             for id in ids {
                 guard let index = state.rows.index(forKey: id) else { continue }

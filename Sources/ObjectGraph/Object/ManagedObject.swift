@@ -243,7 +243,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The committed value of a property, loading a relationship from the store if needed.
     func committedValue(for property: PropertyDescription) throws -> PropertyValue {
         try fulfillFault()
-        if let value = snapshot?.value(for: property) { return value }
+        if let value = try snapshot?.value(for: property) { return value }
         guard let relationship = property as? RelationshipDescription else { return .attribute(.null) }
         if isNew { return .relationship(relationship.isToMany ? .toMany([]) : .toOne(nil)) }
         guard let context = managedObjectContext else {

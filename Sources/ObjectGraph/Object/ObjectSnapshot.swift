@@ -10,36 +10,64 @@ import Foundation
 /// a child context's objects start from the parent's snapshot; undo restores slots.
 struct ObjectSnapshot {
     /// Committed values by property ordinal; `nil` where nothing is loaded (a relationship
-    /// not fetched yet, a transient property). A `nil` attribute slot reads as null.
+    /// not fetched yet, a transient property). A `nil` attribute slot reads as null. Empty
+    /// until a value is set when ``lazyValues`` holds the values (no array per fetched
+    /// object); read through ``slot(_:)``.
     var slots: [PropertyValue?]
     /// The store version these values belong to (0 for an object never saved).
     var version: UInt64
+    /// Committed values not decoded yet: the row a store read. An attribute is decoded from
+    /// it at each read (row bytes are immutable, and most are read once); a relationship's
+    /// destination is decoded once and kept in `slots`. Its values never hold temporary IDs.
+    var lazyValues: (any LazyNodeValues)?
+    /// The entity's property count: the length of `slots` once it has any.
+    let propertyCount: Int
 
     /// An empty snapshot for an entity (every slot unloaded).
     init(entity: EntityDescription) {
-        slots = Array(repeating: nil, count: entity.properties.count)
+        propertyCount = entity.properties.count
+        slots = Array(repeating: nil, count: propertyCount)
         version = 0
     }
 
-    /// The values of a store's node; shares the node's slots when they are in this
-    /// entity's layout.
+    /// The values of a store's node; shares the node's slots (or its row) when they are in
+    /// this entity's layout.
     init(node: IncrementalStoreNode, entity: EntityDescription) {
         version = node.version
-        slots = node.slots(in: entity)
+        propertyCount = entity.properties.count
+        if entity === node.objectID.entity, let lazy = node.lazyValues {
+            slots = node.slots
+            lazyValues = lazy
+        } else {
+            slots = node.slots(in: entity)
+        }
+    }
+
+    /// The value set in the slot at `ordinal`, if any (not one still in ``lazyValues``).
+    func slot(_ ordinal: Int) -> PropertyValue? {
+        ordinal < slots.count ? slots[ordinal] : nil
     }
 
     /// The committed value of a property, if loaded (attributes are always "loaded":
-    /// a missing attribute is null).
-    func value(for property: PropertyDescription) -> PropertyValue? {
-        if let value = slots[property.ordinal] { return value }
+    /// a missing attribute is null), decoding it from the store's row when it is still there.
+    ///
+    /// - Throws: the store's error when the stored value does not decode.
+    mutating func value(for property: PropertyDescription) throws -> PropertyValue? {
+        let ordinal = property.ordinal
+        if let value = slot(ordinal) { return value }
+        if let lazyValues, let value = try lazyValues.value(atOrdinal: ordinal) {
+            if property.slotKind != .attribute { set(value, at: ordinal) }
+            return value
+        }
         return property.slotKind == .attribute ? .attribute(.null) : nil
     }
 
     /// Whether the relationship at `ordinal` has its destinations loaded.
-    func isLoaded(_ ordinal: Int) -> Bool { slots[ordinal] != nil }
+    func isLoaded(_ ordinal: Int) -> Bool { slot(ordinal) != nil || lazyValues?.holds(ordinal: ordinal) == true }
 
     /// Stores a value as committed.
     mutating func set(_ value: PropertyValue, at ordinal: Int) {
+        if slots.count < propertyCount { slots += repeatElement(nil, count: propertyCount - slots.count) }
         slots[ordinal] = value
     }
 }

@@ -18,8 +18,12 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     public let objectID: ManagedObjectID
     /// The row's version.
     public private(set) var version: UInt64
-    /// Values by ordinal of `objectID.entity`; `nil` where the node holds nothing.
+    /// Values by ordinal of `objectID.entity`; `nil` where the node holds nothing. Empty for
+    /// a node whose values are all in ``lazyValues``.
     private(set) var slots: [PropertyValue?]
+    /// Values decoded one property at a time on first read, for a node made from a row a
+    /// store read (``init(objectID:lazyValues:version:)``); `nil` for a node of values.
+    package private(set) var lazyValues: (any LazyNodeValues)?
 
     /// Creates a node from values by property name; names the entity does not have are
     /// ignored.
@@ -36,6 +40,15 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     ///
     /// - Precondition: `valuesByOrdinal.count` is the entity's property count; a different
     ///   count is treated as holding nothing.
+    /// Creates a node whose values stay in `lazyValues` until read: an object that reads one
+    /// property decodes one, not the whole row.
+    package init(objectID: ManagedObjectID, lazyValues: any LazyNodeValues, version: UInt64) {
+        self.objectID = objectID
+        self.version = version
+        self.slots = []
+        self.lazyValues = lazyValues
+    }
+
     public init(objectID: ManagedObjectID, valuesByOrdinal: [PropertyValue?], version: UInt64) {
         self.objectID = objectID
         self.version = version
@@ -47,7 +60,7 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     public var values: [String: PropertyValue] {
         var result: [String: PropertyValue] = [:]
         let properties = objectID.entity.properties
-        for (ordinal, value) in slots.enumerated() where ordinal < properties.count {
+        for (ordinal, value) in decodedSlots.enumerated() where ordinal < properties.count {
             if let value { result[properties[ordinal].name] = value }
         }
         return result
@@ -56,6 +69,7 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     /// Replaces the values and version.
     public mutating func update(withValues values: [String: PropertyValue], version: UInt64) {
         self.slots = Self.slots(from: values, entity: objectID.entity)
+        self.lazyValues = nil
         self.version = version
     }
 
@@ -63,18 +77,40 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     public func value(for property: PropertyDescription) -> PropertyValue? {
         let properties = objectID.entity.properties
         let ordinal = property.ordinal
-        if ordinal >= 0, ordinal < slots.count, ordinal < properties.count, properties[ordinal] === property {
-            return slots[ordinal]
+        if ordinal >= 0, ordinal < properties.count, properties[ordinal] === property {
+            return slot(ordinal)
         }
-        guard let index = properties.firstIndex(where: { $0.name == property.name }), index < slots.count else { return nil }
-        return slots[index]
+        guard let index = properties.firstIndex(where: { $0.name == property.name }) else { return nil }
+        return slot(index)
+    }
+
+    /// The value at `ordinal`, decoded from ``lazyValues`` when it holds it; a value that does
+    /// not decode reads as absent here (an object reading it gets the error).
+    private func slot(_ ordinal: Int) -> PropertyValue? {
+        if ordinal < slots.count, let value = slots[ordinal] { return value }
+        return (try? lazyValues?.value(atOrdinal: ordinal)) ?? nil
+    }
+
+    /// Every slot, with lazily held values decoded.
+    private var decodedSlots: [PropertyValue?] {
+        guard lazyValues != nil else { return slots }
+        return (0..<objectID.entity.properties.count).map(slot)
+    }
+
+    public static func == (a: IncrementalStoreNode, b: IncrementalStoreNode) -> Bool {
+        a.objectID == b.objectID && a.version == b.version && a.decodedSlots == b.decodedSlots
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(objectID)
+        hasher.combine(version)
     }
 
     /// The slots laid out for `entity` (shared when it is the node's own entity).
     func slots(in entity: EntityDescription) -> [PropertyValue?] {
         // Another entity object (another model's, say) may order its properties otherwise:
         // map by name then.
-        if entity === objectID.entity { return slots }
+        if entity === objectID.entity { return decodedSlots }
         return Self.slots(from: values, entity: entity)
     }
 
@@ -92,4 +128,21 @@ public struct IncrementalStoreNode: Sendable, Hashable {
         }
         return slots
     }
+}
+
+/// Stored values a store decodes one property at a time, on first read (the bytes of a row it
+/// read): a node made from them holds no decoded value until an object reads one. Values
+/// hold no temporary ID (they come from the store).
+///
+/// A class, so that nodes and snapshots share it by reference (copying one is a retain).
+///
+/// Thread safety: a node is shared between contexts, so an implementation is immutable.
+package protocol LazyNodeValues: AnyObject, Sendable {
+    /// The value of the property at `ordinal` of the node's entity; `nil` when the row does
+    /// not hold it (a transient property, a to-many relationship stored outside the row).
+    ///
+    /// - Throws: the store's error when the stored value does not decode.
+    func value(atOrdinal ordinal: Int) throws -> PropertyValue?
+    /// Whether the row holds the property at `ordinal`, without decoding it.
+    func holds(ordinal: Int) -> Bool
 }

@@ -55,6 +55,20 @@ final class RowPins: RowPinSource {
         }
     }
 
+    /// Removes 1 from the count of `row`; returns whether it was already 0 (an unbalanced
+    /// unregister, which changes nothing). O(1).
+    func unregister(_ row: Row) -> Bool {
+        counts.withLock { counts in
+            guard let index = counts.index(forKey: row) else { return true }
+            if counts.values[index] > 1 {
+                counts.values[index] -= 1
+            } else {
+                counts.remove(at: index)
+            }
+            return false
+        }
+    }
+
     /// Whether `key` is the row key ([KEY-1]) of a row whose count is above zero. O(key
     /// length).
     func isPinned(_ key: [UInt8]) -> Bool {

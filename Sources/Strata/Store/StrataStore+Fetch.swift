@@ -187,7 +187,7 @@ extension StrataStore {
         if request.resultType == .managedObject, let context {
             // The rows are decoded already: they reach the context with the objects.
             let matched = try request.filterSortAndPage(rows)
-            let nodes = try matched.map { try $0.node() }
+            let nodes = matched.map { $0.node() }
             return .objects(objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults))
         }
         return try request.apply(to: rows, objectID: \.objectID)
@@ -308,34 +308,14 @@ extension StrataStore {
 
     func node(for objectID: ManagedObjectID) throws -> IncrementalStoreNode {
         let layout = try storeLayout()
-        return try node(from: try storedRow(objectID, layout: layout), objectID: objectID, layout: layout)
+        return node(from: try storedRow(objectID, layout: layout), objectID: objectID, layout: layout)
     }
 
-    /// The node of a row read in place: every stored attribute and to-one destination, by
-    /// ordinal of the ID's entity (to-many destinations fault separately).
-    func node(
-        from row: RowBytes, objectID: ManagedObjectID, layout: StoreLayout, destination: ((StoredObject) -> ManagedObjectID?)? = nil
-    ) throws -> IncrementalStoreNode {
-        let entity = objectID.entity
-        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
-        for (index, field) in row.layout.fields.enumerated() where field.ordinal < values.count {
-            switch field.kind {
-            case .toMany:
-                continue
-            case .toOne:
-                if case .object(let target) = try row.value(index),
-                    let id = destination?(target)
-                        ?? layout.entity(number: target.entity).map({ newObjectID(for: $0, referenceObject: .int64(target.reference)) })
-                {
-                    values[field.ordinal] = .relationship(.toOne(id))
-                } else {
-                    values[field.ordinal] = .relationship(.toOne(nil))
-                }
-            default:
-                values[field.ordinal] = .attribute(try row.attribute(index))
-            }
-        }
-        return IncrementalStoreNode(objectID: objectID, valuesByOrdinal: values, version: row.version)
+    /// The node of a row read in place: its stored attributes and to-one destinations, by
+    /// ordinal of the ID's entity (to-many destinations fault separately), decoded one
+    /// property at a time when an object first reads it.
+    func node(from row: RowBytes, objectID: ManagedObjectID, layout: StoreLayout) -> IncrementalStoreNode {
+        IncrementalStoreNode(objectID: objectID, lazyValues: LazyRowValues(row: row, layout: layout, store: self), version: row.version)
     }
 
     func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {
@@ -374,5 +354,44 @@ extension StrataStore {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
         }
         return try RowBytes(bytes, store: layout, context: .object(objectID))
+    }
+}
+
+/// A row's values for a node ([ROW-1]), decoded one property at a time: the attribute or
+/// to-one destination at an ordinal is read from the row's bytes when an object first reads
+/// it. Immutable, so nodes holding it are shared between contexts.
+final class LazyRowValues: LazyNodeValues {
+    /// The row, checked when it was read (its checksum, entity and layout).
+    let row: RowBytes
+    /// The store's layouts, for destination entity numbers.
+    let layout: StoreLayout
+    /// The store, which makes destination IDs.
+    let store: StrataStore
+
+    init(row: RowBytes, layout: StoreLayout, store: StrataStore) {
+        self.row = row
+        self.layout = layout
+        self.store = store
+    }
+
+    func value(atOrdinal ordinal: Int) throws -> PropertyValue? {
+        guard let index = row.field(ofOrdinal: ordinal) else { return nil }
+        switch row.layout.fields[index].kind {
+        case .toMany:
+            return nil
+        case .toOne:
+            guard case .object(let target) = try row.value(index), let entity = layout.entity(number: target.entity) else {
+                return .relationship(.toOne(nil))
+            }
+            return .relationship(.toOne(store.newObjectID(for: entity, referenceObject: .int64(target.reference))))
+        default:
+            return .attribute(try row.attribute(index))
+        }
+    }
+
+    func holds(ordinal: Int) -> Bool {
+        guard let index = row.field(ofOrdinal: ordinal) else { return false }
+        if case .toMany = row.layout.fields[index].kind { return false }
+        return true
     }
 }

@@ -116,8 +116,8 @@ extension StrataStore {
         var objectID: ManagedObjectID { source.store.newObjectID(for: entity, referenceObject: .int64(reference)) }
 
         /// The node of the row: every stored attribute and to-one destination, by ordinal.
-        func node() throws -> IncrementalStoreNode {
-            try source.store.node(from: row, objectID: objectID, layout: source.layout, destination: source.objectID)
+        func node() -> IncrementalStoreNode {
+            source.store.node(from: row, objectID: objectID, layout: source.layout)
         }
 
         /// The attribute at `ordinal`, read in place.

@@ -303,6 +303,14 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Counts down a registration of each row; an unregister without a registration is
     /// recorded in ``bookkeepingErrors`` and changes no count.
     open override func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {
+        if objectIDs.count == 1 {
+            // One object going away, the common case: no arrays.
+            let id = objectIDs[0]
+            guard let row = pinnedRow(id), rowPins.unregister(row) else { return }  // true: unbalanced
+            let failure = ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
+            state.withLock { $0.unbalancedUnregisters.append(failure) }
+            return
+        }
         var ids: [ManagedObjectID] = [], rows: [RowPins.Row] = []
         ids.reserveCapacity(objectIDs.count)
         rows.reserveCapacity(objectIDs.count)
@@ -323,7 +331,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// The row an ID's registration pins, or `nil` for an ID of another store or without an
     /// integer reference.
     private func pinnedRow(_ id: ManagedObjectID) -> RowPins.Row? {
-        guard let reference = try? integerReference(id) else { return nil }
+        guard case .int64(let reference)? = id.referenceObject,
+            id.persistentStore === self || id.storeIdentifier == identifier
+        else { return nil }
         return RowPins.Row(reference: reference, root: id.entity.rootEntity.name)
     }
 
