@@ -10,9 +10,12 @@ extension StrataStore {
         /// Rows read, by reference (references are unique in a store, [KEY-3]), with the
         /// hierarchy they were read from.
         private var rows: [Int64: (root: String, row: RowBytes)] = [:]
+        /// Point reads of `snapshot`, sharing decompressed blocks and WAL windows.
+        private var reader: Snapshot.Reader
 
         init(snapshot: Snapshot, store: StrataStore, layout: StoreLayout) {
             self.snapshot = snapshot
+            self.reader = Snapshot.Reader(snapshot)
             self.store = store
             self.layout = layout
         }
@@ -40,7 +43,7 @@ extension StrataStore {
 
         /// The row at `key`, the row key of `reference` in the hierarchy rooted at `root`.
         private func read(key: [UInt8], root: String, reference: Int64) throws -> RowBytes? {
-            guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try snapshot.get(key) }) else { return nil }
+            guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try reader.get(key) }) else { return nil }
             return try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
         }
 

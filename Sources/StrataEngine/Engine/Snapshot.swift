@@ -174,6 +174,33 @@ extension Snapshot {
     }
 }
 
+extension Snapshot {
+    /// Point reads of one snapshot that share what they read: the last decompressed segment
+    /// block and the last WAL window (see ``BlockMemo``), so reading rows in key order (the
+    /// members of a relationship, candidates from an index) decompresses each block once and
+    /// reads the WAL a window at a time, not one `pread` per row. Reads go through the row
+    /// cache as ``Snapshot/get(_:)`` does. One reader, one thread.
+    public struct Reader {
+        /// The snapshot read.
+        public let snapshot: Snapshot
+        private var memo = BlockMemo()
+
+        /// A reader of `snapshot`.
+        public init(_ snapshot: Snapshot) {
+            self.snapshot = snapshot
+        }
+
+        /// The value of `key`, or `nil` if it has none (as ``Snapshot/get(_:)``).
+        public mutating func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
+            guard let entry = snapshot.index.lookup(key) else { return nil }
+            if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) { return cached }
+            let value = try snapshot.read(key: key, entry: entry, blockMemo: &memo).value
+            if !value.isEmpty { snapshot.cache?.insert(key, sequence: entry.sequence, value: value) }
+            return value
+        }
+    }
+}
+
 /// Remembers the last decompressed segment block, so scans decompress each block once, and
 /// the last window read from a WAL, so a scan reads WAL entries a window at a time instead of
 /// one `pread` each. WAL bytes at an offset never change once written, and a snapshot only
