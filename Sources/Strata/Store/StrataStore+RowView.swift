@@ -78,10 +78,12 @@ extension StrataStore {
             return id
         }
 
-        /// The view of a stored destination, read by reference, or `nil` if missing.
-        func view(of object: StoredObject) throws -> RowView? {
+        /// The view of a stored destination, read by reference, or `nil` if missing. With
+        /// `keeping` false the row is not kept for later reads (a to-many's members, each read
+        /// once).
+        func view(of object: StoredObject, keeping: Bool = true) throws -> RowView? {
             guard let entity = layout.entity(number: object.entity) else { return nil }
-            return try view(of: entity, reference: object.reference)
+            return try view(of: entity, reference: object.reference, keeping: keeping)
         }
 
         /// The view of an object ID of this store, or `nil` if missing.
@@ -93,8 +95,9 @@ extension StrataStore {
         /// Root names by entity instance.
         private var roots: [ObjectIdentifier: String] = [:]
 
-        /// The view of the row of `reference` in the hierarchy of `entity`.
-        private func view(of entity: EntityDescription, reference: Int64) throws -> RowView? {
+        /// The view of the row of `reference` in the hierarchy of `entity` (kept for later
+        /// reads unless `keeping` is false).
+        private func view(of entity: EntityDescription, reference: Int64, keeping: Bool = true) throws -> RowView? {
             let root: String
             if let known = roots[ObjectIdentifier(entity)] {
                 root = known
@@ -102,8 +105,21 @@ extension StrataStore {
                 root = StrataStore.root(of: entity).name
                 roots[ObjectIdentifier(entity)] = root
             }
-            guard let row = try row(root: root, reference: reference), let rowEntity = layout.entity(number: row.entityNumber) else { return nil }
+            let found = keeping
+                ? try row(root: root, reference: reference)
+                : try readOnce(prefix: rowPrefix(root: root), root: root, reference: reference)
+            guard let row = found, let rowEntity = layout.entity(number: row.entityNumber) else { return nil }
             return RowView(reference: reference, row: row, entity: rowEntity, source: self)
+        }
+
+        /// Row prefixes by root name.
+        private var rowPrefixes: [String: [UInt8]] = [:]
+
+        private func rowPrefix(root: String) -> [UInt8] {
+            if let prefix = rowPrefixes[root] { return prefix }
+            let prefix = KeyLayout.rowPrefix(root: root)
+            rowPrefixes[root] = prefix
+            return prefix
         }
     }
 
@@ -192,7 +208,24 @@ extension StrataStore {
         private func values(of members: [StoredObject], _ rest: Substring?) throws -> FetchValue {
             guard let rest else { return .collection(members.compactMap(source.objectID).map(FetchValue.object)) }
             let path = String(rest)
-            return .collection(try members.compactMap { try source.view(of: $0)?.fetchValue(forKeyPath: path) })
+            // Each member's row is read once and not kept; a stored attribute is read by
+            // ordinal (resolved once per member entity), anything else through its key path.
+            var values: [FetchValue] = []
+            values.reserveCapacity(members.count)
+            var resolved: (entity: EntityDescription, ordinal: Int?)? = nil
+            for member in members {
+                guard let view = try source.view(of: member, keeping: false) else { continue }
+                if resolved?.entity !== view.entity {
+                    let attribute = view.entity.attributesByName[path]
+                    resolved = (view.entity, attribute.flatMap { !$0.isTransient && $0.ordinal >= 0 ? $0.ordinal : nil })
+                }
+                if let ordinal = resolved?.ordinal, let value = try view.attributeValue(atOrdinal: ordinal) {
+                    values.append(.attribute(value))
+                } else {
+                    values.append(try view.fetchValue(forKeyPath: path))
+                }
+            }
+            return .collection(values)
         }
 
         /// The members of a keyed to-many relationship named by `keyPath`, counted from its
