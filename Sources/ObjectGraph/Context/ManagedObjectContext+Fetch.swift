@@ -118,6 +118,11 @@ extension ManagedObjectContext {
     }
 
     static func checkKeyPath(_ keyPath: String, from entity: EntityDescription) throws {
+        if !keyPath.utf8.contains(UInt8(ascii: ".")) {
+            // One key, the common case: no splitting.
+            if keyPath != "self" && keyPath != "SELF" { _ = try entity.property(named: keyPath) }
+            return
+        }
         var current = entity
         var components = keyPath.split(separator: ".").map(String.init)[...]
         while let key = components.popFirst() {
@@ -140,7 +145,7 @@ extension ManagedObjectContext {
     /// the entity, or several stores must be merged.
     private func usesInMemoryEvaluation(_ request: FetchRequest, stores: [IncrementalStore]) -> Bool {
         if stores.count > 1 { return true }
-        guard request.includesPendingChanges else { return false }
+        guard request.includesPendingChanges, !(insertedInOrder.isEmpty && updatedSet.isEmpty && deletedSet.isEmpty) else { return false }
         let names = request.matchingEntityNames()
         return insertedInOrder.contains { names.contains($0.entity.name) }
             || updatedSet.contains { names.contains($0.entity.name) }

@@ -204,7 +204,7 @@ extension StrataStore {
         _ leaf: FetchPredicate, entity: EntityDescription, in snapshot: Snapshot, layout: StoreLayout
     ) throws -> SemiJoin? {
         guard case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, let options) = leaf,
-            let dot = path.firstIndex(of: "."), !path.contains("@"), !path.contains("$")
+            let dot = path.firstIndex(of: "."), !path.utf8.contains(UInt8(ascii: "@")), !path.utf8.contains(UInt8(ascii: "$"))
         else { return nil }
         let head = String(path[..<dot]), rest = String(path[path.index(after: dot)...])
         guard let relationship = entity.relationshipsByName[head], !relationship.isTransient, relationship.ordinal >= 0,

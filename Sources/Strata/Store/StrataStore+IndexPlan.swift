@@ -49,7 +49,7 @@ extension StrataStore {
     ) -> IndexPlan? {
         guard request.fetchLimit > 0, request.resultType == .managedObject || request.resultType == .managedObjectID,
             let first = request.sortDescriptors.first, first.ascending, first.options.isEmpty,
-            !first.keyPath.contains("."), let attribute = entity.propertiesByName[first.keyPath] as? AttributeDescription,
+            !first.keyPath.utf8.contains(UInt8(ascii: ".")), let attribute = entity.propertiesByName[first.keyPath] as? AttributeDescription,
             attribute.isIndexed, !attribute.isTransient
         else { return nil }
         switch attribute.attributeType {
@@ -205,7 +205,7 @@ extension StrataStore {
     static func indexPlans(for request: FetchRequest, entity: EntityDescription, root: String) -> [IndexPlan] {
         guard let predicate = request.predicate else { return [] }
         var plans: [IndexPlan] = []
-        for constraint in predicate.conjunctiveConstraints where constraint.options.isEmpty && !constraint.keyPath.contains(".") {
+        for constraint in predicate.conjunctiveConstraints where constraint.options.isEmpty && !constraint.keyPath.utf8.contains(UInt8(ascii: ".")) {
             guard let attribute = entity.propertiesByName[constraint.keyPath] as? AttributeDescription,
                 attribute.isIndexed, !attribute.isTransient, let kind = typeByte(of: attribute.attributeType)
             else { continue }

@@ -91,7 +91,7 @@ extension FetchExpression: CustomStringConvertible {
     private static func formatDouble(_ value: Double) -> String {
         if value.isNaN || value.isInfinite { return value.isNaN ? "CAST(\"nan\", \"NSNumber\")" : (value > 0 ? "CAST(\"inf\", \"NSNumber\")" : "CAST(\"-inf\", \"NSNumber\")") }
         let text = "\(value)"
-        return text.contains(".") || text.contains("e") ? text : text + ".0"
+        return text.utf8.contains(UInt8(ascii: ".")) || text.utf8.contains(UInt8(ascii: "e")) ? text : text + ".0"
     }
 
     /// A string in double quotes with `\`, `"` and control characters escaped.

@@ -65,7 +65,7 @@ extension FetchRequest {
             guard names.insert(property.name).inserted else {
                 throw ObjectGraphError(.invalidFetchRequest, "Two properties to fetch are named \"\(property.name)\".", entityName: entity.name, key: property.name)
             }
-            if case .keyPath(let key) = property, entity.propertiesByName[key] == nil, !key.contains("."), key != "self", key != "SELF" {
+            if case .keyPath(let key) = property, entity.propertiesByName[key] == nil, !key.utf8.contains(UInt8(ascii: ".")), key != "self", key != "SELF" {
                 throw ObjectGraphError(.unknownKey, "Entity \(entity.name) has no property \"\(key)\" to fetch.", entityName: entity.name, key: key)
             }
         }
