@@ -233,6 +233,29 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
         #expect(strata.bookkeepingErrors.isEmpty)
     }
 
+    // A fetch's faults fire from the rows the fetch read: no row is read again; a refreshed
+    // object in a context that wants fresh values reads its row.
+    @Test func fetchedFaultsFireWithoutReadingTheirRowsAgain() throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator()
+        try Self.populate(coordinator)
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        func reads() throws -> Int {
+            let stats = try #require(strata.rowCacheStats())
+            return stats.hits + stats.misses
+        }
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let members = try fetch("Member", in: context)
+        #expect(members.count == 3 && members.allSatisfy(\.isFault))
+        let before = try reads()
+        for member in members { _ = try member.value(forKey: "name") }
+        #expect(try reads() == before, "the fetched rows fired the faults")
+        context.refresh(members[0], mergeChanges: false)
+        context.stalenessInterval = 0
+        _ = try members[0].value(forKey: "name")
+        #expect(try reads() == before + 1, "a refreshed object reads its row")
+    }
+
     // Fetching and releasing leaves no count behind: the store's counts go back to nothing.
     @Test func rowsFetchedAndReleasedLeaveNoPin() throws {
         let store = TemporaryStore()

@@ -141,6 +141,7 @@ extension PersistentStoreCoordinator {
     /// stores saved (there is no cross-store transaction yet).
     func executeSave(_ requests: [(store: IncrementalStore, request: SaveChangesRequest)], in context: ManagedObjectContext) throws {
         for (store, request) in requests {
+            defer { saveGeneration.add(1, ordering: .releasing) }
             _ = try store.execute(request, with: context)
             let saved = [request.updatedObjects, request.deletedObjects, request.insertedObjects]
                 .compactMap { $0 }.flatMap { $0.map(\.objectID) }

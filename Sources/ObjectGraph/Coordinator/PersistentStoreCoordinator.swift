@@ -39,6 +39,10 @@ public final class PersistentStoreCoordinator: Sendable {
     // State below is protected by `state`.
     let state = Locked(State())
 
+    /// Bumped by every save through this coordinator: a node a fetch handed to a fault
+    /// (``ManagedObject/prefetched``) is used only if no save came after it.
+    let saveGeneration = Atomic<UInt64>(0)
+
     /// Store classes by type name, shared by every coordinator.
     private static let storeTypes = Locked<[String: PersistentStore.Type]>([
         PersistentStore.StoreType.inMemory.rawValue: InMemoryStore.self

@@ -40,6 +40,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // Change tracking, owned by the context's thread. Values are kept by property ordinal.
     /// Last committed values; `nil` while the object is a fault.
     var snapshot: ObjectSnapshot?
+    /// A fault's values as the fetch that returned it read them, with the coordinator's save
+    /// generation then: firing the fault uses them if no save came since.
+    var prefetched: (node: IncrementalStoreNode, generation: UInt64)?
     /// Uncommitted values. Attribute and to-one values that return to their committed
     /// value are dropped; to-many ones stay pending once changed.
     var changes = PendingChanges()
@@ -218,6 +221,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Loads the object's values from its store if it is a fault.
     func fulfillFault() throws {
         guard snapshot == nil, !isNew else { return }
+        if let (node, generation) = prefetched {
+            prefetched = nil
+            if managedObjectContext?.persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) == generation {
+                fulfill(with: node)
+                return
+            }
+        }
         guard let context = managedObjectContext else {
             throw ObjectGraphError(
                 .objectInvalidated, "\(entity.name) \(objectID) is not in a context, so its values cannot be loaded.",
@@ -337,6 +347,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     func turnIntoFault() {
         willTurnIntoFault()
         snapshot = nil
+        prefetched = nil
         changes.removeAll()
         transientValues = [:]
         didTurnIntoFault()

@@ -97,9 +97,10 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
     /// Call it from ``execute(_:with:)`` for a ``FetchRequestResultType/managedObject``
     /// fetch, with one node per result in order (instead of `context.object(with:)` for
     /// each). With `returnsObjectsAsFaults` false, objects that are faults get the node's
-    /// values at once; otherwise they stay faults, as Core Data returns them, and the
-    /// nodes go to the coordinator's row cache, so firing a fault reads no row. Objects
-    /// already loaded in `context` keep their values.
+    /// values at once; otherwise they stay faults, as Core Data returns them, each keeping
+    /// its node, so firing the fault reads no row (unless a save through the coordinator
+    /// came first, or the context bounds staleness: then the fault reads the coordinator's
+    /// row cache or the store). Objects already loaded in `context` keep their values.
     ///
     /// For example:
     ///
@@ -113,8 +114,17 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         let objects = context.withRegistrationBatch { nodes.map { context.object(with: $0.objectID) } }
         if returnsObjectsAsFaults {
             context.flushStoreRegistrations()
-            // The rows are registered now, so the row cache keeps them until they are not.
-            persistentStoreCoordinator?.cacheFetched(zip(objects, nodes).filter { $0.0.isFault }.map(\.1))
+            // Each fault keeps its node until it fires (or a save through the coordinator
+            // may have changed the row); a context that bounds staleness reads the row cache.
+            if context.stalenessInterval < 0, let coordinator = persistentStoreCoordinator {
+                let generation = coordinator.saveGeneration.load(ordering: .acquiring)
+                for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
+                    object.prefetched = (node, generation)
+                }
+            } else {
+                // The rows are registered now, so the row cache keeps them until they are not.
+                persistentStoreCoordinator?.cacheFetched(zip(objects, nodes).filter { $0.0.isFault }.map(\.1))
+            }
         } else {
             for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
                 object.fulfill(with: node)

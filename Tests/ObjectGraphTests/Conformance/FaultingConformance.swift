@@ -36,6 +36,27 @@ struct FaultingConformance {
         #expect(try stack.context().fetch(request).first?.isFault == false)
     }
 
+    // A fetched fault keeps what the fetch read: firing it reads nothing more, unless a save
+    // through the coordinator came first, which it then sees.
+    @Test(arguments: allStoreFixtures)
+    func aFetchedFaultFiresWithTheFetchedValuesUnlessASaveCameFirst(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let id = try savedPerson(stack, "Ada")
+        _ = try savedPerson(stack, "Grace")
+        let context = stack.context()
+        let people = try context.fetch(FetchRequest(entityName: "Person"))
+        #expect(people.count == 2 && people.allSatisfy(\.isFault))
+        let ada = try #require(people.first { $0.objectID == id })
+        let grace = try #require(people.first { $0.objectID != id })
+        #expect(try grace.value(forKey: "name") == "Grace")
+        // Another context of the coordinator renames Ada before her fault fires.
+        let other = stack.context()
+        try other.existingObject(with: id).setValue("Ada L.", forKey: "name")
+        try other.save()
+        #expect(ada.isFault)
+        #expect(try ada.value(forKey: "name") == "Ada L.", "the save came after the fetch: the fault reads the saved row")
+    }
+
     @Test(arguments: allStoreFixtures)
     func oneObjectPerIDPerContext(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())
