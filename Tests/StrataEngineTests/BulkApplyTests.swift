@@ -1,0 +1,48 @@
+import Testing
+@testable import StrataEngine
+
+/// A large commit merged into the index in one pass against the same commit applied key by
+/// key: the same keys, entries and per-file usage, whatever mix of puts, overwrites, repeats
+/// and deletes (of present and absent keys) it holds.
+@Suite struct BulkApplyTests {
+    static func contents(_ index: KeyIndex) -> [([UInt8], IndexEntry)] {
+        index.cursor().map { ($0.key, $0.entry) }
+    }
+
+    @Test(arguments: [(UInt64(1), 0), (2, 500), (3, 5_000), (4, 20_000)])
+    func mergingACommitMatchesApplyingItKeyByKey(seed: UInt64, existing: Int) throws {
+        var rng = SeededRandom(seed: seed)
+        let space = max(4_000, existing * 2)
+        func key() -> [UInt8] { Array("k\(Int.random(in: 0..<space, using: &rng))".utf8) }
+        var index = KeyIndex(leafCapacity: 16, branchCapacity: 8)
+        var usage: [UInt32: FileUsage] = [:]
+        var sequence: UInt64 = 0
+        for _ in 0..<existing {
+            sequence += 1
+            let location = ValueLocation(fileNumber: UInt32.random(in: 1...3, using: &rng), position: 0, offset: UInt32(sequence), length: UInt32.random(in: 10...90, using: &rng))
+            Engine.apply(isDelete: false, key: key(), sequence: sequence, location: location, index: &index, usage: &usage, newest: true)
+        }
+        var changes: [Engine.IndexChange] = []
+        for _ in 0..<3_000 {
+            sequence += UInt64.random(in: 0...1, using: &rng)  // several entries share a record
+            let location = ValueLocation(fileNumber: 9, position: 0, offset: UInt32(changes.count), length: UInt32.random(in: 10...90, using: &rng))
+            changes.append(Engine.IndexChange(isDelete: Int.random(in: 0..<5, using: &rng) == 0, key: key(), sequence: sequence, location: location))
+        }
+        var expectedIndex = index, expectedUsage = usage
+        for change in changes {
+            Engine.apply(
+                isDelete: change.isDelete, key: change.key, sequence: change.sequence, location: change.location,
+                index: &expectedIndex, usage: &expectedUsage, newest: true)
+        }
+        var mergedUsage = usage
+        let merged = try #require(Engine.merge(changes, into: index, usage: &mergedUsage))
+        try merged.checkInvariants()
+        #expect(merged.count == expectedIndex.count)
+        let got = Self.contents(merged), want = Self.contents(expectedIndex)
+        #expect(got.map(\.0) == want.map(\.0))
+        #expect(got.map(\.1) == want.map(\.1))
+        #expect(mergedUsage == expectedUsage)
+        // The original index is untouched (snapshots share it).
+        #expect(Self.contents(index).count == index.count)
+    }
+}
