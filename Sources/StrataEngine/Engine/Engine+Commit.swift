@@ -148,19 +148,32 @@ extension Engine {
     /// by one does; `nil`, changing nothing, if the index cannot be rebuilt (a key out of
     /// order: impossible for a valid index).
     static func merge(_ changes: [IndexChange], into index: KeyIndex, usage: inout [UInt32: FileUsage]) -> KeyIndex? {
-        // The last change of each key wins; the entries it replaces within the commit are dead.
+        // Changes in key order, commit order within a key (a stable sort); the last change of
+        // each key wins, and the entries it replaces within the commit are dead.
         var counts = usage
-        var latest: [[UInt8]: Int] = [:]
-        latest.reserveCapacity(changes.count)
-        for (position, change) in changes.enumerated() {
+        for change in changes {
             let length = UInt64(change.location.length)
             counts[change.location.fileNumber, default: FileUsage()].entryBytes += length
             if change.isDelete { counts[change.location.fileNumber, default: FileUsage()].tombstoneBytes += length }
-            if let earlier = latest.updateValue(position, forKey: change.key), !changes[earlier].isDelete {
-                counts[changes[earlier].location.fileNumber, default: FileUsage()].deadBytes += UInt64(changes[earlier].location.length)
+        }
+        let byKey: [Int] = changes.withUnsafeBufferPointer { all in
+            Array(all.indices).sorted { a, b in
+                let order = all[a].key.withUnsafeBytes { ka in all[b].key.withUnsafeBytes { kb in compareKeys(ka, kb) } }
+                return order != 0 ? order < 0 : a < b
             }
         }
-        let sorted = latest.values.sorted { compareKeys(changes[$0].key, changes[$1].key) < 0 }
+        var sorted: [Int] = []
+        sorted.reserveCapacity(byKey.count)
+        for position in byKey {
+            if let last = sorted.last, changes[last].key == changes[position].key {
+                if !changes[last].isDelete {
+                    counts[changes[last].location.fileNumber, default: FileUsage()].deadBytes += UInt64(changes[last].location.length)
+                }
+                sorted[sorted.count - 1] = position
+            } else {
+                sorted.append(position)
+            }
+        }
         var builder = KeyIndex.Builder(leafCapacity: index.shape.leafCapacity, branchCapacity: index.shape.branchCapacity)
         var next = 0
         func emit(_ change: IndexChange) throws(StoreError) {
