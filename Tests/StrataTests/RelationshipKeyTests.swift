@@ -299,6 +299,29 @@ import Testing
         #expect(RelationshipKeys.parse([RelationshipKeys.tag, 0x41, 0x41, 0x41, 0x00] + [UInt8](repeating: 0, count: 18)) == nil)
     }
 
+    /// Ten owners "O0"…"O9" and 300 items "I0"…"I299", item i owned by owner i % 10 and, with
+    /// `tag`, tagged when i % 7 == 0; returns the items.
+    static func ownedItems(in context: ManagedObjectContext, tagging tag: ManagedObject? = nil) throws -> [ManagedObject] {
+        let owners = try (0..<10).map { index -> ManagedObject in
+            let owner = try context.insertNewObject(forEntityName: "Owner")
+            try owner.setValue(.string("O\(index)"), forKey: "name")
+            return owner
+        }
+        return try (0..<300).map { index in
+            let item = try context.insertNewObject(forEntityName: "Item")
+            try item.setValue(.string("I\(index)"), forKey: "name")
+            try item.setValue(owners[index % 10], forKey: "owner")
+            if let tag, index % 7 == 0 { try item.setValue([tag], forKey: "tags") }
+            return item
+        }
+    }
+
+    /// The store's point reads so far: row-cache lookups, which a scan does not make.
+    static func pointReads(_ strata: StrataStore) throws -> Int {
+        let stats = try #require(strata.rowCacheStats())
+        return stats.hits + stats.misses
+    }
+
     // [FETCH-S2] A predicate through a to-one whose inverse is keyed reads the matching
     // owner's members by key, not every row: the fetch's point reads (row-cache lookups, which
     // a scan does not make) are its members' rows, nothing more.
@@ -306,22 +329,10 @@ import Testing
         let store = TemporaryStore()
         let coordinator = try store.coordinator(model: try Self.model())
         let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        let owners = try (0..<10).map { index -> ManagedObject in
-            let owner = try setup.insertNewObject(forEntityName: "Owner")
-            try owner.setValue(.string("O\(index)"), forKey: "name")
-            return owner
-        }
-        for index in 0..<300 {
-            let item = try setup.insertNewObject(forEntityName: "Item")
-            try item.setValue(.string("I\(index)"), forKey: "name")
-            try item.setValue(owners[index % 10], forKey: "owner")
-        }
+        _ = try Self.ownedItems(in: setup)
         try setup.save()
         let strata = try #require(coordinator.persistentStores.first as? StrataStore)
-        func reads() throws -> Int {
-            let stats = try #require(strata.rowCacheStats())
-            return stats.hits + stats.misses
-        }
+        func reads() throws -> Int { try Self.pointReads(strata) }
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         var request = FetchRequest(entityName: "Item")
         request.predicate = try FetchPredicate(format: "owner.name == %@", "O3")
@@ -342,30 +353,15 @@ import Testing
         let store = TemporaryStore()
         let coordinator = try store.coordinator(model: try Self.model())
         let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        let owners = try (0..<10).map { index -> ManagedObject in
-            let owner = try setup.insertNewObject(forEntityName: "Owner")
-            try owner.setValue(.string("O\(index)"), forKey: "name")
-            return owner
-        }
         let tag = try setup.insertNewObject(forEntityName: "Tag")
         try tag.setValue(.string("hot"), forKey: "name")
-        var items: [ManagedObject] = []
-        for index in 0..<300 {
-            let item = try setup.insertNewObject(forEntityName: "Item")
-            try item.setValue(.string("I\(index)"), forKey: "name")
-            try item.setValue(owners[index % 10], forKey: "owner")
-            if index % 7 == 0 { try item.setValue([tag], forKey: "tags") }
-            items.append(item)
-        }
+        let items = try Self.ownedItems(in: setup, tagging: tag)
         try setup.save()
         setup.delete(items[3])  // owner O3, not tagged
         setup.delete(items[7])  // owner O7, tagged
         try setup.save()
         let strata = try #require(coordinator.persistentStores.first as? StrataStore)
-        func reads() throws -> Int {
-            let stats = try #require(strata.rowCacheStats())
-            return stats.hits + stats.misses
-        }
+        func reads() throws -> Int { try Self.pointReads(strata) }
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         let expectedO3 = Set((0..<300).filter { $0 % 10 == 3 && $0 != 3 }.map { "I\($0)" })
         let expectedHot = Set((0..<300).filter { $0 % 7 == 0 && $0 != 7 }.map { "I\($0)" })
