@@ -207,11 +207,15 @@ struct RowBytes {
             "\(context): the row is in format \(format), written by an earlier Strata; this build reads format \(RowEncoder.format). Export the objects with the earlier build (for example `strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
     }
 
+    /// The little-endian integer at `offset`: one unaligned load after one bounds check.
+    ///
+    /// - Precondition: the integer lies inside `bytes` (every caller has checked the row's
+    ///   size against its layout first: a violation is a bug, and traps as an array index
+    ///   would).
     @inline(__always)
     static func load<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], _ offset: Int) -> T {
-        var value: T = 0
-        for i in (0..<MemoryLayout<T>.size).reversed() { value = value << 8 | T(truncatingIfNeeded: bytes[offset + i]) }
-        return value
+        precondition(offset >= 0 && offset <= bytes.count - MemoryLayout<T>.size, "row field read out of bounds")
+        return bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
     }
 
     /// Whether field `index` is null (no value, no destination, no destinations stored).

@@ -144,6 +144,12 @@ extension StrataStore {
             try row.attribute(atOrdinal: ordinal)
         }
 
+        /// Whether the attribute at `ordinal` is null, from the row's null bitmap ([ROW-1]).
+        func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool? {
+            guard let field = row.field(ofOrdinal: ordinal) else { return nil }
+            return row.isNull(field)
+        }
+
         /// The destination stored in the to-one relationship at `ordinal`, if any.
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
             try row.object(atOrdinal: ordinal)

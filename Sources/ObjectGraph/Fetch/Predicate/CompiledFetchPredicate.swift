@@ -8,6 +8,15 @@ public protocol OrdinalFetchEvaluable: FetchEvaluable {
     /// entity or a subentity: inherited properties keep their ordinals), or `nil` when the
     /// subject cannot read it that way (the compiled predicate then reads the key path).
     func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue?
+    /// Whether the stored attribute at `ordinal` is null, or `nil` when the subject cannot
+    /// tell without reading it (the default: the compiled predicate then reads the value).
+    /// A store whose rows mark nulls answers `== nil` tests without decoding the value.
+    func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool?
+}
+
+extension OrdinalFetchEvaluable {
+    /// Reads nothing: the value is read and compared instead.
+    public func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool? { nil }
 }
 
 /// A predicate compiled once for an entity into closures: key paths that name a stored
@@ -82,6 +91,14 @@ extension FetchPredicate {
             func value(_ subject: Subject) throws -> FetchValue {
                 if let value = try subject.attributeValue(atOrdinal: ordinal) { return .attribute(value) }
                 return try subject.fetchValue(forKeyPath: path).flattened
+            }
+            if op == .equal || op == .notEqual, right.isNull {
+                // `== nil` / `!= nil`: the subject's null mark when it has one.
+                let wantsNull = op == .equal
+                return { subject in
+                    if let isNull = try subject.attributeIsNull(atOrdinal: ordinal) { return isNull == wantsNull }
+                    return try Self.compare(try value(subject), op, right, modifier: .direct, options: options)
+                }
             }
             if case .attribute(.string(let constant)) = right, options.subtracting([.caseInsensitive, .diacriticInsensitive]).isEmpty,
                 let test = Self.stringTest(op, constant, options: options)
