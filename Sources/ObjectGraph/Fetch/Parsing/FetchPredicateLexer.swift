@@ -1,8 +1,9 @@
 import Foundation
+import StrataSync
 
 /// One token of a predicate format string, with the character offset where it starts.
-struct FetchPredicateToken: Equatable {
-    enum Kind: Equatable {
+struct FetchPredicateToken: Equatable, Sendable {
+    enum Kind: Equatable, Sendable {
         /// A name or keyword; `escaped` when written with a leading `#` (never a keyword).
         case identifier(String, escaped: Bool)
         /// A collection operator such as `@count`.
@@ -50,8 +51,30 @@ struct FetchPredicateLexer {
         self.characters = Array(source)
     }
 
-    /// All tokens, ending with ``FetchPredicateToken/Kind/end``.
+    /// The tokens of recently lexed format strings: an app builds the same few predicates
+    /// again and again (arguments are substituted by the parser, not the lexer). Bounded:
+    /// emptied when it reaches ``tokenCacheLimit`` entries. Protected by its own lock.
+    private static let tokenCache = Locked<[String: [FetchPredicateToken]]>([:])
+    /// The most format strings ``tokenCache`` holds.
+    static let tokenCacheLimit = 512
+    /// Longer format strings are not cached (a generated predicate is rarely repeated).
+    static let cachedSourceLimit = 1_024
+
+    /// All tokens, ending with ``FetchPredicateToken/Kind/end``; a format string lexed
+    /// recently is looked up, not lexed again.
     static func tokenize(_ source: String) throws -> [FetchPredicateToken] {
+        guard source.utf8.count <= cachedSourceLimit else { return try lex(source) }
+        if let tokens = tokenCache.withLock({ $0[source] }) { return tokens }
+        let tokens = try lex(source)
+        tokenCache.withLock { cache in
+            if cache.count >= tokenCacheLimit { cache.removeAll(keepingCapacity: true) }
+            cache[source] = tokens
+        }
+        return tokens
+    }
+
+    /// Lexes `source` whole.
+    static func lex(_ source: String) throws -> [FetchPredicateToken] {
         var lexer = FetchPredicateLexer(source)
         var tokens: [FetchPredicateToken] = []
         while true {
