@@ -53,6 +53,9 @@ public final class ManagedObjectContext {
     /// Store registrations collected by ``withRegistrationBatch(_:)``, not yet sent.
     var pendingStoreRegistrations: [ManagedObjectID] = []
     var registrationBatchDepth = 0
+    /// The coordinator's save generation when the fetch being executed began (`nil` outside
+    /// a fetch): the faults it returns keep their nodes only while no save came after it.
+    var fetchGeneration: UInt64?
 
     // Change tracking (changed objects are held strongly by these collections).
     var insertedInOrder: [ManagedObject] = []

@@ -8,6 +8,11 @@ extension PersistentStoreCoordinator {
     /// - Throws: ``ObjectGraphError/Code/noPersistentStore`` when no store can serve it.
     public func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
         if var fetch = request as? FetchRequest {
+            // The save generation before the store reads anything: a save that lands during
+            // the fetch makes the faults it returns read their rows again when they fire.
+            let outer = context?.fetchGeneration
+            context?.fetchGeneration = saveGeneration.load(ordering: .acquiring)
+            defer { context?.fetchGeneration = outer }
             if fetch.entity == nil { fetch.entity = try managedObjectModel.entity(named: fetch.entityName) }
             let stores = try incrementalStores(for: fetch)
             let required = fetch.requiredCapabilities

@@ -117,7 +117,7 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
             // Each fault keeps its node until it fires (or a save through the coordinator
             // may have changed the row); a context that bounds staleness reads the row cache.
             if context.stalenessInterval < 0, let coordinator = persistentStoreCoordinator {
-                let generation = coordinator.saveGeneration.load(ordering: .acquiring)
+                let generation = context.fetchGeneration ?? coordinator.saveGeneration.load(ordering: .acquiring)
                 for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
                     object.prefetched = (node, generation)
                 }
