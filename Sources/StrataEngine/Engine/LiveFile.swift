@@ -34,19 +34,6 @@ final class LiveFile: Sendable {
             try? fileSystem.remove(path)
         }
     }
-
-    /// Reads and verifies the entry at `location`.
-    func readEntry(at location: ValueLocation) throws(StoreError) -> LogEntry {
-        switch content {
-        case .wal(let handle):
-            let bytes = try handle.read(exactly: Int(location.length), at: UInt64(location.offset))
-            return try bytes.withBytes { (raw) throws(StoreError) in
-                try LogEntry.decodeExactly(raw, path: path, offset: UInt64(location.offset))
-            }
-        case .segment(let reader):
-            return try reader.readEntry(at: location)
-        }
-    }
 }
 
 /// Bytes of entries per file, for stats and the compactor: how much is still live.

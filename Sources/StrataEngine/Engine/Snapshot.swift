@@ -22,13 +22,8 @@ public struct Snapshot: Sendable {
 
     /// The value of `key`, or `nil` if it has none.
     public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
-        guard let entry = index.lookup(key) else { return nil }
-        if let cached = cache?.lookup(key, sequence: entry.sequence) { return cached }
-        let value = try read(key: key, entry: entry).value
-        // Empty values (index and relationship keys, whose meaning is the key) are not worth
-        // a cache entry; leaving them out lets commits skip them cheaply (RowCache.update).
-        if !value.isEmpty { cache?.insert(key, sequence: entry.sequence, value: value) }
-        return value
+        var reader = Reader(self)
+        return try reader.get(key)
     }
 
     /// Whether `key` has a value. Reads only the index.
@@ -36,32 +31,6 @@ public struct Snapshot: Sendable {
 
     /// The sequence number of the transaction that last wrote `key`, or `nil`.
     public func sequence(of key: [UInt8]) -> UInt64? { index.lookup(key)?.sequence }
-
-    func read(key: [UInt8], entry: IndexEntry, blockMemo: inout BlockMemo) throws(StoreError) -> LogEntry {
-        let location = entry.location
-        guard let file = files[location.fileNumber] else {
-            throw StoreError(.corruption, "index points at file \(location.fileNumber), which is not part of the store")
-        }
-        let decoded: LogEntry
-        if case .segment(let segment) = file.content {
-            let block = try blockMemo.block(location.position, of: segment)
-            decoded = try segment.entry(in: block, at: location, expectedKey: key)
-        } else if case .wal(let handle) = file.content {
-            decoded = try blockMemo.walEntry(at: location, of: file, handle: handle, expectedKey: key)
-        } else {
-            decoded = try file.readEntry(at: location)
-        }
-        guard decoded.key == key, decoded.sequence == entry.sequence, !decoded.isDelete else {
-            throw StoreError.corruption(
-                "entry on disk is not the one the index expects", path: file.path, offset: UInt64(location.offset))
-        }
-        return decoded
-    }
-
-    func read(key: [UInt8], entry: IndexEntry) throws(StoreError) -> LogEntry {
-        var memo = BlockMemo()
-        return try read(key: key, entry: entry, blockMemo: &memo)
-    }
 
     /// Every key and value with `lowerBound <= key < upperBound` (no upper bound when `nil`),
     /// in ascending key order.
@@ -194,7 +163,12 @@ extension Snapshot {
         public mutating func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
             guard let entry = snapshot.index.lookup(key) else { return nil }
             if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) { return cached }
-            let value = try snapshot.read(key: key, entry: entry, blockMemo: &memo).value
+            let value = try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
+                try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { Array($0) }
+            }
+            // Empty values (index and relationship keys, whose meaning is the key) are not
+            // worth a cache entry; leaving them out lets commits skip them cheaply
+            // (RowCache.update).
             if !value.isEmpty { snapshot.cache?.insert(key, sequence: entry.sequence, value: value) }
             return value
         }
@@ -218,17 +192,8 @@ struct BlockMemo {
     /// Bytes read from a WAL at a time by scans.
     static let walWindow = 256 * 1024
 
-    /// The WAL entry at `location`, from the current window or a new one.
-    mutating func walEntry(
-        at location: ValueLocation, of file: LiveFile, handle: any FileHandle, expectedKey: [UInt8]? = nil
-    ) throws(StoreError) -> LogEntry {
-        try withWALEntryBytes(at: location, of: file, handle: handle) { (bytes) throws(StoreError) -> LogEntry in
-            try LogEntry.decodeExactly(bytes, path: file.path, offset: UInt64(location.offset), expectedKey: expectedKey)
-        }
-    }
-
     /// Calls `body` with the bytes of the WAL entry at `location`, from the current window or
-    /// a new one (as ``walEntry(at:of:handle:expectedKey:)`` reads them).
+    /// a new one.
     mutating func withWALEntryBytes<R>(
         at location: ValueLocation, of file: LiveFile, handle: any FileHandle,
         _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R

@@ -50,10 +50,9 @@ struct LogEntry: Equatable, Sendable {
     /// Decodes the entry at `reader`'s position and advances past it.
     ///
     /// With `keyOnly`, the value is checked but not copied (the entry's `value` is empty): for
-    /// readers that need only keys, such as recovery's replay. With `expectedKey`, a stored key
-    /// equal to it is compared in place and not copied (the entry's `key` is `expectedKey`):
-    /// for point reads and scans, which know the key from the index.
-    static func decode(from reader: inout ByteReader, keyOnly: Bool = false, expectedKey: [UInt8]? = nil) -> Result<LogEntry, DecodeFailure> {
+    /// readers that need only keys, such as recovery's replay. Reads that know the key from
+    /// the index check entries in place instead (``valueRange(in:key:sequence:path:offset:)``).
+    static func decode(from reader: inout ByteReader, keyOnly: Bool = false) -> Result<LogEntry, DecodeFailure> {
         let start = reader.position
         guard let kind = reader.u8() else { return .failure(.truncated) }
         guard kind == Format.entryPut || kind == Format.entryDelete else { return .failure(.badKind) }
@@ -63,16 +62,7 @@ struct LogEntry: Equatable, Sendable {
         guard keyCount <= UInt64(Format.maxKeyLength), valueCount <= UInt64(Format.maxValueLength) else {
             return .failure(.tooLong)
         }
-        let key: [UInt8]
-        if let expectedKey, expectedKey.count == Int(keyCount), reader.remaining >= expectedKey.count,
-            expectedKey.withUnsafeBytes({ $0.elementsEqual(UnsafeRawBufferPointer(rebasing: reader.bytes[reader.position..<(reader.position + expectedKey.count)])) })
-        {
-            _ = reader.skip(expectedKey.count)
-            key = expectedKey
-        } else {
-            guard let stored = reader.array(Int(keyCount)) else { return .failure(.truncated) }
-            key = stored
-        }
+        guard let key = reader.array(Int(keyCount)) else { return .failure(.truncated) }
         let value: [UInt8]
         if keyOnly {
             guard reader.skip(Int(valueCount)) else { return .failure(.truncated) }
@@ -120,11 +110,9 @@ struct LogEntry: Equatable, Sendable {
 
     /// Decodes exactly one entry occupying all of `bytes`, or throws a corruption error naming
     /// `path` and `offset` (the entry's position on disk).
-    static func decodeExactly(
-        _ bytes: UnsafeRawBufferPointer, path: String, offset: UInt64, expectedKey: [UInt8]? = nil
-    ) throws(StoreError) -> LogEntry {
+    static func decodeExactly(_ bytes: UnsafeRawBufferPointer, path: String, offset: UInt64) throws(StoreError) -> LogEntry {
         var reader = ByteReader(bytes)
-        switch decode(from: &reader, expectedKey: expectedKey) {
+        switch decode(from: &reader) {
         case .success(let entry) where reader.isAtEnd:
             return entry
         case .success:

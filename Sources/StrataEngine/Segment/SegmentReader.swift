@@ -192,9 +192,9 @@ final class SegmentReader: Sendable {
     }
 
     /// Decodes the entry at `location` from an already decompressed data block.
-    func entry(in block: [UInt8], at location: ValueLocation, expectedKey: [UInt8]? = nil) throws(StoreError) -> LogEntry {
+    func entry(in block: [UInt8], at location: ValueLocation) throws(StoreError) -> LogEntry {
         try withEntryBytes(in: block, at: location) { (bytes, blockOffset) throws(StoreError) -> LogEntry in
-            try LogEntry.decodeExactly(bytes, path: path, offset: blockOffset, expectedKey: expectedKey)
+            try LogEntry.decodeExactly(bytes, path: path, offset: blockOffset)
         }
     }
 
