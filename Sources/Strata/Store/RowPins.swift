@@ -38,35 +38,24 @@ final class RowPins: RowPinSource {
     /// Removes 1 from the count of each row, and returns the indices in `rows` of those whose
     /// count was already 0 (an unbalanced unregister; their counts are left at 0). O(rows).
     func unregister(_ rows: [Row]) -> [Int] {
-        counts.withLock { counts in
-            var unbalanced: [Int] = []
-            for (offset, row) in rows.enumerated() {
-                guard let index = counts.index(forKey: row) else {
-                    unbalanced.append(offset)
-                    continue
-                }
-                if counts.values[index] > 1 {
-                    counts.values[index] -= 1
-                } else {
-                    counts.remove(at: index)
-                }
-            }
-            return unbalanced
-        }
+        counts.withLock { counts in rows.indices.filter { !Self.decrement(rows[$0], in: &counts) } }
     }
 
     /// Removes 1 from the count of `row`; returns whether it was already 0 (an unbalanced
     /// unregister, which changes nothing). O(1).
     func unregister(_ row: Row) -> Bool {
-        counts.withLock { counts in
-            guard let index = counts.index(forKey: row) else { return true }
-            if counts.values[index] > 1 {
-                counts.values[index] -= 1
-            } else {
-                counts.remove(at: index)
-            }
-            return false
+        counts.withLock { !Self.decrement(row, in: &$0) }
+    }
+
+    /// Removes 1 from the count of `row` in `counts`; `false`, changing nothing, if it is 0.
+    private static func decrement(_ row: Row, in counts: inout [Row: Int]) -> Bool {
+        guard let index = counts.index(forKey: row) else { return false }
+        if counts.values[index] > 1 {
+            counts.values[index] -= 1
+        } else {
+            counts.remove(at: index)
         }
+        return true
     }
 
     /// Whether `key` is the row key ([KEY-1]) of a row whose count is above zero. O(key

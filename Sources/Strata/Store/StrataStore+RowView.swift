@@ -92,34 +92,24 @@ extension StrataStore {
             return try view(of: id.entity, reference: reference)
         }
 
-        /// Root names by entity instance.
-        private var roots: [ObjectIdentifier: String] = [:]
+        /// The root name and row prefix ([KEY-1]) of each entity's hierarchy, by entity instance.
+        private var hierarchies: [ObjectIdentifier: (root: String, prefix: [UInt8])] = [:]
 
         /// The view of the row of `reference` in the hierarchy of `entity` (kept for later
         /// reads unless `keeping` is false).
         private func view(of entity: EntityDescription, reference: Int64, keeping: Bool = true) throws -> RowView? {
-            let root: String
-            if let known = roots[ObjectIdentifier(entity)] {
-                root = known
+            let hierarchy: (root: String, prefix: [UInt8])
+            if let known = hierarchies[ObjectIdentifier(entity)] {
+                hierarchy = known
             } else {
-                root = StrataStore.root(of: entity).name
-                roots[ObjectIdentifier(entity)] = root
+                hierarchy = (StrataStore.root(of: entity).name, store.rowPrefix(of: entity))
+                hierarchies[ObjectIdentifier(entity)] = hierarchy
             }
             let found = keeping
-                ? try row(root: root, reference: reference)
-                : try readOnce(prefix: rowPrefix(root: root), root: root, reference: reference)
+                ? try row(root: hierarchy.root, reference: reference)
+                : try readOnce(prefix: hierarchy.prefix, root: hierarchy.root, reference: reference)
             guard let row = found, let rowEntity = layout.entity(number: row.entityNumber) else { return nil }
             return RowView(reference: reference, row: row, entity: rowEntity, source: self)
-        }
-
-        /// Row prefixes by root name.
-        private var rowPrefixes: [String: [UInt8]] = [:]
-
-        private func rowPrefix(root: String) -> [UInt8] {
-            if let prefix = rowPrefixes[root] { return prefix }
-            let prefix = KeyLayout.rowPrefix(root: root)
-            rowPrefixes[root] = prefix
-            return prefix
         }
     }
 

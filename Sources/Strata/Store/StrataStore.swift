@@ -303,27 +303,18 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Counts down a registration of each row; an unregister without a registration is
     /// recorded in ``bookkeepingErrors`` and changes no count.
     open override func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {
+        let unbalanced: [ManagedObjectID]
         if objectIDs.count == 1 {
-            // One object going away, the common case: no arrays.
-            let id = objectIDs[0]
-            guard let row = pinnedRow(id), rowPins.unregister(row) else { return }  // true: unbalanced
-            let failure = ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
-            state.withLock { $0.unbalancedUnregisters.append(failure) }
-            return
+            // One object going away, the common case: no array of rows.
+            guard let row = pinnedRow(objectIDs[0]), rowPins.unregister(row) else { return }
+            unbalanced = objectIDs
+        } else {
+            let pinned = objectIDs.compactMap { id in pinnedRow(id).map { (id: id, row: $0) } }
+            unbalanced = rowPins.unregister(pinned.map(\.row)).map { pinned[$0].id }
         }
-        var ids: [ManagedObjectID] = [], rows: [RowPins.Row] = []
-        ids.reserveCapacity(objectIDs.count)
-        rows.reserveCapacity(objectIDs.count)
-        for id in objectIDs {
-            guard let row = pinnedRow(id) else { continue }
-            ids.append(id)
-            rows.append(row)
-        }
-        let unbalanced = rowPins.unregister(rows)
         guard !unbalanced.isEmpty else { return }
-        let failures = unbalanced.map { offset in
-            let id = ids[offset]
-            return ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
+        let failures = unbalanced.map { id in
+            ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
         }
         state.withLock { $0.unbalancedUnregisters += failures }
     }
