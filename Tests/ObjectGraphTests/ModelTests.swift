@@ -191,4 +191,52 @@ struct ModelTests {
         #expect(decoded == Settings(theme: "dark", size: 12))
         #expect(model.entitiesByName["Profile"]?.attributesByName["settings"]?.valueTypeName == "Settings")
     }
+
+    @Test func entitiesOfALiveModelCannotJoinAnotherAndTheFirstKeepsItsLinks() throws {
+        let model = try TestModel.make()
+        let found = problems { try ManagedObjectModel(entities: model.entities) }
+        #expect(found.contains { $0.contains("already belongs to another model") })
+        let manager = try model.entity(named: "Manager")
+        #expect(manager.superentity === (try model.entity(named: "Person")))
+        #expect(manager.relationshipsByName["department"]?.destinationEntity === model.entitiesByName["Department"])
+        #expect(manager.propertiesByName["name"]?.entity === model.entitiesByName["Person"])
+        let department = try #require(model.entitiesByName["Department"])
+        #expect(department.properties.allSatisfy { $0.entity === department })
+        #expect(department.properties.enumerated().allSatisfy { $0.element.ordinal == $0.offset })
+    }
+
+    @Test func descriptionsThatOutliveTheirModelLoseTheirLinksAndCanJoinANewModel() throws {
+        // Model links are unretained (no side tables on entities); read through the model,
+        // they answer nil once it is gone, never a dangling entity.
+        var model: ManagedObjectModel? = try TestModel.make()
+        let manager = try #require(model?.entitiesByName["Manager"])
+        let department = try #require(manager.relationshipsByName["department"])
+        let name = try #require(manager.propertiesByName["name"])
+        let person = try #require(model?.entitiesByName["Person"])
+        let entities = try #require(model?.entities)
+        #expect(department.destinationEntity?.name == "Department" && manager.rootEntity === person)
+        weak let watched = model
+        model = nil
+        #expect(watched == nil)
+        // The entities are still held (`entities`), the model is not.
+        #expect(manager.managedObjectModel == nil && manager.superentity == nil)
+        #expect(department.destinationEntity == nil && department.inverseRelationship == nil && name.entity == nil)
+        #expect(manager.rootEntity === manager && !manager.isKind(of: person) && manager.isKind(of: manager))
+        let again = try ManagedObjectModel(entities: entities)
+        #expect(again.entitiesByName["Manager"]?.superentity === person)
+        #expect(department.destinationEntity === again.entitiesByName["Department"])
+        #expect(person.subentities.map(\.name) == ["Manager"], "links of the first model are not kept twice")
+    }
+}
+
+@Suite("Model links under reflection")
+struct ModelReflectionTests {
+    @Test func reflectingDescriptionsWhoseModelIsGoneReadsNoStaleLink() throws {
+        var model: ManagedObjectModel? = try TestModel.make()
+        let entities = try #require(model?.entities)
+        model = nil
+        var text = ""
+        dump(entities, to: &text)
+        #expect(text.contains("Manager") && text.contains("department"))
+    }
 }

@@ -44,18 +44,18 @@ public final class ManagedObjectContext {
 
     /// Whether each property change is recorded in the event (for undo, which turns it on);
     /// off by default.
-    var recordsPropertyChanges = false
+    @exclusivity(unchecked) var recordsPropertyChanges = false
 
     /// The object registry, the context's only one: one object per ID (uniquing), and
     /// whether the ID's row is registered with its store. Owned by the context's thread.
-    var registry: [ManagedObjectID: Registration] = [:]
-    var retainedObjects: [ManagedObjectID: ManagedObject] = [:]
+    @exclusivity(unchecked) var registry: [ManagedObjectID: Registration] = [:]
+    @exclusivity(unchecked) var retainedObjects: [ManagedObjectID: ManagedObject] = [:]
     /// Store registrations collected by ``withRegistrationBatch(_:)``, not yet sent.
-    var pendingStoreRegistrations: [ManagedObjectID] = []
-    var registrationBatchDepth = 0
+    @exclusivity(unchecked) var pendingStoreRegistrations: [ManagedObjectID] = []
+    @exclusivity(unchecked) var registrationBatchDepth = 0
     /// The coordinator's save generation when the fetch being executed began (`nil` outside
     /// a fetch): the faults it returns keep their nodes only while no save came after it.
-    var fetchGeneration: UInt64?
+    @exclusivity(unchecked) var fetchGeneration: UInt64?
 
     // Change tracking (changed objects are held strongly by these collections).
     var insertedInOrder: [ManagedObject] = []

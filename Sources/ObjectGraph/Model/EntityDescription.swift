@@ -17,7 +17,7 @@ import Foundation
 ///
 /// Thread safety: `@unchecked Sendable` because every `internal(set)` link below is set
 /// exactly once while ``ManagedObjectModel`` is initialised, and never changed afterwards.
-public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
+public final class EntityDescription: @unchecked Sendable, CustomStringConvertible, CustomReflectable {
     /// The entity's name, unique in its model.
     public let name: String
     /// Whether the entity has no instances of its own (only of its subentities).
@@ -31,33 +31,41 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     /// The model the entity belongs to; set when the model is created.
     public internal(set) weak var managedObjectModel: ManagedObjectModel?
-    /// The superentity; set when the model is created.
-    public internal(set) weak var superentity: EntityDescription?
+    /// The superentity; set when the model is created, `nil` once the model is gone.
+    public var superentity: EntityDescription? {
+        guard let model = managedObjectModel else { return nil }
+        return withExtendedLifetime(model) { superentityLink }
+    }
+    /// The superentity, unretained: read only while the model that set it is alive (it
+    /// holds every entity), or while that model is being created. Model links are not
+    /// `weak` because a weak reference gives its target a side table, and every retain of
+    /// an entity (each object and object ID holds one) then takes the runtime's slow path.
+    @exclusivity(unchecked) unowned(unsafe) var superentityLink: EntityDescription?
     /// The direct subentities; set when the model is created.
-    public internal(set) var subentities: [EntityDescription] = []
+    @exclusivity(unchecked) public internal(set) var subentities: [EntityDescription] = []
     /// Inherited properties first, then the entity's own; set when the model is created.
-    public internal(set) var properties: [PropertyDescription] = []
+    @exclusivity(unchecked) public internal(set) var properties: [PropertyDescription] = []
     /// ``properties`` by name.
-    public internal(set) var propertiesByName: [String: PropertyDescription] = [:]
+    @exclusivity(unchecked) public internal(set) var propertiesByName: [String: PropertyDescription] = [:]
     /// The attributes among ``properties``, by name.
-    public internal(set) var attributesByName: [String: AttributeDescription] = [:]
+    @exclusivity(unchecked) public internal(set) var attributesByName: [String: AttributeDescription] = [:]
     /// The relationships among ``properties``, by name.
-    public internal(set) var relationshipsByName: [String: RelationshipDescription] = [:]
+    @exclusivity(unchecked) public internal(set) var relationshipsByName: [String: RelationshipDescription] = [:]
     /// A digest of the entity's stored shape: it changes when a stored property changes.
-    public internal(set) var versionHash = Data()
+    @exclusivity(unchecked) public internal(set) var versionHash = Data()
 
     // Layout, computed once when the model is created: values travel by ordinal (a
     // property's index in ``properties``), never by name, below the API boundary.
     /// The stored (non-transient) properties, in ordinal order.
-    var storedProperties: [PropertyDescription] = []
+    @exclusivity(unchecked) var storedProperties: [PropertyDescription] = []
     /// The stored properties that validation has something to check on (a mandatory value,
     /// a rule, a count); the others are skipped at save.
-    var validatedProperties: [PropertyDescription] = []
+    @exclusivity(unchecked) var validatedProperties: [PropertyDescription] = []
     /// The properties a new object starts with a value for: attributes with a non-null
     /// default and every relationship (empty).
-    var initialProperties: [PropertyDescription] = []
+    @exclusivity(unchecked) var initialProperties: [PropertyDescription] = []
     /// The relationships with a `deny` delete rule.
-    var denyRelationships: [RelationshipDescription] = []
+    @exclusivity(unchecked) var denyRelationships: [RelationshipDescription] = []
     /// The hash of ``name``, computed once (object IDs combine it into theirs).
     let nameHash: Int
 
@@ -99,17 +107,31 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The entity's name.
     public var description: String { "EntityDescription(\(name))" }
 
+    /// The name and the properties' names: reflection (`dump`, test failure messages) never
+    /// walks the unretained model links, which may be stale once the model is gone.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["name": name, "properties": ownProperties.map(\.name)], displayStyle: .class)
+    }
+
     /// The attributes in declaration order, inherited ones first; set when the model is created.
-    public internal(set) var attributes: [AttributeDescription] = []
+    @exclusivity(unchecked) public internal(set) var attributes: [AttributeDescription] = []
     /// The relationships in declaration order, inherited ones first; set when the model is created.
-    public internal(set) var relationships: [RelationshipDescription] = []
+    @exclusivity(unchecked) public internal(set) var relationships: [RelationshipDescription] = []
 
     /// Whether this entity is `other` or inherits from it.
     public func isKind(of other: EntityDescription) -> Bool {
+        if self === other { return true }
+        guard let model = managedObjectModel else { return false }
+        return withExtendedLifetime(model) { inherits(from: other) }
+    }
+
+    /// ``isKind(of:)`` along the unretained links: only while the model is alive or being
+    /// created.
+    func inherits(from other: EntityDescription) -> Bool {
         var current: EntityDescription? = self
         while let entity = current {
             if entity === other { return true }
-            current = entity.superentity
+            current = entity.superentityLink
         }
         return false
     }
@@ -119,11 +141,14 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         [self] + subentities.flatMap(\.selfAndAllSubentities)
     }
 
-    /// The topmost entity of this entity's inheritance tree.
+    /// The topmost entity of this entity's inheritance tree (this entity outside a model).
     public var rootEntity: EntityDescription {
-        var entity = self
-        while let parent = entity.superentity { entity = parent }
-        return entity
+        guard let model = managedObjectModel else { return self }
+        return withExtendedLifetime(model) {
+            var entity = self
+            while let parent = entity.superentityLink { entity = parent }
+            return entity
+        }
     }
 
     /// The entity of a name in a context's model (Core Data's `entity(forEntityName:in:)`).

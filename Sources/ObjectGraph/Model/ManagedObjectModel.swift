@@ -51,9 +51,24 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             if entity.managedObjectModel != nil {
                 problems.append("Entity \(entity.name) already belongs to another model.")
             }
+            for property in entity.ownProperties where property.owningModel != nil {
+                problems.append("Property \(property.name) of \(entity.name) already belongs to another model.")
+            }
+        }
+        // Entities and properties of a live model are not touched: their links stay its own.
+        if !problems.isEmpty { throw Self.invalid(problems) }
+        // Links left by a model that is gone (or by a failed init) are not read: reset them.
+        for entity in entities {
+            entity.superentityLink = nil
+            entity.subentities = []
+            for case let relationship as RelationshipDescription in entity.ownProperties {
+                relationship.destinationLink = nil
+                relationship.inverseLink = nil
+            }
         }
         Self.linkInheritance(entities, byName, &problems)
-        for entity in entities { Self.collectProperties(of: entity, &problems) }
+        var linked: Set<ObjectIdentifier> = []
+        for entity in entities { Self.collectProperties(of: entity, linked: &linked, &problems) }
         for entity in entities {
             for case let relationship as RelationshipDescription in entity.ownProperties {
                 Self.link(relationship, in: entity, byName, &problems)
@@ -64,12 +79,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
                 problems.append("Configuration \"\(configuration)\" names unknown entity \"\(name)\".")
             }
         }
-        if !problems.isEmpty {
-            throw ObjectGraphError(
-                .invalidModel,
-                problems.count == 1 ? "Invalid model: \(problems[0])" : "Invalid model: \(problems.count) problems; see detailedErrors.",
-                detailedErrors: problems.map { ObjectGraphError(.invalidModel, $0) })
-        }
+        if !problems.isEmpty { throw Self.invalid(problems) }
         for entity in entities { entity.computeLayout() }
         var hashes: [String: Data] = [:]
         for entity in entities {
@@ -80,7 +90,18 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         self.entitiesByName = byName
         self.configurations = configurations
         self.entityVersionHashesByName = hashes
-        for entity in entities { entity.managedObjectModel = self }
+        for entity in entities {
+            entity.managedObjectModel = self
+            for property in entity.ownProperties { property.owningModel = self }
+        }
+    }
+
+    /// The error for `problems`: one ``ObjectGraphError/Code/invalidModel`` naming each.
+    private static func invalid(_ problems: [String]) -> ObjectGraphError {
+        ObjectGraphError(
+            .invalidModel,
+            problems.count == 1 ? "Invalid model: \(problems[0])" : "Invalid model: \(problems.count) problems; see detailedErrors.",
+            detailedErrors: problems.map { ObjectGraphError(.invalidModel, $0) })
     }
 
     /// A one-line summary of the model.
@@ -124,29 +145,32 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
                 problems.append("Entity \(entity.name) names unknown superentity \"\(parentName)\".")
                 continue
             }
-            entity.superentity = parent
+            entity.superentityLink = parent
             parent.subentities.append(entity)
         }
         for entity in entities {
             var seen: Set<String> = [entity.name]
-            var current = entity.superentity
+            var current = entity.superentityLink
             while let next = current {
                 if !seen.insert(next.name).inserted {
                     problems.append("Entity \(entity.name) is part of an inheritance cycle.")
-                    entity.superentity = nil
+                    entity.superentityLink = nil
                     break
                 }
-                current = next.superentity
+                current = next.superentityLink
             }
         }
     }
 
-    private static func collectProperties(of entity: EntityDescription, _ problems: inout [String]) {
+    /// `linked`: the properties given an entity by this model so far.
+    private static func collectProperties(
+        of entity: EntityDescription, linked: inout Set<ObjectIdentifier>, _ problems: inout [String]
+    ) {
         var chain: [EntityDescription] = []
         var current: EntityDescription? = entity
         while let next = current, chain.count < 1_000 {
             chain.insert(next, at: 0)
-            current = next.superentity
+            current = next.superentityLink
         }
         var properties: [PropertyDescription] = []
         var byName: [String: PropertyDescription] = [:]
@@ -167,16 +191,16 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         entity.propertiesByName = byName
         entity.attributesByName = byName.compactMapValues { $0 as? AttributeDescription }
         entity.relationshipsByName = byName.compactMapValues { $0 as? RelationshipDescription }
-        for (ordinal, property) in properties.enumerated() where property.entity == nil || property.entity === entity {
+        for (ordinal, property) in properties.enumerated() where entity.ownProperties.contains(where: { $0 === property }) {
             // Inherited properties come first, so an own property's ordinal is the same in
             // every subentity.
-            if entity.ownProperties.contains(where: { $0 === property }) { property.ordinal = ordinal }
+            property.ordinal = ordinal
         }
         for property in entity.ownProperties {
-            if property.entity != nil && property.entity !== entity {
-                problems.append("Property \(property.name) of \(entity.name) is already used by entity \(property.entity?.name ?? "?").")
+            if !linked.insert(ObjectIdentifier(property)).inserted, property.entityLink !== entity {
+                problems.append("Property \(property.name) of \(entity.name) is already used by entity \(property.entityLink?.name ?? "?").")
             }
-            property.entity = entity
+            property.entityLink = entity
             if let attribute = property as? AttributeDescription { check(attribute, in: entity, &problems) }
         }
     }
@@ -209,7 +233,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             problems.append("Relationship \(label) names unknown destination entity \"\(relationship.destinationEntityName)\".")
             return
         }
-        relationship.destinationEntity = destination
+        relationship.destinationLink = destination
         if relationship.minCount < 0 || relationship.maxCount < 0
             || (relationship.maxCount > 0 && relationship.minCount > relationship.maxCount)
         {
@@ -220,7 +244,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             problems.append("Relationship \(label) names inverse \"\(inverseName)\", which is not a relationship of \(destination.name).")
             return
         }
-        guard let inverseTarget = byName[inverse.destinationEntityName], entity.isKind(of: inverseTarget) else {
+        guard let inverseTarget = byName[inverse.destinationEntityName], entity.inherits(from: inverseTarget) else {
             problems.append("Inverse \(destination.name).\(inverseName) of \(label) points to \(inverse.destinationEntityName), not \(entity.name).")
             return
         }
@@ -228,8 +252,8 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             problems.append("Inverse \(destination.name).\(inverseName) of \(label) names \"\(back)\" as its own inverse, not \"\(relationship.name)\".")
             return
         }
-        relationship.inverseRelationship = inverse
-        if inverse.inverseName == nil { inverse.inverseRelationship = relationship }
+        relationship.inverseLink = inverse
+        if inverse.inverseName == nil { inverse.inverseLink = relationship }
     }
 
     private static func versionText(of entity: EntityDescription) -> String {

@@ -10,7 +10,7 @@ import Foundation
 ///
 /// Thread safety: `@unchecked Sendable` because the model links (``entity``) are set
 /// exactly once while ``ManagedObjectModel`` is initialised and never changed afterwards.
-public class PropertyDescription: @unchecked Sendable, CustomStringConvertible {
+public class PropertyDescription: @unchecked Sendable, CustomStringConvertible, CustomReflectable {
     /// The property's name, unique within its entity and the entity's superentities.
     public let name: String
     /// Whether a `nil` value passes validation.
@@ -20,12 +20,21 @@ public class PropertyDescription: @unchecked Sendable, CustomStringConvertible {
     public let isTransient: Bool
     /// Whether stores should index the property (a hint).
     public let isIndexed: Bool
-    /// The entity that declares the property; set when the model is created.
-    public internal(set) weak var entity: EntityDescription?
+    /// The entity that declares the property; set when the model is created, `nil` once
+    /// the model is gone.
+    public var entity: EntityDescription? {
+        guard let model = owningModel else { return nil }
+        return withExtendedLifetime(model) { entityLink }
+    }
+    /// The model the property belongs to (it holds the property's entity).
+    weak var owningModel: ManagedObjectModel?
+    /// The declaring entity, unretained: read only while ``owningModel`` is alive or while
+    /// the model is being created (see ``EntityDescription/superentityLink``).
+    @exclusivity(unchecked) unowned(unsafe) var entityLink: EntityDescription?
     /// The property's position in its entity's ``EntityDescription/properties`` (inherited
     /// properties first), the same in every subentity: managed objects, store nodes and rows
     /// hold values by this ordinal. Set when the model is created; -1 before.
-    public internal(set) var ordinal: Int = -1
+    @exclusivity(unchecked) public internal(set) var ordinal: Int = -1
     /// What kind of value the property holds, decided once (no dynamic casts on hot paths).
     let slotKind: SlotKind
 
@@ -39,6 +48,12 @@ public class PropertyDescription: @unchecked Sendable, CustomStringConvertible {
 
     /// The property's kind and name.
     public var description: String { "\(type(of: self))(\(name))" }
+
+    /// The kind and the name: reflection never walks the unretained model links (see
+    /// ``EntityDescription/customMirror``).
+    public var customMirror: Mirror {
+        Mirror(self, children: ["name": name, "ordinal": ordinal], displayStyle: .class)
+    }
 
     /// Text that changes whenever the stored shape of the property changes; feeds the version hash.
     var versionHashText: String { "\(name)|\(isOptional)|\(isTransient)" }

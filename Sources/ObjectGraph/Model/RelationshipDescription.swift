@@ -31,10 +31,20 @@ public final class RelationshipDescription: PropertyDescription, @unchecked Send
     public let maxCount: Int
     /// What deleting the source does to the destinations.
     public let deleteRule: DeleteRule
-    /// The destination entity; set when the model is created.
-    public internal(set) weak var destinationEntity: EntityDescription?
-    /// The inverse relationship; set when the model is created.
-    public internal(set) weak var inverseRelationship: RelationshipDescription?
+    /// The destination entity; set when the model is created, `nil` once the model is gone.
+    public var destinationEntity: EntityDescription? {
+        guard let model = owningModel else { return nil }
+        return withExtendedLifetime(model) { destinationLink }
+    }
+    /// The inverse relationship; set when the model is created, `nil` once the model is gone.
+    public var inverseRelationship: RelationshipDescription? {
+        guard let model = owningModel else { return nil }
+        return withExtendedLifetime(model) { inverseLink }
+    }
+    /// The destination, unretained (see ``EntityDescription/superentityLink``).
+    @exclusivity(unchecked) unowned(unsafe) var destinationLink: EntityDescription?
+    /// The inverse, unretained (see ``EntityDescription/superentityLink``).
+    @exclusivity(unchecked) unowned(unsafe) var inverseLink: RelationshipDescription?
 
     /// Creates a relationship.
     public init(

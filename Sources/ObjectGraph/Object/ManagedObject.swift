@@ -33,25 +33,25 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         set { assignedID = newValue }
     }
-    private var assignedID: ManagedObjectID?
+    @exclusivity(unchecked) private var assignedID: ManagedObjectID?
     /// The context the object is registered in, if any.
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
     // Change tracking, owned by the context's thread. Values are kept by property ordinal.
     /// Last committed values; `nil` while the object is a fault.
-    var snapshot: ObjectSnapshot?
+    @exclusivity(unchecked) var snapshot: ObjectSnapshot?
     /// A fault's values as the fetch that returned it read them, with the coordinator's save
     /// generation then: firing the fault uses them if no save came since.
-    var prefetched: (node: IncrementalStoreNode, generation: UInt64)?
+    @exclusivity(unchecked) var prefetched: (node: IncrementalStoreNode, generation: UInt64)?
     /// Uncommitted values. Attribute and to-one values that return to their committed
     /// value are dropped; to-many ones stay pending once changed.
-    var changes = PendingChanges()
+    @exclusivity(unchecked) var changes = PendingChanges()
     /// Values of transient attributes, by ordinal; never given to a store.
-    var transientValues: [Int: AttributeValue] = [:]
+    @exclusivity(unchecked) var transientValues: [Int: AttributeValue] = [:]
     /// Whether the object is inserted and not yet saved.
-    var inserted = false
+    @exclusivity(unchecked) var inserted = false
     /// Whether the object is deleted and the delete not yet saved.
-    var deleted = false
+    @exclusivity(unchecked) var deleted = false
     /// The store an inserted object was assigned to with ``ManagedObjectContext/assign(_:to:)``.
     weak var assignedStore: PersistentStore?
     /// The last error a non-throwing accessor (``Managed``) met, if any.
