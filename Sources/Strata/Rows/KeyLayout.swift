@@ -49,8 +49,7 @@ enum KeyLayout {
     /// The reference in the last 8 bytes of a row or index key.
     static func reference(fromKeyBytes key: UnsafeRawBufferPointer) -> Int64? {
         guard key.count >= 9 else { return nil }
-        var ordered: UInt64 = 0
-        for byte in key.suffix(8) { ordered = ordered << 8 | UInt64(byte) }
+        let ordered = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: key.count - 8, as: UInt64.self))
         return Int64(bitPattern: ordered ^ (1 << 63))
     }
 }

@@ -34,8 +34,7 @@ extension StrataStore {
         let layout = try storeLayout()
         let source = RowSource(snapshot: snapshot, store: self, layout: layout)
         // The entities the fetch matches, by entity number: no name is compared per row.
-        var wanted = [Bool](repeating: false, count: layout.entities.count)
-        for name in names { if let number = layout.number(of: name) { wanted[Int(number)] = true } }
+        let wanted = layout.entities.map { names.contains($0.name) }
         func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
         // The predicate, compiled once: key paths to ordinals. Rows are filtered as they are
         // read, so the result shaping below sees matches only.
@@ -51,6 +50,10 @@ extension StrataStore {
         }
         func accepts(_ view: RowView) throws -> Bool { try compiled?.evaluate(view) ?? true }
         var rows: [RowView] = []
+        // A plain count keeps no row: the matches are counted as they are read.
+        let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
+            && request.fetchOffset == 0 && request.fetchLimit == 0
+        var counted = 0
         /// Reads candidate rows in reference order, keeping the matches.
         func readCandidates(_ references: [Int64], root: String) throws {
             let prefix = KeyLayout.rowPrefix(root: root)
@@ -58,7 +61,9 @@ extension StrataStore {
                 guard let row = try source.readOnce(prefix: prefix, root: root, reference: reference) else { continue }
                 if matches(row), let entity = layout.entity(number: row.entityNumber) {
                     let view = RowView(reference: reference, row: row, entity: entity, source: source)
-                    if try accepts(view) { rows.append(view) }
+                    if try accepts(view) {
+                        if countsOnly { counted += 1 } else { rows.append(view) }
+                    }
                 }
             }
         }
@@ -166,10 +171,12 @@ extension StrataStore {
                             guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
                             scratch.removeAll(keepingCapacity: true)
                             scratch.append(contentsOf: value)
-                            let row = try RowBytes(scratch, store: layout, context: .key(root: root, reference: reference))
+                            let row = try RowBytes(scratch, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
                             if matches(row), let entity = layout.entity(number: row.entityNumber) {
                                 let view = RowView(reference: reference, row: row, entity: entity, source: source)
-                                if try accepts(view) { rows.append(view) }
+                                if try accepts(view) {
+                                    if countsOnly { counted += 1 } else { rows.append(view) }
+                                }
                             }
                             return true
                         } catch {
@@ -181,6 +188,7 @@ extension StrataStore {
                 if let failure { throw failure }
             }
         }
+        if countsOnly { return .count(counted + rows.count) }
         // Sorting, paging and every result shape: the fetch language's own engine. The rows
         // matched the predicate already.
         request.predicate = nil
@@ -353,7 +361,7 @@ extension StrataStore {
         guard let bytes = try mappingEngineErrors("read \(objectID)", { () throws(StoreError) in try engine.get(key) }) else {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
         }
-        return try RowBytes(bytes, store: layout, context: .object(objectID))
+        return try RowBytes(bytes, store: layout, context: .object(objectID), readByEngine: true)
     }
 }
 

@@ -44,7 +44,7 @@ extension StrataStore {
         /// The row at `key`, the row key of `reference` in the hierarchy rooted at `root`.
         private func read(key: [UInt8], root: String, reference: Int64) throws -> RowBytes? {
             guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try reader.get(key) }) else { return nil }
-            return try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference))
+            return try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
         }
 
         /// A key path's value read from a destination row, by destination and key path.

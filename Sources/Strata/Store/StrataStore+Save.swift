@@ -37,7 +37,7 @@ extension StrataStore {
                 guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) else {
                     throw ObjectGraphError(.objectNotFound, "Cannot save \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
                 }
-                let row = try RowBytes(bytes, store: layout, context: .object(object.objectID))
+                let row = try RowBytes(bytes, store: layout, context: .object(object.objectID), readByEngine: true)
                 // Optimistic locking: the row must still be the version the context read.
                 if let read = object.committedVersion, read != row.version {
                     conflicts.append(SaveConflict(objectID: object.objectID, snapshotVersion: read, cachedVersion: row.version, databaseVersion: row.version))
