@@ -131,6 +131,9 @@ extension ManagedObjectContext {
             guard !object.isFault else { return }
             let pending = object.changes
             let transient = object.transientValues
+            // Reloaded from the row the values came from while it is fresh enough (Core
+            // Data: "from the persistent store or the last cached state"), else the store.
+            object.cachedRow = object.snapshot?.cachedRow(for: object.objectID)
             object.snapshot = nil
             object.changes.removeAll()
             if (try? object.fulfillFault()) == nil {

@@ -30,6 +30,13 @@ public final class ManagedObjectContext {
     /// How long, in seconds, loaded values may be reused when a fault fires again;
     /// negative for forever, 0 for never.
     public var stalenessInterval: TimeInterval = -1
+
+    /// Whether a row read earlier is fresh enough, by ``stalenessInterval``, to fulfil a fault.
+    func accepts(_ row: CachedRow) -> Bool {
+        if stalenessInterval < 0 { return true }
+        guard stalenessInterval > 0, !row.loadedAt.isNaN else { return false }
+        return Date.timeIntervalSinceReferenceDate - row.loadedAt <= stalenessInterval
+    }
     /// Whether every registered object is held strongly; by default only objects with
     /// unsaved changes are, and unchanged objects go away when nothing else holds them.
     public var retainsRegisteredObjects = false {

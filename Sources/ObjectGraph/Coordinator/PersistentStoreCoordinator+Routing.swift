@@ -141,48 +141,20 @@ extension PersistentStoreCoordinator {
         return store
     }
 
-    /// Sends each store its save request and forgets the cached rows each one changed.
-    /// Stores save one after another: with several stores a failure can leave earlier
-    /// stores saved (there is no cross-store transaction yet).
+    /// Sends each store its save request; each save bumps ``saveGeneration``, so rows cached
+    /// by objects before it (``ManagedObject/cachedRow``) are read again. Stores save one
+    /// after another: with several stores a failure can leave earlier stores saved (there is
+    /// no cross-store transaction yet).
     func executeSave(_ requests: [(store: IncrementalStore, request: SaveChangesRequest)], in context: ManagedObjectContext) throws {
         for (store, request) in requests {
             defer { saveGeneration.add(1, ordering: .releasing) }
             _ = try store.execute(request, with: context)
-            let saved = [request.updatedObjects, request.deletedObjects, request.insertedObjects]
-                .compactMap { $0 }.flatMap { $0.map(\.objectID) }
-            state.withLock { state in for id in saved { state.rows[id]?.node = nil } }
         }
     }
 
-    /// Loads an object's values, reusing a cached node younger than the context's
-    /// staleness interval.
+    /// Loads an object's values from its store (the object keeps the row it loaded).
     func newValues(forObjectWith id: ManagedObjectID, in context: ManagedObjectContext) throws -> IncrementalStoreNode {
-        let interval = context.stalenessInterval
-        let cached = state.withLock { $0.rows[id] }
-        if let cached, let node = cached.node, interval < 0 || Date().timeIntervalSince(cached.loadedAt) <= interval {
-            return node
-        }
-        let node = try incrementalStore(for: id).newValuesForObject(with: id, with: context)
-        let now = Date()
-        state.withLock { state in
-            guard let index = state.rows.index(forKey: id) else { return }
-            state.rows.values[index].node = node
-            state.rows.values[index].loadedAt = now
-        }
-        return node
-    }
-
-    /// Keeps nodes a fetch read in the row cache, for the rows some context has registered.
-    func cacheFetched(_ nodes: [IncrementalStoreNode]) {
-        guard !nodes.isEmpty else { return }
-        let now = Date()
-        state.withLock { state in
-            for node in nodes {
-                guard let index = state.rows.index(forKey: node.objectID) else { continue }
-                state.rows.values[index].node = node
-                state.rows.values[index].loadedAt = now
-            }
-        }
+        try incrementalStore(for: id).newValuesForObject(with: id, with: context)
     }
 
     func newValue(
@@ -191,53 +163,32 @@ extension PersistentStoreCoordinator {
         try incrementalStore(for: id).newValue(forRelationship: relationship, forObjectWith: id, with: context)
     }
 
-    /// A context started using rows: count them, and tell each store once.
+    /// A context started using rows: tell each store once (stores keep the register counts
+    /// of the contract; the coordinator keeps none).
     func contextDidRegister(_ ids: [ManagedObjectID]) {
-        let groups = state.withLock { state in
-            for id in ids { state.rows[id, default: RegisteredRow()].count += 1 }
-            return Self.group(ids, stores: state.stores)
-        }
+        if let store = soleStore(of: ids) { return store.managedObjectContextDidRegisterObjects(with: ids) }
+        let groups = state.withLock { state in Self.group(ids, stores: state.stores) }
         for (store, group) in groups { store.managedObjectContextDidRegisterObjects(with: group) }
     }
 
-    /// A context stopped using rows: count them down, drop the entries (cached nodes with
-    /// them) that reach zero, and tell each store once.
+    /// A context stopped using rows: tell each store once.
     func contextDidUnregister(_ ids: [ManagedObjectID]) {
-        if ids.count == 1 {
-            // One object going away, the common case: no grouping.
-            let id = ids[0]
-            let store = state.withLock { state -> IncrementalStore? in
-                if let index = state.rows.index(forKey: id) {
-                    state.rows.values[index].count -= 1
-                    if state.rows.values[index].count <= 0 { state.rows.remove(at: index) }
-                }
-                guard let store = id.storage.store?.incrementalStore, state.stores.contains(where: { $0 === store }) else { return nil }
-                return store
-            }
-            if let store {
-                store.managedObjectContextDidUnregisterObjects(with: ids)
-                return
-            }
-        }
-        let groups = state.withLock { state in
-            for id in ids {
-                guard let index = state.rows.index(forKey: id) else { continue }
-                state.rows.values[index].count -= 1
-                if state.rows.values[index].count <= 0 { state.rows.remove(at: index) }
-            }
-            return Self.group(ids, stores: state.stores)
-        }
+        if let store = soleStore(of: ids) { return store.managedObjectContextDidUnregisterObjects(with: ids) }
+        let groups = state.withLock { state in Self.group(ids, stores: state.stores) }
         for (store, group) in groups { store.managedObjectContextDidUnregisterObjects(with: group) }
+    }
+
+    /// The store of every ID in `ids`, when they share one that is still this coordinator's
+    /// (the usual case, and every deallocation): no grouping, no array.
+    private func soleStore(of ids: [ManagedObjectID]) -> IncrementalStore? {
+        guard let first = ids.first?.storage.store else { return nil }
+        for id in ids.dropFirst() where id.storage.store !== first { return nil }
+        guard let store = first.incrementalStore else { return nil }
+        return state.withLock { state in state.stores.contains { $0 === store } } ? store : nil
     }
 
     /// `ids` by store, among `stores` (the coordinator's, read under its lock).
     private static func group(_ ids: [ManagedObjectID], stores: [PersistentStore]) -> [(IncrementalStore, [ManagedObjectID])] {
-        // Every ID of one store (the usual case): no grouping by identifier.
-        if let first = ids.first?.storage.store, ids.allSatisfy({ $0.storage.store === first }),
-            let store = first.incrementalStore, stores.contains(where: { $0 === store })
-        {
-            return [(store, ids)]
-        }
         var order: [String] = []
         var groups: [String: [ManagedObjectID]] = [:]
         for id in ids {

@@ -13,34 +13,23 @@ import StrataSync
 /// try coordinator.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
 /// ```
 ///
-/// Thread safety: shared by every context, on any thread; its mutable state (the stores,
-/// the row cache and the register counts) is inside one `Mutex`, and stores are called
-/// outside it.
+/// Thread safety: shared by every context, on any thread; its mutable state (the stores)
+/// is inside one `Mutex` and the save generation is atomic; stores are called outside the
+/// lock. Rows read for objects are cached by the objects (``ManagedObject/cachedRow``),
+/// and the register counts of the contract are the stores' own.
 public final class PersistentStoreCoordinator: Sendable {
     /// The model of every store and context of this coordinator.
     public let managedObjectModel: ManagedObjectModel
 
-    /// A row some context uses: how many contexts registered it, and the node last loaded
-    /// for it (by a fault or a fetch), reused within a context's staleness interval. The
-    /// entry, node included, goes when the count reaches zero.
-    struct RegisteredRow {
-        var count = 0
-        var node: IncrementalStoreNode?
-        var loadedAt = Date.distantPast
-    }
-
     struct State {
         var stores: [PersistentStore] = []
-        /// The rows contexts use (register counts and the row cache in one table: one
-        /// lookup per registration, fault and deallocation).
-        var rows: [ManagedObjectID: RegisteredRow] = [:]
     }
 
     // State below is protected by `state`.
     let state = Locked(State())
 
-    /// Bumped by every save through this coordinator: a node a fetch handed to a fault
-    /// (``ManagedObject/prefetched``) is used only if no save came after it.
+    /// Bumped by every save through this coordinator (and when a store is removed): a row an
+    /// object cached (``ManagedObject/cachedRow``) is used only if no save came after it.
     let saveGeneration = Atomic<UInt64>(0)
 
     /// Store classes by type name, shared by every coordinator.
@@ -154,11 +143,9 @@ public final class PersistentStoreCoordinator: Sendable {
                 throw ObjectGraphError(.storeMismatch, "Store \(store.identifier) is not part of this coordinator.")
             }
             state.stores.remove(at: index)
-            let identifier = store.identifier
-            for index in state.rows.indices where state.rows.keys[index].storeIdentifier == identifier {
-                state.rows.values[index].node = nil
-            }
         }
+        // Rows objects cached from it are not used again: their faults go to the store.
+        saveGeneration.add(1, ordering: .releasing)
     }
 
     /// The store added at a URL.

@@ -68,6 +68,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     @exclusivity(unchecked) var denyRelationships: [RelationshipDescription] = []
     /// The hash of ``name``, computed once (object IDs combine it into theirs).
     let nameHash: Int
+    /// The name of the root of the entity's inheritance tree (``rootEntity``), computed when
+    /// the model is created: stores name a hierarchy's rows by it on every registration.
+    @exclusivity(unchecked) package internal(set) var rootEntityName: String
 
     /// Creates an entity.
     public init(
@@ -80,10 +83,14 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.managedObjectClass = managedObjectClass
         self.ownProperties = properties
         self.nameHash = name.hashValue
+        self.rootEntityName = name
     }
 
     /// Computes the ordinal lists above from ``properties``; called once by the model.
     func computeLayout() {
+        var root = self
+        while let parent = root.superentityLink { root = parent }
+        rootEntityName = root.name
         attributes = properties.compactMap { $0 as? AttributeDescription }
         relationships = properties.compactMap { $0 as? RelationshipDescription }
         storedProperties = properties.filter { !$0.isTransient }

@@ -40,9 +40,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // Change tracking, owned by the context's thread. Values are kept by property ordinal.
     /// Last committed values; `nil` while the object is a fault.
     @exclusivity(unchecked) var snapshot: ObjectSnapshot?
-    /// A fault's values as the fetch that returned it read them, with the coordinator's save
-    /// generation then: firing the fault uses them if no save came since.
-    @exclusivity(unchecked) var prefetched: (node: IncrementalStoreNode, generation: UInt64)?
+    /// A fault's row: the row the fetch that returned it read, or the row its values came
+    /// from before it turned into a fault (``ObjectSnapshot/cachedRow(for:)``). Firing the
+    /// fault uses it, reading no row, while no save came through the coordinator and the
+    /// context's staleness interval allows it. With the snapshots' rows these are the object
+    /// graph's row cache, one row per object. `nil` while the object is not a fault.
+    @exclusivity(unchecked) var cachedRow: CachedRow?
     /// Uncommitted values. Attribute and to-one values that return to their committed
     /// value are dropped; to-many ones stay pending once changed.
     @exclusivity(unchecked) var changes = PendingChanges()
@@ -221,17 +224,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Loads the object's values from its store if it is a fault.
     func fulfillFault() throws {
         guard snapshot == nil, !isNew else { return }
-        if let (node, generation) = prefetched {
-            prefetched = nil
-            if managedObjectContext?.persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) == generation {
-                fulfill(with: node)
-                return
-            }
-        }
         guard let context = managedObjectContext else {
             throw ObjectGraphError(
                 .objectInvalidated, "\(entity.name) \(objectID) is not in a context, so its values cannot be loaded.",
                 entityName: entity.name, objectID: objectID)
+        }
+        let generation = context.persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) ?? 0
+        if let cached = cachedRow {
+            cachedRow = nil
+            if cached.generation == generation, context.accepts(cached) {
+                fulfill(with: cached)
+                return
+            }
         }
         let node: IncrementalStoreNode
         do {
@@ -240,13 +244,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             context.objectWasInvalidated(self)
             throw error
         }
-        fulfill(with: node)
+        fulfill(with: CachedRow(node: node, generation: generation, in: context))
     }
 
-    /// Gives a fault the values of a node its store already read.
-    func fulfill(with node: IncrementalStoreNode) {
+    /// Gives a fault the values of a row its store already read (the snapshot keeps when).
+    func fulfill(with row: CachedRow) {
         guard snapshot == nil, !isNew else { return }
-        snapshot = ObjectSnapshot(node: node, entity: entity)
+        cachedRow = nil
+        snapshot = ObjectSnapshot(row: row, entity: entity)
         awakeFromFetch()
     }
 
@@ -346,8 +351,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Makes the object a fault again, dropping its values (and changes).
     func turnIntoFault() {
         willTurnIntoFault()
+        // The row the values came from stays: firing the fault again reuses it while it is
+        // fresh enough.
+        if let snapshot { cachedRow = snapshot.cachedRow(for: objectID) }
         snapshot = nil
-        prefetched = nil
         changes.removeAll()
         transientValues = [:]
         didTurnIntoFault()
@@ -360,6 +367,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             if let value = changes[ordinal] { committed.set(value, at: ordinal) }
         }
         committed.version = inserted ? 1 : committed.version + 1
+        committed.readAt = nil
         snapshot = committed
         changes.removeAll()
         inserted = false
@@ -408,5 +416,30 @@ extension ManagedObject {
             values[property.ordinal] = try currentValue(for: property)
         }
         return values
+    }
+}
+
+/// A row a store read for an object, kept by the object (``ManagedObject/cachedRow``) as
+/// Core Data's row cache keeps rows: a fault fires from it instead of reading the store
+/// while no save came through the coordinator since it was read and the context's
+/// ``ManagedObjectContext/stalenessInterval`` allows its age.
+struct CachedRow {
+    /// The row's values.
+    let node: IncrementalStoreNode
+    /// The coordinator's save generation before the row was read.
+    let generation: UInt64
+    /// When the row was read (seconds since the reference date), recorded only for a
+    /// context that bounds staleness (NaN otherwise: the clock is not read per object).
+    let loadedAt: Double
+
+    init(node: IncrementalStoreNode, generation: UInt64, loadedAt: Double) {
+        self.node = node
+        self.generation = generation
+        self.loadedAt = loadedAt
+    }
+
+    /// A row read now for `context`.
+    init(node: IncrementalStoreNode, generation: UInt64, in context: ManagedObjectContext) {
+        self.init(node: node, generation: generation, loadedAt: context.stalenessInterval < 0 ? .nan : Date.timeIntervalSinceReferenceDate)
     }
 }

@@ -22,12 +22,31 @@ struct ObjectSnapshot {
     var lazyValues: (any LazyNodeValues)?
     /// The entity's property count: the length of `slots` once it has any.
     let propertyCount: Int
+    /// For values read from a store row: the coordinator's save generation before the read
+    /// and when it happened (see ``CachedRow``), so the row can be kept when the object turns
+    /// into a fault. `nil` once the snapshot holds saved values.
+    var readAt: (generation: UInt64, loadedAt: Double)?
 
     /// An empty snapshot for an entity (every slot unloaded).
     init(entity: EntityDescription) {
         propertyCount = entity.properties.count
         slots = Array(repeating: nil, count: propertyCount)
         version = 0
+    }
+
+    /// The values of a row an object cached; shares the node's slots or row.
+    init(row: CachedRow, entity: EntityDescription) {
+        self.init(node: row.node, entity: entity)
+        readAt = (row.generation, row.loadedAt)
+    }
+
+    /// The row these values were read from, rebuilt for an object turning into a fault: its
+    /// row bytes (or its slots) and version, with when they were read.
+    func cachedRow(for objectID: ManagedObjectID) -> CachedRow? {
+        guard let readAt else { return nil }
+        let node = lazyValues.map { IncrementalStoreNode(objectID: objectID, lazyValues: $0, version: version) }
+            ?? IncrementalStoreNode(objectID: objectID, valuesByOrdinal: slots, version: version)
+        return CachedRow(node: node, generation: readAt.generation, loadedAt: readAt.loadedAt)
     }
 
     /// The values of a store's node; shares the node's slots (or its row) when they are in

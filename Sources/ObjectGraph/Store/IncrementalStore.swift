@@ -112,23 +112,14 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         for nodes: [IncrementalStoreNode], in context: ManagedObjectContext, returnsObjectsAsFaults: Bool
     ) -> [ManagedObject] {
         let objects = context.withRegistrationBatch { nodes.map { context.object(with: $0.objectID) } }
-        if returnsObjectsAsFaults {
-            context.flushStoreRegistrations()
-            // Each fault keeps its node until it fires (or a save through the coordinator
-            // may have changed the row); a context that bounds staleness reads the row cache.
-            if context.stalenessInterval < 0, let coordinator = persistentStoreCoordinator {
-                let generation = context.fetchGeneration ?? coordinator.saveGeneration.load(ordering: .acquiring)
-                for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
-                    object.prefetched = (node, generation)
-                }
-            } else {
-                // The rows are registered now, so the row cache keeps them until they are not.
-                persistentStoreCoordinator?.cacheFetched(zip(objects, nodes).filter { $0.0.isFault }.map(\.1))
-            }
-        } else {
-            for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
-                object.fulfill(with: node)
-            }
+        // Each fault keeps the row it was fetched with (its cached row), used when it fires
+        // unless a save through the coordinator came since the fetch began or the context's
+        // staleness interval says the row is too old.
+        let generation = context.fetchGeneration ?? persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) ?? 0
+        let loadedAt = context.stalenessInterval < 0 ? Double.nan : Date.timeIntervalSinceReferenceDate
+        for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
+            let row = CachedRow(node: node, generation: generation, loadedAt: loadedAt)
+            if returnsObjectsAsFaults { object.cachedRow = row } else { object.fulfill(with: row) }
         }
         return objects
     }

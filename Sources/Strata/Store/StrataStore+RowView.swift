@@ -102,7 +102,7 @@ extension StrataStore {
             if let known = hierarchies[ObjectIdentifier(entity)] {
                 hierarchy = known
             } else {
-                hierarchy = (StrataStore.root(of: entity).name, store.rowPrefix(of: entity))
+                hierarchy = (entity.rootEntityName, store.rowPrefix(of: entity))
                 hierarchies[ObjectIdentifier(entity)] = hierarchy
             }
             let found = keeping

@@ -48,7 +48,7 @@ extension StrataStore {
             func indexKeys(_ object: ManagedObject, _ value: (AttributeDescription) throws -> AttributeValue) throws -> [[UInt8]] {
                 try IndexKey.keys(
                     reference: try integerReference(object.objectID), entity: object.entity,
-                    root: Self.root(of: object.entity).name, value: value)
+                    root: object.entity.rootEntityName, value: value)
             }
             func storedValue(_ row: RowBytes, _ attribute: AttributeDescription) throws -> AttributeValue {
                 try row.attribute(atOrdinal: attribute.ordinal) ?? .null

@@ -251,7 +251,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     func rowPrefix(of entity: EntityDescription) -> [UInt8] {
         let key = ObjectIdentifier(entity)
         if let prefix = rowPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
-        let prefix = KeyLayout.rowPrefix(root: Self.root(of: entity).name)
+        let prefix = KeyLayout.rowPrefix(root: entity.rootEntityName)
         rowPrefixes.withLock { $0[key] = (entity, prefix) }
         return prefix
     }
@@ -286,9 +286,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     }
 
     static func root(of entity: EntityDescription) -> EntityDescription {
-        var root = entity
-        while let parent = root.superentity { root = parent }
-        return root
+        entity.rootEntity
     }
 
     // MARK: Register counts → pins
@@ -325,7 +323,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         guard case .int64(let reference)? = id.referenceObject,
             id.persistentStore === self || id.storeIdentifier == identifier
         else { return nil }
-        return RowPins.Row(reference: reference, root: id.entity.rootEntity.name)
+        return RowPins.Row(reference: reference, root: id.entity.rootEntityName)
     }
 
     /// The engine's row-cache statistics (its pinned keys include this store's registered

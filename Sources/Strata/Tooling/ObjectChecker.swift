@@ -269,8 +269,8 @@ public enum ObjectChecker {
                 problem(.unknownEntity, key: key, object: object, "the stored model has no entity \(row.entity)")
                 return
             }
-            guard StrataStore.root(of: entity).name == root else {
-                problem(.unknownEntity, key: key, object: object, "\(row.entity) belongs to the hierarchy of \(StrataStore.root(of: entity).name), not \(root)")
+            guard entity.rootEntityName == root else {
+                problem(.unknownEntity, key: key, object: object, "\(row.entity) belongs to the hierarchy of \(entity.rootEntityName), not \(root)")
                 return
             }
             for (name, value) in row.attributes.sorted(by: { $0.key < $1.key }) {

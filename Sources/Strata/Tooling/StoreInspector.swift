@@ -410,7 +410,7 @@ struct RecordDecoder {
         guard let entity = model.entitiesByName[entityName] else {
             throw StoreError(.invalidArgument, "the stored model has no entity \(entityName) (entities: \(model.entities.map(\.name).sorted().joined(separator: ", ")))")
         }
-        return KeyLayout.rowKey(root: StrataStore.root(of: entity).name, reference: reference)
+        return KeyLayout.rowKey(root: entity.rootEntityName, reference: reference)
     }
 
     func decode(key: [UInt8], value: [UInt8]) -> DecodedRecord {

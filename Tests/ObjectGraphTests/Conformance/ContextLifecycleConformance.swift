@@ -119,6 +119,18 @@ struct ContextLifecycleConformance {
         context.stalenessInterval = 0
         context.refresh(ada, mergeChanges: false)
         #expect(try ada.value(forKey: "name") == "Ada L.", "zero staleness goes back to the store")
+
+        // A bounded interval reuses the row read just now, then a store read when it is too old.
+        context.stalenessInterval = 3_600
+        context.refresh(ada, mergeChanges: false)
+        #expect(try ada.value(forKey: "name") == "Ada L.")
+        try elsewhere.existingObject(with: ada.objectID).setValue("Countess", forKey: "name")
+        try elsewhere.save()
+        context.refresh(ada, mergeChanges: false)
+        #expect(try ada.value(forKey: "name") == "Ada L.", "a row younger than the interval is reused")
+        context.stalenessInterval = 1e-9
+        context.refresh(ada, mergeChanges: false)
+        #expect(try ada.value(forKey: "name") == "Countess", "an older row is read again")
     }
 
     @Test(arguments: allStoreFixtures)
