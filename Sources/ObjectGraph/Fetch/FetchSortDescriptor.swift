@@ -99,11 +99,29 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
     /// with the current last of the page, instead of sorting everything.
     public static func sort<T: FetchEvaluable>(_ items: [T], by descriptors: [FetchSortDescriptor], keeping: Int? = nil) throws -> [T] {
         guard !descriptors.isEmpty, items.count > 1 else { return keeping.map { Array(items.prefix($0)) } ?? items }
-        let keys = try items.map { item in try descriptors.map { try $0.sortValue(of: item) } }
+        var keys: [FetchValue] = []
+        keys.reserveCapacity(items.count * descriptors.count)
+        for item in items {
+            for descriptor in descriptors { keys.append(try descriptor.sortValue(of: item)) }
+        }
+        return sort(items, keys: keys, by: descriptors, keeping: keeping)
+    }
+
+    /// Sorts items whose sort values were read already: `keys` holds, for each item in order,
+    /// one value per descriptor (item `i`'s value for descriptor `d` at `i * descriptors.count
+    /// + d`), as ``sortValue(of:)`` gives it. Stores that read the values faster than a key
+    /// path can (by ordinal, each relationship destination once) sort with this; the order,
+    /// ties and `keeping` are those of ``sort(_:by:keeping:)``.
+    ///
+    /// - Precondition: `keys.count == items.count * descriptors.count`.
+    public static func sort<T>(_ items: [T], keys: [FetchValue], by descriptors: [FetchSortDescriptor], keeping: Int? = nil) -> [T] {
+        guard !descriptors.isEmpty, items.count > 1 else { return keeping.map { Array(items.prefix($0)) } ?? items }
+        precondition(keys.count == items.count * descriptors.count, "one sort value per item and descriptor")
+        let stride = descriptors.count
         // A strict total order: ties keep their original order.
         func precedes(_ a: Int, _ b: Int) -> Bool {
             for (index, descriptor) in descriptors.enumerated() {
-                switch descriptor.order(keys[a][index], keys[b][index]) {
+                switch descriptor.order(keys[a * stride + index], keys[b * stride + index]) {
                 case .orderedAscending: return true
                 case .orderedDescending: return false
                 case .orderedSame: continue

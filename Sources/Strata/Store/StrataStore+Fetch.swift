@@ -192,6 +192,13 @@ extension StrataStore {
         // Sorting, paging and every result shape: the fetch language's own engine. The rows
         // matched the predicate already.
         request.predicate = nil
+        if request.resultType == .managedObject || request.resultType == .managedObjectID {
+            // [FETCH-S4] Sort keys read by ordinal, each destination's once; then the page.
+            rows = try StrataStore.sorted(
+                rows, by: request.sortDescriptors, entity: request.entity,
+                keeping: request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : nil)
+            request.sortDescriptors = []
+        }
         if request.resultType == .managedObject, let context {
             // The rows are decoded already: they reach the context with the objects.
             let matched = try request.filterSortAndPage(rows)

@@ -1,0 +1,82 @@
+import ObjectGraph
+
+extension StrataStore {
+    /// One sort descriptor's key path compiled for the rows of one fetch: an attribute, or a
+    /// chain of to-one relationships ending in an attribute, followed by ordinal. Each
+    /// destination's value is read once per fetch (many tracks, few genres), kept by
+    /// destination reference; no key path is parsed and no name is hashed per row.
+    ///
+    /// Any other key path (to-many, aggregates, `self`, transient or unknown keys) is not
+    /// compiled: ``make(_:entity:)`` returns `nil` and the descriptor reads it the general way.
+    final class SortKeyReader {
+        private enum Step {
+            /// The attribute at an ordinal of the row.
+            case attribute(Int)
+            /// The to-one at an ordinal, then `next` in the destination's row.
+            case toOne(Int, next: SortKeyReader)
+        }
+
+        private let step: Step
+        /// Values of `next` by destination, for a to-one step.
+        private var destinations: [StoredObject: FetchValue] = [:]
+
+        private init(_ step: Step) { self.step = step }
+
+        /// The reader of `keyPath` for rows of `entity` (and its subentities: inherited
+        /// properties keep their ordinals), or `nil` when the key path is not one it reads.
+        static func make(_ keyPath: String, entity: EntityDescription) -> SortKeyReader? {
+            let parts = keyPath.split(separator: ".", omittingEmptySubsequences: false)
+            guard !parts.isEmpty, parts.count <= 8 else { return nil }
+            return make(parts[...], entity: entity)
+        }
+
+        private static func make(_ parts: ArraySlice<Substring>, entity: EntityDescription) -> SortKeyReader? {
+            guard let head = parts.first, let property = entity.propertiesByName[String(head)],
+                !property.isTransient, property.ordinal >= 0
+            else { return nil }
+            if parts.count == 1 {
+                guard property is AttributeDescription else { return nil }
+                return SortKeyReader(.attribute(property.ordinal))
+            }
+            guard let relationship = property as? RelationshipDescription, relationship.isToOne,
+                let destination = relationship.destinationEntity,
+                let next = make(parts.dropFirst(), entity: destination)
+            else { return nil }
+            return SortKeyReader(.toOne(property.ordinal, next: next))
+        }
+
+        /// The key path's value in `view`'s row: an attribute's value, or `.null` when a
+        /// destination on the way is missing (the value the general reading gives).
+        func value(of view: RowView) throws -> FetchValue {
+            switch step {
+            case .attribute(let ordinal):
+                guard let value = try view.attributeValue(atOrdinal: ordinal), !value.isNull else { return .null }
+                return .attribute(value)
+            case .toOne(let ordinal, let next):
+                guard let target = try view.storedObject(atOrdinal: ordinal) else { return .null }
+                if let known = destinations[target] { return known }
+                let value = try view.source.view(of: target).map { try next.value(of: $0) } ?? .null
+                destinations[target] = value
+                return value
+            }
+        }
+    }
+
+    /// `rows` in the order of `descriptors`, keeping the first `keeping` (offset plus limit)
+    /// when given: each row's sort keys read once, through compiled readers where the key
+    /// path allows ([FETCH-S4]).
+    static func sorted(
+        _ rows: [RowView], by descriptors: [FetchSortDescriptor], entity: EntityDescription?, keeping: Int?
+    ) throws -> [RowView] {
+        guard !descriptors.isEmpty, rows.count > 1 else { return keeping.map { Array(rows.prefix($0)) } ?? rows }
+        let readers = descriptors.map { descriptor in entity.flatMap { SortKeyReader.make(descriptor.keyPath, entity: $0) } }
+        var keys: [FetchValue] = []
+        keys.reserveCapacity(rows.count * descriptors.count)
+        for row in rows {
+            for (descriptor, reader) in zip(descriptors, readers) {
+                keys.append(try reader?.value(of: row) ?? descriptor.sortValue(of: row))
+            }
+        }
+        return FetchSortDescriptor.sort(rows, keys: keys, by: descriptors, keeping: keeping)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import ObjectGraph
+import Strata
+import Testing
+
+/// [FETCH-S4] A StrataStore sorts rows by keys read by ordinal, each to-one destination's
+/// value once per fetch. The order must be the one the fetch language gives through key
+/// paths: the same request against an InMemoryStore with the same objects is the oracle, for
+/// chains of to-ones with missing destinations, subentities, descending keys, ties, limits
+/// and offsets, and a key path the compiled readers leave to the general path.
+@Suite struct SortKeyTests {
+    static func model() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Country", properties: [
+                .attribute("name", .string),
+                .toMany("labels", "Label", inverse: "country"),
+            ]),
+            EntityDescription(name: "Label", properties: [
+                .attribute("name", .string),
+                .toOne("country", "Country", inverse: "labels"),
+                .toMany("records", "Record", inverse: "label"),
+            ]),
+            EntityDescription(name: "Record", properties: [
+                .attribute("title", .string),
+                .attribute("year", .integer32),
+                .toOne("label", "Label", inverse: "records"),
+            ]),
+            EntityDescription(name: "Single", superentity: "Record", properties: [
+                .attribute("side", .string),
+            ]),
+        ])
+    }
+
+    /// The same objects in both stores; returns the titles of `request`'s results.
+    static func populate(_ coordinator: PersistentStoreCoordinator) throws {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var countries: [ManagedObject] = []
+        for name in ["Norway", "chile", "Chile", nil] as [String?] {
+            let country = try context.insertNewObject(forEntityName: "Country")
+            if let name { try country.setValue(.string(name), forKey: "name") }
+            countries.append(country)
+        }
+        var labels: [ManagedObject] = []
+        for index in 0..<7 {
+            let label = try context.insertNewObject(forEntityName: "Label")
+            if index != 3 { try label.setValue(.string(["Blue", "apex", "Zed", "", "Mono", "blue", "Apex"][index]), forKey: "name") }
+            if index % 4 != 2 { try label.setValue(countries[index % countries.count], forKey: "country") }
+            labels.append(label)
+        }
+        for index in 0..<60 {
+            let record = try context.insertNewObject(forEntityName: index % 5 == 0 ? "Single" : "Record")
+            try record.setValue(.string("r\(index % 13)-\(index)"), forKey: "title")
+            try record.setValue(.int32(Int32(1990 + index % 9)), forKey: "year")
+            if index % 11 != 0 { try record.setValue(labels[index % labels.count], forKey: "label") }
+            if index % 5 == 0 { try record.setValue(.string(index % 2 == 0 ? "A" : "B"), forKey: "side") }
+        }
+        try context.save()
+    }
+
+    static let sorts: [[(String, Bool)]] = [
+        [("label.name", true), ("title", true)],
+        [("label.country.name", false), ("year", true), ("title", false)],
+        [("label.country.name", true), ("label.name", false), ("title", true)],
+        [("year", false), ("label.name", true), ("title", true)],
+        [("label.records.@count", false), ("title", true)],
+    ]
+
+    @Test(arguments: 0..<5)
+    func sortsThroughToOnesGiveTheOrderOfKeyPaths(case index: Int) throws {
+        let model = try Self.model()
+        let reference = PersistentStoreCoordinator(managedObjectModel: model)
+        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
+        let store = TemporaryStore()
+        let strata = try store.coordinator(model: model)
+        try Self.populate(reference)
+        try Self.populate(strata)
+        for (limit, offset) in [(0, 0), (5, 0), (7, 3)] {
+            for entity in ["Record", "Single"] {
+                var request = FetchRequest(entityName: entity)
+                request.sortDescriptors = Self.sorts[index].map { FetchSortDescriptor(keyPath: $0.0, ascending: $0.1) }
+                request.fetchLimit = limit
+                request.fetchOffset = offset
+                func titles(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+                    let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+                    return try context.fetch(request).map {
+                        guard case .string(let title) = try $0.value(forKey: "title") else { return "?" }
+                        return title
+                    }
+                }
+                let expected = try titles(reference)
+                #expect(expected.count == (limit == 0 ? (entity == "Record" ? 60 : 12) : limit))
+                #expect(try titles(strata) == expected, "\(entity) by \(Self.sorts[index]) limit \(limit) offset \(offset)")
+            }
+        }
+    }
+}
