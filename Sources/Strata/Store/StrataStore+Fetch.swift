@@ -205,6 +205,17 @@ extension StrataStore {
             let nodes = matched.map { $0.node() }
             return .objects(objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults))
         }
+        if request.resultType == .dictionary, let paths = request.dictionaryRowKeyPaths {
+            // Each row's key paths read once, through compiled readers; the grouping and
+            // aggregation then work on plain values.
+            let values = try rows.map { row in
+                var values: [String: FetchValue] = [:]
+                values.reserveCapacity(paths.count)
+                for path in paths { values[path] = try row.fetchValue(forKeyPath: path) }
+                return FetchValueRow(values)
+            }
+            return .dictionaries(try request.dictionaries(fromValueRows: values))
+        }
         return try request.apply(to: rows, objectID: \.objectID)
     }
 

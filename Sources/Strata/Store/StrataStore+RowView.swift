@@ -92,6 +92,19 @@ extension StrataStore {
             return try view(of: id.entity, reference: reference)
         }
 
+        /// Key paths compiled for this fetch's rows, by entity and key path (`nil`: read the
+        /// general way). A few key paths per fetch: a linear search finds them.
+        private var readers: [(entity: ObjectIdentifier, keyPath: String, reader: KeyPathReader?)] = []
+
+        /// The compiled reader of `keyPath` for rows of `entity`, if it compiles.
+        func reader(of entity: EntityDescription, keyPath: String) -> KeyPathReader? {
+            let id = ObjectIdentifier(entity)
+            for entry in readers where entry.entity == id && entry.keyPath == keyPath { return entry.reader }
+            let reader = KeyPathReader.make(keyPath, entity: entity)
+            if readers.count < 32 { readers.append((id, keyPath, reader)) }
+            return reader
+        }
+
         /// The root name and row prefix ([KEY-1]) of each entity's hierarchy, by entity instance.
         private var hierarchies: [ObjectIdentifier: (root: String, prefix: [UInt8])] = [:]
 
@@ -159,6 +172,7 @@ extension StrataStore {
         }
 
         func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
+            if let reader = source.reader(of: entity, keyPath: keyPath) { return try reader.value(of: self) }
             let head: Substring, rest: Substring?
             if let dot = keyPath.utf8.firstIndex(of: UInt8(ascii: ".")) {
                 head = keyPath[..<dot]

@@ -76,7 +76,7 @@ extension FetchRequest {
             }
             let sorted = try FetchSortDescriptor.sort(rows, by: sortDescriptors)
             var results = try sorted.map { row in
-                try Dictionary(uniqueKeysWithValues: properties.map { ($0.name, try value(of: $0, for: [row])) })
+                try Dictionary(uniqueKeysWithValues: properties.map { ($0.name, try value(of: $0, for: CollectionOfOne(row))) })
             }
             if returnsDistinctResults { results = Self.distinct(results) }
             return page(results)
@@ -92,17 +92,21 @@ extension FetchRequest {
         let resultSort = sortDescriptors.filter { names.contains($0.keyPath) }
         let rowSort = sortDescriptors.filter { !names.contains($0.keyPath) }
         let sorted = try FetchSortDescriptor.sort(rows, by: rowSort)
-        var groups: [[FetchValue]: [T]] = [:]
-        var order: [[FetchValue]] = []
+        // Groups in the order of their first row: each key hashed once per row.
+        var groupOfKey: [[FetchValue]: Int] = [:]
+        var groups: [[T]] = []
         for row in sorted {
-            let key = try grouping.map { try value(of: $0, for: [row]) }
-            if groups[key] == nil { order.append(key) }
-            groups[key, default: []].append(row)
+            let key = try grouping.map { try value(of: $0, for: CollectionOfOne(row)) }
+            if let index = groupOfKey[key] {
+                groups[index].append(row)
+            } else {
+                groupOfKey[key] = groups.count
+                groups.append([row])
+            }
         }
-        if grouping.isEmpty && order.isEmpty { order = [[]] }
-        var results = try order.map { key in
-            let members = groups[key] ?? []
-            return try Dictionary(uniqueKeysWithValues: properties.map { ($0.name, try value(of: $0, for: members)) })
+        if grouping.isEmpty && groups.isEmpty { groups = [[]] }
+        var results = try groups.map { members in
+            try Dictionary(uniqueKeysWithValues: properties.map { ($0.name, try value(of: $0, for: members)) })
         }
         if let havingPredicate {
             results = try results.filter { try havingPredicate.evaluate(with: FetchValueRow($0), variables: $0) }
@@ -115,7 +119,7 @@ extension FetchRequest {
     }
 
     /// The value of a property for a group of rows (one row when not grouping).
-    private func value<T: FetchEvaluable>(of property: FetchProperty, for rows: [T]) throws -> FetchValue {
+    private func value<T: FetchEvaluable, Rows: Collection<T>>(of property: FetchProperty, for rows: Rows) throws -> FetchValue {
         switch property {
         case .keyPath(let path):
             guard let first = rows.first else { return .null }
@@ -134,6 +138,51 @@ extension FetchRequest {
             }
             return description.converted(FetchAggregation.apply(function, to: values))
         }
+    }
+
+    /// The key paths a ``FetchRequestResultType/dictionary`` fetch reads from each row (the
+    /// properties to fetch and to group by, the arguments of their functions and aggregates,
+    /// the sort descriptors), when each is a plain key path (no collection operator, not
+    /// `self`, no variable or subquery); `nil` when the fetch reads anything else.
+    ///
+    /// A store that reads those key paths faster than through a ``FetchEvaluable`` builds one
+    /// ``FetchValueRow`` per row and calls ``dictionaries(fromValueRows:)``.
+    public var dictionaryRowKeyPaths: [String]? {
+        guard let entity else { return nil }
+        var paths: [String] = []
+        func plain(_ path: String) -> Bool {
+            !path.isEmpty && path != "self" && path != "SELF" && !path.utf8.contains(UInt8(ascii: "@"))
+                && !path.utf8.contains(UInt8(ascii: "$"))
+        }
+        func collect(_ expression: FetchExpression) -> Bool {
+            switch expression {
+            case .constant: return true
+            case .keyPath(let path):
+                guard plain(path) else { return false }
+                paths.append(path)
+                return true
+            case .function(_, let arguments): return arguments.allSatisfy(collect)
+            case .aggregate(let items): return items.allSatisfy(collect)
+            default: return false
+            }
+        }
+        let properties = propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) }
+        for property in properties + (propertiesToGroupBy ?? []) {
+            guard collect(property.expression) else { return nil }
+        }
+        for descriptor in sortDescriptors {
+            guard plain(descriptor.keyPath) else { return nil }
+            paths.append(descriptor.keyPath)
+        }
+        var seen: Set<String> = []
+        return paths.filter { seen.insert($0).inserted }
+    }
+
+    /// ``dictionaries(from:)`` for rows whose values a store has read: one ``FetchValueRow``
+    /// per row, holding the value of each key path of ``dictionaryRowKeyPaths`` as the row's
+    /// ``FetchEvaluable/fetchValue(forKeyPath:)`` gives it. The results are the same.
+    public func dictionaries(fromValueRows rows: [FetchValueRow]) throws -> [[String: FetchValue]] {
+        try dictionaries(from: rows)
     }
 
     private static func distinct(_ results: [[String: FetchValue]]) -> [[String: FetchValue]] {

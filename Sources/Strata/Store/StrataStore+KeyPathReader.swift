@@ -1,19 +1,20 @@
 import ObjectGraph
 
 extension StrataStore {
-    /// One sort descriptor's key path compiled for the rows of one fetch: an attribute, or a
-    /// chain of to-one relationships ending in an attribute, followed by ordinal. Each
-    /// destination's value is read once per fetch (many tracks, few genres), kept by
-    /// destination reference; no key path is parsed and no name is hashed per row.
+    /// A key path compiled for the rows of one fetch: an attribute, or a chain of to-one
+    /// relationships ending in an attribute, followed by ordinal. Each destination's value is
+    /// read once per fetch (many tracks, few genres), kept by destination reference; no key
+    /// path is parsed and no name is hashed per row. Sorts ([FETCH-S4]) and every key path a
+    /// row view is asked for (dictionary results, grouping, aggregates) read through these.
     ///
     /// Any other key path (to-many, aggregates, `self`, transient or unknown keys) is not
-    /// compiled: ``make(_:entity:)`` returns `nil` and the descriptor reads it the general way.
-    final class SortKeyReader {
+    /// compiled: ``make(_:entity:)`` returns `nil` and the key path is read the general way.
+    final class KeyPathReader {
         private enum Step {
             /// The attribute at an ordinal of the row.
             case attribute(Int)
             /// The to-one at an ordinal, then `next` in the destination's row.
-            case toOne(Int, next: SortKeyReader)
+            case toOne(Int, next: KeyPathReader)
         }
 
         private let step: Step
@@ -24,25 +25,25 @@ extension StrataStore {
 
         /// The reader of `keyPath` for rows of `entity` (and its subentities: inherited
         /// properties keep their ordinals), or `nil` when the key path is not one it reads.
-        static func make(_ keyPath: String, entity: EntityDescription) -> SortKeyReader? {
+        static func make(_ keyPath: String, entity: EntityDescription) -> KeyPathReader? {
             let parts = keyPath.split(separator: ".", omittingEmptySubsequences: false)
             guard !parts.isEmpty, parts.count <= 8 else { return nil }
             return make(parts[...], entity: entity)
         }
 
-        private static func make(_ parts: ArraySlice<Substring>, entity: EntityDescription) -> SortKeyReader? {
+        private static func make(_ parts: ArraySlice<Substring>, entity: EntityDescription) -> KeyPathReader? {
             guard let head = parts.first, let property = entity.propertiesByName[String(head)],
                 !property.isTransient, property.ordinal >= 0
             else { return nil }
             if parts.count == 1 {
                 guard property is AttributeDescription else { return nil }
-                return SortKeyReader(.attribute(property.ordinal))
+                return KeyPathReader(.attribute(property.ordinal))
             }
             guard let relationship = property as? RelationshipDescription, relationship.isToOne,
                 let destination = relationship.destinationEntity,
                 let next = make(parts.dropFirst(), entity: destination)
             else { return nil }
-            return SortKeyReader(.toOne(property.ordinal, next: next))
+            return KeyPathReader(.toOne(property.ordinal, next: next))
         }
 
         /// The key path's value in `view`'s row: an attribute's value, or `.null` when a
@@ -69,7 +70,7 @@ extension StrataStore {
         _ rows: [RowView], by descriptors: [FetchSortDescriptor], entity: EntityDescription?, keeping: Int?
     ) throws -> [RowView] {
         guard !descriptors.isEmpty, rows.count > 1 else { return keeping.map { Array(rows.prefix($0)) } ?? rows }
-        let readers = descriptors.map { descriptor in entity.flatMap { SortKeyReader.make(descriptor.keyPath, entity: $0) } }
+        let readers = descriptors.map { descriptor in entity.flatMap { KeyPathReader.make(descriptor.keyPath, entity: $0) } }
         var keys: [FetchValue] = []
         keys.reserveCapacity(rows.count * descriptors.count)
         for row in rows {
