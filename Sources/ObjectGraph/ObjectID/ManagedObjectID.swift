@@ -123,6 +123,25 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) {
         hasher.combine(storage.fieldHash)
     }
+
+    /// The hash dictionaries and sets use: the ID's field hash (which mixes the per-process
+    /// seeded hashes of its entity name and store identifier, so it is not predictable from
+    /// outside) mixed with the table's seed in one multiply, instead of a full `Hasher` run:
+    /// every registration, fault and deallocation looks an ID up.
+    public func _rawHashValue(seed: Int) -> Int {
+        Storage.mix(storage.fieldHash, seed)
+    }
+}
+
+/// Makes permanent object IDs of one store (``PersistentStore/objectIDMaker``): the
+/// store's identity is read once, not once per ID.
+package struct ObjectIDMaker: Sendable {
+    let token: StoreToken
+
+    /// The ID of the object of `entity` with the integer reference `reference`.
+    package func id(for entity: EntityDescription, reference: Int64) -> ManagedObjectID {
+        ManagedObjectID(entity: entity, store: token, kind: .permanent(.int64(reference)))
+    }
 }
 
 /// A store's identity as object IDs hold it: its identifier and that identifier's hash,

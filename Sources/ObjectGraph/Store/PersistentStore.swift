@@ -81,6 +81,11 @@ open class PersistentStore: @unchecked Sendable {
         }
     }
 
+    /// A maker of this store's object IDs that takes no lock per ID, for a store's hot
+    /// paths (a fetch making thousands). It makes the IDs ``IncrementalStore/newObjectID(for:referenceObject:)``
+    /// would, with the identifier the store has now.
+    package var objectIDMaker: ObjectIDMaker { ObjectIDMaker(token: idToken) }
+
     /// The identity object IDs of this store hold, made once per identifier.
     var idToken: StoreToken {
         metadataLock.withLock { state in

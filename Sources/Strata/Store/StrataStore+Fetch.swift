@@ -340,8 +340,9 @@ extension StrataStore {
     /// The node of a row read in place: its stored attributes and to-one destinations, by
     /// ordinal of the ID's entity (to-many destinations fault separately), decoded one
     /// property at a time when an object first reads it.
-    func node(from row: RowBytes, objectID: ManagedObjectID, layout: StoreLayout) -> IncrementalStoreNode {
-        IncrementalStoreNode(objectID: objectID, lazyValues: LazyRowValues(row: row, layout: layout, store: self), version: row.version)
+    func node(from row: RowBytes, objectID: ManagedObjectID, layout: StoreLayout, ids: ObjectIDMaker? = nil) -> IncrementalStoreNode {
+        IncrementalStoreNode(
+            objectID: objectID, lazyValues: LazyRowValues(row: row, layout: layout, ids: ids ?? objectIDMaker), version: row.version)
     }
 
     func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {
@@ -391,13 +392,14 @@ final class LazyRowValues: LazyNodeValues {
     let row: RowBytes
     /// The store's layouts, for destination entity numbers.
     let layout: StoreLayout
-    /// The store, which makes destination IDs.
-    let store: StrataStore
+    /// Makes destination IDs (the store's identity, not the store: no retain of the store
+    /// per row).
+    let ids: ObjectIDMaker
 
-    init(row: RowBytes, layout: StoreLayout, store: StrataStore) {
+    init(row: RowBytes, layout: StoreLayout, ids: ObjectIDMaker) {
         self.row = row
         self.layout = layout
-        self.store = store
+        self.ids = ids
     }
 
     func value(atOrdinal ordinal: Int) throws -> PropertyValue? {
@@ -409,7 +411,7 @@ final class LazyRowValues: LazyNodeValues {
             guard case .object(let target) = try row.value(index), let entity = layout.entity(number: target.entity) else {
                 return .relationship(.toOne(nil))
             }
-            return .relationship(.toOne(store.newObjectID(for: entity, referenceObject: .int64(target.reference))))
+            return .relationship(.toOne(ids.id(for: entity, reference: target.reference)))
         default:
             return .attribute(try row.attribute(index))
         }

@@ -7,6 +7,8 @@ extension StrataStore {
         let snapshot: Snapshot
         let store: StrataStore
         let layout: StoreLayout
+        /// Makes the object IDs of rows and destinations, with no lock per ID.
+        let ids: ObjectIDMaker
         /// Rows read, by reference (references are unique in a store, [KEY-3]), with the
         /// hierarchy they were read from.
         private var rows: [Int64: (root: String, row: RowBytes)] = [:]
@@ -18,6 +20,7 @@ extension StrataStore {
             self.reader = Snapshot.Reader(snapshot)
             self.store = store
             self.layout = layout
+            self.ids = store.objectIDMaker
         }
 
         /// The row of `reference` in the hierarchy rooted at `root`, or `nil`.
@@ -73,7 +76,7 @@ extension StrataStore {
         func objectID(_ object: StoredObject) -> ManagedObjectID? {
             if let id = destinationIDs[object] { return id }
             guard let entity = layout.entity(number: object.entity) else { return nil }
-            let id = store.newObjectID(for: entity, referenceObject: .int64(object.reference))
+            let id = ids.id(for: entity, reference: object.reference)
             if destinationIDs.count < 65_536 { destinationIDs[object] = id }
             return id
         }
@@ -135,11 +138,11 @@ extension StrataStore {
         let entity: EntityDescription
         let source: RowSource
 
-        var objectID: ManagedObjectID { source.store.newObjectID(for: entity, referenceObject: .int64(reference)) }
+        var objectID: ManagedObjectID { source.ids.id(for: entity, reference: reference) }
 
         /// The node of the row: every stored attribute and to-one destination, by ordinal.
         func node() -> IncrementalStoreNode {
-            source.store.node(from: row, objectID: objectID, layout: source.layout)
+            source.store.node(from: row, objectID: objectID, layout: source.layout, ids: source.ids)
         }
 
         /// The attribute at `ordinal`, read in place.
