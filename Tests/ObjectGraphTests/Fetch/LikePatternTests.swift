@@ -93,3 +93,34 @@ private struct OneString: OrdinalFetchEvaluable {
         #expect(held > 1_000 && checked - held > 1_000, "both answers are common (\(held) of \(checked))")
     }
 }
+
+/// `MATCHES` compiled once (literal patterns with `.*` on either side tested on UTF-8 bytes,
+/// the others through one compiled expression) against the interpreted evaluation, which
+/// runs the regular expression per subject: patterns of literals, escaped and unescaped
+/// metacharacters and wildcards, on texts with accents, decomposed accents and every kind of
+/// line terminator, with every option.
+@Suite struct CompiledMatchesTests {
+    @Test func compiledMatchesAnswersAsTheRegularExpressionDoes() throws {
+        let entity = EntityDescription(name: "T", properties: [.attribute("x", .string)])
+        _ = try ManagedObjectModel(entities: [entity])
+        let texts = LikePatternTests.strings(["a", ".", "é", "e\u{301}", "\n", "\r", "\u{2028}"], upTo: 3)
+        // Literal shapes (`.*a`, `a\..*`, `.*a.*`) and others (`a.a`, `\d.*`, `é.*`).
+        let patterns = LikePatternTests.strings(["a", ".*", "\\.", ".", "é", "\\d"], upTo: 3)
+        let allOptions: [ComparisonOptions] = [[], .caseInsensitive, .diacriticInsensitive]
+        var checked = 0, held = 0
+        for pattern in patterns {
+            if (try? NSRegularExpression(pattern: pattern)) == nil { continue }
+            for options in allOptions {
+                let predicate = FetchPredicate.comparison(.keyPath("x"), .matches, .constant(.attribute(.string(pattern))), options: options)
+                let compiled = try predicate.compiled(for: entity, as: OneString.self)
+                for text in texts {
+                    let expected = try predicate.evaluate(with: ["x": AttributeValue.string(text)])
+                    try #require(compiled.evaluate(OneString(text: text)) == expected, "\"\(text)\" MATCHES[\(options.rawValue)] \"\(pattern)\"")
+                    checked += 1
+                    if expected { held += 1 }
+                }
+            }
+        }
+        #expect(held > 1_000 && checked - held > 1_000, "both answers are common (\(held) of \(checked))")
+    }
+}

@@ -134,6 +134,15 @@ extension FetchPredicate {
             let kind: StringMatching.FixedPattern.Kind = op == .contains ? .contains : op == .beginsWith ? .beginsWith : .endsWith
             let fixed = StringMatching.FixedPattern(kind, constant, options: options)
             return { fixed.matches($0) }
+        case .matches:
+            // A pattern that does not compile is left to the general path, which throws.
+            guard let regex = try? StringMatching.regex(constant, caseInsensitive: options.contains(.caseInsensitive)) else { return nil }
+            let literal = options.isEmpty ? StringMatching.LiteralPattern(constant) : nil
+            let folds = options.contains(.diacriticInsensitive)
+            return { text in
+                if let literal, let answer = literal.matches(text) { return answer }
+                return StringMatching.matches(folds ? text.folding(options: .diacriticInsensitive, locale: nil) : text, regex)
+            }
         default:
             return nil
         }

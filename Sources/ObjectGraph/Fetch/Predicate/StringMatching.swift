@@ -182,9 +182,93 @@ enum StringMatching {
     ///
     /// - Throws: ``ObjectGraphError/Code/invalidFetchRequest`` for a pattern that does not compile.
     static func matches(_ text: String, _ pattern: String, caseInsensitive: Bool) throws -> Bool {
-        let regex = try compiled(pattern, caseInsensitive: caseInsensitive)
+        matches(text, try compiled(pattern, caseInsensitive: caseInsensitive))
+    }
+
+    /// Whether `regex` (compiled by ``regex(_:caseInsensitive:)``) matches `text`.
+    static func matches(_ text: String, _ regex: NSRegularExpression) -> Bool {
         let range = NSRange(text.startIndex..<text.endIndex, in: text)
         return regex.firstMatch(in: text, options: [], range: range) != nil
+    }
+
+    /// A `MATCHES` pattern compiled once, for a predicate compiled once.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/invalidFetchRequest`` for a pattern that does not compile.
+    static func regex(_ pattern: String, caseInsensitive: Bool) throws -> NSRegularExpression {
+        try compiled(pattern, caseInsensitive: caseInsensitive)
+    }
+
+    /// A `MATCHES` pattern that is a literal, optionally preceded and or followed by `.*`
+    /// (`.*@gmail\.com`, `Re.*`, `.*love.*`), tested on UTF-8 bytes without the regular
+    /// expression engine. The literal holds plain characters and backslash-escaped
+    /// punctuation only; any other pattern is not one (`init` returns `nil`).
+    ///
+    /// It answers as the regular expression does (`.` matching anything but a line
+    /// terminator) for ASCII text without line terminators and an ASCII pattern; for other
+    /// text ``matches(_:)`` returns `nil` and the regular expression decides (Foundation's
+    /// expressions compare some non-ASCII text up to canonical equivalence).
+    struct LiteralPattern: Sendable {
+        let leadingWildcard: Bool
+        let trailingWildcard: Bool
+        let literal: [UInt8]
+
+        init?(_ pattern: String) {
+            let bytes = Array(pattern.utf8)
+            var tokens: [UInt8?] = []  // nil: `.*`
+            var i = 0
+            while i < bytes.count {
+                let byte = bytes[i]
+                if byte == UInt8(ascii: "."), i + 1 < bytes.count, bytes[i + 1] == UInt8(ascii: "*") {
+                    tokens.append(nil)
+                    i += 2
+                } else if byte == UInt8(ascii: "\\") {
+                    guard i + 1 < bytes.count else { return nil }
+                    let escaped = bytes[i + 1]
+                    // `\.` and other escaped punctuation are literal; `\d`, `\Q`, `\u…` are not.
+                    guard escaped < 0x80, escaped > 0x20, !(escaped >= 0x30 && escaped <= 0x39),
+                        !((escaped | 0x20) >= 0x61 && (escaped | 0x20) <= 0x7A)
+                    else { return nil }
+                    tokens.append(escaped)
+                    i += 2
+                } else if Self.metacharacters.contains(byte) || byte < 0x20 || byte >= 0x80 {
+                    return nil
+                } else {
+                    tokens.append(byte)
+                    i += 1
+                }
+            }
+            leadingWildcard = tokens.first.map { $0 == nil } ?? false
+            if leadingWildcard { tokens.removeFirst() }
+            trailingWildcard = tokens.last.map { $0 == nil } ?? false
+            if trailingWildcard { tokens.removeLast() }
+            guard tokens.allSatisfy({ $0 != nil }) else { return nil }
+            literal = tokens.compactMap { $0 }
+        }
+
+        private static let metacharacters: Set<UInt8> = Set("^$.|?*+()[]{}#".utf8)
+
+        /// Whether the whole of `text` matches; `nil` when `text` holds a line terminator
+        /// (U+000A to U+000D; the others are not ASCII) or a character that is not ASCII.
+        func matches(_ text: String) -> Bool? {
+            var text = text
+            return text.withUTF8 { t -> Bool? in
+                for byte in t where byte >= 0x80 || (byte >= 0x0A && byte <= 0x0D) { return nil }
+                let n = literal.count
+                guard n <= t.count else { return false }
+                func at(_ start: Int) -> Bool {
+                    for i in 0..<n where t[start + i] != literal[i] { return false }
+                    return true
+                }
+                switch (leadingWildcard, trailingWildcard) {
+                case (false, false): return n == t.count && at(0)
+                case (false, true): return at(0)
+                case (true, false): return at(t.count - n)
+                case (true, true):
+                    for start in 0...(t.count - n) where at(start) { return true }
+                    return false
+                }
+            }
+        }
     }
 
     /// Orders two strings comparing runs of ASCII digits by value (`a9 < a10`), other
