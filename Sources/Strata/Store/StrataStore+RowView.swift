@@ -245,7 +245,9 @@ extension StrataStore {
         /// keys ([REL-3]); `nil` for anything else.
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
             guard let relationship = entity.relationshipsByName[keyPath], RelationshipKeys.isKeyed(relationship) else { return nil }
-            return source.members(relationship, of: entity, reference: reference).count
+            // The owner's keys counted in the index: no member is decoded or kept.
+            let prefix = source.store.ownerPrefix(relationship, owner: entity, reference: reference)
+            return source.snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix))
         }
 
         /// A key path of another row of the same snapshot (subqueries, `$x.name`).

@@ -84,6 +84,16 @@ extension FetchPredicate {
         case .not(let inner):
             let compiled: (Subject) throws -> Bool = try inner.compiledBody(for: entity, specializing)
             return { try !compiled($0) }
+        case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options)
+        where path.hasSuffix(".@count") && entity.relationshipsByName[String(path.dropLast(7))]?.isToMany == true:
+            // `tracks.@count > 15`: the subject's count of the relationship when it can count
+            // without reading the members (the key path is not taken apart per subject).
+            let name = String(path.dropLast(7))
+            let predicate = self
+            return { subject in
+                guard let count = try subject.fetchCount(forKeyPath: name) else { return try predicate.evaluate(with: subject) }
+                return try Self.compare(.attribute(.int64(Int64(count))), op, right, modifier: .direct, options: options)
+            }
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options):
             guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
             let ordinal = attribute.ordinal
