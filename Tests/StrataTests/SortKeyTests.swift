@@ -63,9 +63,10 @@ import Testing
         [("label.country.name", true), ("label.name", false), ("title", true)],
         [("year", false), ("label.name", true), ("title", true)],
         [("label.records.@count", false), ("title", true)],
+        [("label.country.labels.@count", true), ("label.name", true), ("title", false)],
     ]
 
-    @Test(arguments: 0..<5)
+    @Test(arguments: 0..<6)
     func sortsThroughToOnesGiveTheOrderOfKeyPaths(case index: Int) throws {
         let model = try Self.model()
         let reference = PersistentStoreCoordinator(managedObjectModel: model)

@@ -7,7 +7,8 @@ extension StrataStore {
     /// path is parsed and no name is hashed per row. Sorts ([FETCH-S4]) and every key path a
     /// row view is asked for (dictionary results, grouping, aggregates) read through these.
     ///
-    /// Any other key path (to-many, aggregates, `self`, transient or unknown keys) is not
+    /// A keyed to-many's `@count` (`albums.@count`) is counted from its keys. Any other key
+    /// path (to-many values, other aggregates, `self`, transient or unknown keys) is not
     /// compiled: ``make(_:entity:)`` returns `nil` and the key path is read the general way.
     final class KeyPathReader {
         private enum Step {
@@ -15,6 +16,8 @@ extension StrataStore {
             case attribute(Int)
             /// The to-one at an ordinal, then `next` in the destination's row.
             case toOne(Int, next: KeyPathReader)
+            /// The number of members of a keyed to-many (`albums.@count`), counted from its keys.
+            case count(String, ordinal: Int)
         }
 
         private let step: Step
@@ -35,6 +38,11 @@ extension StrataStore {
             guard let head = parts.first, let property = entity.propertiesByName[String(head)],
                 !property.isTransient, property.ordinal >= 0
             else { return nil }
+            if parts.count == 2, parts.last == "@count", let relationship = property as? RelationshipDescription,
+                RelationshipKeys.isKeyed(relationship)
+            {
+                return KeyPathReader(.count(relationship.name, ordinal: relationship.ordinal))
+            }
             if parts.count == 1 {
                 guard property is AttributeDescription else { return nil }
                 return KeyPathReader(.attribute(property.ordinal))
@@ -53,6 +61,9 @@ extension StrataStore {
             case .attribute(let ordinal):
                 guard let value = try view.attributeValue(atOrdinal: ordinal), !value.isNull else { return .null }
                 return .attribute(value)
+            case .count(let name, let ordinal):
+                let count = try view.fetchCount(forKeyPath: name) ?? view.storedObjects(atOrdinal: ordinal).count
+                return .attribute(.int64(Int64(count)))
             case .toOne(let ordinal, let next):
                 guard let target = try view.storedObject(atOrdinal: ordinal) else { return .null }
                 if let known = destinations[target] { return known }
