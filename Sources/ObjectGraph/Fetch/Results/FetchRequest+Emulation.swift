@@ -75,10 +75,16 @@ extension FetchRequest {
                 throw ObjectGraphError(.invalidFetchRequest, "havingPredicate needs propertiesToGroupBy or an aggregate expression.", entityName: entity.name)
             }
             let sorted = try FetchSortDescriptor.sort(rows, by: sortDescriptors)
-            var results = try sorted.map { row in
-                try Dictionary(uniqueKeysWithValues: properties.map { ($0.name, try value(of: $0, for: CollectionOfOne(row))) })
+            // Distinct rows are told apart by their values in property order (the same test as
+            // comparing the dictionaries), so a repeated row makes no dictionary.
+            let keys = properties.map(\.name)
+            var seen: Set<[FetchValue]> = []
+            var results: [[String: FetchValue]] = []
+            for row in sorted {
+                let values = try properties.map { try value(of: $0, for: CollectionOfOne(row)) }
+                if returnsDistinctResults, !seen.insert(values).inserted { continue }
+                results.append(Dictionary(uniqueKeysWithValues: zip(keys, values)))
             }
-            if returnsDistinctResults { results = Self.distinct(results) }
             return page(results)
         }
         for property in properties where !property.isAggregate {
