@@ -123,14 +123,17 @@ extension Snapshot {
         _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
     ) throws(StoreError) -> R {
         let location = entry.location
-        guard let file = files[location.fileNumber] else {
+        guard let file = blockMemo.file(location.fileNumber, in: files) else {
             throw StoreError(.corruption, "index points at file \(location.fileNumber), which is not part of the store")
         }
         switch file.content {
         case .segment(let segment):
             let block = try blockMemo.block(location.position, of: segment)
             return try segment.withEntryBytes(in: block, at: location) { (bytes, offset) throws(StoreError) -> R in
-                let range = try LogEntry.valueRange(in: bytes, key: key, sequence: entry.sequence, path: file.path, offset: offset)
+                // The block's CRC was checked when it was read ([SEG-3]): the entry's own CRC
+                // covers bytes already verified, so only its framing is checked.
+                let range = try LogEntry.valueRange(
+                    in: bytes, key: key, sequence: entry.sequence, path: file.path, offset: offset, verifyingChecksum: false)
                 return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
             }
         case .wal(let handle):
@@ -180,6 +183,9 @@ extension Snapshot {
 /// one `pread` each. WAL bytes at an offset never change once written, and a snapshot only
 /// reads entries it indexes, which are complete.
 struct BlockMemo {
+    /// The file of the last value read: a scan reads most values from one file, so the
+    /// snapshot's table of files is not consulted per value.
+    private var lastFile: LiveFile? = nil
     private var segment: ObjectIdentifier? = nil
     private var position: UInt32 = 0
     private var bytes: [UInt8] = []
@@ -191,6 +197,14 @@ struct BlockMemo {
 
     /// Bytes read from a WAL at a time by scans.
     static let walWindow = 256 * 1024
+
+    /// The live file numbered `number` among `files` (the snapshot's), remembered for the
+    /// next read.
+    mutating func file(_ number: UInt32, in files: [UInt32: LiveFile]) -> LiveFile? {
+        if let lastFile, lastFile.number == number { return lastFile }
+        lastFile = files[number]
+        return lastFile
+    }
 
     /// Calls `body` with the bytes of the WAL entry at `location`, from the current window or
     /// a new one.

@@ -81,9 +81,11 @@ struct LogEntry: Equatable, Sendable {
     /// The value of the one put entry occupying all of `bytes`, checked in place (its checksum,
     /// its length, and that it is a put of `key` at `sequence`, the entry the index expects),
     /// as a range of `bytes`: a scan's read that copies nothing. Throws a corruption error
-    /// naming `path` and `offset` otherwise.
+    /// naming `path` and `offset` otherwise. `verifyingChecksum` false skips only the
+    /// checksum, for bytes a block checksum verified already (entries in segment blocks).
     static func valueRange(
-        in bytes: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, sequence: UInt64, path: String, offset: UInt64
+        in bytes: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, sequence: UInt64, path: String, offset: UInt64,
+        verifyingChecksum: Bool = true
     ) throws(StoreError) -> Range<Int> {
         var reader = ByteReader(bytes)
         func fail(_ what: String) -> StoreError { StoreError.corruption(what, path: path, offset: offset) }
@@ -102,7 +104,7 @@ struct LogEntry: Equatable, Sendable {
         }
         let end = bytes.count - 4
         let crc = bytes.loadUnaligned(fromByteOffset: end, as: UInt32.self).littleEndian
-        guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<end])) else {
+        guard !verifyingChecksum || crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<end])) else {
             throw fail("entry does not decode (checksum)")
         }
         return keyStart + key.count..<end
