@@ -17,12 +17,10 @@ struct StoredObject: Hashable, Sendable {
     var entity: UInt16
     var reference: Int64
 
-    /// Reference and entity mixed with the table's seed in one multiply (a fetch keys its
-    /// destination caches by these).
+    /// Reference and entity mixed with the table's seed (``seededHash(_:seed:)``; a fetch
+    /// keys its destination caches by these).
     func _rawHashValue(seed: Int) -> Int {
-        var x = UInt64(bitPattern: reference ^ Int64(seed) ^ (Int64(entity) << 48)) &* 0x9E37_79B9_7F4A_7C15
-        x ^= x >> 29
-        return Int(truncatingIfNeeded: x)
+        seededHash(Int(truncatingIfNeeded: reference ^ (Int64(entity) << 48)), seed: seed)
     }
 }
 

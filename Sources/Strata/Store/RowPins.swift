@@ -23,12 +23,10 @@ final class RowPins: RowPinSource {
 
         static func == (a: Row, b: Row) -> Bool { a.reference == b.reference && a.root == b.root }
         func hash(into hasher: inout Hasher) { hasher.combine(reference) }
-        /// The reference mixed with the table's seed in one multiply (references are
-        /// allocated by the store, not chosen by callers): one per register and unregister.
+        /// The reference mixed with the table's seed (``seededHash(_:seed:)``; references
+        /// are allocated by the store, not chosen by callers): one per register and unregister.
         func _rawHashValue(seed: Int) -> Int {
-            var x = UInt64(bitPattern: reference ^ Int64(seed)) &* 0x9E37_79B9_7F4A_7C15
-            x ^= x >> 29
-            return Int(truncatingIfNeeded: x)
+            seededHash(Int(truncatingIfNeeded: reference), seed: seed)
         }
     }
 
