@@ -99,8 +99,8 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
     /// each). With `returnsObjectsAsFaults` false, objects that are faults get the node's
     /// values at once; otherwise they stay faults, as Core Data returns them, each keeping
     /// its node, so firing the fault reads no row (unless a save through the coordinator
-    /// came first, or the context bounds staleness: then the fault reads the coordinator's
-    /// row cache or the store). Objects already loaded in `context` keep their values.
+    /// came first, or the node is older than the context's ``ManagedObjectContext/stalenessInterval``:
+    /// then the fault reads the store). Objects already loaded in `context` keep their values.
     ///
     /// For example:
     ///
