@@ -159,10 +159,15 @@ extension StrataStore {
             case .set(let references):
                 return references.contains(reference)
             case .probe(let points):
+                // Each probe key is the point and the reference, assembled on the stack.
+                let ordered = (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian
                 for point in points {
-                    var key = point
-                    KeyLayout.appendReference(reference, to: &key)
-                    if snapshot.contains(key) { return true }
+                    let found = withUnsafeTemporaryAllocation(byteCount: point.count + 8, alignment: 1) { buffer in
+                        point.withUnsafeBytes { buffer.copyMemory(from: $0) }
+                        withUnsafeBytes(of: ordered) { UnsafeMutableRawBufferPointer(rebasing: buffer[point.count...]).copyMemory(from: $0) }
+                        return snapshot.contains(UnsafeRawBufferPointer(buffer))
+                    }
+                    if found { return true }
                 }
                 return false
             }

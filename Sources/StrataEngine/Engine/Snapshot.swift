@@ -29,6 +29,10 @@ public struct Snapshot: Sendable {
     /// Whether `key` has a value. Reads only the index.
     public func contains(_ key: [UInt8]) -> Bool { index.lookup(key) != nil }
 
+    /// Whether `key` (bytes valid for the call) has a value in this snapshot: a probe of a
+    /// key assembled in a caller's buffer, with no array made for it.
+    public func contains(_ key: UnsafeRawBufferPointer) -> Bool { index.lookup(key) != nil }
+
     /// The sequence number of the transaction that last wrote `key`, or `nil`.
     public func sequence(of key: [UInt8]) -> UInt64? { index.lookup(key)?.sequence }
 
