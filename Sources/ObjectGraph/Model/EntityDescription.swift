@@ -15,8 +15,10 @@ import Foundation
 /// ])
 /// ```
 ///
-/// Thread safety: `@unchecked Sendable` because every `internal(set)` link below is set
-/// exactly once while ``ManagedObjectModel`` is initialised, and never changed afterwards.
+/// Thread safety: `@unchecked Sendable` because every `internal(set)` property and link below
+/// is set exactly once while ``ManagedObjectModel`` is initialised, and never changed
+/// afterwards; the unretained links are read only while a strong reference to the model
+/// (which holds every entity) is held.
 public final class EntityDescription: @unchecked Sendable, CustomStringConvertible, CustomReflectable {
     /// The entity's name, unique in its model.
     public let name: String

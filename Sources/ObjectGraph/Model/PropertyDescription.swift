@@ -8,8 +8,10 @@ import Foundation
 /// A property belongs to one model; it becomes immutable once the model that
 /// contains it is created.
 ///
-/// Thread safety: `@unchecked Sendable` because the model links (``entity``) are set
-/// exactly once while ``ManagedObjectModel`` is initialised and never changed afterwards.
+/// Thread safety: `@unchecked Sendable` because the model links (``entity``, the owning
+/// model, the ordinal) are set exactly once while ``ManagedObjectModel`` is initialised and
+/// never changed afterwards; the unretained links are read only while a strong reference to
+/// the owning model is held.
 public class PropertyDescription: @unchecked Sendable, CustomStringConvertible, CustomReflectable {
     /// The property's name, unique within its entity and the entity's superentities.
     public let name: String
