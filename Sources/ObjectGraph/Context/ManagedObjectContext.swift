@@ -29,7 +29,7 @@ public final class ManagedObjectContext {
     public var propagatesDeletesAtEndOfEvent = true
     /// How long, in seconds, loaded values may be reused when a fault fires again;
     /// negative for forever, 0 for never.
-    public var stalenessInterval: TimeInterval = -1
+    @exclusivity(unchecked) public var stalenessInterval: TimeInterval = -1
 
     /// Whether a row read earlier is fresh enough, by ``stalenessInterval``, to fulfil a fault.
     func accepts(_ row: CachedRow) -> Bool {
@@ -39,7 +39,7 @@ public final class ManagedObjectContext {
     }
     /// Whether every registered object is held strongly; by default only objects with
     /// unsaved changes are, and unchanged objects go away when nothing else holds them.
-    public var retainsRegisteredObjects = false {
+    @exclusivity(unchecked) public var retainsRegisteredObjects = false {
         didSet {
             if retainsRegisteredObjects {
                 for (id, entry) in registry { retainedObjects[id] = entry.object }

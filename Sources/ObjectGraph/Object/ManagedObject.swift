@@ -35,7 +35,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
     @exclusivity(unchecked) private var assignedID: ManagedObjectID?
     /// The context the object is registered in, if any.
-    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+    @exclusivity(unchecked) public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
     // Change tracking, owned by the context's thread. Values are kept by property ordinal.
     /// Last committed values; `nil` while the object is a fault.
