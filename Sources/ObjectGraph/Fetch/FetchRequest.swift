@@ -84,12 +84,14 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     /// ``includesSubentities`` is true.
     public func matchingEntityNames() -> Set<String> {
         guard let entity else { return [entityName] }
-        return Set((includesSubentities ? entity.selfAndAllSubentities : [entity]).map(\.name))
+        if !includesSubentities || entity.subentities.isEmpty { return [entity.name] }
+        return Set(entity.selfAndAllSubentities.map(\.name))
     }
 
     /// Applies predicate, sort descriptors, offset and limit to candidate results, the
     /// way a store that evaluates in memory does.
     public func filterSortAndPage<T: FetchEvaluable>(_ candidates: [T]) throws -> [T] {
+        if predicate == nil && sortDescriptors.isEmpty { return page(candidates) }
         var results = candidates
         if let predicate { results = try results.filter { try predicate.evaluate(with: $0) } }
         // A limited page keeps only what it shows: offset plus limit subjects, selected.
@@ -99,6 +101,7 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
 
     /// Applies offset and limit.
     public func page<T>(_ results: [T]) -> [T] {
+        if fetchOffset <= 0 && (fetchLimit <= 0 || fetchLimit >= results.count) { return results }
         var slice = results[...]
         if fetchOffset > 0 { slice = slice.dropFirst(fetchOffset) }
         if fetchLimit > 0 { slice = slice.prefix(fetchLimit) }

@@ -26,8 +26,11 @@ extension StrataStore {
     static func bestIndexPlan(
         for request: FetchRequest, entity: EntityDescription, root: String, in snapshot: Snapshot, plans: [IndexPlan]? = nil
     ) -> IndexPlan? {
+        let candidates = plans ?? indexPlans(for: request, entity: entity, root: root)
+        // One plan: nothing to choose, no key counted.
+        if candidates.count == 1 { return candidates[0] }
         var best: (plan: IndexPlan, count: Int)? = nil
-        for plan in plans ?? indexPlans(for: request, entity: entity, root: root) {
+        for plan in candidates {
             var count = 0
             let limit = best?.count ?? .max
             for range in plan.ranges where count < limit {
