@@ -58,8 +58,7 @@ extension PersistentStoreCoordinator {
     private func mergedDictionaries(
         _ fetch: FetchRequest, from stores: [IncrementalStore], with context: ManagedObjectContext?
     ) throws -> [[String: FetchValue]] {
-        let properties = fetch.propertiesToFetch
-            ?? (fetch.entity?.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) } ?? [])
+        let properties = fetch.entity.map(fetch.fetchedProperties) ?? fetch.propertiesToFetch ?? []
         let resultNames = Set(properties.map(\.name))
         var keyPaths: Set<String> = []
         for property in properties + (fetch.propertiesToGroupBy ?? []) {

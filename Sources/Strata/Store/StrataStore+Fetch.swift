@@ -67,7 +67,7 @@ extension StrataStore {
                 }
             }
         }
-        let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { Self.root(of: $0).name })
+        let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { $0.rootEntityName })
         // One hierarchy: the predicate's index plans, computed once for every path below.
         let hierarchy: (root: String, entity: EntityDescription, plans: [IndexPlan])? = {
             guard roots.count == 1, let root = roots.first, let entity = request.entity else { return nil }

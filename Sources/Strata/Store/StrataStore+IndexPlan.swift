@@ -135,7 +135,7 @@ extension StrataStore {
         let constraints = predicate.conjunctiveConstraints
         guard !constraints.isEmpty, leaves(predicate) == constraints.count,
             !constraints.contains(where: { $0.op == .beginsWith }),
-            Set(model.entities.filter { StrataStore.root(of: $0).name == root }.map(\.name)).isSubset(of: names)
+            Set(model.entities.filter { $0.rootEntityName == root }.map(\.name)).isSubset(of: names)
         else { return nil }
         let plans = plans ?? indexPlans(for: request, entity: entity, root: root)
         guard plans.count == constraints.count else { return nil }

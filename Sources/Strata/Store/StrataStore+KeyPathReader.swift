@@ -81,7 +81,10 @@ extension StrataStore {
         _ rows: [RowView], by descriptors: [FetchSortDescriptor], entity: EntityDescription?, keeping: Int?
     ) throws -> [RowView] {
         guard !descriptors.isEmpty, rows.count > 1 else { return keeping.map { Array(rows.prefix($0)) } ?? rows }
-        let readers = descriptors.map { descriptor in entity.flatMap { KeyPathReader.make(descriptor.keyPath, entity: $0) } }
+        // The fetch's row source compiles them: sorts and later reads share the readers and
+        // the destination values they keep.
+        let source = rows[0].source
+        let readers = descriptors.map { descriptor in entity.flatMap { source.reader(of: $0, keyPath: descriptor.keyPath) } }
         var keys: [FetchValue] = []
         keys.reserveCapacity(rows.count * descriptors.count)
         for row in rows {

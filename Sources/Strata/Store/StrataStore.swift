@@ -261,7 +261,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     func relationshipPrefix(_ relationship: RelationshipDescription, owner: EntityDescription) -> [UInt8] {
         let key = ObjectIdentifier(relationship)
         if let prefix = relationshipPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
-        let prefix = RelationshipKeys.relationshipPrefix(root: Self.root(of: relationship.entity ?? owner).name, relationship: relationship.name)
+        let prefix = RelationshipKeys.relationshipPrefix(root: (relationship.entity ?? owner).rootEntityName, relationship: relationship.name)
         relationshipPrefixes.withLock { $0[key] = (relationship, prefix) }
         return prefix
     }
@@ -283,10 +283,6 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         var prefix = relationshipPrefix(relationship, owner: owner)
         KeyLayout.appendReference(reference, to: &prefix)
         return prefix
-    }
-
-    static func root(of entity: EntityDescription) -> EntityDescription {
-        entity.rootEntity
     }
 
     // MARK: Register counts → pins

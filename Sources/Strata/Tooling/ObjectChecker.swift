@@ -317,7 +317,7 @@ public enum ObjectChecker {
                 drop(.danglingReference, "\(target.entity) is not a kind of \(relationship.destinationEntityName)")
                 return
             }
-            let targetKey = KeyLayout.rowKey(root: StrataStore.root(of: targetEntity).name, reference: target.reference)
+            let targetKey = KeyLayout.rowKey(root: targetEntity.rootEntityName, reference: target.reference)
             guard let targetRow = try targetRow(targetKey), targetRow.entity == target.entity else {
                 drop(.danglingReference, "the destination is not in the store")
                 return
@@ -326,7 +326,7 @@ public enum ObjectChecker {
             if targetRow.links[inverse.name]?.contains(Link(entity: row.entity, reference: reference)) != true {
                 if case .foreignKey = RelationshipKeys.storage(of: inverse), let layout, let number = layout.number(of: row.entity) {
                     // The member's to-one is the truth; the owner's key is its index.
-                    let prefix = RelationshipKeys.ownerPrefix(root: StrataStore.root(of: targetEntity).name, relationship: inverse.name, owner: target.reference)
+                    let prefix = RelationshipKeys.ownerPrefix(root: targetEntity.rootEntityName, relationship: inverse.name, owner: target.reference)
                     let missing = RelationshipKeys.key(ownerPrefix: prefix, member: StoredObject(entity: number, reference: reference))
                     problem(.relationshipKey, key: missing, object: object, "\(row.entity).\(relationship.name) → \(targetURI): the key of \(target.entity).\(inverse.name) is missing")
                     missingKeys.insert(missing)

@@ -59,7 +59,7 @@ extension FetchRequest {
         guard let entity else {
             throw ObjectGraphError(.invalidFetchRequest, "The fetch request's entity is not resolved.", entityName: entityName)
         }
-        let properties = propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) }
+        let properties = fetchedProperties(of: entity)
         var names: Set<String> = []
         for property in properties {
             guard names.insert(property.name).inserted else {
@@ -124,6 +124,12 @@ extension FetchRequest {
         return page(results)
     }
 
+    /// The properties a dictionary fetch of `entity` returns: ``propertiesToFetch``, or every
+    /// stored attribute.
+    func fetchedProperties(of entity: EntityDescription) -> [FetchProperty] {
+        propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) }
+    }
+
     /// The value of a property for a group of rows (one row when not grouping).
     private func value<T: FetchEvaluable, Rows: Collection<T>>(of property: FetchProperty, for rows: Rows) throws -> FetchValue {
         switch property {
@@ -172,8 +178,7 @@ extension FetchRequest {
             default: return false
             }
         }
-        let properties = propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { FetchProperty.keyPath($0.name) }
-        for property in properties + (propertiesToGroupBy ?? []) {
+        for property in fetchedProperties(of: entity) + (propertiesToGroupBy ?? []) {
             guard collect(property.expression) else { return nil }
         }
         for descriptor in sortDescriptors {
