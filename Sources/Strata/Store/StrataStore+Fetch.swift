@@ -80,6 +80,28 @@ extension StrataStore {
         {
             return .count(count)
         }
+        if let (root, entity, _) = hierarchy, let attribute = Self.distinctIndexAttribute(of: request, entity: entity) {
+            // [IDX-S8] The distinct values of one indexed attribute: the index holds them in
+            // order, each value's keys together; one row per value gives its stored form.
+            let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
+            let rowPrefix = KeyLayout.rowPrefix(root: root)
+            var columns: [[FetchValue]] = []
+            var last: [UInt8]? = nil
+            try snapshot.forEachKeyBytes(from: prefix, to: Self.prefixEnd(prefix)) { key in
+                guard key.count >= prefix.count + 8 else { return true }
+                let value = UnsafeRawBufferPointer(rebasing: key[prefix.count..<(key.count - 8)])
+                if let last, last.elementsEqual(value) { return true }
+                guard let reference = KeyLayout.reference(fromKeyBytes: key),
+                    let row = try source.readOnce(prefix: rowPrefix, root: root, reference: reference),
+                    matches(row), let rowEntity = layout.entity(number: row.entityNumber)
+                else { return true }
+                let view = RowView(reference: reference, row: row, entity: rowEntity, source: source)
+                columns.append([try view.fetchValue(forKeyPath: attribute.name)])
+                last = Array(value)
+                return true
+            }
+            return .dictionaries(try request.dictionaries(fromColumns: columns))
+        }
         if let (root, entity, plans) = hierarchy,
             let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root, plans: plans)
         {
@@ -208,13 +230,8 @@ extension StrataStore {
         if request.resultType == .dictionary, let paths = request.dictionaryRowKeyPaths {
             // Each row's key paths read once, through compiled readers; the grouping and
             // aggregation then work on plain values.
-            let values = try rows.map { row in
-                var values: [String: FetchValue] = [:]
-                values.reserveCapacity(paths.count)
-                for path in paths { values[path] = try row.fetchValue(forKeyPath: path) }
-                return FetchValueRow(values)
-            }
-            return .dictionaries(try request.dictionaries(fromValueRows: values))
+            let columns = try rows.map { row in try paths.map { try row.fetchValue(forKeyPath: $0) } }
+            return .dictionaries(try request.dictionaries(fromColumns: columns))
         }
         return try request.apply(to: rows, objectID: \.objectID)
     }

@@ -274,6 +274,26 @@ extension StrataStore {
     }
 
     /// The type byte ([IDX-S2]) every value of an attribute type encodes with.
+    /// [IDX-S8] The attribute whose distinct values a dictionary fetch asks for, when its index
+    /// answers it: distinct results of one property, a key path to an indexed, stored
+    /// attribute of a type whose index encoding is exact (integers, booleans, strings, dates,
+    /// UUIDs: two keys are equal only for equal values), over the entity's whole hierarchy (a
+    /// root entity, with its subentities if it has any), with no predicate, grouping or
+    /// sort by anything else; `nil` otherwise.
+    static func distinctIndexAttribute(of request: FetchRequest, entity: EntityDescription) -> AttributeDescription? {
+        guard request.resultType == .dictionary, request.returnsDistinctResults, request.predicate == nil,
+            request.propertiesToGroupBy == nil, request.havingPredicate == nil,
+            entity.superentity == nil, entity.subentities.isEmpty || request.includesSubentities,
+            let properties = request.propertiesToFetch, properties.count == 1, case .keyPath(let name) = properties[0],
+            request.dictionaryRowKeyPaths == [name],
+            let attribute = entity.attributesByName[name], attribute.isIndexed, !attribute.isTransient
+        else { return nil }
+        switch attribute.attributeType {
+        case .integer16, .integer32, .integer64, .boolean, .string, .date, .uuid: return attribute
+        default: return nil
+        }
+    }
+
     static func typeByte(of type: AttributeType) -> UInt8? {
         switch type {
         case .integer16, .integer32, .integer64, .boolean: return 0x20

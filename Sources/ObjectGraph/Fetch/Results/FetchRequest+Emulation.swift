@@ -56,24 +56,8 @@ extension FetchRequest {
     ///   a `havingPredicate` without grouping, or duplicate result names;
     ///   ``ObjectGraphError/Code/unknownKey`` for an unknown key.
     public func dictionaries<T: FetchEvaluable>(from rows: [T]) throws -> [[String: FetchValue]] {
-        guard let entity else {
-            throw ObjectGraphError(.invalidFetchRequest, "The fetch request's entity is not resolved.", entityName: entityName)
-        }
-        let properties = fetchedProperties(of: entity)
-        var names: Set<String> = []
-        for property in properties {
-            guard names.insert(property.name).inserted else {
-                throw ObjectGraphError(.invalidFetchRequest, "Two properties to fetch are named \"\(property.name)\".", entityName: entity.name, key: property.name)
-            }
-            if case .keyPath(let key) = property, entity.propertiesByName[key] == nil, !key.utf8.contains(UInt8(ascii: ".")), key != "self", key != "SELF" {
-                throw ObjectGraphError(.unknownKey, "Entity \(entity.name) has no property \"\(key)\" to fetch.", entityName: entity.name, key: key)
-            }
-        }
-        let grouping = propertiesToGroupBy ?? (properties.contains(where: \.isAggregate) ? [] : nil)
+        let (properties, grouping) = try dictionaryShape()
         guard let grouping else {
-            if havingPredicate != nil {
-                throw ObjectGraphError(.invalidFetchRequest, "havingPredicate needs propertiesToGroupBy or an aggregate expression.", entityName: entity.name)
-            }
             let sorted = try FetchSortDescriptor.sort(rows, by: sortDescriptors)
             // Distinct rows are told apart by their values in property order (the same test as
             // comparing the dictionaries), so a repeated row makes no dictionary.
@@ -87,14 +71,7 @@ extension FetchRequest {
             }
             return page(results)
         }
-        for property in properties where !property.isAggregate {
-            guard grouping.contains(where: { $0.name == property.name || $0.expression == property.expression }) else {
-                throw ObjectGraphError(
-                    .invalidFetchRequest,
-                    "Property \"\(property.name)\" is fetched but neither grouped by nor an aggregate; add it to propertiesToGroupBy or fetch an aggregate of it.",
-                    entityName: entity.name, key: property.name)
-            }
-        }
+        let names = Set(properties.map(\.name))
         let resultSort = sortDescriptors.filter { names.contains($0.keyPath) }
         let rowSort = sortDescriptors.filter { !names.contains($0.keyPath) }
         let sorted = try FetchSortDescriptor.sort(rows, by: rowSort)
@@ -122,6 +99,40 @@ extension FetchRequest {
         }
         if returnsDistinctResults { results = Self.distinct(results) }
         return page(results)
+    }
+
+    /// The entity, properties and grouping of a dictionary fetch (`nil` grouping: one
+    /// dictionary per row), checked: the errors ``dictionaries(from:)`` documents.
+    private func dictionaryShape() throws -> (properties: [FetchProperty], grouping: [FetchProperty]?) {
+        guard let entity else {
+            throw ObjectGraphError(.invalidFetchRequest, "The fetch request's entity is not resolved.", entityName: entityName)
+        }
+        let properties = fetchedProperties(of: entity)
+        var names: Set<String> = []
+        for property in properties {
+            guard names.insert(property.name).inserted else {
+                throw ObjectGraphError(.invalidFetchRequest, "Two properties to fetch are named \"\(property.name)\".", entityName: entity.name, key: property.name)
+            }
+            if case .keyPath(let key) = property, entity.propertiesByName[key] == nil, !key.utf8.contains(UInt8(ascii: ".")), key != "self", key != "SELF" {
+                throw ObjectGraphError(.unknownKey, "Entity \(entity.name) has no property \"\(key)\" to fetch.", entityName: entity.name, key: key)
+            }
+        }
+        let grouping = propertiesToGroupBy ?? (properties.contains(where: \.isAggregate) ? [] : nil)
+        guard let grouping else {
+            if havingPredicate != nil {
+                throw ObjectGraphError(.invalidFetchRequest, "havingPredicate needs propertiesToGroupBy or an aggregate expression.", entityName: entity.name)
+            }
+            return (properties, nil)
+        }
+        for property in properties where !property.isAggregate {
+            guard grouping.contains(where: { $0.name == property.name || $0.expression == property.expression }) else {
+                throw ObjectGraphError(
+                    .invalidFetchRequest,
+                    "Property \"\(property.name)\" is fetched but neither grouped by nor an aggregate; add it to propertiesToGroupBy or fetch an aggregate of it.",
+                    entityName: entity.name, key: property.name)
+            }
+        }
+        return (properties, grouping)
     }
 
     /// The properties a dictionary fetch of `entity` returns: ``propertiesToFetch``, or every
@@ -196,8 +207,139 @@ extension FetchRequest {
         try dictionaries(from: rows)
     }
 
+    /// ``dictionaries(from:)`` for rows a store read by column: `rows[i][j]` is row `i`'s
+    /// value of `dictionaryRowKeyPaths[j]`, as ``FetchEvaluable/fetchValue(forKeyPath:)``
+    /// gives it. The results and errors are the same. Without sort descriptors or a having
+    /// predicate, properties that are key paths, or functions of key paths and constants, are
+    /// computed on the columns: no dictionary per row, no key path read per value.
+    public func dictionaries(fromColumns rows: [[FetchValue]]) throws -> [[String: FetchValue]] {
+        guard let paths = dictionaryRowKeyPaths else {
+            throw ObjectGraphError(.invalidFetchRequest, "The fetch request reads more than plain key paths; it has no columns.", entityName: entityName)
+        }
+        func byName() -> [FetchValueRow] { rows.map { FetchValueRow(Dictionary(zip(paths, $0), uniquingKeysWith: { first, _ in first })) } }
+        guard sortDescriptors.isEmpty, havingPredicate == nil else { return try dictionaries(from: byName()) }
+        let (properties, grouping) = try dictionaryShape()
+        var column: [String: Int] = [:]
+        for (index, path) in paths.enumerated() where column[path] == nil { column[path] = index }
+        guard let compiled = ColumnProperty.compile(properties, columns: column),
+            let keys = ColumnProperty.compile(grouping ?? [], columns: column)
+        else { return try dictionaries(from: byName()) }
+        let names = properties.map(\.name)
+        guard grouping != nil else {
+            var seen: Set<[FetchValue]> = []
+            var results: [[String: FetchValue]] = []
+            for row in rows {
+                let values = compiled.map { $0.value(over: CollectionOfOne(row)) }
+                if returnsDistinctResults, !seen.insert(values).inserted { continue }
+                results.append(Dictionary(uniqueKeysWithValues: zip(names, values)))
+            }
+            return page(results)
+        }
+        // Groups in the order of their first row, as in dictionaries(from:).
+        var groupOfKey: [[FetchValue]: Int] = [:]
+        var groups: [[[FetchValue]]] = []
+        for row in rows {
+            let key = keys.map { $0.value(over: CollectionOfOne(row)) }
+            if let index = groupOfKey[key] {
+                groups[index].append(row)
+            } else {
+                groupOfKey[key] = groups.count
+                groups.append([row])
+            }
+        }
+        if keys.isEmpty && groups.isEmpty { groups = [[]] }
+        var results = groups.map { members in
+            Dictionary(uniqueKeysWithValues: zip(names, compiled.map { $0.value(over: members) }))
+        }
+        if returnsDistinctResults { results = Self.distinct(results) }
+        return page(results)
+    }
+
     private static func distinct(_ results: [[String: FetchValue]]) -> [[String: FetchValue]] {
         var seen: Set<[String: FetchValue]> = []
         return results.filter { seen.insert($0).inserted }
+    }
+}
+
+/// A fetched or grouped property computed on a row's columns (``FetchRequest/dictionaries(fromColumns:)``):
+/// what `FetchRequest.value(of:for:)` computes through ``FetchEvaluable``, for the shapes that
+/// need nothing but the columns.
+private enum ColumnProperty {
+    /// A key path: the first row's value.
+    case column(Int)
+    /// A non-function expression of a description: its value for the first row, converted.
+    case converted(ColumnArgument, FetchExpressionDescription)
+    /// A function over every row's argument values (collections flattened into them).
+    case function(FetchFunction, [ColumnArgument], FetchExpressionDescription)
+
+    /// The compiled properties, or `nil` if one needs more than the columns.
+    static func compile(_ properties: [FetchProperty], columns: [String: Int]) -> [ColumnProperty]? {
+        var compiled: [ColumnProperty] = []
+        for property in properties {
+            switch property {
+            case .keyPath(let path):
+                guard let index = columns[path] else { return nil }
+                compiled.append(.column(index))
+            case .expression(let description):
+                if case .function(let function, let arguments) = description.expression {
+                    var compiledArguments: [ColumnArgument] = []
+                    for argument in arguments {
+                        guard let compiledArgument = ColumnArgument(argument, columns: columns) else { return nil }
+                        compiledArguments.append(compiledArgument)
+                    }
+                    compiled.append(.function(function, compiledArguments, description))
+                } else {
+                    guard let argument = ColumnArgument(description.expression, columns: columns) else { return nil }
+                    compiled.append(.converted(argument, description))
+                }
+            }
+        }
+        return compiled
+    }
+
+    /// The property's value over `rows` (one row when not grouping); `.null` for no row
+    /// unless a function.
+    func value<Rows: Collection<[FetchValue]>>(over rows: Rows) -> FetchValue {
+        switch self {
+        case .column(let index):
+            guard let first = rows.first else { return .null }
+            return first[index].flattened
+        case .converted(let argument, let description):
+            guard let first = rows.first else { return .null }
+            return description.converted(argument.value(in: first))
+        case .function(let function, let arguments, let description):
+            var values: [FetchValue] = []
+            for row in rows {
+                for argument in arguments {
+                    let value = argument.value(in: row)
+                    if case .collection(let members) = value { values += members } else { values.append(value) }
+                }
+            }
+            return description.converted(FetchAggregation.apply(function, to: values))
+        }
+    }
+}
+
+/// An argument of a ``ColumnProperty``: a column or a constant.
+private enum ColumnArgument {
+    case column(Int)
+    case constant(FetchValue)
+
+    init?(_ expression: FetchExpression, columns: [String: Int]) {
+        switch expression {
+        case .constant(let value): self = .constant(value)
+        case .keyPath(let path):
+            guard let index = columns[path] else { return nil }
+            self = .column(index)
+        default: return nil
+        }
+    }
+
+    /// The argument's value in one row (a key path's value flattened, as a read gives it).
+    func value(in row: [FetchValue]) -> FetchValue {
+        switch self {
+        case .column(let index): return row[index].flattened
+        case .constant(let value): return value
+        }
     }
 }
