@@ -90,7 +90,7 @@ extension StrataStore {
             try snapshot.forEachKeyBytes(from: prefix, to: Self.prefixEnd(prefix)) { key in
                 guard key.count >= prefix.count + 8 else { return true }
                 let value = UnsafeRawBufferPointer(rebasing: key[prefix.count..<(key.count - 8)])
-                if let last, last.elementsEqual(value) { return true }
+                if let last, last.withUnsafeBytes({ $0.elementsEqualBytes(value) }) { return true }
                 guard let reference = KeyLayout.reference(fromKeyBytes: key),
                     let row = try source.readOnce(prefix: rowPrefix, root: root, reference: reference),
                     matches(row), let rowEntity = layout.entity(number: row.entityNumber)
@@ -119,7 +119,7 @@ extension StrataStore {
             walk: for range in ordered.ranges {
                 try snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
                     let value = UnsafeRawBufferPointer(rebasing: key.dropLast(8))
-                    if matched >= needed, lastValue?.withUnsafeBytes({ $0.elementsEqual(value) }) != true { return false }
+                    if matched >= needed, lastValue?.withUnsafeBytes({ $0.elementsEqualBytes(value) }) != true { return false }
                     guard let reference = KeyLayout.reference(fromKeyBytes: key),
                         filters.allSatisfy({ $0.contains(reference, in: snapshot) }),
                         let row = try source.readOnce(prefix: rowPrefix, root: root, reference: reference),

@@ -10,6 +10,9 @@ extension StrataStore {
     /// A keyed to-many's `@count` (`albums.@count`) is counted from its keys. Any other key
     /// path (to-many values, other aggregates, `self`, transient or unknown keys) is not
     /// compiled: ``make(_:entity:)`` returns `nil` and the key path is read the general way.
+    ///
+    /// Thread safety: a reader belongs to one fetch's ``RowSource`` and is used by that
+    /// fetch only.
     final class KeyPathReader {
         private enum Step {
             /// The attribute at an ordinal of the row.
@@ -22,7 +25,7 @@ extension StrataStore {
 
         private let step: Step
         /// Values of `next` by destination, for a to-one step.
-        private var destinations: [StoredObject: FetchValue] = [:]
+        @exclusivity(unchecked) private var destinations: [StoredObject: FetchValue] = [:]
 
         private init(_ step: Step) { self.step = step }
 
@@ -67,7 +70,8 @@ extension StrataStore {
             case .toOne(let ordinal, let next):
                 guard let target = try view.storedObject(atOrdinal: ordinal) else { return .null }
                 if let known = destinations[target] { return known }
-                let value = try view.source.view(of: target).map { try next.value(of: $0) } ?? .null
+                // The value is kept here, so the destination's row is not kept by the source.
+                let value = try view.source.view(of: target, keeping: false).map { try next.value(of: $0) } ?? .null
                 destinations[target] = value
                 return value
             }

@@ -3,6 +3,9 @@ import StrataEngine
 
 extension StrataStore {
     /// Rows read from one engine snapshot, each checked once and read in place.
+    ///
+    /// Thread safety: one fetch, on one thread, owns a row source; its caches are read and
+    /// written by that fetch only (so they skip dynamic exclusivity checks).
     final class RowSource {
         let snapshot: Snapshot
         let store: StrataStore
@@ -11,9 +14,9 @@ extension StrataStore {
         let ids: ObjectIDMaker
         /// Rows read, by reference (references are unique in a store, [KEY-3]), with the
         /// hierarchy they were read from.
-        private var rows: [Int64: (root: String, row: RowBytes)] = [:]
+        @exclusivity(unchecked) private var rows: [Int64: (root: String, row: RowBytes)] = [:]
         /// Point reads of `snapshot`, sharing decompressed blocks and WAL windows.
-        private var reader: Snapshot.Reader
+        @exclusivity(unchecked) private var reader: Snapshot.Reader
 
         init(snapshot: Snapshot, store: StrataStore, layout: StoreLayout) {
             self.snapshot = snapshot
@@ -57,7 +60,7 @@ extension StrataStore {
         }
         /// Values read through to-one relationships, once per destination and key path: many
         /// rows share few destinations (`genre.name` over every track reads each genre once).
-        private var destinationValues: [DestinationPath: FetchValue] = [:]
+        @exclusivity(unchecked) private var destinationValues: [DestinationPath: FetchValue] = [:]
 
         /// The value of `keyPath` in the row of `target` (whose ID is `id`), read once per fetch.
         func value(ofDestination target: StoredObject, id: ManagedObjectID, keyPath: String) throws -> FetchValue {
@@ -70,7 +73,7 @@ extension StrataStore {
 
         /// Object IDs made for destinations, shared by every row of the fetch that names them
         /// (many rows point at few destinations: one ID each, not one per row).
-        private var destinationIDs: [StoredObject: ManagedObjectID] = [:]
+        @exclusivity(unchecked) private var destinationIDs: [StoredObject: ManagedObjectID] = [:]
 
         /// The object ID of a stored reference, or `nil` if its entity is not in the model.
         func objectID(_ object: StoredObject) -> ManagedObjectID? {
@@ -97,7 +100,7 @@ extension StrataStore {
 
         /// Key paths compiled for this fetch's rows, by entity and key path (`nil`: read the
         /// general way). A few key paths per fetch: a linear search finds them.
-        private var readers: [(entity: ObjectIdentifier, keyPath: String, reader: KeyPathReader?)] = []
+        @exclusivity(unchecked) private var readers: [(entity: ObjectIdentifier, keyPath: String, reader: KeyPathReader?)] = []
 
         /// The compiled reader of `keyPath` for rows of `entity`, if it compiles.
         func reader(of entity: EntityDescription, keyPath: String) -> KeyPathReader? {
@@ -109,7 +112,7 @@ extension StrataStore {
         }
 
         /// The root name and row prefix ([KEY-1]) of each entity's hierarchy, by entity instance.
-        private var hierarchies: [ObjectIdentifier: (root: String, prefix: [UInt8])] = [:]
+        @exclusivity(unchecked) private var hierarchies: [ObjectIdentifier: (root: String, prefix: [UInt8])] = [:]
 
         /// The view of the row of `reference` in the hierarchy of `entity` (kept for later
         /// reads unless `keeping` is false).

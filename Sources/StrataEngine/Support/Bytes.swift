@@ -143,7 +143,7 @@ extension Array where Element == UInt8 {
 extension UnsafeRawBufferPointer {
     /// Whether `self` and `other` hold the same bytes, compared with `memcmp`.
     @inline(__always)
-    func elementsEqualBytes(_ other: UnsafeRawBufferPointer) -> Bool {
+    package func elementsEqualBytes(_ other: UnsafeRawBufferPointer) -> Bool {
         guard count == other.count else { return false }
         guard count > 0, let a = baseAddress, let b = other.baseAddress else { return true }
         return memcmp(a, b, count) == 0

@@ -227,7 +227,9 @@ extension FetchRequest {
         let names = properties.map(\.name)
         guard grouping != nil else {
             var seen: Set<[FetchValue]> = []
+            if returnsDistinctResults { seen.reserveCapacity(rows.count) }
             var results: [[String: FetchValue]] = []
+            results.reserveCapacity(rows.count)
             for row in rows {
                 let values = compiled.map { $0.value(over: CollectionOfOne(row)) }
                 if returnsDistinctResults, !seen.insert(values).inserted { continue }
@@ -235,16 +237,30 @@ extension FetchRequest {
             }
             return page(results)
         }
-        // Groups in the order of their first row, as in dictionaries(from:).
-        var groupOfKey: [[FetchValue]: Int] = [:]
+        // Groups in the order of their first row, as in dictionaries(from:); a single key is
+        // hashed alone (keys are equal exactly when their values are).
         var groups: [[[FetchValue]]] = []
-        for row in rows {
-            let key = keys.map { $0.value(over: CollectionOfOne(row)) }
-            if let index = groupOfKey[key] {
-                groups[index].append(row)
-            } else {
-                groupOfKey[key] = groups.count
-                groups.append([row])
+        if keys.count == 1 {
+            var groupOfValue: [FetchValue: Int] = [:]
+            for row in rows {
+                let key = keys[0].value(over: CollectionOfOne(row))
+                if let index = groupOfValue[key] {
+                    groups[index].append(row)
+                } else {
+                    groupOfValue[key] = groups.count
+                    groups.append([row])
+                }
+            }
+        } else {
+            var groupOfKey: [[FetchValue]: Int] = [:]
+            for row in rows {
+                let key = keys.map { $0.value(over: CollectionOfOne(row)) }
+                if let index = groupOfKey[key] {
+                    groups[index].append(row)
+                } else {
+                    groupOfKey[key] = groups.count
+                    groups.append([row])
+                }
             }
         }
         if keys.isEmpty && groups.isEmpty { groups = [[]] }
