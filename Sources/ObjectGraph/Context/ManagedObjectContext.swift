@@ -60,6 +60,8 @@ public final class ManagedObjectContext {
     /// Store registrations collected by ``withRegistrationBatch(_:)``, not yet sent.
     @exclusivity(unchecked) var pendingStoreRegistrations: [ManagedObjectID] = []
     @exclusivity(unchecked) var registrationBatchDepth = 0
+    /// The one-ID array ``storeUnregister(_:)`` hands the coordinator, kept for reuse.
+    @exclusivity(unchecked) private var unregisterScratch: [ManagedObjectID] = []
     /// The coordinator's save generation when the fetch being executed began (`nil` outside
     /// a fetch): the faults it returns keep their nodes only while no save came after it.
     @exclusivity(unchecked) var fetchGeneration: UInt64?
@@ -317,8 +319,15 @@ public final class ManagedObjectContext {
     private func storeUnregister(_ id: ManagedObjectID) {
         if registrationBatchDepth > 0, let index = pendingStoreRegistrations.lastIndex(of: id) {
             pendingStoreRegistrations.remove(at: index)
-        } else {
-            persistentStoreCoordinator?.contextDidUnregister([id])
+        } else if let coordinator = persistentStoreCoordinator {
+            // One array of one ID, reused for every deallocation: taken out while the store
+            // runs (a deallocation the call causes makes its own), put back after (a store
+            // that kept it makes the next write copy it).
+            var ids = unregisterScratch
+            unregisterScratch = []
+            if ids.isEmpty { ids.append(id) } else { ids[0] = id }
+            coordinator.contextDidUnregister(ids)
+            unregisterScratch = ids
         }
     }
 

@@ -91,6 +91,17 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         if case .permanent(let reference) = kind { return reference } else { return nil }
     }
 
+    /// The integer reference of a permanent ID of the store whose IDs `maker` makes (the same
+    /// store token, or failing that the same store identifier), else `nil`: a store checks
+    /// an ID it is handed with one comparison, without loading its weak store reference.
+    package func integerReference(madeLike maker: ObjectIDMaker) -> Int64? {
+        let storage = self.storage
+        guard let token = storage.store, token === maker.token || token.identifier == maker.token.identifier,
+            case .permanent(.int64(let reference)) = storage.kind
+        else { return nil }
+        return reference
+    }
+
     /// The ID as a URI: `x-coredata://<store identifier>/<Entity>/p<reference>` when
     /// permanent, `x-coredata:///<Entity>/t<UUID>` while temporary.
     public func uriRepresentation() -> URL {

@@ -8,21 +8,18 @@ import StrataSync
 /// (DESIGN.md, engine invariant 5); a register or unregister costs one lookup here and nothing
 /// in the engine.
 ///
-/// Rows are named by their reference and the name of their hierarchy's root entity, the two
-/// parts of a row key ([KEY-1]), so that the cache can ask about a key without a model.
+/// Rows are named by their reference alone: references are allocated store-wide, never
+/// reused and never shared between hierarchies ([KEY-3]), so a register or unregister needs
+/// no entity or root name.
 ///
 /// Thread safety: `counts` is protected by its own lock. The row cache calls ``isPinned(_:)``
 /// with the cache's lock held; nothing here calls the engine, so the order is always cache,
 /// then counts.
 final class RowPins: RowPinSource {
-    /// One row: its reference and its root entity's name. Hashes the reference only (two
-    /// hierarchies rarely share a reference: references are allocated store-wide).
+    /// One row, by reference.
     struct Row: Hashable {
         let reference: Int64
-        let root: String
 
-        static func == (a: Row, b: Row) -> Bool { a.reference == b.reference && a.root == b.root }
-        func hash(into hasher: inout Hasher) { hasher.combine(reference) }
         /// The reference mixed with the table's seed (``seededHash(_:seed:)``; references
         /// are allocated by the store, not chosen by callers): one per register and unregister.
         func _rawHashValue(seed: Int) -> Int {
@@ -79,6 +76,6 @@ final class RowPins: RowPinSource {
         guard end >= 1, key[0] == KeyLayout.rowTag, key[end] == 0x00,
             let reference = KeyLayout.reference(fromRowKey: key)
         else { return nil }
-        return Row(reference: reference, root: String(decoding: key[1..<end], as: UTF8.self))
+        return Row(reference: reference)
     }
 }

@@ -291,19 +291,21 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// evicts it. The counts live in the store (``rowPins``), which the engine's cache asks
     /// before evicting; IDs that are not this store's integer references are ignored.
     open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
-        rowPins.register(objectIDs.compactMap(pinnedRow))
+        let ids = objectIDMaker
+        rowPins.register(objectIDs.compactMap { pinnedRow($0, ids: ids) })
     }
 
     /// Counts down a registration of each row; an unregister without a registration is
     /// recorded in ``bookkeepingErrors`` and changes no count.
     open override func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {
         let unbalanced: [ManagedObjectID]
+        let ids = objectIDMaker
         if objectIDs.count == 1 {
             // One object going away, the common case: no array of rows.
-            guard let row = pinnedRow(objectIDs[0]), rowPins.unregister(row) else { return }
+            guard let row = pinnedRow(objectIDs[0], ids: ids), rowPins.unregister(row) else { return }
             unbalanced = objectIDs
         } else {
-            let pinned = objectIDs.compactMap { id in pinnedRow(id).map { (id: id, row: $0) } }
+            let pinned = objectIDs.compactMap { id in pinnedRow(id, ids: ids).map { (id: id, row: $0) } }
             unbalanced = rowPins.unregister(pinned.map(\.row)).map { pinned[$0].id }
         }
         guard !unbalanced.isEmpty else { return }
@@ -315,11 +317,8 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
 
     /// The row an ID's registration pins, or `nil` for an ID of another store or without an
     /// integer reference.
-    private func pinnedRow(_ id: ManagedObjectID) -> RowPins.Row? {
-        guard case .int64(let reference)? = id.referenceObject,
-            id.persistentStore === self || id.storeIdentifier == identifier
-        else { return nil }
-        return RowPins.Row(reference: reference, root: id.entity.rootEntityName)
+    private func pinnedRow(_ id: ManagedObjectID, ids: ObjectIDMaker) -> RowPins.Row? {
+        id.integerReference(madeLike: ids).map(RowPins.Row.init)
     }
 
     /// The engine's row-cache statistics (its pinned keys include this store's registered
