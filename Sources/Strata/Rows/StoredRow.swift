@@ -120,6 +120,11 @@ struct MetadataRecord: Equatable {
     var rowCounts: [String: Int] = [:]
     var metadata: [String: AttributeValue] = [:]
 
+    /// The rows of the named entities, summed.
+    func rowCount<Names: Sequence<String>>(of names: Names) -> Int {
+        names.reduce(0) { $0 + (rowCounts[$1] ?? 0) }
+    }
+
     func encode() -> [UInt8] {
         var writer = RowWriter()
         writer.u8(StoredRow.formatVersion)

@@ -29,7 +29,7 @@ extension StrataStore {
         // [ROW-4] A count of whole entities is the sum of stored counters: O(entities).
         if request.resultType == .count && request.predicate == nil && request.fetchOffset == 0 && request.fetchLimit == 0 {
             let record = try cachedRecord(in: snapshot)
-            return .count(names.reduce(0) { $0 + (record.rowCounts[$1] ?? 0) })
+            return .count(record.rowCount(of: names))
         }
         let layout = try storeLayout()
         let source = RowSource(snapshot: snapshot, store: self, layout: layout)
@@ -157,7 +157,7 @@ extension StrataStore {
         } else if let (root, entity, _) = hierarchy, let predicate = request.predicate,
             let found = try keyCandidates(
                 predicate, entity: entity, joins: joins, snapshot: snapshot,
-                rowCount: try cachedRecord(in: snapshot).rowCounts.filter { names.contains($0.key) }.values.reduce(0, +))
+                rowCount: try cachedRecord(in: snapshot).rowCount(of: names))
         {
             // The candidates satisfy the conjunct they came from: its test is not run again.
             found.join.exact.value = true

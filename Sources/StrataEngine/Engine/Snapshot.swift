@@ -199,8 +199,14 @@ struct BlockMemo {
     /// Where the last WAL entry read ended.
     private var walEnd: UInt64 = 0
 
-    /// Bytes read from a WAL at a time by scans.
+    /// The most bytes read from a WAL at a time by scans.
     static let walWindow = 256 * 1024
+    /// The first forward window of a scan; each further one doubles, up to ``walWindow``. A
+    /// short scan (a few rows of a small entity) then reads a few kilobytes, not a quarter
+    /// megabyte (whose buffer alone costs a mapping and its page faults).
+    static let firstWALWindow = 8 * 1024
+    /// The size of the next forward window.
+    private var nextWALWindow = BlockMemo.firstWALWindow
 
     /// The live file numbered `number` among `files` (the snapshot's), remembered for the
     /// next read.
@@ -229,7 +235,8 @@ struct BlockMemo {
                 walStart = 0
                 return try handle.read(exactly: length, at: start).withBytes(body)
             }
-            walBytes = try handle.read(upTo: forward ? max(length, Self.walWindow) : length, at: start)
+            walBytes = try handle.read(upTo: forward ? max(length, nextWALWindow) : length, at: start)
+            if forward { nextWALWindow = min(2 * nextWALWindow, Self.walWindow) }
             wal = id
             walStart = start
             guard walBytes.count >= length else {
