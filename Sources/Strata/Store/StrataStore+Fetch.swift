@@ -54,10 +54,15 @@ extension StrataStore {
         let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
             && request.fetchOffset == 0 && request.fetchLimit == 0
         var counted = 0
+        // [FETCH-S6] Objects or IDs with a limit and no sort: the page is the first matches in
+        // reference order, so reading stops once offset + limit rows match.
+        let enough = request.sortDescriptors.isEmpty && request.fetchLimit > 0
+            && (request.resultType == .managedObject || request.resultType == .managedObjectID)
+            ? request.fetchOffset + request.fetchLimit : Int.max
         /// Reads candidate rows in reference order, keeping the matches.
         func readCandidates(_ references: [Int64], root: String) throws {
             let prefix = KeyLayout.rowPrefix(root: root)
-            for reference in references {
+            for reference in references where rows.count < enough {
                 guard let row = try source.readOnce(prefix: prefix, root: root, reference: reference) else { continue }
                 if matches(row), let entity = layout.entity(number: row.entityNumber) {
                     let view = RowView(reference: reference, row: row, entity: entity, source: source)
@@ -181,7 +186,7 @@ extension StrataStore {
             }
             try readCandidates(found.members.map(\.reference), root: root)
         } else {
-            for root in roots.sorted() {
+            for root in roots.sorted() where rows.count < enough {
                 var failure: Error? = nil
                 _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
                     // Each value is copied into one scratch array: a row the predicate rejects
@@ -200,7 +205,7 @@ extension StrataStore {
                                     if countsOnly { counted += 1 } else { rows.append(view) }
                                 }
                             }
-                            return true
+                            return rows.count < enough
                         } catch {
                             failure = error
                             return false
@@ -259,7 +264,14 @@ extension StrataStore {
         inner.entity = destination
         inner.predicate = .comparison(.keyPath(rest), op, .constant(constant), modifier: .direct, options: options)
         inner.resultType = .managedObjectID
+        // [FETCH-S5] Through a to-many, more matching destinations than a few per row of the
+        // fetched entity make the row-by-row test cheaper (each row's members are read until
+        // one matches): the inner fetch stops past that many, and the comparison is left to it.
+        let cap = relationship.isToMany
+            ? max(64, 4 * (try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)))) : nil
+        if let cap { inner.fetchLimit = cap + 1 }
         guard case .objectIDs(let ids) = try execute(inner, with: nil, reading: snapshot) else { return nil }
+        if let cap, ids.count > cap { return nil }
         var references = Set<Int64>(minimumCapacity: ids.count)
         for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
         let ordinal = relationship.ordinal

@@ -223,25 +223,63 @@ extension StrataStore {
         /// member's row (read by reference: no object ID is made for them).
         private func values(of members: [StoredObject], _ rest: Substring?) throws -> FetchValue {
             guard let rest else { return .collection(members.compactMap(source.objectID).map(FetchValue.object)) }
-            let path = String(rest)
-            // Each member's row is read once and not kept; a stored attribute is read by
-            // ordinal (resolved once per member entity), anything else through its key path.
+            var reader = MemberValueReader(path: String(rest))
             var values: [FetchValue] = []
             values.reserveCapacity(members.count)
-            var resolved: (entity: EntityDescription, ordinal: Int?)? = nil
             for member in members {
-                guard let view = try source.view(of: member, keeping: false) else { continue }
+                if let value = try reader.value(of: member, in: source) { values.append(value) }
+            }
+            return .collection(values)
+        }
+
+        /// Reads one key path from members of a to-many: each member's row is read once and
+        /// not kept; a stored attribute is read by ordinal (resolved once per member entity),
+        /// anything else through its key path.
+        private struct MemberValueReader {
+            let path: String
+            var resolved: (entity: EntityDescription, ordinal: Int?)? = nil
+
+            init(path: String) { self.path = path }
+
+            /// The value of the key path in `member`'s row; `nil` when the row is missing
+            /// (a member without a row is left out of the collection).
+            mutating func value(of member: StoredObject, in source: RowSource) throws -> FetchValue? {
+                guard let view = try source.view(of: member, keeping: false) else { return nil }
                 if resolved?.entity !== view.entity {
                     let attribute = view.entity.attributesByName[path]
                     resolved = (view.entity, attribute.flatMap { !$0.isTransient && $0.ordinal >= 0 ? $0.ordinal : nil })
                 }
-                if let ordinal = resolved?.ordinal, let value = try view.attributeValue(atOrdinal: ordinal) {
-                    values.append(.attribute(value))
-                } else {
-                    values.append(try view.fetchValue(forKeyPath: path))
-                }
+                if let ordinal = resolved?.ordinal, let value = try view.attributeValue(atOrdinal: ordinal) { return .attribute(value) }
+                return try view.fetchValue(forKeyPath: path)
             }
-            return .collection(values)
+        }
+
+        /// Each member's value of `keyPath`, read one member at a time ([FETCH-S5]): the
+        /// members `fetchValue(forKeyPath:)` lists for the relationship (its keys in
+        /// reference order, or its list in the row), each read as that lists it.
+        func forEachMemberValue(ofToMany name: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {
+            guard let relationship = entity.relationshipsByName[name], relationship.isToMany, !relationship.isTransient,
+                relationship.ordinal >= 0
+            else { return false }
+            var reader = MemberValueReader(path: keyPath)
+            guard let field = row.field(ofOrdinal: relationship.ordinal) else {
+                // No field: keyed members, or (not keyed) no value, which reads as null: no
+                // member either way for ANY and ALL.
+                guard RelationshipKeys.isKeyed(relationship) else { return true }
+                let prefix = source.store.ownerPrefix(relationship, owner: entity, reference: reference)
+                try source.snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
+                    guard key.count == prefix.count + 10, let member = RelationshipKeys.member(fromKeyBytes: key) else { return true }
+                    guard let value = try reader.value(of: member, in: source) else { return true }
+                    return try body(value)
+                }
+                return true
+            }
+            guard case .objects(let targets) = try row.value(field) else { return true }
+            for target in targets {
+                guard let value = try reader.value(of: target, in: source) else { continue }
+                if try !body(value) { break }
+            }
+            return true
         }
 
         /// The members of a keyed to-many relationship named by `keyPath`, counted from its

@@ -12,11 +12,26 @@ public protocol OrdinalFetchEvaluable: FetchEvaluable {
     /// tell without reading it (the default: the compiled predicate then reads the value).
     /// A store whose rows mark nulls answers `== nil` tests without decoding the value.
     func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool?
+    /// Calls `body` with the value of `keyPath` in each member of the subject's to-many
+    /// relationship `relationship`, in the order and with the values that
+    /// `fetchValue(forKeyPath: "relationship.keyPath")` lists them, until `body` returns
+    /// `false`. Returns `false` when the subject cannot (the default: the compiled predicate
+    /// then reads the whole key path); `true` once it has called `body` for every member or
+    /// been stopped. `keyPath` is an attribute, or to-ones ending in one.
+    ///
+    /// A store that reads members one at a time lets `ANY` stop at the first member that
+    /// matches and `ALL` at the first that does not, without reading the others.
+    func forEachMemberValue(ofToMany relationship: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool
 }
 
 extension OrdinalFetchEvaluable {
     /// Reads nothing: the value is read and compared instead.
     public func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool? { nil }
+
+    /// Reads nothing: the whole key path is read instead.
+    public func forEachMemberValue(ofToMany relationship: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {
+        false
+    }
 }
 
 /// A predicate compiled once for an entity into closures: key paths that name a stored
@@ -94,6 +109,24 @@ extension FetchPredicate {
                 guard let count = try subject.fetchCount(forKeyPath: name) else { return try predicate.evaluate(with: subject) }
                 return try Self.compare(.attribute(.int64(Int64(count))), op, right, modifier: .direct, options: options)
             }
+        case .comparison(.keyPath(let path), let op, .constant(let right), let modifier, let options)
+        where modifier != .direct:
+            // `ANY tracks.genre.name == "Rock"`, `ALL tracks.length > 60`: member by member,
+            // stopping at the first that decides (the same answer as comparing the collection
+            // of every member's value).
+            guard let (relationship, rest) = Self.toManyHead(of: path, in: entity) else { break }
+            let predicate = self
+            let any = modifier == .any
+            return { subject in
+                var answer = !any
+                let ran = try subject.forEachMemberValue(ofToMany: relationship, keyPath: rest) { value in
+                    let holds = try Self.scalar(value, op, right, options)
+                    guard holds == any else { return true }
+                    answer = any
+                    return false
+                }
+                return ran ? answer : try predicate.evaluate(with: subject)
+            }
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options):
             guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
             let ordinal = attribute.ordinal
@@ -130,6 +163,25 @@ extension FetchPredicate {
         }
         let predicate = self
         return { try predicate.evaluate(with: $0) }
+    }
+
+    /// `path` split at its first key when that key is a stored to-many relationship of
+    /// `entity` and the rest names, through stored to-ones, a stored attribute of its
+    /// destination: the key paths whose members' values are single values, one per member.
+    static func toManyHead(of path: String, in entity: EntityDescription) -> (relationship: String, rest: String)? {
+        let parts = path.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 2, let head = entity.relationshipsByName[String(parts[0])], head.isToMany, !head.isTransient,
+            var current = head.destinationEntity
+        else { return nil }
+        for (index, part) in parts.enumerated().dropFirst() {
+            guard let property = current.propertiesByName[String(part)], !property.isTransient, property.ordinal >= 0 else { return nil }
+            if index == parts.count - 1 { return property is AttributeDescription ? (head.name, parts.dropFirst().joined(separator: ".")) : nil }
+            guard let relationship = property as? RelationshipDescription, relationship.isToOne,
+                let destination = relationship.destinationEntity
+            else { return nil }
+            current = destination
+        }
+        return nil
     }
 
     /// The test of a string operator against a constant string, prepared once; `nil` for

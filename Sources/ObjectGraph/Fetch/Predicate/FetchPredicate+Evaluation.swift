@@ -60,7 +60,7 @@ extension FetchPredicate {
     }
 
     /// One comparison between a single left value and the right value.
-    private static func scalar(_ lhs: FetchValue, _ op: FetchComparisonOperator, _ rhs: FetchValue, _ options: ComparisonOptions) throws -> Bool {
+    static func scalar(_ lhs: FetchValue, _ op: FetchComparisonOperator, _ rhs: FetchValue, _ options: ComparisonOptions) throws -> Bool {
         switch op {
         case .equal:
             return equal(lhs, rhs, options)
