@@ -277,6 +277,41 @@ struct KeyIndexTests {
         #expect(KeyIndex.prefixEnd([0xFF, 0xFF]) == nil)
     }
 
+    @Test("leaf-at-a-time walks yield what next() yields, and stop when told", arguments: shapes)
+    func leafWalksMatchTheCursor(leafCapacity: Int, branchCapacity: Int) throws {
+        var rng = SeededRandom(seed: UInt64(leafCapacity * 31 + branchCapacity))
+        var index = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+        var keys = Set<[UInt8]>()
+        for n in 0..<400 {
+            let key = n % 3 == 0 ? smallKey(&rng) : largeKey(&rng)
+            index.upsert(key, entry(UInt64(n)))
+            keys.insert(key)
+        }
+        let probes = Array(keys.prefix(12)) + [[], [0x61], [0xFF, 0xFF], [0x00, 0x01, 0x02]]
+        for lower in probes {
+            for upper in [nil] + probes.map(Optional.some) {
+                let expected = drain(index.cursor(from: lower, to: upper))
+                for stopAfter in [0, 1, expected.count / 2, expected.count, expected.count + 1] {
+                    var entries: [([UInt8], IndexEntry)] = []
+                    var cursor = index.cursor(from: lower, to: upper)
+                    try cursor.forEachEntry { (key, entry) throws(StoreError) -> Bool in
+                        entries.append((Array(key), entry))
+                        return entries.count < stopAfter
+                    }
+                    expectSame(entries, Array(expected.prefix(max(1, stopAfter))), "entries from \(lower) to \(String(describing: upper)), stop after \(stopAfter)")
+                    #expect(cursor.next() == nil, "a stopped walk is over")
+                    var keysSeen: [[UInt8]] = []
+                    var keyCursor = index.cursor(from: lower, to: upper)
+                    keyCursor.forEachKey { key in
+                        keysSeen.append(Array(key))
+                        return keysSeen.count < stopAfter
+                    }
+                    #expect(keysSeen == expected.prefix(max(1, stopAfter)).map(\.0))
+                }
+            }
+        }
+    }
+
     @Test("lookup accepts arrays, slices and raw buffers")
     func lookupKeyForms() {
         var index = KeyIndex()

@@ -145,6 +145,9 @@ extension AttributeValue {
 /// A row that fails a check throws ``ObjectGraphError/Code/storeCorrupted`` naming what and
 /// where; a field that cannot be decoded throws when it is read. Nothing traps and nothing
 /// decodes to a wrong value: the checksum covers every byte.
+///
+/// The bytes are kept in an array; ``RowFields`` does the checking and decoding over them,
+/// and over bytes a scan only borrows.
 struct RowBytes {
     let bytes: [UInt8]
     let layout: RowLayout
@@ -162,8 +165,75 @@ struct RowBytes {
     /// - Throws: `storeCorrupted` for a short row, a wrong checksum, an unknown format or
     ///   entity, a layout other than the entity's in `store`, or offsets out of order.
     init(_ bytes: [UInt8], store: StoreLayout, context: RowOrigin, readByEngine: Bool = false) throws {
+        let (layout, version) = try bytes.withUnsafeBytes { raw in
+            let reader = try RowFields(raw, store: store, context: context, readByEngine: readByEngine)
+            return (reader.layout, reader.version)
+        }
         self.bytes = bytes
+        self.layout = layout
+        self.version = version
         self.context = context
+    }
+
+    /// The row a reader checked, its bytes copied.
+    init(copying reader: RowFields) {
+        bytes = Array(reader.bytes)
+        layout = reader.layout
+        version = reader.version
+        context = reader.context
+    }
+
+    /// `body` with a reader of these bytes (checked already).
+    @inline(__always)
+    private func withReader<R>(_ body: (RowFields) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBytes { raw in try body(RowFields(checked: raw, layout: layout, version: version, context: context)) }
+    }
+
+    /// The little-endian integer at `offset` (see ``RowFields/load(_:_:_:)``).
+    @inline(__always)
+    static func load<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], _ offset: Int) -> T {
+        bytes.withUnsafeBytes { RowFields.load(type, $0, offset) }
+    }
+
+    /// Whether field `index` is null (no value, no destination, no destinations stored).
+    func isNull(_ index: Int) -> Bool { withReader { $0.isNull(index) } }
+
+    /// The value of field `index`.
+    func value(_ index: Int) throws -> FieldValue { try withReader { try $0.value(index) } }
+
+    /// The attribute value of field `index` (null for a relationship).
+    func attribute(_ index: Int) throws -> AttributeValue { try withReader { try $0.attribute(index) } }
+
+    /// The field holding the property at `ordinal` of the row's entity, or `nil` when no
+    /// field does (a transient property, a keyed to-many, an ordinal out of range).
+    func field(ofOrdinal ordinal: Int) -> Int? { RowFields.field(ofOrdinal: ordinal, in: layout) }
+
+    /// The attribute at `ordinal`, read in place; `nil` when no field holds it.
+    func attribute(atOrdinal ordinal: Int) throws -> AttributeValue? { try withReader { try $0.attribute(atOrdinal: ordinal) } }
+
+    /// The destination of the to-one at `ordinal`, if the row holds one.
+    func object(atOrdinal ordinal: Int) throws -> StoredObject? { try withReader { try $0.object(atOrdinal: ordinal) } }
+}
+
+/// The checks and the field decoding of a row ([ROW-1], format 3) over bytes it does not own:
+/// a row's array (``RowBytes``), or a value a scan sees in the engine's decompressed block or
+/// WAL window, tested before (and without) being copied.
+///
+/// Valid only while its bytes are. Its layout is not retained (a row read per scanned row
+/// costs no reference count): whoever makes a reader keeps the layout alive, as a
+/// ``RowBytes`` (which holds it) or a fetch's row source (which holds the store layout) do.
+struct RowFields {
+    let bytes: UnsafeRawBufferPointer
+    unowned(unsafe) let layout: RowLayout
+    /// The version the row was saved at.
+    let version: UInt64
+    /// Where the bytes came from, for errors (rendered only when one is thrown).
+    let context: RowOrigin
+    /// The row's entity number.
+    var entityNumber: UInt16 { layout.number }
+
+    /// Checks `bytes` as a row of some entity of `store` (see ``RowBytes/init(_:store:context:readByEngine:)``).
+    init(_ bytes: UnsafeRawBufferPointer, store: StoreLayout, context: RowOrigin, readByEngine: Bool) throws {
         func fail(_ what: String) -> ObjectGraphError {
             ObjectGraphError(.storeCorrupted, "\(context): \(what)")
         }
@@ -174,7 +244,7 @@ struct RowBytes {
         let body = bytes.count - RowLayout.trailerSize
         if !readByEngine {
             let stored = Self.load(UInt32.self, bytes, body)
-            let computed = bytes.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[..<body])) }
+            let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<body]))
             guard stored == computed else {
                 if bytes[0] == 1 { throw Self.earlierFormat(1, context) }
                 throw fail("row checksum \(hex(stored)) does not match its bytes (\(hex(computed)))")
@@ -186,18 +256,22 @@ struct RowBytes {
         }
         guard bytes[1] == 0 else { throw fail("row flags \(bytes[1]) are not 0") }
         let number = Self.load(UInt16.self, bytes, 2)
-        guard let entity = store.entity(number: number), Int(number) < store.layouts.count else {
+        guard Int(number) < store.layouts.count, Int(number) < store.entities.count else {
             throw fail("entity number \(number) is not in the model (\(store.entities.count) entities)")
         }
-        let layout = store.layouts[Int(number)]  // by number: no lookup by entity
+        // By number: no lookup by entity, and the entity itself only for an error.
+        let layout = store.layouts[Int(number)]
         let layoutID = Self.load(UInt32.self, bytes, 4)
         guard layoutID == layout.layoutID else {
+            let name = store.entities[Int(number)].name
             throw ObjectGraphError(
                 .storeCorrupted,
-                "\(context): the row of \(entity.name) was written with layout \(hex(layoutID)), not this model's \(hex(layout.layoutID)); open the store with the model it was saved with",
-                entityName: entity.name)
+                "\(context): the row of \(name) was written with layout \(hex(layoutID)), not this model's \(hex(layout.layoutID)); open the store with the model it was saved with",
+                entityName: name)
         }
-        guard body >= layout.variableStart else { throw fail("row of \(bytes.count) bytes is shorter than the layout of \(entity.name)") }
+        guard body >= layout.variableStart else {
+            throw fail("row of \(bytes.count) bytes is shorter than the layout of \(store.entities[Int(number)].name)")
+        }
         var previous: UInt32 = 0
         for index in 0..<layout.variableCount {
             let end = Self.load(UInt32.self, bytes, layout.endsStart + 4 * index)
@@ -207,8 +281,19 @@ struct RowBytes {
         guard Int(previous) == body - layout.variableStart else {
             throw fail("variable fields end at \(previous), the row's variable area holds \(body - layout.variableStart) bytes")
         }
+        self.bytes = bytes
         self.layout = layout
         self.version = Self.load(UInt64.self, bytes, 8)
+        self.context = context
+    }
+
+    /// A reader of bytes checked already against `layout`.
+    @inline(__always)
+    init(checked bytes: UnsafeRawBufferPointer, layout: RowLayout, version: UInt64, context: RowOrigin) {
+        self.bytes = bytes
+        self.layout = layout
+        self.version = version
+        self.context = context
     }
 
     private static func earlierFormat(_ format: UInt8, _ context: RowOrigin) -> ObjectGraphError {
@@ -223,9 +308,9 @@ struct RowBytes {
     ///   size against its layout first: a violation is a bug, and traps as an array index
     ///   would).
     @inline(__always)
-    static func load<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], _ offset: Int) -> T {
+    static func load<T: FixedWidthInteger>(_ type: T.Type, _ bytes: UnsafeRawBufferPointer, _ offset: Int) -> T {
         precondition(offset >= 0 && offset <= bytes.count - MemoryLayout<T>.size, "row field read out of bounds")
-        return bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+        return T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 
     /// Whether field `index` is null (no value, no destination, no destinations stored).
@@ -234,38 +319,46 @@ struct RowBytes {
     }
 
     /// The byte range of variable field `position` in the ends table.
-    private func variableRange(_ position: Int) -> Range<Int> {
+    private func variableRange(_ position: Int, in layout: RowLayout) -> Range<Int> {
         let start = position == 0 ? 0 : Int(Self.load(UInt32.self, bytes, layout.endsStart + 4 * (position - 1)))
         let end = Int(Self.load(UInt32.self, bytes, layout.endsStart + 4 * position))
         return layout.variableStart + start..<layout.variableStart + end
     }
 
-    private func fail(_ field: RowLayout.Field, _ what: String) -> ObjectGraphError {
-        ObjectGraphError(.storeCorrupted, "\(context): field \(field.name): \(what)", key: field.name)
+    private func fail(_ index: Int, _ what: String) -> ObjectGraphError {
+        let name = layout.fields[index].name
+        return ObjectGraphError(.storeCorrupted, "\(context): field \(name): \(what)", key: name)
     }
 
     /// The value of field `index`.
     func value(_ index: Int) throws -> FieldValue {
-        let field = layout.fields[index]
+        // The layout read without a retain (it outlives the reader), the field's kind and
+        // position without a copy of its name.
+        try Unmanaged.passUnretained(layout)._withUnsafeGuaranteedRef { layout in
+            try value(index, kind: layout.fields[index].kind, position: layout.fields[index].position, in: layout)
+        }
+    }
+
+    private func value(_ index: Int, kind: RowLayout.Kind, position: Int, in layout: RowLayout) throws -> FieldValue {
         if isNull(index) {
             // A null fixed-width field is zeros: nothing else may hide in its bytes.
-            let width = field.kind.width
-            if width > 0, bytes[layout.fixedStart + field.position..<layout.fixedStart + field.position + width].contains(where: { $0 != 0 }) {
-                throw fail(field, "null field with non-zero bytes")
+            let width = kind.width
+            if width > 0, bytes[layout.fixedStart + position..<layout.fixedStart + position + width].contains(where: { $0 != 0 }) {
+                throw fail(index, "null field with non-zero bytes")
             }
-            switch field.kind {
+            switch kind {
             case .toOne: return .null
             case .toMany: return .objects([])
             default: return .attribute(.null)
             }
         }
-        let at = layout.fixedStart + field.position
-        switch field.kind {
+        let at = layout.fixedStart + position
+        switch kind {
         case .int16: return .attribute(.int16(Int16(bitPattern: Self.load(UInt16.self, bytes, at))))
         case .int32: return .attribute(.int32(Int32(bitPattern: Self.load(UInt32.self, bytes, at))))
         case .int64: return .attribute(.int64(Int64(bitPattern: Self.load(UInt64.self, bytes, at))))
         case .bool:
-            guard bytes[at] <= 1 else { throw fail(field, "boolean byte \(bytes[at])") }
+            guard bytes[at] <= 1 else { throw fail(index, "boolean byte \(bytes[at])") }
             return .attribute(.bool(bytes[at] == 1))
         case .double: return .attribute(.double(Double(bitPattern: Self.load(UInt64.self, bytes, at))))
         case .float: return .attribute(.float(Float(bitPattern: Self.load(UInt32.self, bytes, at))))
@@ -278,22 +371,22 @@ struct RowBytes {
         case .toOne:
             return .object(StoredObject(entity: Self.load(UInt16.self, bytes, at), reference: Int64(bitPattern: Self.load(UInt64.self, bytes, at + 2))))
         case .string:
-            return .attribute(.string(try text(field)))
+            return .attribute(.string(try text(index, position, in: layout)))
         case .decimal:
-            let text = try text(field)
-            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else { throw fail(field, "decimal \"\(text)\"") }
+            let text = try text(index, position, in: layout)
+            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else { throw fail(index, "decimal \"\(text)\"") }
             return .attribute(.decimal(decimal))
         case .uri:
-            let text = try text(field)
-            guard let url = URL(string: text) else { throw fail(field, "URI \"\(text)\"") }
+            let text = try text(index, position, in: layout)
+            guard let url = URL(string: text) else { throw fail(index, "URI \"\(text)\"") }
             return .attribute(.uri(url))
         case .data:
-            return .attribute(.data(Data(bytes[variableRange(field.position)])))
+            return .attribute(.data(Data(bytes[variableRange(position, in: layout)])))
         case .transformable:
-            return .attribute(.transformable(Data(bytes[variableRange(field.position)])))
+            return .attribute(.transformable(Data(bytes[variableRange(position, in: layout)])))
         case .toMany:
-            let range = variableRange(field.position)
-            guard range.count % RowLayout.objectWidth == 0 else { throw fail(field, "\(range.count) bytes of destinations") }
+            let range = variableRange(position, in: layout)
+            guard range.count % RowLayout.objectWidth == 0 else { throw fail(index, "\(range.count) bytes of destinations") }
             var objects: [StoredObject] = []
             objects.reserveCapacity(range.count / RowLayout.objectWidth)
             var at = range.lowerBound
@@ -311,12 +404,19 @@ struct RowBytes {
         return .null
     }
 
-    /// The field holding the property at `ordinal` of the row's entity, or `nil` when no
-    /// field does (a transient property, a keyed to-many, an ordinal out of range).
+    /// The field holding the property at `ordinal` of an entity laid out as `layout`, or
+    /// `nil` when no field does (a transient property, a keyed to-many, an ordinal out of range).
+    @inline(__always)
+    static func field(ofOrdinal ordinal: Int, in layout: RowLayout) -> Int? {
+        guard ordinal >= 0, ordinal < layout.fieldOfOrdinal.count else { return nil }
+        let field = layout.fieldOfOrdinal[ordinal]
+        return field >= 0 ? field : nil
+    }
+
+    /// The field holding the property at `ordinal` of the row's entity, if any (the layout
+    /// read without a retain: it outlives the reader).
     func field(ofOrdinal ordinal: Int) -> Int? {
-        let fields = layout.fieldOfOrdinal
-        guard ordinal >= 0, ordinal < fields.count, fields[ordinal] >= 0 else { return nil }
-        return fields[ordinal]
+        Unmanaged.passUnretained(layout)._withUnsafeGuaranteedRef { Self.field(ofOrdinal: ordinal, in: $0) }
     }
 
     /// The attribute at `ordinal`, read in place; `nil` when no field holds it.
@@ -332,14 +432,15 @@ struct RowBytes {
     }
 
     /// The text of a string-like variable field; ASCII needs no validation.
-    private func text(_ field: RowLayout.Field) throws -> String {
-        let range = variableRange(field.position)
-        let text = bytes.withUnsafeBufferPointer { buffer -> String? in
-            let slice = UnsafeBufferPointer(rebasing: buffer[range])
-            if slice.allSatisfy({ $0 < 0x80 }) { return String(decoding: slice, as: UTF8.self) }
-            return String(validating: slice, as: UTF8.self)
+    private func text(_ index: Int, _ position: Int, in layout: RowLayout) throws -> String {
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[variableRange(position, in: layout)])
+        let text: String?
+        if slice.allSatisfy({ $0 < 0x80 }) {
+            text = String(decoding: slice, as: UTF8.self)
+        } else {
+            text = String(validating: slice, as: UTF8.self)
         }
-        guard let text else { throw fail(field, "invalid UTF-8") }
+        guard let text else { throw fail(index, "invalid UTF-8") }
         return text
     }
 }

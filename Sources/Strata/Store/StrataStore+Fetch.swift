@@ -45,10 +45,19 @@ extension StrataStore {
             try predicate.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: RowView.self) { leaf, entity in
                 guard let join = try self.semiJoin(leaf, entity: entity, in: snapshot, layout: layout) else { return nil }
                 joins[leaf] = join
-                return join.test
+                return { try join.test($0) }
             }
         }
         func accepts(_ view: RowView) throws -> Bool { try compiled?.evaluate(view) ?? true }
+        // The same predicate for rows a scan tests before copying them: the semi-joins found
+        // above, no new ones.
+        func compiledForScan() throws -> CompiledFetchPredicate<BorrowedRowView>? {
+            try request.predicate.map { predicate in
+                try predicate.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: BorrowedRowView.self) { leaf, _ in
+                    joins[leaf].map { join in { try join.test($0) } }
+                }
+            }
+        }
         var rows: [RowView] = []
         // A plain count keeps no row: the matches are counted as they are read.
         let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
@@ -186,23 +195,20 @@ extension StrataStore {
             }
             try readCandidates(found.members.map(\.reference), root: root)
         } else {
+            let scanTest = try compiledForScan()
             for root in roots.sorted() where rows.count < enough {
                 var failure: Error? = nil
                 _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
-                    // Each value is copied into one scratch array: a row the predicate rejects
-                    // is dropped before the next, so the array is reused without an allocation;
-                    // a kept row keeps its bytes and the next copy gets a fresh array.
-                    var scratch: [UInt8] = []
+                    // [FETCH-S7] Each row is checked and tested where the engine holds it; only
+                    // a row the predicate accepts (and the fetch keeps) is copied.
                     try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                            scratch.removeAll(keepingCapacity: true)
-                            scratch.append(contentsOf: value)
-                            let row = try RowBytes(scratch, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
-                            if matches(row), let entity = layout.entity(number: row.entityNumber) {
-                                let view = RowView(reference: reference, row: row, entity: entity, source: source)
-                                if try accepts(view) {
-                                    if countsOnly { counted += 1 } else { rows.append(view) }
+                            let fields = try RowFields(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+                            if wanted[Int(fields.entityNumber)], let entity = layout.entity(number: fields.entityNumber) {
+                                let borrowed = BorrowedRowView(fields: fields, reference: reference, entity: entity, source: source)
+                                if try scanTest?.evaluate(borrowed) ?? true {
+                                    if countsOnly { counted += 1 } else { rows.append(borrowed.view()) }
                                 }
                             }
                             return rows.count < enough
@@ -275,18 +281,7 @@ extension StrataStore {
         var references = Set<Int64>(minimumCapacity: ids.count)
         for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
         let ordinal = relationship.ordinal
-        let exact = Flag()
-        if relationship.isToOne {
-            return SemiJoin(relationship: relationship, references: references, exact: exact) { row in
-                if exact.value { return true }
-                guard let target = try row.storedObject(atOrdinal: ordinal) else { return false }
-                return references.contains(target.reference)
-            }
-        }
-        return SemiJoin(relationship: relationship, references: references, exact: exact) { row in
-            if exact.value { return true }
-            return try row.storedObjects(atOrdinal: ordinal).contains { references.contains($0.reference) }
-        }
+        return SemiJoin(relationship: relationship, ordinal: ordinal, references: references, exact: Flag())
     }
 
     /// A Boolean shared between a fetch's plan and the closures it compiled; one fetch, one
@@ -299,13 +294,23 @@ extension StrataStore {
     struct SemiJoin {
         /// The relationship the key path starts with.
         let relationship: RelationshipDescription
+        /// The relationship's ordinal in the fetched entity.
+        let ordinal: Int
         /// The references of the destination rows that satisfy the rest of the key path.
         let references: Set<Int64>
         /// Set when the rows tested are known to satisfy the comparison (they are candidates
         /// read from this join's relationship keys, [FETCH-S2]): the test then answers true.
         let exact: Flag
+
         /// Whether a row's destinations include one of them.
-        let test: (RowView) throws -> Bool
+        func test<Row: StoredRowAccess>(_ row: Row) throws -> Bool {
+            if exact.value { return true }
+            if relationship.isToOne {
+                guard let target = try row.storedObject(atOrdinal: ordinal) else { return false }
+                return references.contains(target.reference)
+            }
+            return try row.storedObjects(atOrdinal: ordinal).contains { references.contains($0.reference) }
+        }
     }
 
     /// [FETCH-S2] The candidate rows of a fetch one of whose top-level conjuncts is a semi-join

@@ -135,7 +135,7 @@ extension StrataStore {
     /// A stored row seen through ``FetchEvaluable``, following relationships to other rows of
     /// the same snapshot: predicates and sorts are evaluated without making objects, and only
     /// the fields they name are decoded.
-    struct RowView: OrdinalFetchEvaluable {
+    struct RowView: OrdinalFetchEvaluable, StoredRowAccess {
         let reference: Int64
         let row: RowBytes
         let entity: EntityDescription
@@ -296,4 +296,69 @@ extension StrataStore {
             try source.view(of: objectID)?.fetchValue(forKeyPath: keyPath) ?? .null
         }
     }
+
+    /// [FETCH-S7] A scanned row tested where the engine holds it (a decompressed block or a
+    /// WAL window), before and without a copy: attributes and to-ones are read from the
+    /// borrowed bytes; anything else (key paths, to-manys, counts) from a ``RowView`` made
+    /// for that question, which copies the row. Answers exactly as that ``RowView`` would.
+    ///
+    /// Valid only during the scan's call for the row: its bytes are the engine's, and its
+    /// entity and row source are not retained (the fetch holds them), so testing a row costs
+    /// no reference count.
+    struct BorrowedRowView: OrdinalFetchEvaluable, StoredRowAccess {
+        let fields: RowFields
+        let reference: Int64
+        unowned(unsafe) let entity: EntityDescription
+        unowned(unsafe) let source: RowSource
+
+        /// The row as a view that owns a copy of its bytes.
+        func view() -> RowView {
+            RowView(reference: reference, row: RowBytes(copying: fields), entity: entity, source: source)
+        }
+
+        func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? {
+            try fields.attribute(atOrdinal: ordinal)
+        }
+
+        func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool? {
+            guard let field = fields.field(ofOrdinal: ordinal) else { return nil }
+            return fields.isNull(field)
+        }
+
+        func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
+            try fields.object(atOrdinal: ordinal)
+        }
+
+        func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject] {
+            try view().storedObjects(atOrdinal: ordinal)
+        }
+
+        func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
+            try view().fetchValue(forKeyPath: keyPath)
+        }
+
+        func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
+            try view().fetchValue(forKeyPath: keyPath, ofObject: objectID)
+        }
+
+        func fetchValueOfSelf() throws -> FetchValue {
+            try view().fetchValueOfSelf()
+        }
+
+        func fetchCount(forKeyPath keyPath: String) throws -> Int? {
+            try view().fetchCount(forKeyPath: keyPath)
+        }
+
+        func forEachMemberValue(ofToMany name: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {
+            try view().forEachMemberValue(ofToMany: name, keyPath: keyPath, body)
+        }
+    }
+}
+
+/// The destinations a row stores, as a semi-join's test reads them ([FETCH-S1]).
+protocol StoredRowAccess {
+    /// The destination stored in the to-one relationship at `ordinal`, if any.
+    func storedObject(atOrdinal ordinal: Int) throws -> StoredObject?
+    /// The destinations of the to-many relationship at `ordinal`.
+    func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject]
 }

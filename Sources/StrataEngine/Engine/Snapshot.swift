@@ -80,9 +80,7 @@ public struct Snapshot: Sendable {
     /// no key.
     public func forEachKeyBytes(from lowerBound: [UInt8], to upperBound: [UInt8]?, _ body: (UnsafeRawBufferPointer) throws -> Bool) rethrows {
         var cursor = index.cursor(from: lowerBound, to: upperBound)
-        while let more = try cursor.nextKey(body) {
-            guard more else { return }
-        }
+        try cursor.forEachKey(body)
     }
 
     /// The keys starting with `prefix`, in ascending order. Reads only the index.
@@ -113,10 +111,8 @@ extension Snapshot {
     ) throws(StoreError) {
         var memo = BlockMemo()
         var cursor = index.cursor(from: lowerBound, to: upperBound)
-        while let more = try cursor.nextEntry({ (key, entry) throws(StoreError) -> Bool in
+        try cursor.forEachEntry { (key, entry) throws(StoreError) -> Bool in
             try withValue(key: key, entry: entry, blockMemo: &memo) { (value) throws(StoreError) -> Bool in try body(key, value) }
-        }) {
-            guard more else { return }
         }
     }
 

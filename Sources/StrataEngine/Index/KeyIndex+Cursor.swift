@@ -79,6 +79,68 @@ extension KeyIndex {
             }
             return try result.get()
         }
+
+        /// Calls `body` with each remaining key of the range (its bytes, valid only during the
+        /// call) and its entry, until `body` returns `false` or the range ends: the keys of a
+        /// leaf are visited in one loop over that leaf (no per-key walk of the path or
+        /// reference count), then the walk moves to the next leaf.
+        public mutating func forEachEntry(
+            _ body: (UnsafeRawBufferPointer, IndexEntry) throws(StoreError) -> Bool
+        ) throws(StoreError) {
+            while let (node, first) = advance() {
+                let top = stack.count - 1
+                let count = node.entries.count
+                var index = first
+                var more = true
+                let result: Result<Void, StoreError> = node.keys.bytes.withUnsafeBytes { raw in
+                    Result { () throws(StoreError) in
+                        while index < count {
+                            let key = UnsafeRawBufferPointer(rebasing: raw[node.keys.range(index)])
+                            if let upperBound, !upperBound.withUnsafeBytes({ compareKeys(key, $0) < 0 }) {
+                                more = false
+                                return
+                            }
+                            guard try body(key, node.entries[index]) else {
+                                more = false
+                                return
+                            }
+                            index += 1
+                        }
+                    }
+                }
+                try result.get()
+                guard more else {
+                    stack.removeAll()
+                    return
+                }
+                stack[top].index = count
+            }
+        }
+
+        /// Calls `body` with each remaining key of the range (valid only during the call),
+        /// until `body` returns `false` or the range ends, a leaf at a time (see
+        /// ``forEachEntry(_:)``).
+        public mutating func forEachKey(_ body: (UnsafeRawBufferPointer) throws -> Bool) rethrows {
+            while let (node, first) = advance() {
+                let top = stack.count - 1
+                let count = node.entries.count
+                let more = try node.keys.bytes.withUnsafeBytes { raw in
+                    var index = first
+                    while index < count {
+                        let key = UnsafeRawBufferPointer(rebasing: raw[node.keys.range(index)])
+                        if let upperBound, !upperBound.withUnsafeBytes({ compareKeys(key, $0) < 0 }) { return false }
+                        guard try body(key) else { return false }
+                        index += 1
+                    }
+                    return true
+                }
+                guard more else {
+                    stack.removeAll()
+                    return
+                }
+                stack[top].index = count
+            }
+        }
     }
 
     /// A cursor over keys `>= lowerBound` and, if `upperBound` is given, `< upperBound`.

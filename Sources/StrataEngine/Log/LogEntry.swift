@@ -84,11 +84,12 @@ struct LogEntry: Equatable, Sendable {
     /// naming `path` and `offset` otherwise. `verifyingChecksum` false skips only the
     /// checksum, for bytes a block checksum verified already (entries in segment blocks).
     static func valueRange(
-        in bytes: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, sequence: UInt64, path: String, offset: UInt64,
+        in bytes: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, sequence: UInt64, path: @autoclosure () -> String, offset: UInt64,
         verifyingChecksum: Bool = true
     ) throws(StoreError) -> Range<Int> {
         var reader = ByteReader(bytes)
-        func fail(_ what: String) -> StoreError { StoreError.corruption(what, path: path, offset: offset) }
+        // The path only for an error (a read of a valid entry touches no string).
+        func fail(_ what: String) -> StoreError { StoreError.corruption(what, path: path(), offset: offset) }
         guard let kind = reader.u8(), let stored = reader.varint(), let keyCount = reader.varint(),
             let valueCount = reader.varint()
         else { throw fail("entry does not decode (truncated)") }
