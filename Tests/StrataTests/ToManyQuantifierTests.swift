@@ -3,9 +3,9 @@ import ObjectGraph
 import Strata
 import Testing
 
-/// `ANY`, `ALL` and `NONE` through to-many relationships, which a StrataStore answers either
-/// from the destination's matches (a semi-join, [FETCH-S1]) or row by row, reading members
-/// until one decides ([FETCH-S5]); and a limit without a sort, which stops reading once the
+/// `ANY`, `ALL` and `NONE` (and `@sum`, `@avg`, `@min`, `@max`) through to-many
+/// relationships, which a StrataStore answers either from the destination's matches (a
+/// semi-join, [FETCH-S1]) or row by row, reading members until one decides ([FETCH-S5]); and a limit without a sort, which stops reading once the
 /// page is full ([FETCH-S6]). An InMemoryStore holding the same objects is the oracle: keyed
 /// many-to-many and one-to-many relationships, an ordered to-many kept in the row, to-one
 /// chains with missing destinations, null values and empty collections.
@@ -96,6 +96,12 @@ import Testing
         ("Track", "ANY playlists.name == 'list 2'"),
         ("Track", "ALL playlists.name != 'list 0' AND length > 200"),
         ("Genre", "ANY tracks.album.title == 'album 7'"),
+        ("Album", "tracks.@avg.length > 200"),
+        ("Album", "tracks.@sum.length >= 1500"),
+        ("Album", "tracks.@min.length < 80 OR tracks.@max.length > 350"),
+        ("Album", "tracks.@max.genre.name == 'Rock'"),
+        ("Album", "highlights.@avg.length > 150"),
+        ("Playlist", "tracks.@min.name BEGINSWITH 'A'"),
     ]
 
     static func names(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
@@ -107,7 +113,7 @@ import Testing
         }
     }
 
-    @Test(arguments: 0..<16)
+    @Test(arguments: 0..<22)
     func quantifiersThroughToManysMatchTheInMemoryStore(case index: Int) throws {
         let model = try Self.model()
         let reference = PersistentStoreCoordinator(managedObjectModel: model)

@@ -41,6 +41,14 @@ enum KeyLayout {
         withUnsafeBytes(of: ordered) { key.append(contentsOf: $0) }
     }
 
+    /// Replaces the reference in a key's last 8 bytes ([KEY-2]).
+    ///
+    /// - Precondition: `key` ends with a reference.
+    static func replaceReference(_ reference: Int64, in key: inout [UInt8]) {
+        let ordered = (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian
+        key.withUnsafeMutableBytes { $0.storeBytes(of: ordered, toByteOffset: $0.count - 8, as: UInt64.self) }
+    }
+
     /// The reference at the end of a row key.
     static func reference(fromRowKey key: [UInt8]) -> Int64? {
         key.withUnsafeBytes { reference(fromKeyBytes: $0) }

@@ -42,10 +42,20 @@ extension StrataStore {
         /// The row at `key` (`prefix`, the hierarchy's row prefix, and `reference`), read without
         /// keeping it: for candidate rows a fetch reads once.
         func readOnce(prefix: [UInt8], root: String, reference: Int64) throws -> RowBytes? {
-            var key = prefix
-            KeyLayout.appendReference(reference, to: &key)
-            return try read(key: key, root: root, reference: reference)
+            // The last key, its reference rewritten in place while the hierarchy is the same
+            // (a member or candidate read costs no key allocation).
+            if onceRoot != root || onceKey.count != prefix.count + 8 {
+                onceRoot = root
+                onceKey = prefix
+                KeyLayout.appendReference(reference, to: &onceKey)
+            } else {
+                KeyLayout.replaceReference(reference, in: &onceKey)
+            }
+            return try read(key: onceKey, root: root, reference: reference)
         }
+        /// The key ``readOnce(prefix:root:reference:)`` read last, and its hierarchy's root.
+        @exclusivity(unchecked) private var onceKey: [UInt8] = []
+        @exclusivity(unchecked) private var onceRoot = ""
 
         /// The row at `key`, the row key of `reference` in the hierarchy rooted at `root`.
         private func read(key: [UInt8], root: String, reference: Int64) throws -> RowBytes? {

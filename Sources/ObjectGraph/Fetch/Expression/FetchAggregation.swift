@@ -10,6 +10,12 @@ import Foundation
 public enum FetchAggregation {
     /// Applies a function to values.
     public static func apply(_ function: FetchFunction, to values: [FetchValue]) -> FetchValue {
+        // Sums and means skip nulls themselves (they are not numbers): no filtered copy.
+        switch function {
+        case .sum: return sum(values)
+        case .average: return average(values)
+        default: break
+        }
         let present = values.filter { !$0.isNull }
         switch function {
         case .count: return .attribute(.int64(Int64(present.count)))
@@ -46,25 +52,71 @@ public enum FetchAggregation {
     }
 
     private static func sum(_ values: [FetchValue]) -> FetchValue {
-        let numbers = values.compactMap(\.attributeValue).filter { $0.doubleValue != nil || $0.boolValue != nil }
+        // One pass: the integer sum while every number is an integer or a Boolean (and it
+        // does not overflow), the double sum, and which kinds were seen; the decimal sum only
+        // when a decimal and no floating-point value is among them.
         var integer: Int64 = 0
-        var allIntegers = true
-        for number in numbers {
-            guard let value = number.integerValue ?? number.boolValue.map({ $0 ? 1 : 0 }) else { allIntegers = false; break }
-            let (result, overflow) = integer.addingReportingOverflow(value)
-            if overflow { allIntegers = false; break }
-            integer = result
+        var integers = true
+        var total = 0.0
+        var decimal = false, floating = false
+        for value in values {
+            guard case .attribute(let number) = value else { continue }
+            let asInteger: Int64?
+            switch number {
+            case .int16, .int32, .int64: asInteger = number.integerValue
+            case .bool(let flag): asInteger = flag ? 1 : 0
+            case .double, .float:
+                asInteger = nil
+                floating = true
+            case .decimal:
+                asInteger = nil
+                decimal = true
+            default: continue
+            }
+            if integers {
+                if let asInteger {
+                    let (result, overflow) = integer.addingReportingOverflow(asInteger)
+                    if overflow { integers = false } else { integer = result }
+                } else {
+                    integers = false
+                }
+            }
+            total += number.doubleValue ?? 0
         }
-        if allIntegers { return .attribute(.int64(integer)) }
-        if let decimal = decimalSum(numbers) { return .attribute(.decimal(decimal)) }
-        return .attribute(.double(numbers.reduce(0) { $0 + ($1.doubleValue ?? 0) }))
+        if integers { return .attribute(.int64(integer)) }
+        if decimal, !floating, let exact = decimalSum(numbers(values) { $0.doubleValue != nil || $0.boolValue != nil }) {
+            return .attribute(.decimal(exact))
+        }
+        return .attribute(.double(total))
     }
 
     private static func average(_ values: [FetchValue]) -> FetchValue {
-        let numbers = values.compactMap(\.attributeValue).filter { $0.doubleValue != nil }
-        guard !numbers.isEmpty else { return .null }
-        if let decimal = decimalSum(numbers) { return .attribute(.decimal(decimal / Decimal(numbers.count))) }
-        return .attribute(.double(numbers.reduce(0) { $0 + ($1.doubleValue ?? 0) } / Double(numbers.count)))
+        var count = 0
+        var total = 0.0
+        var decimal = false, floating = false
+        for value in values {
+            guard case .attribute(let number) = value, let double = number.doubleValue else { continue }
+            count += 1
+            total += double
+            switch number {
+            case .decimal: decimal = true
+            case .double, .float: floating = true
+            default: break
+            }
+        }
+        guard count > 0 else { return .null }
+        if decimal, !floating, let exact = decimalSum(numbers(values) { $0.doubleValue != nil }) {
+            return .attribute(.decimal(exact / Decimal(count)))
+        }
+        return .attribute(.double(total / Double(count)))
+    }
+
+    /// The attribute values among `values` that `include` keeps.
+    private static func numbers(_ values: [FetchValue], _ include: (AttributeValue) -> Bool) -> [AttributeValue] {
+        values.compactMap { value in
+            guard case .attribute(let number) = value, include(number) else { return nil }
+            return number
+        }
     }
 
     /// The exact decimal sum when some value is a decimal and none is floating point.

@@ -109,6 +109,21 @@ extension FetchPredicate {
                 guard let count = try subject.fetchCount(forKeyPath: name) else { return try predicate.evaluate(with: subject) }
                 return try Self.compare(.attribute(.int64(Int64(count))), op, right, modifier: .direct, options: options)
             }
+        case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options)
+        where path.utf8.contains(UInt8(ascii: "@")):
+            // `tracks.@avg.length > 300`: the members' values read one at a time, then
+            // aggregated (what reading the key path gives, without the collection of rows).
+            guard let (relationship, aggregate, rest) = Self.toManyAggregate(of: path, in: entity) else { break }
+            let predicate = self
+            return { subject in
+                var values: [FetchValue] = []
+                let ran = try subject.forEachMemberValue(ofToMany: relationship, keyPath: rest) { value in
+                    values.append(value)
+                    return true
+                }
+                guard ran else { return try predicate.evaluate(with: subject) }
+                return try Self.compare(FetchAggregation.apply(aggregate, to: values), op, right, modifier: .direct, options: options)
+            }
         case .comparison(.keyPath(let path), let op, .constant(let right), let modifier, let options)
         where modifier != .direct:
             // `ANY tracks.genre.name == "Rock"`, `ALL tracks.length > 60`: member by member,
@@ -182,6 +197,20 @@ extension FetchPredicate {
             current = destination
         }
         return nil
+    }
+
+    /// `relationship.@op.rest` taken apart when `relationship` is a stored to-many of
+    /// `entity`, `op` is `@sum`, `@avg`, `@min` or `@max`, and `rest` names a stored
+    /// attribute of the destination, directly or through to-ones.
+    static func toManyAggregate(
+        of path: String, in entity: EntityDescription
+    ) -> (relationship: String, aggregate: FetchCollectionOperator, rest: String)? {
+        let parts = path.split(separator: ".", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, let aggregate = FetchCollectionOperator(rawValue: String(parts[1])),
+            [.sum, .avg, .min, .max].contains(aggregate), !parts[2].utf8.contains(UInt8(ascii: "@")),
+            let (relationship, rest) = toManyHead(of: "\(parts[0]).\(parts[2])", in: entity)
+        else { return nil }
+        return (relationship, aggregate, rest)
     }
 
     /// The test of a string operator against a constant string, prepared once; `nil` for
