@@ -21,8 +21,39 @@ extension ManagedObjectContext {
             }
             return try objects(from: try coordinatorExecute(resolved))
         }
+        attachBatches(results, size: resolved.fetchBatchSize)
         try finish(results, for: resolved)
         return results
+    }
+
+    /// With a batch size, the faults after the first batch keep no row: each belongs to its
+    /// batch of `size` results, and the first of them to fire loads the rows of its whole
+    /// batch (``FaultBatch``). Objects already loaded, inserted or changed are left as they are.
+    private func attachBatches(_ objects: [ManagedObject], size: Int) {
+        guard size > 0, objects.count > size else { return }
+        let batch = FaultBatch(ids: objects.map(\.objectID), size: size)
+        for index in size..<objects.count {
+            let object = objects[index]
+            guard object.snapshot == nil, !object.isNew, object.changes.isEmpty else { continue }
+            object.cachedRow = nil
+            object.faultBatch = (batch, index)
+        }
+    }
+
+    /// Gives the faults of `batch` around position `index` the rows they will need, read
+    /// together (the object at `index` reads its own row as any fault does). A row that
+    /// cannot be read is left to its object, which reports the error when it fires.
+    func loadBatch(_ batch: FaultBatch, around index: Int) {
+        guard let coordinator = persistentStoreCoordinator else { return }
+        let generation = coordinator.saveGeneration.load(ordering: .acquiring)
+        for position in batch.range(around: index) where position != index {
+            guard let object = registry[batch.ids[position]]?.object, object.faultBatch?.batch === batch,
+                object.snapshot == nil, object.cachedRow == nil
+            else { continue }
+            object.faultBatch = nil
+            guard let node = try? coordinator.newValues(forObjectWith: object.objectID, in: self) else { continue }
+            object.cachedRow = CachedRow(node: node, generation: generation, in: self)
+        }
     }
 
     /// Fetches objects of a subclass, typed.
@@ -223,11 +254,14 @@ extension ManagedObjectContext {
         if request.shouldRefreshRefetchedObjects {
             for object in objects where !object.isFault && !object.inserted { refresh(object, mergeChanges: true) }
         }
+        // With a batch size, only the first batch is loaded and prefetched now; later
+        // batches load as they are reached.
+        let loaded = request.fetchBatchSize > 0 ? Array(objects.prefix(request.fetchBatchSize)) : objects
         if !request.returnsObjectsAsFaults {
-            for object in objects { try object.fulfillFault() }
+            for object in loaded { try object.fulfillFault() }
         }
         for keyPath in request.relationshipKeyPathsForPrefetching {
-            var level = objects
+            var level = loaded
             for key in keyPath.split(separator: ".").map(String.init) {
                 var next: [ManagedObject] = []
                 for object in level {

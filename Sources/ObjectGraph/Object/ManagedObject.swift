@@ -46,6 +46,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// context's staleness interval allows it. With the snapshots' rows these are the object
     /// graph's row cache, one row per object. `nil` while the object is not a fault.
     @exclusivity(unchecked) var cachedRow: CachedRow?
+    /// A fault from a fetch with a batch size, past its first batch: its batch and position
+    /// there. Firing it loads the rows of its batch. `nil` otherwise.
+    @exclusivity(unchecked) var faultBatch: (batch: FaultBatch, index: Int)?
     /// Uncommitted values. Attribute and to-one values that return to their committed
     /// value are dropped; to-many ones stay pending once changed.
     @exclusivity(unchecked) var changes = PendingChanges()
@@ -228,6 +231,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             throw ObjectGraphError(
                 .objectInvalidated, "\(entity.name) \(objectID) is not in a context, so its values cannot be loaded.",
                 entityName: entity.name, objectID: objectID)
+        }
+        if let (batch, index) = faultBatch {
+            // The first of its batch to fire: the others' rows are read now, together.
+            faultBatch = nil
+            context.loadBatch(batch, around: index)
         }
         let generation = context.persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) ?? 0
         if let cached = cachedRow {

@@ -235,8 +235,12 @@ extension StrataStore {
         if request.resultType == .managedObject, let context {
             // The rows are decoded already: they reach the context with the objects.
             let matched = try request.filterSortAndPage(rows)
-            let nodes = matched.map { $0.node() }
-            return .objects(objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults))
+            // [FETCH-S8] With a batch size, rows reach the context for the first batch only:
+            // later batches are read when they are reached.
+            let loaded = request.fetchBatchSize > 0 ? min(request.fetchBatchSize, matched.count) : matched.count
+            var objects = objects(for: matched.prefix(loaded).map { $0.node() }, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults)
+            for row in matched.dropFirst(loaded) { objects.append(context.object(with: row.objectID)) }
+            return .objects(objects)
         }
         if request.resultType == .dictionary, let paths = request.dictionaryRowKeyPaths {
             // Each row's key paths read once, through compiled readers; the grouping and
