@@ -239,4 +239,22 @@ struct ModelReflectionTests {
         dump(entities, to: &text)
         #expect(text.contains("Manager") && text.contains("department"))
     }
+
+    @Test func everyPropertyIsFoundByItsNameAndByACanonicallyEquivalentSpelling() throws {
+        let names = (0..<40).map { "p\($0)" } + ["caf\u{E9}", "\u{3A3}\u{3C9}", "a", "ab", "zz", "emoji\u{1F600}"]
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Wide", properties: names.map { .attribute($0, .string) }),
+        ])
+        let entity = try model.entity(named: "Wide")
+        for name in names {
+            #expect(try entity.property(named: name).name == name)
+            // A key built at run time (not the model's own string object) is found too.
+            #expect(try entity.property(named: String(decoding: Array(name.utf8), as: UTF8.self)).name == name)
+        }
+        // The decomposed spelling of "café" names the same property, as String equality says.
+        #expect(try entity.property(named: "cafe\u{301}").name == "caf\u{E9}")
+        for unknown in ["", "p40", "P1", "caf", "cafe"] {
+            #expect(throws: ObjectGraphError.self) { try entity.property(named: unknown) }
+        }
+    }
 }

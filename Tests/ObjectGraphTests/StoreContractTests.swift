@@ -90,11 +90,35 @@ struct StoreContractTests {
 
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         _ = try context.fetch(FetchRequest(entityName: "Person"))
-        #expect(store.registrationCounts.isEmpty, "an unretained fetched object is released at once and unregistered")
+        context.processPendingChanges()
+        #expect(store.registrationCounts.isEmpty, "an unretained fetched object is released at once and unregistered with the next batch")
         do {
             let held = context.object(with: try #require(id))
             #expect(store.registrationCount(for: held.objectID) == 1)
         }
+        _ = try context.fetch(FetchRequest(entityName: "Department"))  // a fetch sends the batch too
+        #expect(store.registrationCounts.isEmpty)
+        #expect(store.bookkeepingErrors.isEmpty)
+    }
+
+    @Test func deallocationsReachTheStoreInBatchesOfAtMostTheBatchSize() throws {
+        let (coordinator, store) = try RecordingStore.makeStack()
+        let writer = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let total = ManagedObjectContext.unregistrationBatch + 44
+        for index in 0..<total { try writer.makePerson("P\(index)") }
+        try writer.save()
+        writer.reset()
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        do {
+            let people = try context.fetch(FetchRequest(entityName: "Person"))
+            #expect(people.count == total && store.registrationCounts.count == total)
+            store.clear()
+        }
+        // One batch went as soon as it was full, in one call; the rest waits.
+        let sizes = store.calls.compactMap { call -> Int? in if case .unregister(let ids) = call { return ids.count } else { return nil } }
+        #expect(sizes == [ManagedObjectContext.unregistrationBatch])
+        #expect(store.registrationCounts.count == 44)
+        context.processPendingChanges()
         #expect(store.registrationCounts.isEmpty)
         #expect(store.bookkeepingErrors.isEmpty)
     }
@@ -118,6 +142,10 @@ struct StoreContractTests {
             var fetched = try context.fetch(FetchRequest(entityName: "Person"))
             #expect(store.registrationCounts.count == 20)
             while !fetched.isEmpty { fetched.removeLast() }
+            // Deallocations reach the stores in a batch, when the context next processes
+            // its changes (or fetches, saves, resets, or goes), as Core Data's do.
+            #expect(store.registrationCounts.count == 20)
+            context.processPendingChanges()
             #expect(store.registrationCounts.isEmpty)
             #expect(context.registeredObjects.isEmpty)
         }
@@ -137,6 +165,7 @@ struct StoreContractTests {
             #expect(context.registeredObject(for: fresh.objectID) === fresh)
             try context.save()
         }
+        context.processPendingChanges()
         #expect(store.registrationCounts.isEmpty, "a saved object nothing holds is unregistered")
         do {
             // A failed existingObject leaves nothing behind.
@@ -151,6 +180,7 @@ struct StoreContractTests {
             #expect(context.object(with: saved[0]) === first)
             #expect(store.registrationCount(for: saved[0]) == 1)
         }
+        context.processPendingChanges()
         #expect(store.registrationCounts.isEmpty)
         let again = context.object(with: saved[0])
         #expect(store.registrationCount(for: saved[0]) == 1)

@@ -269,6 +269,7 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
             let members = try fetch("Member", in: context)
             #expect(members.count == 3)
         }
+        context.processPendingChanges()  // the last fetch's deallocations, batched
         #expect(strata.rowPins.counts.withLock { $0.isEmpty }, "each fetch's registrations were balanced by its releases")
         #expect(engine.cacheStats().pinnedKeys == 0)
         #expect(strata.bookkeepingErrors.isEmpty)

@@ -4,7 +4,11 @@ extension ManagedObjectContext {
     /// Ends the current event: applies delete rules (when
     /// ``propagatesDeletesAtEndOfEvent`` is set), drops objects inserted and deleted in
     /// the same session, and posts ``objectsDidChangeNotification`` if anything changed.
+    ///
+    /// It also tells the stores about the rows of objects the context forgot since the last
+    /// fetch or save (``IncrementalStore/managedObjectContextDidUnregisterObjects(with:)``).
     public func processPendingChanges() {
+        flushStoreRegistrations()
         if propagatesDeletesAtEndOfEvent { propagateDeletes() }
         dropInsertedAndDeleted()
         postObjectsDidChange()

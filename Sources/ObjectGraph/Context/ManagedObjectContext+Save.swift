@@ -15,6 +15,7 @@ extension ManagedObjectContext {
     ///   the changes are still pending.
     public func save() throws {
         let coordinator = try requireCoordinator()
+        flushStoreRegistrations()
         endEventForSave()
         guard hasChanges else { return }
         NotificationCenter.default.post(name: Self.willSaveObjectsNotification, object: self)

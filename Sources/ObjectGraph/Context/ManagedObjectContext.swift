@@ -60,8 +60,15 @@ public final class ManagedObjectContext {
     /// Store registrations collected by ``withRegistrationBatch(_:)``, not yet sent.
     @exclusivity(unchecked) var pendingStoreRegistrations: [ManagedObjectID] = []
     @exclusivity(unchecked) var registrationBatchDepth = 0
-    /// The one-ID array ``storeUnregister(_:)`` hands the coordinator, kept for reuse.
-    @exclusivity(unchecked) private var unregisterScratch: [ManagedObjectID] = []
+    /// Rows whose objects were deallocated, not yet unregistered with
+    /// their stores: sent in one call per store when a fetch, save, reset or
+    /// ``processPendingChanges()`` begins, when the context goes, or once
+    /// ``unregistrationBatch`` are waiting (as Core Data processes deallocated objects in
+    /// batches, not one deallocation at a time). Objects a context removes itself (reset,
+    /// rollback, a refetch that replaces them) are unregistered at once.
+    @exclusivity(unchecked) var pendingStoreUnregistrations: [ManagedObjectID] = []
+    /// The most deallocated objects whose rows wait to be unregistered with their stores.
+    public static let unregistrationBatch = 256
     /// The coordinator's save generation when the fetch being executed began (`nil` outside
     /// a fetch): the faults it returns keep their nodes only while no save came after it.
     @exclusivity(unchecked) var fetchGeneration: UInt64?
@@ -316,23 +323,20 @@ public final class ManagedObjectContext {
 
     /// Unregisters one row whose registry entry is gone; a registration still waiting in a
     /// batch is withdrawn instead.
-    private func storeUnregister(_ id: ManagedObjectID) {
+    private func storeUnregister(_ id: ManagedObjectID, deferred: Bool = false) {
         if registrationBatchDepth > 0, let index = pendingStoreRegistrations.lastIndex(of: id) {
             pendingStoreRegistrations.remove(at: index)
-        } else if let coordinator = persistentStoreCoordinator {
-            // One array of one ID, reused for every deallocation: taken out while the store
-            // runs (a deallocation the call causes makes its own), put back after (a store
-            // that kept it makes the next write copy it).
-            var ids = unregisterScratch
-            unregisterScratch = []
-            if ids.isEmpty { ids.append(id) } else { ids[0] = id }
-            coordinator.contextDidUnregister(ids)
-            unregisterScratch = ids
+        } else if deferred {
+            pendingStoreUnregistrations.append(id)
+            if pendingStoreUnregistrations.count >= Self.unregistrationBatch { flushStoreUnregistrations() }
+        } else {
+            persistentStoreCoordinator?.contextDidUnregister([id])
         }
     }
 
     /// Runs `body` with store registrations collected into one call per store.
     func withRegistrationBatch<T>(_ body: () throws -> T) rethrows -> T {
+        if registrationBatchDepth == 0 { flushStoreUnregistrations() }
         registrationBatchDepth += 1
         defer {
             registrationBatchDepth -= 1
@@ -341,12 +345,24 @@ public final class ManagedObjectContext {
         return try body()
     }
 
-    /// Sends the registrations collected by an enclosing batch now, in one call per store.
+    /// Sends the registrations collected by an enclosing batch now, in one call per store,
+    /// then the unregistrations waiting (registrations first: a row waiting for both never
+    /// reaches a count below zero).
     func flushStoreRegistrations() {
-        guard !pendingStoreRegistrations.isEmpty else { return }
-        let ids = pendingStoreRegistrations
-        pendingStoreRegistrations = []
-        persistentStoreCoordinator?.contextDidRegister(ids)
+        if !pendingStoreRegistrations.isEmpty {
+            let ids = pendingStoreRegistrations
+            pendingStoreRegistrations = []
+            persistentStoreCoordinator?.contextDidRegister(ids)
+        }
+        flushStoreUnregistrations()
+    }
+
+    /// Sends the unregistrations waiting, in one call per store.
+    func flushStoreUnregistrations() {
+        guard !pendingStoreUnregistrations.isEmpty else { return }
+        let ids = pendingStoreUnregistrations
+        pendingStoreUnregistrations = []
+        persistentStoreCoordinator?.contextDidUnregister(ids)
     }
 
     /// Called from a managed object's `deinit`: the object is gone, so its entry goes and
@@ -354,7 +370,7 @@ public final class ManagedObjectContext {
     /// objects (they hold none that is being deallocated).
     func objectDidDeallocate(_ id: ManagedObjectID, _ object: UnsafeMutableRawPointer) {
         guard let index = registry.index(forKey: id), registry.values[index].pointer == object else { return }
-        if registry.remove(at: index).value.inStore { storeUnregister(id) }
+        if registry.remove(at: index).value.inStore { storeUnregister(id, deferred: true) }
     }
 
     /// Loads a fault's values through the coordinator.

@@ -49,6 +49,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     @exclusivity(unchecked) public internal(set) var properties: [PropertyDescription] = []
     /// ``properties`` by name.
     @exclusivity(unchecked) public internal(set) var propertiesByName: [String: PropertyDescription] = [:]
+    /// ``properties`` by the bytes of their names, for the lookups of the key-based API.
+    @exclusivity(unchecked) var propertyNames = PropertyNameTable([])
     /// The attributes among ``properties``, by name.
     @exclusivity(unchecked) public internal(set) var attributesByName: [String: AttributeDescription] = [:]
     /// The relationships among ``properties``, by name.
@@ -173,10 +175,62 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     /// The property of the given name, or an ``ObjectGraphError/Code/unknownKey`` error.
     public func property(named key: String) throws -> PropertyDescription {
+        if let property = propertyNames.property(named: key) { return property }
+        // A name spelled with other code units (canonically equivalent), or none.
         guard let property = propertiesByName[key] else {
             throw ObjectGraphError(
                 .unknownKey, "Entity \(name) has no property \"\(key)\".", entityName: name, key: key)
         }
         return property
+    }
+}
+
+/// An entity's properties by the UTF-8 bytes of their names: an open-addressing table hashed
+/// with FNV-1a, which for the short names of a model costs a fraction of a `String` hash.
+/// Every name of `value(forKey:)`, `setValue(_:forKey:)` and their kin goes through it. A
+/// key spelled with other code units than the name (a canonically equivalent string) is not
+/// found here; callers fall back to ``EntityDescription/propertiesByName``.
+///
+/// Thread safety: immutable once built (with the model).
+struct PropertyNameTable {
+    /// Power-of-two slots, at most half full; `nil` where empty.
+    private let slots: [PropertyDescription?]
+    private let hashes: [UInt64]
+
+    init(_ properties: [PropertyDescription]) {
+        var capacity = 8
+        while capacity < 2 * properties.count { capacity *= 2 }
+        var slots = [PropertyDescription?](repeating: nil, count: capacity)
+        var hashes = [UInt64](repeating: 0, count: capacity)
+        for property in properties {
+            let hash = Self.hash(property.name)
+            var index = Int(truncatingIfNeeded: hash) & (capacity - 1)
+            while slots[index] != nil { index = (index + 1) & (capacity - 1) }
+            slots[index] = property
+            hashes[index] = hash
+        }
+        self.slots = slots
+        self.hashes = hashes
+    }
+
+    /// FNV-1a over the name's UTF-8 bytes.
+    @inline(__always)
+    static func hash(_ name: String) -> UInt64 {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        return hash
+    }
+
+    /// The property whose name has exactly the bytes of `key`, if any.
+    func property(named key: String) -> PropertyDescription? {
+        guard !slots.isEmpty else { return nil }
+        let hash = Self.hash(key)
+        let mask = slots.count - 1
+        var index = Int(truncatingIfNeeded: hash) & mask
+        while let property = slots[index] {
+            if hashes[index] == hash, property.name == key { return property }
+            index = (index + 1) & mask
+        }
+        return nil
     }
 }

@@ -189,6 +189,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         }
         entity.properties = properties
         entity.propertiesByName = byName
+        entity.propertyNames = PropertyNameTable(properties)
         entity.attributesByName = byName.compactMapValues { $0 as? AttributeDescription }
         entity.relationshipsByName = byName.compactMapValues { $0 as? RelationshipDescription }
         for (ordinal, property) in properties.enumerated() where entity.ownProperties.contains(where: { $0 === property }) {

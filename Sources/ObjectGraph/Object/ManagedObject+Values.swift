@@ -8,7 +8,7 @@ extension ManagedObject: FetchEvaluable {
     ///   or ``objects(forKey:)``), and the store's error if the fault cannot be fulfilled.
     public func value(forKey key: String) throws -> AttributeValue {
         let property = try entity.property(named: key)
-        guard property is AttributeDescription else {
+        guard property.slotKind == .attribute else {
             throw ObjectGraphError(
                 .wrongValueType, "\(entity.name).\(key) is a relationship; use object(forKey:) or objects(forKey:).",
                 entityName: entity.name, key: key, objectID: objectID)
