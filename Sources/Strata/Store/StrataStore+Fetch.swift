@@ -196,6 +196,12 @@ extension StrataStore {
             try readCandidates(found.members.map(\.reference), root: root)
         } else {
             let scanTest = try compiledForScan()
+            // [FETCH-S9] A sorted page of objects or IDs keeps only its rows as the scan goes.
+            let top: TopRows? = (request.resultType == .managedObject || request.resultType == .managedObjectID)
+                && request.fetchLimit > 0 && !request.sortDescriptors.isEmpty
+                ? request.entity.flatMap {
+                    TopRows(count: request.fetchOffset + request.fetchLimit, descriptors: request.sortDescriptors, entity: $0, source: source)
+                } : nil
             for root in roots.sorted() where rows.count < enough {
                 var failure: Error? = nil
                 _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
@@ -208,7 +214,13 @@ extension StrataStore {
                             if wanted[Int(fields.entityNumber)], let entity = layout.entity(number: fields.entityNumber) {
                                 let borrowed = BorrowedRowView(fields: fields, reference: reference, entity: entity, source: source)
                                 if try scanTest?.evaluate(borrowed) ?? true {
-                                    if countsOnly { counted += 1 } else { rows.append(borrowed.view()) }
+                                    if countsOnly {
+                                        counted += 1
+                                    } else if let top {
+                                        try top.offer(borrowed)
+                                    } else {
+                                        rows.append(borrowed.view())
+                                    }
                                 }
                             }
                             return rows.count < enough
@@ -220,6 +232,7 @@ extension StrataStore {
                 }
                 if let failure { throw failure }
             }
+            if let top { rows = top.rows.map(\.view) }
         }
         if countsOnly { return .count(counted + rows.count) }
         // Sorting, paging and every result shape: the fetch language's own engine. The rows

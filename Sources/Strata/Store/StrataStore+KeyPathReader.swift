@@ -59,7 +59,7 @@ extension StrataStore {
 
         /// The key path's value in `view`'s row: an attribute's value, or `.null` when a
         /// destination on the way is missing (the value the general reading gives).
-        func value(of view: RowView) throws -> FetchValue {
+        func value<Row: ReadableRow>(of view: Row) throws -> FetchValue {
             switch step {
             case .attribute(let ordinal):
                 guard let value = try view.attributeValue(atOrdinal: ordinal), !value.isNull else { return .null }
@@ -97,5 +97,88 @@ extension StrataStore {
             }
         }
         return FetchSortDescriptor.sort(rows, keys: keys, by: descriptors, keeping: keeping)
+    }
+}
+
+/// A stored row a ``StrataStore/KeyPathReader`` reads: a row view, or a scanned row tested in
+/// the engine's buffer.
+protocol ReadableRow: StoredRowAccess {
+    /// The fetch's row source, for destinations and relationship keys.
+    var source: StrataStore.RowSource { get }
+    /// The attribute at `ordinal`, read in place; `nil` when no field holds it.
+    func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue?
+    /// The members of a keyed to-many named `keyPath`, counted from its keys; `nil` otherwise.
+    func fetchCount(forKeyPath keyPath: String) throws -> Int?
+}
+
+extension StrataStore.RowView: ReadableRow {}
+extension StrataStore.BorrowedRowView: ReadableRow {}
+
+extension StrataStore {
+    /// [FETCH-S9] The first `count` rows of a scan in the order of sort descriptors whose key
+    /// paths compile to readers, kept as the scan goes: a row's keys are read one descriptor
+    /// at a time while it is compared with the last row kept, so most rows are ruled out
+    /// after their first key and none of them is copied. Ties keep scan (reference) order,
+    /// so the rows are the first `count` of the full sort.
+    ///
+    /// Thread safety: one fetch's, on its thread.
+    final class TopRows {
+        let count: Int
+        let descriptors: [FetchSortDescriptor]
+        let readers: [KeyPathReader]
+        /// The best rows so far, in order, with all their keys.
+        private(set) var rows: [(keys: [FetchValue], view: RowView)] = []
+
+        /// Top rows for `descriptors`, or `nil` when a key path does not compile.
+        init?(count: Int, descriptors: [FetchSortDescriptor], entity: EntityDescription, source: RowSource) {
+            var readers: [KeyPathReader] = []
+            for descriptor in descriptors {
+                guard let reader = source.reader(of: entity, keyPath: descriptor.keyPath) else { return nil }
+                readers.append(reader)
+            }
+            guard count > 0, !descriptors.isEmpty else { return nil }
+            self.count = count
+            self.descriptors = descriptors
+            self.readers = readers
+        }
+
+        /// Considers a row that matched the fetch, read after every row offered before it.
+        func offer(_ row: BorrowedRowView) throws {
+            var keys: [FetchValue] = []
+            keys.reserveCapacity(descriptors.count)
+            if rows.count == count, let last = rows.last {
+                // Compared key by key with the last row kept: a tie goes to the earlier row.
+                var precedes = false
+                for (index, descriptor) in descriptors.enumerated() {
+                    keys.append(try readers[index].value(of: row))
+                    let order = descriptor.order(keys[index], last.keys[index])
+                    if order == .orderedSame { continue }
+                    precedes = order == .orderedAscending
+                    break
+                }
+                guard precedes else { return }
+            }
+            for index in keys.count..<descriptors.count { keys.append(try readers[index].value(of: row)) }
+            // After every kept row it does not precede (ties: after the earlier rows).
+            var low = 0, high = rows.count
+            while low < high {
+                let middle = (low + high) / 2
+                if Self.precedes(keys, rows[middle].keys, descriptors) { high = middle } else { low = middle + 1 }
+            }
+            rows.insert((keys, row.view()), at: low)
+            if rows.count > count { rows.removeLast() }
+        }
+
+        /// Whether keys `a` come strictly before keys `b`.
+        private static func precedes(_ a: [FetchValue], _ b: [FetchValue], _ descriptors: [FetchSortDescriptor]) -> Bool {
+            for (index, descriptor) in descriptors.enumerated() {
+                switch descriptor.order(a[index], b[index]) {
+                case .orderedAscending: return true
+                case .orderedDescending: return false
+                case .orderedSame: continue
+                }
+            }
+            return false
+        }
     }
 }
