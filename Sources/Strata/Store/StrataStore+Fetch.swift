@@ -232,7 +232,7 @@ extension StrataStore {
                 }
                 if let failure { throw failure }
             }
-            if let top { rows = top.rows.map(\.view) }
+            if let top { rows = top.views }
         }
         if countsOnly { return .count(counted + rows.count) }
         // Sorting, paging and every result shape: the fetch language's own engine. The rows

@@ -126,8 +126,10 @@ extension StrataStore {
         let count: Int
         let descriptors: [FetchSortDescriptor]
         let readers: [KeyPathReader]
-        /// The best rows so far, in order, with all their keys.
-        private(set) var rows: [(keys: [FetchValue], view: RowView)] = []
+        /// The best rows so far, in order, and their keys (`descriptors.count` per row, in
+        /// the same order): kept apart so that comparing with the last row copies nothing.
+        @exclusivity(unchecked) private(set) var views: [RowView] = []
+        @exclusivity(unchecked) private var keys: [FetchValue] = []
 
         /// Top rows for `descriptors`, or `nil` when a key path does not compile.
         init?(count: Int, descriptors: [FetchSortDescriptor], entity: EntityDescription, source: RowSource) {
@@ -140,39 +142,56 @@ extension StrataStore {
             self.count = count
             self.descriptors = descriptors
             self.readers = readers
+            views.reserveCapacity(count + 1)
+            keys.reserveCapacity((count + 1) * descriptors.count)
         }
 
         /// Considers a row that matched the fetch, read after every row offered before it.
         func offer(_ row: BorrowedRowView) throws {
-            var keys: [FetchValue] = []
-            keys.reserveCapacity(descriptors.count)
-            if rows.count == count, let last = rows.last {
-                // Compared key by key with the last row kept: a tie goes to the earlier row.
-                var precedes = false
-                for (index, descriptor) in descriptors.enumerated() {
-                    keys.append(try readers[index].value(of: row))
-                    let order = descriptor.order(keys[index], last.keys[index])
-                    if order == .orderedSame { continue }
-                    precedes = order == .orderedAscending
-                    break
+            let width = descriptors.count
+            var rowKeys: [FetchValue] = []
+            if views.count == count {
+                // Compared key by key with the last row kept (most rows are decided by their
+                // first key, with nothing allocated); a tie goes to the earlier row.
+                let last = (views.count - 1) * width
+                let first = try readers[0].value(of: row)
+                switch descriptors[0].order(first, keys[last]) {
+                case .orderedDescending: return
+                case .orderedAscending: rowKeys = [first]
+                case .orderedSame:
+                    rowKeys = [first]
+                    var precedes = false
+                    for index in 1..<width {
+                        rowKeys.append(try readers[index].value(of: row))
+                        let order = descriptors[index].order(rowKeys[index], keys[last + index])
+                        if order == .orderedSame { continue }
+                        precedes = order == .orderedAscending
+                        break
+                    }
+                    guard precedes else { return }
                 }
-                guard precedes else { return }
             }
-            for index in keys.count..<descriptors.count { keys.append(try readers[index].value(of: row)) }
+            rowKeys.reserveCapacity(width)
+            for index in rowKeys.count..<width { rowKeys.append(try readers[index].value(of: row)) }
             // After every kept row it does not precede (ties: after the earlier rows).
-            var low = 0, high = rows.count
+            var low = 0, high = views.count
             while low < high {
                 let middle = (low + high) / 2
-                if Self.precedes(keys, rows[middle].keys, descriptors) { high = middle } else { low = middle + 1 }
+                if precedes(rowKeys, keptAt: middle) { high = middle } else { low = middle + 1 }
             }
-            rows.insert((keys, row.view()), at: low)
-            if rows.count > count { rows.removeLast() }
+            views.insert(row.view(), at: low)
+            keys.insert(contentsOf: rowKeys, at: low * width)
+            if views.count > count {
+                views.removeLast()
+                keys.removeLast(width)
+            }
         }
 
-        /// Whether keys `a` come strictly before keys `b`.
-        private static func precedes(_ a: [FetchValue], _ b: [FetchValue], _ descriptors: [FetchSortDescriptor]) -> Bool {
+        /// Whether `rowKeys` come strictly before the keys of the kept row at `position`.
+        private func precedes(_ rowKeys: [FetchValue], keptAt position: Int) -> Bool {
+            let start = position * descriptors.count
             for (index, descriptor) in descriptors.enumerated() {
-                switch descriptor.order(a[index], b[index]) {
+                switch descriptor.order(rowKeys[index], keys[start + index]) {
                 case .orderedAscending: return true
                 case .orderedDescending: return false
                 case .orderedSame: continue
