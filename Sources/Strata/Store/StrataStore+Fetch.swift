@@ -351,6 +351,11 @@ extension StrataStore {
             let inverse = best.relationship.inverseRelationship, let destination = best.relationship.destinationEntity
         else { return nil }
         let cap = max(rowCount / 3, 64)
+        if best.references.count == 1, let owner = best.references.first {
+            // One destination: its members' keys are in reference order, each once.
+            let members = RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot)
+            return members.count > cap ? nil : (members, best, leaf)
+        }
         var candidates: [Int64: UInt16] = [:]
         for owner in best.references {
             for member in RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot) {
