@@ -334,6 +334,13 @@ public final class ManagedObjectContext {
         }
     }
 
+    /// Makes room for `count` more registered objects (a fetch's results), so the registry
+    /// grows once instead of rehashing as they arrive.
+    func reserveRegistrations(_ count: Int) {
+        registry.reserveCapacity(registry.count + count)
+        pendingStoreRegistrations.reserveCapacity(pendingStoreRegistrations.count + count)
+    }
+
     /// Runs `body` with store registrations collected into one call per store.
     func withRegistrationBatch<T>(_ body: () throws -> T) rethrows -> T {
         if registrationBatchDepth == 0 { flushStoreUnregistrations() }

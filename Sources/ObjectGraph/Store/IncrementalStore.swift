@@ -111,6 +111,7 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
     public final func objects(
         for nodes: [IncrementalStoreNode], in context: ManagedObjectContext, returnsObjectsAsFaults: Bool
     ) -> [ManagedObject] {
+        context.reserveRegistrations(nodes.count)
         let objects = context.withRegistrationBatch { nodes.map { context.object(with: $0.objectID) } }
         // Each fault keeps the row it was fetched with (its cached row), used when it fires
         // unless a save through the coordinator came since the fetch began or the context's
