@@ -44,7 +44,7 @@ import Testing
         return total
     }
 
-    static func randomValue(_ rng: inout SplitMixSequence) -> FetchValue {
+    static func randomValue(_ rng: inout RandomizedConformance.SeededGenerator) -> FetchValue {
         switch rng.next() % 11 {
         case 0: return .null
         case 1: return .attribute(.null)
@@ -61,7 +61,7 @@ import Testing
     }
 
     @Test func sumsAndMeansFollowTheRulesForEveryMixOfKinds() {
-        var rng = SplitMixSequence(seed: 0x5EED)
+        var rng = RandomizedConformance.SeededGenerator(state: 0x5EED)
         var decimals = 0, overflows = 0, integers = 0, doubles = 0
         for _ in 0..<3000 {
             let values = (0..<Int(rng.next() % 9)).map { _ in Self.randomValue(&rng) }
@@ -80,18 +80,5 @@ import Testing
         }
         // Every rule was exercised.
         #expect(decimals > 50 && integers > 50 && doubles > 50 && overflows > 5)
-    }
-}
-
-/// A small deterministic generator (SplitMix64).
-struct SplitMixSequence {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
