@@ -42,7 +42,10 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     public var fetchLimit = 0
     /// The number of leading results to skip.
     public var fetchOffset = 0
-    /// How many objects a store may realise at a time; 0 for all. A hint: results are complete either way.
+    /// How many objects are realised at a time; 0 for all. Results are complete either way:
+    /// with a batch size, an object fetch returns every result, the first batch with its
+    /// values at hand and the later ones as faults that read their whole batch when the
+    /// first of it fires (Core Data's batched results).
     public var fetchBatchSize = 0
     /// What the fetch returns.
     public var resultType: FetchRequestResultType = .managedObject
