@@ -219,6 +219,7 @@ public final class ManagedObjectContext {
             byStore[key]?.1.append(object)
         }
         var replaced: [ManagedObjectID: ManagedObjectID] = [:]
+        replaced.reserveCapacity(objects.count)
         for key in order {
             guard let (store, batch) = byStore[key] else { continue }
             let ids = try store.obtainPermanentIDs(for: batch)
@@ -237,12 +238,15 @@ public final class ManagedObjectContext {
         }
         guard !replaced.isEmpty else { return }
         var newlyRegistered: [ManagedObjectID] = []
+        newlyRegistered.reserveCapacity(replaced.count)
         for (old, new) in replaced {
             guard let object = registry.removeValue(forKey: old)?.object else { continue }
-            retainedObjects[old] = nil
             object.objectID = new
             registry[new] = Registration(object)
-            if retainsRegisteredObjects { retainedObjects[new] = object }
+            if retainsRegisteredObjects {
+                retainedObjects[old] = nil
+                retainedObjects[new] = object
+            }
             newlyRegistered.append(new)
         }
         for object in insertedInOrder + Array(updatedSet) + Array(deletedSet) { object.replaceReferences(replaced) }
