@@ -5,6 +5,31 @@ import Testing
 @testable import StrataEngine
 
 @Suite struct SecondaryIndexTests {
+    // [IDX-S2] The in-place encoder writes exactly the bytes the definition gives: a type
+    // byte, then NFC UTF-8 escaped and terminated for strings, sign-flipped big-endian for
+    // integers; and a whole key is prefix, encoding, reference.
+    @Test func inPlaceEncodingIsTheDefinitionsBytes() {
+        let strings = ["", "a", "Zed", "caf\u{E9}", "cafe\u{301}", "nul\u{0}inside", "\u{0}", "\u{FF}\u{1F600}", String(repeating: "x", count: 300)]
+        for text in strings {
+            let expected: [UInt8] = [0x30] + IndexKey.escaped(IndexKey.normalizedUTF8(text))
+            #expect(IndexKey.encode(.string(text)) == expected, "\(Array(text.unicodeScalars))")
+            var key: [UInt8] = [7]
+            IndexKey.encode(.string(text), into: &key)
+            #expect(key == [7] + expected)
+        }
+        for number: Int64 in [0, 1, -1, 42, -42, Int64.max, Int64.min, Int64(Int16.max), Int64(Int32.min)] {
+            let expected: [UInt8] = [0x20] + IndexKey.orderedInteger(number)
+            #expect(IndexKey.encode(.int64(number)) == expected)
+            if let narrow = Int32(exactly: number) { #expect(IndexKey.encode(.int32(narrow)) == expected) }
+            if let narrow = Int16(exactly: number) { #expect(IndexKey.encode(.int16(narrow)) == expected) }
+        }
+        #expect(IndexKey.encode(.double(2.5)) == [0x21] + IndexKey.orderedDouble(2.5))
+        #expect(IndexKey.encode(.null) == [0x00])
+        #expect(IndexKey.prefix(root: "Track", attribute: "name") == [IndexKey.tag] + Array("Track".utf8) + [0] + Array("name".utf8) + [0])
+        #expect(IndexKey.key(root: "Track", attribute: "name", value: .string("a"), reference: 9)
+            == IndexKey.prefix(root: "Track", attribute: "name") + IndexKey.encode(.string("a")) + KeyLayout.referenceBytes(9))
+    }
+
     // [IDX-S2] The encoding sorts as the values do.
     @Test func theIndexEncodingPreservesTheOrderOfValues() {
         let integers: [Int64] = [.min, -70_000, -1, 0, 1, 2, 255, 256, 70_000, .max]

@@ -327,7 +327,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// pending changes (a new object has nothing committed).
     func applyDefaultValues() {
         for property in entity.initialProperties {
-            if let attribute = property as? AttributeDescription {
+            // The slot kind says which properties are attributes: no dynamic cast per property.
+            if property.slotKind == .attribute {
+                let attribute = unsafeDowncast(property, to: AttributeDescription.self)
                 if attribute.isTransient {
                     if transientValues[attribute.ordinal] == nil { transientValues[attribute.ordinal] = attribute.defaultValue }
                 } else if !changes.contains(attribute.ordinal) {

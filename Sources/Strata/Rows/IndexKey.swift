@@ -16,7 +16,19 @@ enum IndexKey {
 
     /// The prefix of every entry of one attribute's index.
     static func prefix(root: String, attribute: String) -> [UInt8] {
-        [tag] + Array(root.utf8) + [0x00] + Array(attribute.utf8) + [0x00]
+        var prefix: [UInt8] = []
+        appendPrefix(root: root, attribute: attribute, to: &prefix)
+        return prefix
+    }
+
+    /// Appends the prefix of one attribute's index to `key`.
+    static func appendPrefix(root: String, attribute: String, to key: inout [UInt8]) {
+        key.reserveCapacity(key.count + root.utf8.count + attribute.utf8.count + 3)
+        key.append(tag)
+        key.append(contentsOf: root.utf8)
+        key.append(0x00)
+        key.append(contentsOf: attribute.utf8)
+        key.append(0x00)
     }
 
     /// The key of one row's entry.
@@ -31,6 +43,51 @@ enum IndexKey {
     /// unsigned order is the values' order. Variable-length encodings are escaped (0x00 → 0x00
     /// 0xFF) and end with 0x00 0x01, so a shorter value sorts before its extensions.
     static func encode(_ value: AttributeValue) -> [UInt8] {
+        var bytes: [UInt8] = []
+        encode(value, into: &bytes)
+        return bytes
+    }
+
+    /// Appends the encoding of `value` ([IDX-S2]) to `key`, with no intermediate array for
+    /// the common kinds.
+    static func encode(_ value: AttributeValue, into key: inout [UInt8]) {
+        switch value {
+        case .string(let v):
+            key.append(0x30)
+            var ascii = true
+            for byte in v.utf8 where byte >= 0x80 {
+                ascii = false
+                break
+            }
+            if ascii {
+                appendEscaped(v.utf8, to: &key)
+            } else {
+                appendEscaped(v.precomposedStringWithCanonicalMapping.utf8, to: &key)
+            }
+        case .int16(let v): appendInteger(Int64(v), to: &key)
+        case .int32(let v): appendInteger(Int64(v), to: &key)
+        case .int64(let v): appendInteger(v, to: &key)
+        default: key += encodeOther(value)
+        }
+    }
+
+    private static func appendInteger(_ value: Int64, to key: inout [UInt8]) {
+        key.append(0x20)
+        withUnsafeBytes(of: (UInt64(bitPattern: value) ^ (1 << 63)).bigEndian) { key.append(contentsOf: $0) }
+    }
+
+    /// `bytes` escaped as ``escaped(_:)`` does, appended to `key`.
+    private static func appendEscaped<Bytes: Sequence<UInt8>>(_ bytes: Bytes, to key: inout [UInt8]) {
+        for byte in bytes {
+            key.append(byte)
+            if byte == 0x00 { key.append(0xFF) }
+        }
+        key.append(0x00)
+        key.append(0x01)
+    }
+
+    /// The encodings ``encode(_:into:)`` does not append in place.
+    private static func encodeOther(_ value: AttributeValue) -> [UInt8] {
         switch value {
         case .null: return [0x00]
         case .int16(let v): return [0x20] + orderedInteger(Int64(v))
@@ -100,8 +157,10 @@ enum IndexKey {
     ) rethrows -> [[UInt8]] {
         var keys: [[UInt8]] = []
         for attribute in entity.attributes where attribute.isIndexed && !attribute.isTransient {
-            var key = prefix(root: root, attribute: attribute.name)
-            key += encode(try value(attribute))
+            var key: [UInt8] = []
+            key.reserveCapacity(root.utf8.count + attribute.name.utf8.count + 40)
+            appendPrefix(root: root, attribute: attribute.name, to: &key)
+            encode(try value(attribute), into: &key)
             KeyLayout.appendReference(reference, to: &key)
             keys.append(key)
         }
