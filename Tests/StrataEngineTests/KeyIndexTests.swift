@@ -312,6 +312,30 @@ struct KeyIndexTests {
         }
     }
 
+    @Test("lookups through a finger answer as lookups from the root, in any order", arguments: shapes)
+    func fingerLookupsMatchPlainLookups(leafCapacity: Int, branchCapacity: Int) {
+        var rng = SeededRandom(seed: UInt64(leafCapacity * 7 + branchCapacity))
+        var index = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+        var present: [[UInt8]] = []
+        for n in 0..<500 {
+            let key = n % 4 == 0 ? smallKey(&rng) : largeKey(&rng)
+            index.upsert(key, entry(UInt64(n)))
+            present.append(key)
+        }
+        let absent = (0..<200).map { _ in largeKey(&rng) } + [[], [0], [0xFF, 0xFF, 0xFF, 0xFF]]
+        let sorted = present.sorted { compareKeys($0, $1) < 0 }
+        // In key order (the finger's good case), shuffled, absent keys mixed in, and one
+        // finger carried from each sequence to the next.
+        var finger = KeyIndex.Finger()
+        for probes in [sorted, present.shuffled(using: &rng), (present + absent).shuffled(using: &rng), sorted.reversed()] {
+            for key in probes {
+                let expected = index.lookup(key)
+                let found = key.withUnsafeBytes { index.lookup($0, finger: &finger) }
+                #expect(found == expected, "\(key)")
+            }
+        }
+    }
+
     @Test("lookup accepts arrays, slices and raw buffers")
     func lookupKeyForms() {
         var index = KeyIndex()

@@ -156,6 +156,8 @@ extension Snapshot {
         /// The snapshot read.
         public let snapshot: Snapshot
         private var memo = BlockMemo()
+        /// The index leaf of the last read: reads in key order search it first.
+        private var finger = KeyIndex.Finger()
 
         /// A reader of `snapshot`.
         public init(_ snapshot: Snapshot) {
@@ -164,7 +166,7 @@ extension Snapshot {
 
         /// The value of `key`, or `nil` if it has none (as ``Snapshot/get(_:)``).
         public mutating func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
-            guard let entry = snapshot.index.lookup(key) else { return nil }
+            guard let entry = key.withUnsafeBytes({ snapshot.index.lookup($0, finger: &finger) }) else { return nil }
             if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) { return cached }
             let value = try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
                 try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { Array($0) }

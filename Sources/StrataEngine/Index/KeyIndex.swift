@@ -64,6 +64,63 @@ public struct KeyIndex: Sendable {
         key.withUnsafeBytes { lookup($0) }
     }
 
+    /// The leaf the last ``lookup(_:finger:)`` ended in. Point reads in key order (the
+    /// members of a relationship, a fetch's candidate rows) mostly land in the same leaf, and
+    /// a key between its first and last keys can only be there: the next lookup searches
+    /// that leaf alone instead of descending from the root. Use a finger with one index
+    /// value only (a snapshot's): it keeps the leaf it remembers alive.
+    ///
+    /// A finger that keeps missing (reads scattered over the index) stops looking at its leaf,
+    /// so scattered reads cost what lookups from the root cost.
+    public struct Finger {
+        fileprivate var leaf: Node?
+        /// Lookups its leaf answered, and lookups that had to descend.
+        fileprivate var hits = 0, misses = 0
+        /// A finger that remembers no leaf yet.
+        public init() {}
+
+        /// Whether the leaf is worth trying: until 16 misses, then while at least one lookup
+        /// in four lands in it.
+        fileprivate var isUseful: Bool { misses < 16 || hits * 3 >= misses }
+    }
+
+    /// The entry of `key`, or `nil` if the index does not hold it, starting from the leaf
+    /// `finger` remembers when `key` falls within it; `finger` then remembers the leaf the
+    /// lookup ended in.
+    public func lookup(_ key: UnsafeRawBufferPointer, finger: inout Finger) -> IndexEntry? {
+        guard finger.isUseful else { return lookup(key) }
+        if let leaf = finger.leaf {
+            let found: IndexEntry?? = Unmanaged.passUnretained(leaf)._withUnsafeGuaranteedRef { leaf in
+                let count = leaf.keys.count
+                guard count > 0, leaf.keys.withKey(0, { compareKeys($0, key) <= 0 }),
+                    leaf.keys.withKey(count - 1, { compareKeys(key, $0) <= 0 })
+                else { return .none }
+                let (index, found) = leaf.keys.lowerBound(key)
+                return .some(found ? leaf.entries[index] : nil)
+            }
+            if let found {
+                finger.hits += 1
+                return found
+            }
+            finger.misses += 1
+        }
+        return withExtendedLifetime(root) {
+            var node = Unmanaged.passUnretained(root)
+            while true {
+                if node._withUnsafeGuaranteedRef({ $0.isLeaf }) {
+                    finger.leaf = node.takeUnretainedValue()
+                    return node._withUnsafeGuaranteedRef { leaf in
+                        let (index, found) = leaf.keys.lowerBound(key)
+                        return found ? leaf.entries[index] : nil
+                    }
+                }
+                let (child, _) = node._withUnsafeGuaranteedRef { $0.step(key) }
+                guard let child else { return nil }
+                node = child
+            }
+        }
+    }
+
     /// The entry of `key`, or `nil` if the index does not hold it.
     public func lookup(_ key: some Collection<UInt8>) -> IndexEntry? {
         if let found = key.withContiguousStorageIfAvailable({ lookup(UnsafeRawBufferPointer($0)) }) {
