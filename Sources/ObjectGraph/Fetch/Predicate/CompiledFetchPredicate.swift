@@ -172,12 +172,72 @@ extension FetchPredicate {
                     }
                 }
             }
+            if options.isEmpty, let test = Self.typedTest(op, right) {
+                // A number or a date against a constant of its kind: compared as the plain
+                // value (no `FetchValue` per subject); anything else the general way.
+                return { subject in
+                    if let stored = try subject.attributeValue(atOrdinal: ordinal), let answer = test(stored) { return answer }
+                    return try Self.compare(try value(subject), op, right, modifier: .direct, options: options)
+                }
+            }
             return { subject in try Self.compare(try value(subject), op, right, modifier: .direct, options: options) }
         case .comparison:
             break
         }
         let predicate = self
         return { try predicate.evaluate(with: $0) }
+    }
+
+    /// The test of an ordering or equality operator against an integer, double or date
+    /// constant, for a stored value of the same kind: `nil` for other operators and
+    /// constants; the test answers `nil` (ask the general comparison) for a value of another
+    /// kind, a null, or a NaN. Where it answers, it answers as
+    /// ``compare(_:_:_:modifier:options:)`` does: integers exactly, non-NaN doubles and
+    /// dates by their order.
+    static func typedTest(_ op: FetchComparisonOperator, _ constant: FetchValue) -> ((AttributeValue) -> Bool?)? {
+        func holds(_ order: ComparisonResult) -> Bool {
+            switch op {
+            case .equal: return order == .orderedSame
+            case .notEqual: return order != .orderedSame
+            case .lessThan: return order == .orderedAscending
+            case .lessThanOrEqual: return order != .orderedDescending
+            case .greaterThan: return order == .orderedDescending
+            case .greaterThanOrEqual: return order != .orderedAscending
+            default: return false
+            }
+        }
+        func order<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult {
+            a < b ? .orderedAscending : (a == b ? .orderedSame : .orderedDescending)
+        }
+        switch op {
+        case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: break
+        default: return nil
+        }
+        guard case .attribute(let value) = constant else { return nil }
+        switch value {
+        case .double(let c) where !c.isNaN:
+            return { stored in
+                guard case .double(let a) = stored, !a.isNaN else { return nil }
+                return holds(order(a, c))
+            }
+        case .int16, .int32, .int64:
+            guard let c = value.integerValue else { return nil }
+            return { stored in
+                switch stored {
+                case .int16(let a): return holds(order(Int64(a), c))
+                case .int32(let a): return holds(order(Int64(a), c))
+                case .int64(let a): return holds(order(a, c))
+                default: return nil
+                }
+            }
+        case .date(let c) where !c.timeIntervalSinceReferenceDate.isNaN:
+            return { stored in
+                guard case .date(let a) = stored, !a.timeIntervalSinceReferenceDate.isNaN else { return nil }
+                return holds(order(a, c))
+            }
+        default:
+            return nil
+        }
     }
 
     /// `path` split at its first key when that key is a stored to-many relationship of

@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+
+@testable import ObjectGraph
+
+/// A compiled comparison of a number or date with a constant of its kind answers on the plain
+/// values; wherever it answers, it must be the general comparison's answer. Every operator,
+/// over integers of every width at the extremes, doubles with signed zeros, infinities and
+/// NaN, dates, nulls and values of other kinds (for which it must decline).
+@Suite struct TypedComparisonTests {
+    static let operators: [FetchComparisonOperator] = [.equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual]
+
+    static let values: [AttributeValue] = {
+        var values: [AttributeValue] = [.null, .string("1"), .bool(true), .decimal(Decimal(1)), .float(1)]
+        for integer: Int64 in [0, 1, -1, 7, Int64(Int16.max), Int64(Int32.min), Int64.max, Int64.min, 1 << 53, (1 << 53) + 1] {
+            values.append(.int64(integer))
+            if let narrow = Int32(exactly: integer) { values.append(.int32(narrow)) }
+            if let narrow = Int16(exactly: integer) { values.append(.int16(narrow)) }
+        }
+        for double in [0.0, -0.0, 1.0, -1.5, 0.99, 1.99, .infinity, -.infinity, .nan, 9_007_199_254_740_993.0] {
+            values.append(.double(double))
+        }
+        for seconds in [0.0, -1.0, 1e9, .nan] { values.append(.date(Date(timeIntervalSinceReferenceDate: seconds))) }
+        return values
+    }()
+
+    @Test func typedComparisonsAnswerAsTheGeneralComparison() throws {
+        var answered = 0, declined = 0
+        for op in Self.operators {
+            for constant in Self.values {
+                guard let test = FetchPredicate.typedTest(op, .attribute(constant)) else { continue }
+                for stored in Self.values {
+                    guard let answer = test(stored) else {
+                        declined += 1
+                        continue
+                    }
+                    answered += 1
+                    let expected = try FetchPredicate.compare(.attribute(stored), op, .attribute(constant), modifier: .direct, options: [])
+                    #expect(answer == expected, "\(stored) \(op) \(constant)")
+                }
+            }
+        }
+        #expect(answered > 1000 && declined > 1000, "both paths were exercised (\(answered), \(declined))")
+        // Only the kinds it knows, and only ordering and equality.
+        #expect(FetchPredicate.typedTest(.like, .attribute(.int64(1))) == nil)
+        #expect(FetchPredicate.typedTest(.equal, .attribute(.string("a"))) == nil)
+        #expect(FetchPredicate.typedTest(.equal, .attribute(.double(.nan))) == nil)
+        #expect(FetchPredicate.typedTest(.equal, .null) == nil)
+    }
+}
