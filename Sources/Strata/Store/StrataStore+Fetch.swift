@@ -180,12 +180,15 @@ extension StrataStore {
             {
                 // [FETCH-S3] The whole predicate is that conjunct: the answer is the candidates
                 // the index holds (a row of the fetched entities under each key), no row read.
-                let prefix = KeyLayout.rowPrefix(root: root)
+                // Members come in reference order: each row key is the last one with its
+                // reference rewritten, looked up from the previous key's index leaf.
+                var key = KeyLayout.rowPrefix(root: root)
+                KeyLayout.appendReference(0, to: &key)
+                var finger = KeyIndex.Finger()
                 var ids: [ManagedObjectID] = [], count = 0
                 for member in found.members where Int(member.entity) < wanted.count && wanted[Int(member.entity)] {
-                    var key = prefix
-                    KeyLayout.appendReference(member.reference, to: &key)
-                    guard snapshot.sequence(of: key) != nil else { continue }
+                    KeyLayout.replaceReference(member.reference, in: &key)
+                    guard snapshot.sequence(of: key, finger: &finger) != nil else { continue }
                     count += 1
                     if request.resultType == .managedObjectID, let memberEntity = layout.entity(number: member.entity) {
                         ids.append(newObjectID(for: memberEntity, referenceObject: .int64(member.reference)))

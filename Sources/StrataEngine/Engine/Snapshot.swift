@@ -36,6 +36,12 @@ public struct Snapshot: Sendable {
     /// The sequence number of the transaction that last wrote `key`, or `nil`.
     public func sequence(of key: [UInt8]) -> UInt64? { index.lookup(key)?.sequence }
 
+    /// The sequence number of `key`'s live entry, or `nil`, looked up from the leaf `finger`
+    /// remembers (``KeyIndex/lookup(_:finger:)``): for many keys in ascending order.
+    public func sequence(of key: [UInt8], finger: inout KeyIndex.Finger) -> UInt64? {
+        key.withUnsafeBytes { index.lookup($0, finger: &finger)?.sequence }
+    }
+
     /// Every key and value with `lowerBound <= key < upperBound` (no upper bound when `nil`),
     /// in ascending key order.
     public func scan(from lowerBound: [UInt8] = [], to upperBound: [UInt8]? = nil) throws(StoreError) -> [(key: [UInt8], value: [UInt8])] {
