@@ -48,35 +48,48 @@ enum IndexKey {
         return bytes
     }
 
-    /// Appends the encoding of `value` ([IDX-S2]) to `key`, with no intermediate array for
-    /// the common kinds.
+    /// Appends the encoding of `value` ([IDX-S2]) to `key`, with no intermediate array.
     static func encode(_ value: AttributeValue, into key: inout [UInt8]) {
         switch value {
+        case .null: key.append(0x00)
+        case .int16(let v): appendInteger(Int64(v), to: &key)
+        case .int32(let v): appendInteger(Int64(v), to: &key)
+        case .int64(let v): appendInteger(v, to: &key)
+        case .bool(let v): appendInteger(v ? 1 : 0, to: &key)
+        case .double(let v): appendDouble(0x21, v, to: &key)
+        case .float(let v): appendDouble(0x21, Double(v), to: &key)
+        case .decimal(let v): appendDouble(0x21, NSDecimalNumber(decimal: v).doubleValue, to: &key)
         case .string(let v):
             key.append(0x30)
-            var ascii = true
-            for byte in v.utf8 where byte >= 0x80 {
-                ascii = false
-                break
-            }
-            if ascii {
+            if isASCII(v) {
                 appendEscaped(v.utf8, to: &key)
             } else {
                 appendEscaped(v.precomposedStringWithCanonicalMapping.utf8, to: &key)
             }
-        case .int16(let v): appendInteger(Int64(v), to: &key)
-        case .int32(let v): appendInteger(Int64(v), to: &key)
-        case .int64(let v): appendInteger(v, to: &key)
-        default: key += encodeOther(value)
+        case .uri(let v):
+            key.append(0x30)
+            appendEscaped(v.absoluteString.utf8, to: &key)
+        case .date(let v): appendDouble(0x40, v.timeIntervalSinceReferenceDate, to: &key)
+        case .uuid(let v):
+            key.append(0x50)
+            withUnsafeBytes(of: v.uuid) { key.append(contentsOf: $0) }
+        case .data(let v), .transformable(let v):
+            key.append(0x60)
+            appendEscaped(v, to: &key)
         }
     }
 
     private static func appendInteger(_ value: Int64, to key: inout [UInt8]) {
         key.append(0x20)
-        withUnsafeBytes(of: (UInt64(bitPattern: value) ^ (1 << 63)).bigEndian) { key.append(contentsOf: $0) }
+        withUnsafeBytes(of: orderedBits(value).bigEndian) { key.append(contentsOf: $0) }
     }
 
-    /// `bytes` escaped as ``escaped(_:)`` does, appended to `key`.
+    private static func appendDouble(_ type: UInt8, _ value: Double, to key: inout [UInt8]) {
+        key.append(type)
+        withUnsafeBytes(of: orderedBits(value).bigEndian) { key.append(contentsOf: $0) }
+    }
+
+    /// `bytes` escaped and terminated as [IDX-S2] says, appended to `key`.
     private static func appendEscaped<Bytes: Sequence<UInt8>>(_ bytes: Bytes, to key: inout [UInt8]) {
         for byte in bytes {
             key.append(byte)
@@ -86,24 +99,9 @@ enum IndexKey {
         key.append(0x01)
     }
 
-    /// The encodings ``encode(_:into:)`` does not append in place.
-    private static func encodeOther(_ value: AttributeValue) -> [UInt8] {
-        switch value {
-        case .null: return [0x00]
-        case .int16(let v): return [0x20] + orderedInteger(Int64(v))
-        case .int32(let v): return [0x20] + orderedInteger(Int64(v))
-        case .int64(let v): return [0x20] + orderedInteger(v)
-        case .bool(let v): return [0x20] + orderedInteger(v ? 1 : 0)
-        case .double(let v): return [0x21] + orderedDouble(v)
-        case .float(let v): return [0x21] + orderedDouble(Double(v))
-        case .decimal(let v): return [0x21] + orderedDouble(NSDecimalNumber(decimal: v).doubleValue)
-        case .string(let v): return [0x30] + escaped(normalizedUTF8(v))
-        case .uri(let v): return [0x30] + escaped(Array(v.absoluteString.utf8))
-        case .date(let v): return [0x40] + orderedDouble(v.timeIntervalSinceReferenceDate)
-        case .uuid(let v): return [0x50] + withUnsafeBytes(of: v.uuid) { Array($0) }
-        case .data(let v): return [0x60] + escaped(Array(v))
-        case .transformable(let v): return [0x60] + escaped(Array(v))
-        }
+    /// Whether `text` is ASCII (already in normalisation form C).
+    private static func isASCII(_ text: String) -> Bool {
+        !text.utf8.contains { $0 >= 0x80 }
     }
 
     /// For `BEGINSWITH`: the encoding of a string without its terminator, so every string with
@@ -116,34 +114,34 @@ enum IndexKey {
     /// A string's bytes in Unicode normalisation form C, as [IDX-S2] orders them. ASCII text is
     /// already in that form, so it skips the normaliser.
     static func normalizedUTF8(_ text: String) -> [UInt8] {
-        var ascii = true
-        for byte in text.utf8 where byte >= 0x80 {
-            ascii = false
-            break
-        }
-        return ascii ? Array(text.utf8) : Array(text.precomposedStringWithCanonicalMapping.utf8)
+        isASCII(text) ? Array(text.utf8) : Array(text.precomposedStringWithCanonicalMapping.utf8)
     }
 
     static func orderedInteger(_ value: Int64) -> [UInt8] {
-        withUnsafeBytes(of: (UInt64(bitPattern: value) ^ (1 << 63)).bigEndian) { Array($0) }
+        withUnsafeBytes(of: orderedBits(value).bigEndian) { Array($0) }
+    }
+
+    static func orderedDouble(_ value: Double) -> [UInt8] {
+        withUnsafeBytes(of: orderedBits(value).bigEndian) { Array($0) }
+    }
+
+    /// An integer's bits made unsigned-order-preserving: the sign bit flipped.
+    private static func orderedBits(_ value: Int64) -> UInt64 {
+        UInt64(bitPattern: value) ^ (1 << 63)
     }
 
     /// IEEE-754 bits made unsigned-order-preserving: negative numbers flip every bit, others
     /// the sign bit. (-0.0 and 0.0 are made equal first; NaN sorts after +∞.)
-    static func orderedDouble(_ value: Double) -> [UInt8] {
+    private static func orderedBits(_ value: Double) -> UInt64 {
         let bits = (value == 0 ? 0.0 : value).bitPattern
-        let ordered = bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
-        return withUnsafeBytes(of: ordered.bigEndian) { Array($0) }
+        return bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
     }
 
     static func escaped(_ bytes: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count + 2)
-        for byte in bytes {
-            out.append(byte)
-            if byte == 0x00 { out.append(0xFF) }
-        }
-        return out + [0x00, 0x01]
+        appendEscaped(bytes, to: &out)
+        return out
     }
 
     /// Every index key of a row: one per indexed, stored attribute of its entity.

@@ -63,10 +63,11 @@ extension StrataStore {
         let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
             && request.fetchOffset == 0 && request.fetchLimit == 0
         var counted = 0
+        // A fetch of objects or IDs: its rows are the results, sorted and paged as they are.
+        let returnsRows = request.resultType == .managedObject || request.resultType == .managedObjectID
         // [FETCH-S6] Objects or IDs with a limit and no sort: the page is the first matches in
         // reference order, so reading stops once offset + limit rows match.
-        let enough = request.sortDescriptors.isEmpty && request.fetchLimit > 0
-            && (request.resultType == .managedObject || request.resultType == .managedObjectID)
+        let enough = returnsRows && request.sortDescriptors.isEmpty && request.fetchLimit > 0
             ? request.fetchOffset + request.fetchLimit : Int.max
         /// Reads candidate rows in reference order, keeping the matches.
         func readCandidates(_ references: [Int64], root: String) throws {
@@ -200,8 +201,7 @@ extension StrataStore {
         } else {
             let scanTest = try compiledForScan()
             // [FETCH-S9] A sorted page of objects or IDs keeps only its rows as the scan goes.
-            let top: TopRows? = (request.resultType == .managedObject || request.resultType == .managedObjectID)
-                && request.fetchLimit > 0 && !request.sortDescriptors.isEmpty
+            let top: TopRows? = returnsRows && request.fetchLimit > 0 && !request.sortDescriptors.isEmpty
                 ? request.entity.flatMap {
                     TopRows(count: request.fetchOffset + request.fetchLimit, descriptors: request.sortDescriptors, entity: $0, source: source)
                 } : nil
@@ -241,7 +241,7 @@ extension StrataStore {
         // Sorting, paging and every result shape: the fetch language's own engine. The rows
         // matched the predicate already.
         request.predicate = nil
-        if request.resultType == .managedObject || request.resultType == .managedObjectID {
+        if returnsRows {
             // [FETCH-S4] Sort keys read by ordinal, each destination's once; then the page.
             rows = try StrataStore.sorted(
                 rows, by: request.sortDescriptors, entity: request.entity,
@@ -300,8 +300,7 @@ extension StrataStore {
         if let cap, ids.count > cap { return nil }
         var references = Set<Int64>(minimumCapacity: ids.count)
         for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
-        let ordinal = relationship.ordinal
-        return SemiJoin(relationship: relationship, ordinal: ordinal, references: references, exact: Flag())
+        return SemiJoin(relationship: relationship, references: references, exact: Flag())
     }
 
     /// A Boolean shared between a fetch's plan and the closures it compiled; one fetch, one
@@ -314,8 +313,6 @@ extension StrataStore {
     struct SemiJoin {
         /// The relationship the key path starts with.
         let relationship: RelationshipDescription
-        /// The relationship's ordinal in the fetched entity.
-        let ordinal: Int
         /// The references of the destination rows that satisfy the rest of the key path.
         let references: Set<Int64>
         /// Set when the rows tested are known to satisfy the comparison (they are candidates
@@ -326,10 +323,10 @@ extension StrataStore {
         func test<Row: StoredRowAccess>(_ row: Row) throws -> Bool {
             if exact.value { return true }
             if relationship.isToOne {
-                guard let target = try row.storedObject(atOrdinal: ordinal) else { return false }
+                guard let target = try row.storedObject(atOrdinal: relationship.ordinal) else { return false }
                 return references.contains(target.reference)
             }
-            return try row.storedObjects(atOrdinal: ordinal).contains { references.contains($0.reference) }
+            return try row.storedObjects(atOrdinal: relationship.ordinal).contains { references.contains($0.reference) }
         }
     }
 

@@ -151,24 +151,16 @@ extension StrataStore {
             let width = descriptors.count
             var rowKeys: [FetchValue] = []
             if views.count == count {
-                // Compared key by key with the last row kept (most rows are decided by their
-                // first key, with nothing allocated); a tie goes to the earlier row.
-                let last = (views.count - 1) * width
+                // Compared with the last row kept: most rows are decided by their first key,
+                // with nothing allocated; a tie goes to the earlier row.
                 let first = try readers[0].value(of: row)
-                switch descriptors[0].order(first, keys[last]) {
+                switch descriptors[0].order(first, keys[(views.count - 1) * width]) {
                 case .orderedDescending: return
                 case .orderedAscending: rowKeys = [first]
                 case .orderedSame:
                     rowKeys = [first]
-                    var precedes = false
-                    for index in 1..<width {
-                        rowKeys.append(try readers[index].value(of: row))
-                        let order = descriptors[index].order(rowKeys[index], keys[last + index])
-                        if order == .orderedSame { continue }
-                        precedes = order == .orderedAscending
-                        break
-                    }
-                    guard precedes else { return }
+                    for index in 1..<width { rowKeys.append(try readers[index].value(of: row)) }
+                    guard precedes(rowKeys, keptAt: views.count - 1) else { return }
                 }
             }
             rowKeys.reserveCapacity(width)

@@ -87,40 +87,29 @@ extension KeyIndex {
         public mutating func forEachEntry(
             _ body: (UnsafeRawBufferPointer, IndexEntry) throws(StoreError) -> Bool
         ) throws(StoreError) {
-            while let (node, first) = advance() {
-                let top = stack.count - 1
-                let count = node.entries.count
-                var index = first
-                var more = true
-                let result: Result<Void, StoreError> = node.keys.bytes.withUnsafeBytes { raw in
-                    Result { () throws(StoreError) in
-                        while index < count {
-                            let key = UnsafeRawBufferPointer(rebasing: raw[node.keys.range(index)])
-                            if let upperBound, !upperBound.withUnsafeBytes({ compareKeys(key, $0) < 0 }) {
-                                more = false
-                                return
-                            }
-                            guard try body(key, node.entries[index]) else {
-                                more = false
-                                return
-                            }
-                            index += 1
-                        }
-                    }
+            var failure: StoreError?
+            walkLeaves { leaf, index, key in
+                do throws(StoreError) {
+                    return try body(key, leaf.entries[index])
+                } catch {
+                    failure = error
+                    return false
                 }
-                try result.get()
-                guard more else {
-                    stack.removeAll()
-                    return
-                }
-                stack[top].index = count
             }
+            if let failure { throw failure }
         }
 
         /// Calls `body` with each remaining key of the range (valid only during the call),
         /// until `body` returns `false` or the range ends, a leaf at a time (see
         /// ``forEachEntry(_:)``).
         public mutating func forEachKey(_ body: (UnsafeRawBufferPointer) throws -> Bool) rethrows {
+            try walkLeaves { _, _, key in try body(key) }
+        }
+
+        /// The walk of ``forEachEntry(_:)`` and ``forEachKey(_:)``: `visit` gets each remaining
+        /// key's leaf, position and bytes, leaf by leaf, until it returns `false` or the range
+        /// ends (the cursor is then exhausted).
+        private mutating func walkLeaves(_ visit: (Node, Int, UnsafeRawBufferPointer) throws -> Bool) rethrows {
             while let (node, first) = advance() {
                 let top = stack.count - 1
                 let count = node.entries.count
@@ -129,7 +118,7 @@ extension KeyIndex {
                     while index < count {
                         let key = UnsafeRawBufferPointer(rebasing: raw[node.keys.range(index)])
                         if let upperBound, !upperBound.withUnsafeBytes({ compareKeys(key, $0) < 0 }) { return false }
-                        guard try body(key) else { return false }
+                        guard try visit(node, index, key) else { return false }
                         index += 1
                     }
                     return true

@@ -239,36 +239,31 @@ extension FetchRequest {
         }
         // Groups in the order of their first row, as in dictionaries(from:); a single key is
         // hashed alone (keys are equal exactly when their values are).
-        var groups: [[[FetchValue]]] = []
-        if keys.count == 1 {
-            var groupOfValue: [FetchValue: Int] = [:]
-            for row in rows {
-                let key = keys[0].value(over: CollectionOfOne(row))
-                if let index = groupOfValue[key] {
-                    groups[index].append(row)
-                } else {
-                    groupOfValue[key] = groups.count
-                    groups.append([row])
-                }
-            }
-        } else {
-            var groupOfKey: [[FetchValue]: Int] = [:]
-            for row in rows {
-                let key = keys.map { $0.value(over: CollectionOfOne(row)) }
-                if let index = groupOfKey[key] {
-                    groups[index].append(row)
-                } else {
-                    groupOfKey[key] = groups.count
-                    groups.append([row])
-                }
-            }
-        }
+        var groups = keys.count == 1
+            ? Self.groups(of: rows) { keys[0].value(over: CollectionOfOne($0)) }
+            : Self.groups(of: rows) { row in keys.map { $0.value(over: CollectionOfOne(row)) } }
         if keys.isEmpty && groups.isEmpty { groups = [[]] }
         var results = groups.map { members in
             Dictionary(uniqueKeysWithValues: zip(names, compiled.map { $0.value(over: members) }))
         }
         if returnsDistinctResults { results = Self.distinct(results) }
         return page(results)
+    }
+
+    /// `rows` grouped by `key`, the groups in the order of their first row.
+    private static func groups<Key: Hashable>(of rows: [[FetchValue]], by key: ([FetchValue]) -> Key) -> [[[FetchValue]]] {
+        var groupOfKey: [Key: Int] = [:]
+        var groups: [[[FetchValue]]] = []
+        for row in rows {
+            let key = key(row)
+            if let index = groupOfKey[key] {
+                groups[index].append(row)
+            } else {
+                groupOfKey[key] = groups.count
+                groups.append([row])
+            }
+        }
+        return groups
     }
 
     private static func distinct(_ results: [[String: FetchValue]]) -> [[String: FetchValue]] {
