@@ -277,7 +277,7 @@ struct KeyIndexTests {
         #expect(KeyIndex.prefixEnd([0xFF, 0xFF]) == nil)
     }
 
-    @Test("leaf-at-a-time walks yield what next() yields, and stop when told", arguments: shapes)
+    @Test("leaf-at-a-time walks and counts yield what next() yields, and stop when told", arguments: shapes)
     func leafWalksMatchTheCursor(leafCapacity: Int, branchCapacity: Int) throws {
         var rng = SeededRandom(seed: UInt64(leafCapacity * 31 + branchCapacity))
         var index = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
@@ -307,7 +307,12 @@ struct KeyIndexTests {
                         return keysSeen.count < stopAfter
                     }
                     #expect(keysSeen == expected.prefix(max(1, stopAfter)).map(\.0))
+                    var counter = index.cursor(from: lower, to: upper)
+                    #expect(counter.count(limit: stopAfter) == min(stopAfter, expected.count), "count from \(lower) to \(String(describing: upper)), limit \(stopAfter)")
+                    #expect(counter.next() == nil, "a count exhausts the cursor")
                 }
+                var counter = index.cursor(from: lower, to: upper)
+                #expect(counter.count() == expected.count)
             }
         }
     }

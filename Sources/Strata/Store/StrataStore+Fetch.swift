@@ -117,9 +117,14 @@ extension StrataStore {
             }
             return .dictionaries(try request.dictionaries(fromColumns: columns))
         }
+        // Whether the rows are in the fetch's order already (an ordered walk of its only sort).
+        var presorted = false
         if let (root, entity, plans) = hierarchy,
             let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root, plans: plans)
         {
+            // Index order is the sort's order, ties in reference order (as a stable sort of a
+            // scan leaves them): with one sort descriptor, the walk's order is the answer's.
+            presorted = request.sortDescriptors.count == 1
             // [IDX-S5] A limited fetch sorted by an indexed attribute walks that index in order
             // and stops once the page is full (and the last value's ties are in).
             let needed = request.fetchOffset + request.fetchLimit
@@ -136,7 +141,7 @@ extension StrataStore {
                     let value = UnsafeRawBufferPointer(rebasing: key.dropLast(8))
                     if matched >= needed, lastValue?.withUnsafeBytes({ $0.elementsEqualBytes(value) }) != true { return false }
                     guard let reference = KeyLayout.reference(fromKeyBytes: key),
-                        filters.allSatisfy({ $0.contains(reference, in: snapshot) }),
+                        Self.passes(reference, filters, in: snapshot),
                         let row = try source.readOnce(prefix: rowPrefix, root: root, reference: reference),
                         matches(row), let rowEntity = layout.entity(number: row.entityNumber)
                     else { return true }
@@ -243,9 +248,11 @@ extension StrataStore {
         request.predicate = nil
         if returnsRows {
             // [FETCH-S4] Sort keys read by ordinal, each destination's once; then the page.
-            rows = try StrataStore.sorted(
-                rows, by: request.sortDescriptors, entity: request.entity,
-                keeping: request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : nil)
+            if !presorted {
+                rows = try StrataStore.sorted(
+                    rows, by: request.sortDescriptors, entity: request.entity,
+                    keeping: request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : nil)
+            }
             request.sortDescriptors = []
         }
         if request.resultType == .managedObject, let context {

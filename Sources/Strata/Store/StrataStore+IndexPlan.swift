@@ -157,24 +157,24 @@ extension StrataStore {
         /// its reference, is in the index.
         case probe([[UInt8]])
 
-        func contains(_ reference: Int64, in snapshot: Snapshot) -> Bool {
+        func contains(_ reference: Int64, in snapshot: borrowing Snapshot) -> Bool {
             switch self {
             case .set(let references):
                 return references.contains(reference)
             case .probe(let points):
-                // Each probe key is the point and the reference, assembled on the stack.
-                let ordered = (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian
-                for point in points {
-                    let found = withUnsafeTemporaryAllocation(byteCount: point.count + 8, alignment: 1) { buffer in
-                        point.withUnsafeBytes { buffer.copyMemory(from: $0) }
-                        withUnsafeBytes(of: ordered) { UnsafeMutableRawBufferPointer(rebasing: buffer[point.count...]).copyMemory(from: $0) }
-                        return snapshot.contains(UnsafeRawBufferPointer(buffer))
-                    }
-                    if found { return true }
-                }
+                // Each probe key is the point and the reference, in key order.
+                let ordered = UInt64(bitPattern: reference) ^ (1 << 63)
+                for point in points where snapshot.contains(point, followedBy: ordered) { return true }
                 return false
             }
         }
+    }
+
+    /// Whether `reference` passes every filter of an ordered walk (the snapshot borrowed, not
+    /// copied per candidate).
+    static func passes(_ reference: Int64, _ filters: [RowFilter], in snapshot: borrowing Snapshot) -> Bool {
+        for filter in filters where !filter.contains(reference, in: snapshot) { return false }
+        return true
     }
 
     /// [IDX-S5] How a conjunct's index filters the candidates of an ordered walk that expects to

@@ -33,6 +33,17 @@ public struct Snapshot: Sendable {
     /// key assembled in a caller's buffer, with no array made for it.
     public func contains(_ key: UnsafeRawBufferPointer) -> Bool { index.lookup(key) != nil }
 
+    /// Whether the key made of `prefix` and then `suffix`'s 8 bytes, big-endian, has a value
+    /// in this snapshot: a probe assembled on the stack (index keys ending in a reference).
+    public func contains(_ prefix: [UInt8], followedBy suffix: UInt64) -> Bool {
+        let index = self.index
+        return withUnsafeTemporaryAllocation(byteCount: prefix.count + 8, alignment: 1) { buffer in
+            prefix.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            withUnsafeBytes(of: suffix.bigEndian) { UnsafeMutableRawBufferPointer(rebasing: buffer[prefix.count...]).copyMemory(from: $0) }
+            return index.lookup(UnsafeRawBufferPointer(buffer)) != nil
+        }
+    }
+
     /// The sequence number of the transaction that last wrote `key`, or `nil`.
     public func sequence(of key: [UInt8]) -> UInt64? { index.lookup(key)?.sequence }
 
@@ -66,10 +77,8 @@ public struct Snapshot: Sendable {
     /// How many keys lie in `[lowerBound, upperBound)`, counting at most `limit`. Reads only
     /// the index.
     public func countKeys(from lowerBound: [UInt8], to upperBound: [UInt8]?, limit: Int = .max) -> Int {
-        var count = 0
         var cursor = index.cursor(from: lowerBound, to: upperBound)
-        while count < limit, cursor.skip() { count += 1 }
-        return count
+        return cursor.count(limit: limit)
     }
 
     /// Calls `body` with each key in `[lowerBound, upperBound)`, in ascending order, until it

@@ -106,6 +106,27 @@ extension KeyIndex {
             try walkLeaves { _, _, key in try body(key) }
         }
 
+        /// Counts the remaining keys of the range, stopping once `limit` are counted (the
+        /// cursor is then exhausted): a leaf wholly below the upper bound is counted from its
+        /// length, one key compared; only the last leaf is searched for the bound.
+        public mutating func count(limit: Int = .max) -> Int {
+            var counted = 0
+            while counted < limit, let (node, first) = advance() {
+                let top = stack.count - 1
+                let count = node.entries.count
+                var end = count
+                if let upperBound {
+                    let inside = upperBound.withUnsafeBytes { bound in node.keys.withKey(count - 1) { compareKeys($0, bound) < 0 } }
+                    if !inside { end = upperBound.withUnsafeBytes { node.keys.lowerBound($0).index } }
+                }
+                counted += end - first
+                guard end == count else { break }
+                stack[top].index = count
+            }
+            stack.removeAll()
+            return Swift.min(counted, limit)
+        }
+
         /// The walk of ``forEachEntry(_:)`` and ``forEachKey(_:)``: `visit` gets each remaining
         /// key's leaf, position and bytes, leaf by leaf, until it returns `false` or the range
         /// ends (the cursor is then exhausted).
