@@ -124,3 +124,42 @@ private struct OneString: OrdinalFetchEvaluable {
         #expect(held > 1_000 && checked - held > 1_000, "both answers are common (\(held) of \(checked))")
     }
 }
+
+/// A subject whose key `boom` throws: shows which parts of a compound predicate run.
+private struct Exploding: OrdinalFetchEvaluable {
+    struct Boom: Error {}
+    func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? { nil }
+    func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
+        if keyPath == "boom" { throw Boom() }
+        return .attribute(.null)
+    }
+}
+
+/// Compiled `AND` and `OR` (chained closures) against the interpreter: every combination of
+/// up to three constant parts, nested one level, and the interpreter's short-circuit order
+/// (a part after the deciding one is not evaluated, so its error does not surface).
+@Suite struct CompiledCompoundTests {
+    @Test func compiledAndAndOrAnswerAndShortCircuitAsTheInterpreterDoes() throws {
+        let entity = EntityDescription(name: "T", properties: [.attribute("x", .string)])
+        _ = try ManagedObjectModel(entities: [entity])
+        var leaves: [[FetchPredicate]] = [[]]
+        for _ in 0..<3 { leaves += leaves.filter { $0.count == leaves.map(\.count).max() }.flatMap { parts in [parts + [.value(true)], parts + [.value(false)]] } }
+        let flat = leaves.flatMap { [FetchPredicate.and($0), .or($0)] }
+        let nested = flat.flatMap { inner in [FetchPredicate.and([inner, .value(true)]), .or([.value(false), inner]), .and([.value(true), inner, .value(true)])] }
+        for predicate in flat + nested {
+            let compiled = try predicate.compiled(for: entity, as: OneString.self)
+            try #require(try compiled.evaluate(OneString(text: "")) == predicate.evaluate(with: ["x": AttributeValue.string("")]), "\(predicate)")
+        }
+        #expect(leaves.count == 15)
+        let boom = FetchPredicate.equal("boom", "x")
+        for (predicate, throwsError) in [
+            (FetchPredicate.and([.value(false), boom]), false), (.or([.value(true), boom]), false),
+            (.and([.value(true), boom]), true), (.or([.value(false), boom]), true), (.and([boom]), true),
+        ] {
+            let compiled = try predicate.compiled(for: entity, as: Exploding.self)
+            var threw = false
+            do { _ = try compiled.evaluate(Exploding()) } catch { threw = true }
+            #expect(threw == throwsError, "\(predicate)")
+        }
+    }
+}

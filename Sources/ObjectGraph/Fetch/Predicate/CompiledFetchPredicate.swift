@@ -85,17 +85,24 @@ extension FetchPredicate {
         case .value(let constant):
             return { _ in constant }
         case .and(let parts):
-            let compiled: [(Subject) throws -> Bool] = try parts.map { try $0.compiledBody(for: entity, specializing) }
-            return { subject in
-                for part in compiled where try !part(subject) { return false }
-                return true
+            // Chained closures, not a loop over an array of them: the compiled body is generic
+            // and unspecialized here, and walking an array of `(Subject) throws -> Bool` asks
+            // the runtime for that function type's metadata at every evaluation.
+            let bodies = try parts.map { try $0.compiledBody(for: entity, specializing) }
+            guard var compiled = bodies.last else { return { _ in true } }
+            for part in bodies.dropLast().reversed() {
+                let rest = compiled
+                compiled = { subject in try part(subject) ? try rest(subject) : false }
             }
+            return compiled
         case .or(let parts):
-            let compiled: [(Subject) throws -> Bool] = try parts.map { try $0.compiledBody(for: entity, specializing) }
-            return { subject in
-                for part in compiled where try part(subject) { return true }
-                return false
+            let bodies = try parts.map { try $0.compiledBody(for: entity, specializing) }
+            guard var compiled = bodies.last else { return { _ in false } }
+            for part in bodies.dropLast().reversed() {
+                let rest = compiled
+                compiled = { subject in try part(subject) ? true : try rest(subject) }
             }
+            return compiled
         case .not(let inner):
             let compiled: (Subject) throws -> Bool = try inner.compiledBody(for: entity, specializing)
             return { try !compiled($0) }
