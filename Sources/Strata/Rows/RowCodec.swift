@@ -1,6 +1,7 @@
 import Foundation
 import ObjectGraph
 import StrataEngine
+import StrataSync
 
 /// One field's value as a row holds it.
 enum FieldValue: Equatable {

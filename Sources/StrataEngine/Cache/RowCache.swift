@@ -579,4 +579,7 @@ struct CacheKey: Hashable {
 
     static func == (a: CacheKey, b: CacheKey) -> Bool { a.hash == b.hash && a.bytes == b.bytes }
     func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+    /// The key's hash mixed with the table's seed (``seededHash(_:seed:)``), instead of a
+    /// `Hasher` run per table operation: an insert looks its key up in two or three tables.
+    func _rawHashValue(seed: Int) -> Int { seededHash(hash, seed: seed) }
 }
