@@ -37,6 +37,11 @@ final class RowPins: RowPinSource {
         }
     }
 
+    /// Adds 1 to the count of `row`. O(1).
+    func register(_ row: Row) {
+        counts.withLock { $0[row, default: 0] += 1 }
+    }
+
     /// Removes 1 from the count of each row, and returns the indices in `rows` of those whose
     /// count was already 0 (an unbalanced unregister; their counts are left at 0). O(rows).
     func unregister(_ rows: [Row]) -> [Int] {

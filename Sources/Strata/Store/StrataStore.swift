@@ -292,6 +292,11 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// before evicting; IDs that are not this store's integer references are ignored.
     open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
         let ids = objectIDMaker
+        if objectIDs.count == 1 {
+            // One object faulted in by ID, the common case: no array of rows.
+            if let row = pinnedRow(objectIDs[0], ids: ids) { rowPins.register(row) }
+            return
+        }
         rowPins.register(objectIDs.compactMap { pinnedRow($0, ids: ids) })
     }
 
