@@ -214,6 +214,11 @@ struct RowBytes {
 
     /// The destination of the to-one at `ordinal`, if the row holds one.
     func object(atOrdinal ordinal: Int) throws -> StoredObject? { try withReader { try $0.object(atOrdinal: ordinal) } }
+
+    /// `test`'s answer on the bytes of the string at `ordinal` (``RowFields/testStringBytes(atOrdinal:_:)``).
+    func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) -> Bool? {
+        withReader { $0.testStringBytes(atOrdinal: ordinal, test) }
+    }
 }
 
 /// The checks and the field decoding of a row ([ROW-1], format 3) over bytes it does not own:
@@ -433,6 +438,18 @@ struct RowFields {
     }
 
     /// The text of a string-like variable field; ASCII needs no validation.
+    /// `test`'s answer on the UTF-8 bytes of the string attribute at `ordinal`, in place;
+    /// `nil` when no string field holds it or it is null. Invalid UTF-8 is never passed as
+    /// ASCII: a test decides on one-byte characters only, and answers `nil` otherwise (the
+    /// value is then decoded, and checked, as a `String`).
+    func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) -> Bool? {
+        Unmanaged.passUnretained(layout)._withUnsafeGuaranteedRef { layout in
+            guard let index = Self.field(ofOrdinal: ordinal, in: layout), layout.fields[index].kind == .string, !isNull(index) else { return nil }
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[variableRange(layout.fields[index].position, in: layout)])
+            return test(slice.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
     private func text(_ index: Int, _ position: Int, in layout: RowLayout) throws -> String {
         let slice = UnsafeRawBufferPointer(rebasing: bytes[variableRange(position, in: layout)])
         let text: String?

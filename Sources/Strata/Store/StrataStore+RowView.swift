@@ -169,6 +169,11 @@ extension StrataStore {
             return row.isNull(field)
         }
 
+        /// Tests the string at `ordinal` on the row's bytes: no `String` made.
+        func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool? {
+            row.testStringBytes(atOrdinal: ordinal, test)
+        }
+
         /// The destination stored in the to-one relationship at `ordinal`, if any.
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
             try row.object(atOrdinal: ordinal)
@@ -333,6 +338,11 @@ extension StrataStore {
         func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool? {
             guard let field = fields.field(ofOrdinal: ordinal) else { return nil }
             return fields.isNull(field)
+        }
+
+        /// Tests the string at `ordinal` on the engine's bytes: no `String` made.
+        func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool? {
+            fields.testStringBytes(atOrdinal: ordinal, test)
         }
 
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {

@@ -64,9 +64,21 @@ private struct OneString: OrdinalFetchEvaluable {
     func fetchValue(forKeyPath keyPath: String) throws -> FetchValue { .attribute(keyPath == "x" ? .string(text) : .null) }
 }
 
+/// The same subject, offering its text's UTF-8 bytes to string tests (as a store's row does).
+private struct OneStringBytes: OrdinalFetchEvaluable {
+    let text: String
+    func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? { ordinal == 0 ? .string(text) : nil }
+    func fetchValue(forKeyPath keyPath: String) throws -> FetchValue { .attribute(keyPath == "x" ? .string(text) : .null) }
+    func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool? {
+        guard ordinal == 0 else { return nil }
+        return Array(text.utf8).withUnsafeBufferPointer(test)
+    }
+}
+
 /// The compiled string tests (the constant folded once, ASCII texts matched in place) against
 /// the interpreted evaluation, which folds both sides per subject: every operator and option
-/// on texts and constants mixing case, accents, decomposed accents and a CR LF.
+/// on texts and constants mixing case, accents, decomposed accents and a CR LF, texts read as
+/// `String`s and as UTF-8 bytes.
 @Suite struct CompiledStringTestTests {
     @Test func compiledStringTestsAnswerAsTheInterpreterDoes() throws {
         let entity = EntityDescription(name: "T", properties: [.attribute("x", .string)])
@@ -81,9 +93,11 @@ private struct OneString: OrdinalFetchEvaluable {
                 for constant in constants {
                     let predicate = FetchPredicate.comparison(.keyPath("x"), op, .constant(.attribute(.string(constant))), options: options)
                     let compiled = try predicate.compiled(for: entity, as: OneString.self)
+                    let onBytes = try predicate.compiled(for: entity, as: OneStringBytes.self)
                     for text in texts {
                         let expected = try predicate.evaluate(with: ["x": AttributeValue.string(text)])
                         try #require(compiled.evaluate(OneString(text: text)) == expected, "\"\(text)\" \(op.rawValue)[\(options.rawValue)] \"\(constant)\"")
+                        try #require(onBytes.evaluate(OneStringBytes(text: text)) == expected, "on bytes: \"\(text)\" \(op.rawValue)[\(options.rawValue)] \"\(constant)\"")
                         checked += 1
                         if expected { held += 1 }
                     }

@@ -22,11 +22,22 @@ public protocol OrdinalFetchEvaluable: FetchEvaluable {
     /// A store that reads members one at a time lets `ANY` stop at the first member that
     /// matches and `ALL` at the first that does not, without reading the others.
     func forEachMemberValue(ofToMany relationship: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool
+    /// Runs `test` on the UTF-8 bytes of the stored string attribute at `ordinal`, where the
+    /// subject holds them, and returns its answer; `nil` when the subject cannot (the
+    /// default), the value is null or not a string, or `test` cannot decide (it answers `nil`):
+    /// the compiled predicate then reads the value as a `String`.
+    ///
+    /// A store that reads rows in place lets string tests against an ASCII constant decide
+    /// ASCII texts without making a `String` per row.
+    func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool?
 }
 
 extension OrdinalFetchEvaluable {
     /// Reads nothing: the value is read and compared instead.
     public func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool? { nil }
+
+    /// Reads nothing: the value is read as a `String` instead.
+    public func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool? { nil }
 
     /// Reads nothing: the whole key path is read instead.
     public func forEachMemberValue(ofToMany relationship: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {
@@ -166,11 +177,12 @@ extension FetchPredicate {
                 }
             }
             if case .attribute(.string(let constant)) = right, options.subtracting([.caseInsensitive, .diacriticInsensitive]).isEmpty,
-                let test = Self.stringTest(op, constant, options: options)
+                let (test, bytesTest) = Self.stringTest(op, constant, options: options)
             {
                 // A string test against a constant: the constant is parsed and folded once,
-                // not per row.
+                // not per row; an ASCII text the subject holds as bytes is tested on them.
                 return { subject in
+                    if let bytesTest, let answer = try subject.testStringBytes(atOrdinal: ordinal, bytesTest) { return answer }
                     let left = try value(subject)
                     switch left {
                     case .attribute(.string(let text)): return test(text)
@@ -280,27 +292,30 @@ extension FetchPredicate {
         return (relationship, aggregate, rest)
     }
 
-    /// The test of a string operator against a constant string, prepared once; `nil` for
-    /// operators that are not string tests. Answers as ``compare(_:_:_:modifier:options:)``
-    /// does for a string on the left.
-    private static func stringTest(_ op: FetchComparisonOperator, _ constant: String, options: ComparisonOptions) -> ((String) -> Bool)? {
+    /// The test of a string operator against a constant string, prepared once, and its test
+    /// on an ASCII text's UTF-8 bytes where the constant allows one (answering `nil` for other
+    /// texts); `nil` for operators that are not string tests. Both answer as
+    /// ``compare(_:_:_:modifier:options:)`` does for a string on the left.
+    private static func stringTest(
+        _ op: FetchComparisonOperator, _ constant: String, options: ComparisonOptions
+    ) -> (text: (String) -> Bool, bytes: ((UnsafeBufferPointer<UInt8>) -> Bool?)?)? {
         switch op {
         case .like:
             let like = StringMatching.LikePattern(constant, options: options)
-            return { like.matches($0) }
+            return ({ like.matches($0) }, { like.matchesASCII($0) })
         case .contains, .beginsWith, .endsWith:
             let kind: StringMatching.FixedPattern.Kind = op == .contains ? .contains : op == .beginsWith ? .beginsWith : .endsWith
             let fixed = StringMatching.FixedPattern(kind, constant, options: options)
-            return { fixed.matches($0) }
+            return ({ fixed.matches($0) }, { fixed.matchesASCII($0) })
         case .matches:
             // A pattern that does not compile is left to the general path, which throws.
             guard let regex = try? StringMatching.regex(constant, caseInsensitive: options.contains(.caseInsensitive)) else { return nil }
             let literal = options.isEmpty ? StringMatching.LiteralPattern(constant) : nil
             let folds = options.contains(.diacriticInsensitive)
-            return { text in
+            return ({ text in
                 if let literal, let answer = literal.matches(text) { return answer }
                 return StringMatching.matches(folds ? text.folding(options: .diacriticInsensitive, locale: nil) : text, regex)
-            }
+            }, nil)
         default:
             return nil
         }

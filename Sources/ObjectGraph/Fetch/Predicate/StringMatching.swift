@@ -21,13 +21,20 @@ enum StringMatching {
     @inline(__always)
     static func withASCII<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
         let result: R?? = text.utf8.withContiguousStorageIfAvailable { bytes -> R? in
-            for byte in bytes where byte >= 0x80 || byte == 0x0D { return nil }
+            guard isOneByteCharacters(bytes) else { return nil }
             return body(bytes)
         }
         if let result { return result }
         let copy = Array(text.utf8)
-        guard copy.allSatisfy({ $0 < 0x80 && $0 != 0x0D }) else { return nil }
-        return copy.withUnsafeBufferPointer(body)
+        return copy.withUnsafeBufferPointer { isOneByteCharacters($0) ? body($0) : nil }
+    }
+
+    /// Whether every byte of UTF-8 `bytes` is a character of its own: ASCII without a
+    /// carriage return (which joins a following line feed into one character).
+    @inline(__always)
+    static func isOneByteCharacters(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        for byte in bytes where byte >= 0x80 || byte == 0x0D { return false }
+        return true
     }
 
     /// A `LIKE` pattern parsed once, to match many texts (a compiled predicate keeps one), with
@@ -82,15 +89,18 @@ enum StringMatching {
         /// byte by byte (every ASCII character is one grapheme); anything else by characters,
         /// after folding.
         func matches(_ text: String) -> Bool {
-            if let asciiTokens {
-                let folds = options.contains(.caseInsensitive)
-                if let result = StringMatching.withASCII(text, { bytes in
-                    folds ? Self.match(bytes, asciiTokens, StringMatching.foldASCII) : Self.match(bytes, asciiTokens, { $0 })
-                }) {
-                    return result
-                }
+            if asciiTokens != nil, let result = StringMatching.withASCII(text, { matchesASCII($0) }) ?? nil {
+                return result
             }
             return Self.match(Array(options.normalize(text)), tokens, { $0 })
+        }
+
+        /// Whether the whole of the UTF-8 `text` matches, decided on its bytes when the
+        /// pattern and the text are ASCII (each byte a character); `nil` otherwise.
+        func matchesASCII(_ text: UnsafeBufferPointer<UInt8>) -> Bool? {
+            guard let asciiTokens, StringMatching.isOneByteCharacters(text) else { return nil }
+            return options.contains(.caseInsensitive)
+                ? Self.match(text, asciiTokens, StringMatching.foldASCII) : Self.match(text, asciiTokens, { $0 })
         }
 
         // Greedy matching with one backtrack point for the last star: linear in practice.
@@ -145,13 +155,8 @@ enum StringMatching {
 
         func matches(_ text: String) -> Bool {
             if needle.isEmpty, kind == .contains { return true }
-            if let asciiNeedle, !options.isEmpty {
-                let folds = options.contains(.caseInsensitive)
-                if let result = StringMatching.withASCII(text, { bytes in
-                    folds ? test(bytes, asciiNeedle, StringMatching.foldASCII) : test(bytes, asciiNeedle, { $0 })
-                }) {
-                    return result
-                }
+            if asciiNeedle != nil, let result = StringMatching.withASCII(text, { matchesASCII($0) }) ?? nil {
+                return result
             }
             let subject = options.normalize(text)
             switch kind {
@@ -159,6 +164,14 @@ enum StringMatching {
             case .beginsWith: return subject.hasPrefix(needle)
             case .endsWith: return subject.hasSuffix(needle)
             }
+        }
+
+        /// The test on the UTF-8 `text`'s bytes when the constant and the text are ASCII (each
+        /// byte a character); `nil` otherwise.
+        func matchesASCII(_ text: UnsafeBufferPointer<UInt8>) -> Bool? {
+            guard let asciiNeedle, StringMatching.isOneByteCharacters(text) else { return nil }
+            return options.contains(.caseInsensitive)
+                ? test(text, asciiNeedle, StringMatching.foldASCII) : test(text, asciiNeedle, { $0 })
         }
 
         @inline(__always)
