@@ -91,6 +91,7 @@ enum IndexKey {
 
     /// `bytes` escaped and terminated as [IDX-S2] says, appended to `key`.
     private static func appendEscaped<Bytes: Sequence<UInt8>>(_ bytes: Bytes, to key: inout [UInt8]) {
+        key.reserveCapacity(key.count + bytes.underestimatedCount + 2)
         for byte in bytes {
             key.append(byte)
             if byte == 0x00 { key.append(0xFF) }

@@ -33,8 +33,13 @@ extension StrataStore {
         }
         let layout = try storeLayout()
         let source = RowSource(snapshot: snapshot, store: self, layout: layout)
-        // The entities the fetch matches, by entity number: no name is compared per row.
-        let wanted = layout.entities.map { names.contains($0.name) }
+        // The entities the fetch matches (`names`: the fetched entity and, when included, its
+        // subentities), by entity number: no name is compared per row.
+        let fetched = request.entity.map { names.count == 1 ? [$0] : $0.selfAndAllSubentities } ?? []
+        var wanted = [Bool](repeating: false, count: layout.entities.count)
+        for entity in fetched {
+            if let number = layout.number(of: entity) { wanted[Int(number)] = true }
+        }
         func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
         // The predicate, compiled once: key paths to ordinals. Rows are filtered as they are
         // read, so the result shaping below sees matches only.
@@ -82,7 +87,7 @@ extension StrataStore {
                 }
             }
         }
-        let roots = Set(names.compactMap { model.entitiesByName[$0] }.map { $0.rootEntityName })
+        let roots = Set(fetched.map(\.rootEntityName))
         // One hierarchy: the predicate's index plans, computed once for every path below.
         let hierarchy: (root: String, entity: EntityDescription, plans: [IndexPlan])? = {
             guard roots.count == 1, let root = roots.first, let entity = request.entity else { return nil }
@@ -285,9 +290,10 @@ extension StrataStore {
         _ leaf: FetchPredicate, entity: EntityDescription, in snapshot: Snapshot, layout: StoreLayout
     ) throws -> SemiJoin? {
         guard case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, let options) = leaf,
-            let dot = path.firstIndex(of: "."), !path.utf8.contains(UInt8(ascii: "@")), !path.utf8.contains(UInt8(ascii: "$"))
+            let dot = path.utf8.firstIndex(of: UInt8(ascii: ".")), !path.utf8.contains(UInt8(ascii: "@")), !path.utf8.contains(UInt8(ascii: "$"))
         else { return nil }
-        let head = String(path[..<dot]), rest = String(path[path.index(after: dot)...])
+        // By UTF-8 position: a search by `Character` costs more than the rest of the plan.
+        let head = String(path[..<dot]), rest = String(path[path.utf8.index(after: dot)...])
         guard let relationship = entity.relationshipsByName[head], !relationship.isTransient, relationship.ordinal >= 0,
             let destination = relationship.destinationEntity, !rest.isEmpty, rest != "self", rest != "SELF",
             (relationship.isToOne && modifier == .direct) || (relationship.isToMany && modifier == .any),

@@ -220,8 +220,9 @@ extension StrataStore {
             let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
             func encoded(_ value: FetchValue) -> [UInt8]? {
                 guard case .attribute(let attributeValue) = value, attributeValue != .null else { return nil }
-                let bytes = IndexKey.encode(attributeValue)
-                return bytes.first == kind ? prefix + bytes : nil
+                var key = prefix
+                IndexKey.encode(attributeValue, into: &key)
+                return key[prefix.count] == kind ? key : nil
             }
             let kindStart = prefix + [kind], kindEnd = prefix + [kind + 1]
             var ranges: [(lower: [UInt8], upper: [UInt8])] = []
