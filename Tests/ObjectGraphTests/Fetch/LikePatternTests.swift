@@ -88,7 +88,7 @@ private struct OneStringBytes: OrdinalFetchEvaluable {
         let constants = LikePatternTests.strings(alphabet + ["*", "?"], upTo: 2)
         let allOptions: [ComparisonOptions] = [[], .caseInsensitive, .diacriticInsensitive, [.caseInsensitive, .diacriticInsensitive]]
         var checked = 0, held = 0
-        for op in [FetchComparisonOperator.like, .contains, .beginsWith, .endsWith] {
+        for op in [FetchComparisonOperator.like, .contains, .beginsWith, .endsWith, .equal] {
             for options in allOptions {
                 for constant in constants {
                     let predicate = FetchPredicate.comparison(.keyPath("x"), op, .constant(.attribute(.string(constant))), options: options)
@@ -105,6 +105,10 @@ private struct OneStringBytes: OrdinalFetchEvaluable {
             }
         }
         #expect(held > 1_000 && checked - held > 1_000, "both answers are common (\(held) of \(checked))")
+        // A Kelvin sign is canonically equivalent to "K".
+        let kelvin = try FetchPredicate.equal("x", "K").compiled(for: entity, as: OneStringBytes.self)
+        #expect(try kelvin.evaluate(OneStringBytes(text: "\u{212A}")))
+        #expect(try !kelvin.evaluate(OneStringBytes(text: "k")))
     }
 }
 
