@@ -92,6 +92,11 @@ extension FetchValue {
     /// A total order for sorting: nulls first, then values of one kind in their natural
     /// order; values of different kinds order by kind so that sorting is deterministic.
     static func sortOrder(_ lhs: FetchValue, _ rhs: FetchValue, options: ComparisonOptions) -> ComparisonResult {
+        // Two strings without options, the common sort key: one equality test and one
+        // ordering, without the general comparison's switch over every pair of kinds.
+        if options.isEmpty, case .attribute(.string(let a)) = lhs, case .attribute(.string(let b)) = rhs {
+            return a == b ? .orderedSame : (a < b ? .orderedAscending : .orderedDescending)
+        }
         switch (lhs, rhs) {
         case (.attribute(let a), .attribute(let b)):
             if a.isNull || b.isNull { return a.isNull == b.isNull ? .orderedSame : (a.isNull ? .orderedAscending : .orderedDescending) }
