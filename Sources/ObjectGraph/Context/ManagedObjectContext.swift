@@ -112,10 +112,16 @@ public final class ManagedObjectContext {
     /// store has no such object, the fault throws when its values are first read.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
         if let object = registry[objectID]?.object { return object }
+        return makeFault(for: objectID)
+    }
+
+    /// A new fault for an ID that has no registered object, registered here.
+    private func makeFault(for objectID: ManagedObjectID) -> ManagedObject {
+        // A subclass's initializer may have set values: a fault starts without any.
         let object = objectID.entity.managedObjectClass.init(entity: objectID.entity, insertInto: nil)
         object.objectID = objectID
-        object.changes.removeAll()
-        object.transientValues.removeAll()
+        if !object.changes.isEmpty { object.changes.removeAll() }
+        if !object.transientValues.isEmpty { object.transientValues.removeAll() }
         object.managedObjectContext = self
         register(object)
         return object
@@ -125,8 +131,9 @@ public final class ManagedObjectContext {
     ///
     /// - Throws: ``ObjectGraphError/Code/objectNotFound`` if the object does not exist.
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
-        let wasRegistered = registry[objectID] != nil
-        let object = self.object(with: objectID)
+        let registered = registry[objectID]?.object
+        let wasRegistered = registered != nil
+        let object = registered ?? makeFault(for: objectID)
         do {
             try object.fulfillFault()
         } catch {
