@@ -232,14 +232,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 .objectInvalidated, "\(entity.name) \(objectID) is not in a context, so its values cannot be loaded.",
                 entityName: entity.name, objectID: objectID)
         }
-        if let (batch, index) = faultBatch {
+        if let (batch, index) = faultBatch.take() {
             // The first of its batch to fire: the others' rows are read now, together.
-            faultBatch = nil
             context.loadBatch(batch, around: index)
         }
         let generation = context.persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) ?? 0
-        if let cached = cachedRow {
-            cachedRow = nil
+        // Moved out, not copied: the row's references are not retained again.
+        if let cached = cachedRow.take() {
             if cached.generation == generation, context.accepts(cached) {
                 fulfill(with: cached)
                 return
@@ -256,7 +255,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Gives a fault the values of a row its store already read (the snapshot keeps when).
-    func fulfill(with row: CachedRow) {
+    func fulfill(with row: consuming CachedRow) {
         guard snapshot == nil, !isNew else { return }
         cachedRow = nil
         snapshot = ObjectSnapshot(row: row, entity: entity)

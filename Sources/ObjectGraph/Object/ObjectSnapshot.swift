@@ -35,7 +35,7 @@ struct ObjectSnapshot {
     }
 
     /// The values of a row an object cached; shares the node's slots or row.
-    init(row: CachedRow, entity: EntityDescription) {
+    init(row: consuming CachedRow, entity: EntityDescription) {
         self.init(node: row.node, entity: entity)
         readAt = (row.generation, row.loadedAt)
     }
@@ -51,7 +51,7 @@ struct ObjectSnapshot {
 
     /// The values of a store's node; shares the node's slots (or its row) when they are in
     /// this entity's layout.
-    init(node: IncrementalStoreNode, entity: EntityDescription) {
+    init(node: consuming IncrementalStoreNode, entity: EntityDescription) {
         version = node.version
         propertyCount = entity.properties.count
         if entity === node.objectID.entity, let lazy = node.lazyValues {
