@@ -233,6 +233,27 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
         #expect(strata.bookkeepingErrors.isEmpty)
     }
 
+    // An unregister of rows never registered is recorded against exactly those IDs, alone or
+    // in a batch, and changes no count of the others.
+    @Test func unbalancedUnregistersNameTheirIDs() throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator()
+        try Self.populate(coordinator)
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let ids = try fetch("Member", in: context).map(\.objectID)
+        try #require(ids.count == 3)
+        let pinned = try #require(strata.rowCacheStats()).pinnedKeys
+        strata.managedObjectContextDidRegisterObjects(with: [ids[0], ids[2]])
+        strata.managedObjectContextDidUnregisterObjects(with: [ids[0], ids[1], ids[2], ids[1]])
+        // ids[1] had the context's registration only: its first unregister takes that one.
+        #expect(strata.bookkeepingErrors.map(\.objectID) == [ids[1]])
+        strata.managedObjectContextDidUnregisterObjects(with: [ids[1]])
+        #expect(strata.bookkeepingErrors.map(\.objectID) == [ids[1], ids[1]])
+        #expect(try #require(strata.rowCacheStats()).pinnedKeys == pinned - 1)
+        withExtendedLifetime(context) {}
+    }
+
     // A fetch's faults fire from the rows the fetch read: no row is read again; a refreshed
     // object in a context that wants fresh values reads its row.
     @Test func fetchedFaultsFireWithoutReadingTheirRowsAgain() throws {

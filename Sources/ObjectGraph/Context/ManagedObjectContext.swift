@@ -379,7 +379,8 @@ public final class ManagedObjectContext {
     func flushStoreUnregistrations() {
         guard !pendingStoreUnregistrations.isEmpty else { return }
         let ids = pendingStoreUnregistrations
-        pendingStoreUnregistrations = []
+        // A fresh buffer of the same capacity: the next batch appends without growing.
+        pendingStoreUnregistrations.removeAll(keepingCapacity: true)
         persistentStoreCoordinator?.contextDidUnregister(ids)
     }
 

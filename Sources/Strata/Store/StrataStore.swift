@@ -310,8 +310,11 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             guard let row = pinnedRow(objectIDs[0], ids: ids), rowPins.unregister(row) else { return }
             unbalanced = objectIDs
         } else {
-            let pinned = objectIDs.compactMap { id in pinnedRow(id, ids: ids).map { (id: id, row: $0) } }
-            unbalanced = rowPins.unregister(pinned.map(\.row)).map { pinned[$0].id }
+            let failed = rowPins.unregister(objectIDs.compactMap { pinnedRow($0, ids: ids) })
+            guard !failed.isEmpty else { return }
+            // Rare: name the IDs whose rows were not registered (positions among the pinned).
+            let pinned = objectIDs.filter { pinnedRow($0, ids: ids) != nil }
+            unbalanced = failed.map { pinned[$0] }
         }
         guard !unbalanced.isEmpty else { return }
         let failures = unbalanced.map { id in
