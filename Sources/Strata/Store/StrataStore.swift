@@ -223,16 +223,20 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     }
 
     func integerReference(_ objectID: ManagedObjectID) throws -> Int64 {
+        // An ID this store made: its token compared, no weak load of the store.
+        if let reference = objectID.integerReference(madeLike: objectIDMaker) { return reference }
         guard case .int64(let reference) = try referenceObject(for: objectID) else {
             throw ObjectGraphError(.invalidArgument, "\(objectID) does not have an integer reference.", objectID: objectID)
         }
         return reference
     }
 
-    /// The row layouts of the coordinator's model, made on first use.
+    /// The row layouts of the coordinator's model, made on first use. The coordinator and its
+    /// model are fixed for the store's life (both `let`), so a layout made once stays valid:
+    /// later calls take neither the coordinator nor the model.
     func storeLayout() throws -> StoreLayout {
+        if let layout = state.withLock({ $0.layout }) { return layout }
         let model = try model()
-        if let layout = state.withLock({ $0.layout }), layout.model === model { return layout }
         let layout = try StoreLayout(model: model)
         state.withLock { $0.layout = layout }
         return layout
@@ -242,7 +246,11 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// entity) and the reference.
     func rowKey(_ objectID: ManagedObjectID) throws -> [UInt8] {
         let reference = try integerReference(objectID)
-        var key = rowPrefix(of: objectID.entity)
+        let prefix = rowPrefix(of: objectID.entity)
+        // One buffer for prefix and reference: the cached prefix is not copied, then grown.
+        var key: [UInt8] = []
+        key.reserveCapacity(prefix.count + 8)
+        key.append(contentsOf: prefix)
         KeyLayout.appendReference(reference, to: &key)
         return key
     }
