@@ -30,22 +30,27 @@ enum KeyLayout {
         rowPrefix(root: root) + referenceBytes(reference)
     }
 
+    /// A reference as the unsigned number whose big-endian bytes key it ([KEY-2]): the sign
+    /// bit flipped, so unsigned order is the references' order.
+    static func orderedReference(_ reference: Int64) -> UInt64 {
+        UInt64(bitPattern: reference) ^ (1 << 63)
+    }
+
     /// A reference as 8 bytes that sort as the references do: big-endian, sign bit flipped.
     static func referenceBytes(_ reference: Int64) -> [UInt8] {
-        withUnsafeBytes(of: (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian) { Array($0) }
+        withUnsafeBytes(of: orderedReference(reference).bigEndian) { Array($0) }
     }
 
     /// Appends a reference's 8 bytes ([KEY-2]) to a key.
     static func appendReference(_ reference: Int64, to key: inout [UInt8]) {
-        let ordered = (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian
-        withUnsafeBytes(of: ordered) { key.append(contentsOf: $0) }
+        withUnsafeBytes(of: orderedReference(reference).bigEndian) { key.append(contentsOf: $0) }
     }
 
     /// Replaces the reference in a key's last 8 bytes ([KEY-2]).
     ///
     /// - Precondition: `key` ends with a reference.
     static func replaceReference(_ reference: Int64, in key: inout [UInt8]) {
-        let ordered = (UInt64(bitPattern: reference) ^ (1 << 63)).bigEndian
+        let ordered = orderedReference(reference).bigEndian
         key.withUnsafeMutableBytes { $0.storeBytes(of: ordered, toByteOffset: $0.count - 8, as: UInt64.self) }
     }
 

@@ -437,7 +437,6 @@ struct RowFields {
         return target
     }
 
-    /// The text of a string-like variable field; ASCII needs no validation.
     /// `test`'s answer on the UTF-8 bytes of the string attribute at `ordinal`, in place;
     /// `nil` when no string field holds it or it is null. Invalid UTF-8 is never passed as
     /// ASCII: a test decides on one-byte characters only, and answers `nil` otherwise (the
@@ -450,6 +449,7 @@ struct RowFields {
         }
     }
 
+    /// The text of a string-like variable field; ASCII needs no validation.
     private func text(_ index: Int, _ position: Int, in layout: RowLayout) throws -> String {
         let slice = UnsafeRawBufferPointer(rebasing: bytes[variableRange(position, in: layout)])
         let text: String?

@@ -163,7 +163,7 @@ extension StrataStore {
                 return references.contains(reference)
             case .probe(let points):
                 // Each probe key is the point and the reference, in key order.
-                let ordered = UInt64(bitPattern: reference) ^ (1 << 63)
+                let ordered = KeyLayout.orderedReference(reference)
                 for point in points where snapshot.contains(point, followedBy: ordered) { return true }
                 return false
             }

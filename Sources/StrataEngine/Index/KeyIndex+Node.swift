@@ -70,16 +70,19 @@ extension KeyIndex {
                 : Node(separators: keys, children: children)
         }
 
-        /// Leaf: the entry of `key`, if present. Internal: the child whose subtree may hold it.
-        /// The child is handed back unretained: the caller keeps the whole tree alive.
+        /// Internal node: the child whose subtree may hold `key`, handed back unretained (the
+        /// caller keeps the whole tree alive).
         @inline(__always)
-        func step(_ key: UnsafeRawBufferPointer) -> (child: Unmanaged<Node>?, entry: IndexEntry?) {
-            if isLeaf {
-                let (i, found) = keys.lowerBound(key)
-                return (nil, found ? entries.withUnsafeBufferPointer { $0[i] } : nil)
-            }
+        func child(toward key: UnsafeRawBufferPointer) -> Unmanaged<Node> {
             let i = keys.upperBound(key)
-            return (children.withUnsafeBufferPointer { Unmanaged.passUnretained($0[i]) }, nil)
+            return children.withUnsafeBufferPointer { Unmanaged.passUnretained($0[i]) }
+        }
+
+        /// Leaf: the entry of `key`, if present.
+        @inline(__always)
+        func entry(of key: UnsafeRawBufferPointer) -> IndexEntry? {
+            let (i, found) = keys.lowerBound(key)
+            return found ? entries.withUnsafeBufferPointer { $0[i] } : nil
         }
 
         /// The number of keys (leaf) or children (internal): what the fill bounds limit.

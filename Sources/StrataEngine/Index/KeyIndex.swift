@@ -48,14 +48,19 @@ public struct KeyIndex: Sendable {
 
     /// The entry of `key`, or `nil` if the index does not hold it.
     public func lookup(_ key: UnsafeRawBufferPointer) -> IndexEntry? {
+        withLeaf(toward: key) { $0.entry(of: key) }
+    }
+
+    /// Calls `body` with the leaf whose range holds `key`, reached from the root. `root` keeps
+    /// every node on the path alive, so the walk needs no reference counting.
+    @inline(__always)
+    private func withLeaf<R>(toward key: UnsafeRawBufferPointer, _ body: (Node) -> R) -> R {
         withExtendedLifetime(root) {
-            // `root` keeps every node on the path alive, so the walk needs no reference counting.
             var node = Unmanaged.passUnretained(root)
-            while true {
-                let (child, entry) = node._withUnsafeGuaranteedRef { $0.step(key) }
-                guard let child else { return entry }
-                node = child
+            while !node._withUnsafeGuaranteedRef({ $0.isLeaf }) {
+                node = node._withUnsafeGuaranteedRef { $0.child(toward: key) }
             }
+            return node._withUnsafeGuaranteedRef(body)
         }
     }
 
@@ -95,8 +100,7 @@ public struct KeyIndex: Sendable {
                 guard count > 0, leaf.keys.withKey(0, { compareKeys($0, key) <= 0 }),
                     leaf.keys.withKey(count - 1, { compareKeys(key, $0) <= 0 })
                 else { return .none }
-                let (index, found) = leaf.keys.lowerBound(key)
-                return .some(found ? leaf.entries[index] : nil)
+                return .some(leaf.entry(of: key))
             }
             if let found {
                 finger.hits += 1
@@ -104,20 +108,9 @@ public struct KeyIndex: Sendable {
             }
             finger.misses += 1
         }
-        return withExtendedLifetime(root) {
-            var node = Unmanaged.passUnretained(root)
-            while true {
-                if node._withUnsafeGuaranteedRef({ $0.isLeaf }) {
-                    finger.leaf = node.takeUnretainedValue()
-                    return node._withUnsafeGuaranteedRef { leaf in
-                        let (index, found) = leaf.keys.lowerBound(key)
-                        return found ? leaf.entries[index] : nil
-                    }
-                }
-                let (child, _) = node._withUnsafeGuaranteedRef { $0.step(key) }
-                guard let child else { return nil }
-                node = child
-            }
+        return withLeaf(toward: key) { leaf in
+            finger.leaf = leaf
+            return leaf.entry(of: key)
         }
     }
 

@@ -15,18 +15,12 @@ enum StringMatching {
     @inline(__always)
     static func foldASCII(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
 
-    /// Calls `body` with the UTF-8 bytes of `text` in place if each is one character (ASCII
-    /// without a carriage return, which joins a following line feed into one character),
-    /// without copying (native strings are contiguous); `nil` otherwise.
+    /// Calls `body` with the UTF-8 bytes of `text`, in place when the string is contiguous
+    /// (native strings are), else from a copy.
     @inline(__always)
-    static func withASCII<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
-        let result: R?? = text.utf8.withContiguousStorageIfAvailable { bytes -> R? in
-            guard isOneByteCharacters(bytes) else { return nil }
-            return body(bytes)
-        }
-        if let result { return result }
-        let copy = Array(text.utf8)
-        return copy.withUnsafeBufferPointer { isOneByteCharacters($0) ? body($0) : nil }
+    static func withUTF8<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return Array(text.utf8).withUnsafeBufferPointer(body)
     }
 
     /// Whether every byte of UTF-8 `bytes` is a character of its own: ASCII without a
@@ -89,7 +83,7 @@ enum StringMatching {
         /// byte by byte (every ASCII character is one grapheme); anything else by characters,
         /// after folding.
         func matches(_ text: String) -> Bool {
-            if asciiTokens != nil, let result = StringMatching.withASCII(text, { matchesASCII($0) }) ?? nil {
+            if asciiTokens != nil, let result = StringMatching.withUTF8(text, matchesASCII) {
                 return result
             }
             return Self.match(Array(options.normalize(text)), tokens, { $0 })
@@ -155,7 +149,7 @@ enum StringMatching {
 
         func matches(_ text: String) -> Bool {
             if needle.isEmpty, kind == .contains { return true }
-            if asciiNeedle != nil, let result = StringMatching.withASCII(text, { matchesASCII($0) }) ?? nil {
+            if asciiNeedle != nil, let result = StringMatching.withUTF8(text, matchesASCII) {
                 return result
             }
             let subject = options.normalize(text)
