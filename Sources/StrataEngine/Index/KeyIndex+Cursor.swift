@@ -59,9 +59,6 @@ extension KeyIndex {
             return (node.keys.key(index), node.entries[index])
         }
 
-        /// Moves past the next key without copying it; `false` at the end of the range.
-        public mutating func skip() -> Bool { advance() != nil }
-
         /// Calls `body` with the next key's bytes (valid only during the call), or returns
         /// `nil` at the end of the range: a walk that copies no key.
         public mutating func nextKey<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R? {
