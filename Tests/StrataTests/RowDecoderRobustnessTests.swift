@@ -74,6 +74,33 @@ import Testing
         }
     }
 
+    /// [ROW-1] Read in place (the engine's checksum, not the row's, covers it), a damaged row
+    /// throws or decodes without trapping; a variable field whose ends are out of order or past
+    /// the variable area throws when it is read, naming where the row came from and the field.
+    @Test func rowsReadInPlaceCheckTheEndsOfEachFieldTheyRead() throws {
+        let layout = try StoreLayout(model: try Self.model())
+        let bytes = try Self.shelf.encode(layout)
+        for damaged in Self.variants(of: bytes) {
+            guard let row = try? RowBytes(damaged, store: layout, context: "row", readByEngine: true) else { continue }
+            for field in row.layout.fields.indices { _ = try? row.value(field) }
+        }
+        let shelfEntity = try #require(layout.model.entitiesByName["Shelf"])
+        let shelf = try #require(layout.layout(of: shelfEntity))
+        #expect(shelf.fields.map(\.name) == ["books", "label"])
+        // The first field (books) ends one byte past the variable area; the second (label)
+        // then starts after it ends. The last end still closes the area.
+        var damaged = bytes
+        let area = UInt32(bytes.count - RowLayout.trailerSize - shelf.variableStart)
+        withUnsafeBytes(of: (area + 1).littleEndian) { damaged.replaceSubrange(shelf.endsStart..<shelf.endsStart + 4, with: $0) }
+        let row = try RowBytes(damaged, store: layout, context: .key(root: "Shelf", reference: 9), readByEngine: true)
+        for (field, name) in [(0, "books"), (1, "label")] {
+            let error = try #require(throws: ObjectGraphError.self) { try row.value(field) }
+            #expect(error.code == .storeCorrupted)
+            #expect(error.message.hasPrefix("row Shelf #9: field \(name): "))
+            #expect(error.key == name)
+        }
+    }
+
     @Test func damagedMetadataRecordsThrowOrDecodeWithoutTrapping() {
         var thrown = 0
         for bytes in Self.variants(of: Self.metadata.encode()) {

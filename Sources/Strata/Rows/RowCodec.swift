@@ -176,18 +176,25 @@ struct RowBytes {
         self.context = context
     }
 
-    /// The row a reader checked, its bytes copied.
-    init(copying reader: RowFields) {
+    /// The row a reader checked, its bytes copied; `context` names it in errors.
+    init(copying reader: RowFields, context: RowOrigin) {
         bytes = Array(reader.bytes)
         layout = reader.layout
         version = reader.version
-        context = reader.context
+        self.context = context
     }
 
-    /// `body` with a reader of these bytes (checked already).
+    /// `body` with a reader of these bytes (checked already); a field's error is prefixed
+    /// with where the row came from.
     @inline(__always)
     private func withReader<R>(_ body: (RowFields) throws -> R) rethrows -> R {
-        try bytes.withUnsafeBytes { raw in try body(RowFields(checked: raw, layout: layout, version: version, context: context)) }
+        try bytes.withUnsafeBytes { raw in
+            do {
+                return try body(RowFields(checked: raw, layout: layout, version: version))
+            } catch {
+                throw context.locating(error)
+            }
+        }
     }
 
     /// The little-endian integer at `offset` (see ``RowFields/load(_:_:_:)``).
@@ -225,81 +232,107 @@ struct RowBytes {
 /// a row's array (``RowBytes``), or a value a scan sees in the engine's decompressed block or
 /// WAL window, tested before (and without) being copied.
 ///
-/// Valid only while its bytes are. Its layout is not retained (a row read per scanned row
-/// costs no reference count): whoever makes a reader keeps the layout alive, as a
-/// ``RowBytes`` (which holds it) or a fetch's row source (which holds the store layout) do.
+/// Valid only while its bytes are. Its layout is not retained and it holds nothing else that
+/// is counted (a row read per scanned row costs no reference count, and copies of the reader
+/// are plain copies): whoever makes a reader keeps the layout alive, as a ``RowBytes`` (which
+/// holds it) or a fetch's row source (which holds the store layout) do. A field's error names
+/// the field; the owner of the bytes adds where the row came from (``RowOrigin/locating(_:)``).
 struct RowFields {
     let bytes: UnsafeRawBufferPointer
     unowned(unsafe) let layout: RowLayout
     /// The version the row was saved at.
     let version: UInt64
-    /// Where the bytes came from, for errors (rendered only when one is thrown).
-    let context: RowOrigin
     /// The row's entity number.
     var entityNumber: UInt16 { layout.number }
 
-    /// Checks `bytes` as a row of some entity of `store` (see ``RowBytes/init(_:store:context:readByEngine:)``).
-    init(_ bytes: UnsafeRawBufferPointer, store: StoreLayout, context: RowOrigin, readByEngine: Bool) throws {
-        func fail(_ what: String) -> ObjectGraphError {
-            ObjectGraphError(.storeCorrupted, "\(context): \(what)")
+    /// Checks `bytes` as a row of some entity of `store` (see
+    /// ``RowBytes/init(_:store:context:readByEngine:)``); `context`, where the bytes came from,
+    /// is made only for an error.
+    @inline(__always)
+    init(_ bytes: UnsafeRawBufferPointer, store: StoreLayout, context: @autoclosure () -> RowOrigin, readByEngine: Bool) throws {
+        // The checks build no message and capture nothing counted: a row read per scanned row
+        // costs no reference count. The error is made out of line, only on failure.
+        switch Self.check(bytes, store: store, readByEngine: readByEngine) {
+        case .success(let layout):
+            self.bytes = bytes
+            self.layout = layout.takeUnretainedValue()
+            self.version = Self.load(UInt64.self, bytes, 8)
+        case .failure(let problem):
+            throw problem.error(bytes, store: store, context: context())
         }
-        guard bytes.count >= RowLayout.headerSize + RowLayout.trailerSize else {
-            if bytes.first == 1 { throw Self.earlierFormat(1, context) }
-            throw fail("row of \(bytes.count) bytes is shorter than a header")
+    }
+
+    /// What is wrong with a row's bytes, found by ``check(_:store:readByEngine:)``.
+    private enum Problem: Error {
+        case short, checksum(stored: UInt32, computed: UInt32), format, flags, entity(UInt16)
+        case layout(UInt16, UInt32), shortForLayout(UInt16), endsMismatch(UInt32, Int)
+
+        /// The error naming `context` and what is wrong.
+        @inline(never)
+        func error(_ bytes: UnsafeRawBufferPointer, store: StoreLayout, context: RowOrigin) -> ObjectGraphError {
+            func fail(_ what: String) -> ObjectGraphError { ObjectGraphError(.storeCorrupted, "\(context): \(what)") }
+            switch self {
+            case .short:
+                if bytes.first == 1 { return RowFields.earlierFormat(1, context) }
+                return fail("row of \(bytes.count) bytes is shorter than a header")
+            case .checksum(let stored, let computed):
+                if bytes[0] == 1 { return RowFields.earlierFormat(1, context) }
+                return fail("row checksum \(hex(stored)) does not match its bytes (\(hex(computed)))")
+            case .format:
+                if bytes[0] == 2 { return RowFields.earlierFormat(2, context) }
+                return fail("row format \(bytes[0]) is not supported (this build reads format \(RowEncoder.format))")
+            case .flags:
+                return fail("row flags \(bytes[1]) are not 0")
+            case .entity(let number):
+                return fail("entity number \(number) is not in the model (\(store.entities.count) entities)")
+            case .layout(let number, let layoutID):
+                let name = store.entities[Int(number)].name
+                return ObjectGraphError(
+                    .storeCorrupted,
+                    "\(context): the row of \(name) was written with layout \(hex(layoutID)), not this model's \(hex(store.layouts[Int(number)].layoutID)); open the store with the model it was saved with",
+                    entityName: name)
+            case .shortForLayout(let number):
+                return fail("row of \(bytes.count) bytes is shorter than the layout of \(store.entities[Int(number)].name)")
+            case .endsMismatch(let previous, let area):
+                return fail("variable fields end at \(previous), the row's variable area holds \(area) bytes")
+            }
         }
+    }
+
+    /// The checks of ``init(_:store:context:readByEngine:)``: the layout of the row's entity
+    /// (not retained: `store` holds it), or what is wrong.
+    private static func check(
+        _ bytes: UnsafeRawBufferPointer, store: StoreLayout, readByEngine: Bool
+    ) -> Result<Unmanaged<RowLayout>, Problem> {
+        guard bytes.count >= RowLayout.headerSize + RowLayout.trailerSize else { return .failure(.short) }
         let body = bytes.count - RowLayout.trailerSize
         if !readByEngine {
             let stored = Self.load(UInt32.self, bytes, body)
             let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<body]))
-            guard stored == computed else {
-                if bytes[0] == 1 { throw Self.earlierFormat(1, context) }
-                throw fail("row checksum \(hex(stored)) does not match its bytes (\(hex(computed)))")
-            }
+            guard stored == computed else { return .failure(.checksum(stored: stored, computed: computed)) }
         }
-        guard bytes[0] == RowEncoder.format else {
-            if bytes[0] == 2 { throw Self.earlierFormat(2, context) }
-            throw fail("row format \(bytes[0]) is not supported (this build reads format \(RowEncoder.format))")
-        }
-        guard bytes[1] == 0 else { throw fail("row flags \(bytes[1]) are not 0") }
+        guard bytes[0] == RowEncoder.format else { return .failure(.format) }
+        guard bytes[1] == 0 else { return .failure(.flags) }
         let number = Self.load(UInt16.self, bytes, 2)
-        guard Int(number) < store.layouts.count, Int(number) < store.entities.count else {
-            throw fail("entity number \(number) is not in the model (\(store.entities.count) entities)")
-        }
         // By number: no lookup by entity, and the entity itself only for an error.
-        let layout = store.layouts[Int(number)]
-        let layoutID = Self.load(UInt32.self, bytes, 4)
-        guard layoutID == layout.layoutID else {
-            let name = store.entities[Int(number)].name
-            throw ObjectGraphError(
-                .storeCorrupted,
-                "\(context): the row of \(name) was written with layout \(hex(layoutID)), not this model's \(hex(layout.layoutID)); open the store with the model it was saved with",
-                entityName: name)
+        guard let layout = store.unretainedLayout(number: number) else { return .failure(.entity(number)) }
+        return layout._withUnsafeGuaranteedRef { (row) -> Result<Unmanaged<RowLayout>, Problem> in
+            guard Self.load(UInt32.self, bytes, 4) == row.layoutID else { return .failure(.layout(number, Self.load(UInt32.self, bytes, 4))) }
+            guard body >= row.variableStart else { return .failure(.shortForLayout(number)) }
+            // The last end must close the variable area; each field's own ends are checked when
+            // it is read (``variableRange(_:_:in:)``), so a scan testing one field reads two.
+            let last: UInt32 = row.variableCount == 0 ? 0 : Self.load(UInt32.self, bytes, row.endsStart + 4 * (row.variableCount - 1))
+            guard Int(last) == body - row.variableStart else { return .failure(.endsMismatch(last, body - row.variableStart)) }
+            return .success(layout)
         }
-        guard body >= layout.variableStart else {
-            throw fail("row of \(bytes.count) bytes is shorter than the layout of \(store.entities[Int(number)].name)")
-        }
-        var previous: UInt32 = 0
-        for index in 0..<layout.variableCount {
-            let end = Self.load(UInt32.self, bytes, layout.endsStart + 4 * index)
-            guard end >= previous else { throw fail("variable field \(index) ends at \(end), before the previous one (\(previous))") }
-            previous = end
-        }
-        guard Int(previous) == body - layout.variableStart else {
-            throw fail("variable fields end at \(previous), the row's variable area holds \(body - layout.variableStart) bytes")
-        }
-        self.bytes = bytes
-        self.layout = layout
-        self.version = Self.load(UInt64.self, bytes, 8)
-        self.context = context
     }
 
     /// A reader of bytes checked already against `layout`.
     @inline(__always)
-    init(checked bytes: UnsafeRawBufferPointer, layout: RowLayout, version: UInt64, context: RowOrigin) {
+    init(checked bytes: UnsafeRawBufferPointer, layout: RowLayout, version: UInt64) {
         self.bytes = bytes
         self.layout = layout
         self.version = version
-        self.context = context
     }
 
     private static func earlierFormat(_ format: UInt8, _ context: RowOrigin) -> ObjectGraphError {
@@ -325,15 +358,29 @@ struct RowFields {
     }
 
     /// The byte range of variable field `position` in the ends table.
-    private func variableRange(_ position: Int, in layout: RowLayout) -> Range<Int> {
+    /// The byte range of variable field `position` (field `index`) in the ends table, or a
+    /// corruption error when its ends are out of order or past the variable area.
+    private func variableRange(_ index: Int, _ position: Int, in layout: RowLayout) throws -> Range<Int> {
+        guard let range = checkedVariableRange(position, in: layout) else {
+            throw fail(index, "variable field \(position)'s ends are out of order or past the row's variable area")
+        }
+        return range
+    }
+
+    /// The byte range of variable field `position`, or `nil` when its ends are out of order or
+    /// past the variable area. Init checked that the last end closes the area.
+    @inline(__always)
+    private func checkedVariableRange(_ position: Int, in layout: RowLayout) -> Range<Int>? {
         let start = position == 0 ? 0 : Int(Self.load(UInt32.self, bytes, layout.endsStart + 4 * (position - 1)))
         let end = Int(Self.load(UInt32.self, bytes, layout.endsStart + 4 * position))
+        guard start <= end, layout.variableStart + end <= bytes.count - RowLayout.trailerSize else { return nil }
         return layout.variableStart + start..<layout.variableStart + end
     }
 
+    /// A field's error; its reader's owner prefixes where the row came from.
     private func fail(_ index: Int, _ what: String) -> ObjectGraphError {
         let name = layout.fields[index].name
-        return ObjectGraphError(.storeCorrupted, "\(context): field \(name): \(what)", key: name)
+        return ObjectGraphError(.storeCorrupted, "field \(name): \(what)", key: name)
     }
 
     /// The value of field `index`.
@@ -387,11 +434,11 @@ struct RowFields {
             guard let url = URL(string: text) else { throw fail(index, "URI \"\(text)\"") }
             return .attribute(.uri(url))
         case .data:
-            return .attribute(.data(Data(bytes[variableRange(position, in: layout)])))
+            return .attribute(.data(Data(bytes[try variableRange(index, position, in: layout)])))
         case .transformable:
-            return .attribute(.transformable(Data(bytes[variableRange(position, in: layout)])))
+            return .attribute(.transformable(Data(bytes[try variableRange(index, position, in: layout)])))
         case .toMany:
-            let range = variableRange(position, in: layout)
+            let range = try variableRange(index, position, in: layout)
             guard range.count % RowLayout.objectWidth == 0 else { throw fail(index, "\(range.count) bytes of destinations") }
             var objects: [StoredObject] = []
             objects.reserveCapacity(range.count / RowLayout.objectWidth)
@@ -443,15 +490,18 @@ struct RowFields {
     /// value is then decoded, and checked, as a `String`).
     func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) -> Bool? {
         Unmanaged.passUnretained(layout)._withUnsafeGuaranteedRef { layout in
-            guard let index = Self.field(ofOrdinal: ordinal, in: layout), layout.fields[index].kind == .string, !isNull(index) else { return nil }
-            let slice = UnsafeRawBufferPointer(rebasing: bytes[variableRange(layout.fields[index].position, in: layout)])
+            // Ends out of order: `nil`, and the decoding of the `String` reports them.
+            guard let index = Self.field(ofOrdinal: ordinal, in: layout), layout.fields[index].kind == .string, !isNull(index),
+                let range = checkedVariableRange(layout.fields[index].position, in: layout)
+            else { return nil }
+            let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
             return test(slice.assumingMemoryBound(to: UInt8.self))
         }
     }
 
     /// The text of a string-like variable field; ASCII needs no validation.
     private func text(_ index: Int, _ position: Int, in layout: RowLayout) throws -> String {
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[variableRange(position, in: layout)])
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[try variableRange(index, position, in: layout)])
         let text: String?
         if slice.allSatisfy({ $0 < 0x80 }) {
             text = String(decoding: slice, as: UTF8.self)
@@ -480,6 +530,14 @@ struct RowOrigin: CustomStringConvertible, ExpressibleByStringLiteral, Sendable 
 
     private init(kind: Kind) { self.kind = kind }
     init(stringLiteral value: String) { kind = .text(value) }
+
+    /// `error` with this origin before its message, if it is a corruption a row reader
+    /// found (``RowFields`` names only the field); any other error as it is.
+    func locating(_ error: any Error) -> any Error {
+        guard var error = error as? ObjectGraphError, error.code == .storeCorrupted else { return error }
+        error.message = "\(self): \(error.message)"
+        return error
+    }
 
     var description: String {
         switch kind {

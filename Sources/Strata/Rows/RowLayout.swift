@@ -150,6 +150,9 @@ final class StoreLayout: Sendable {
     let entities: [EntityDescription]
     /// The layouts by entity number.
     let layouts: [RowLayout]
+    /// ``layouts`` unretained, for readers of many rows (a lookup that counts no reference);
+    /// `layouts` keeps them alive as long as this object.
+    private let unretainedLayouts: [Unmanaged<RowLayout>]
     private let numbers: [String: UInt16]
     /// Numbers by entity object, for the entities of ``model`` (a pointer hash, not a name's).
     private let numbersByEntity: [ObjectIdentifier: UInt16]
@@ -164,6 +167,7 @@ final class StoreLayout: Sendable {
         let sorted = model.entities.sorted { $0.name < $1.name }
         entities = sorted
         layouts = sorted.enumerated().map { RowLayout(entity: $1, number: UInt16(truncatingIfNeeded: $0)) }
+        unretainedLayouts = layouts.map { Unmanaged.passUnretained($0) }
         var numbers: [String: UInt16] = [:]
         var numbersByEntity: [ObjectIdentifier: UInt16] = [:]
         for (index, entity) in sorted.enumerated() {
@@ -185,6 +189,12 @@ final class StoreLayout: Sendable {
     /// The layout of an entity.
     func layout(of entity: EntityDescription) -> RowLayout? {
         number(of: entity).map { layouts[Int($0)] }
+    }
+
+    /// The layout of entity `number`, unretained (``unretainedLayouts``), if in range.
+    @inline(__always)
+    func unretainedLayout(number: UInt16) -> Unmanaged<RowLayout>? {
+        Int(number) < unretainedLayouts.count ? unretainedLayouts[Int(number)] : nil
     }
 
     /// The entity of a number, if in range.

@@ -326,13 +326,16 @@ extension StrataStore {
         unowned(unsafe) let entity: EntityDescription
         unowned(unsafe) let source: RowSource
 
+        /// Where the row came from, for errors.
+        private var origin: RowOrigin { .key(root: entity.name, reference: reference) }
+
         /// The row as a view that owns a copy of its bytes.
         func view() -> RowView {
-            RowView(reference: reference, row: RowBytes(copying: fields), entity: entity, source: source)
+            RowView(reference: reference, row: RowBytes(copying: fields, context: origin), entity: entity, source: source)
         }
 
         func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? {
-            try fields.attribute(atOrdinal: ordinal)
+            do { return try fields.attribute(atOrdinal: ordinal) } catch { throw origin.locating(error) }
         }
 
         func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool? {
@@ -346,7 +349,7 @@ extension StrataStore {
         }
 
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
-            try fields.object(atOrdinal: ordinal)
+            do { return try fields.object(atOrdinal: ordinal) } catch { throw origin.locating(error) }
         }
 
         func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject] {
