@@ -71,12 +71,12 @@ final class RowLayout: Sendable {
 
     /// Bytes of the null bitmap.
     var nullBytes: Int { (fields.count + 7) / 8 }
-    /// Offset of the fixed area.
-    var fixedStart: Int { Self.headerSize + nullBytes }
+    /// Offset of the fixed area (stored, like the offsets after it: every field read uses them).
+    let fixedStart: Int
     /// Offset of the ends table.
-    var endsStart: Int { fixedStart + fixedSize }
+    let endsStart: Int
     /// Offset of the variable area.
-    var variableStart: Int { endsStart + 4 * variableCount }
+    let variableStart: Int
 
     init(entity: EntityDescription, number: UInt16) {
         self.number = number
@@ -117,6 +117,9 @@ final class RowLayout: Sendable {
         self.fieldOfOrdinal = fieldOfOrdinal
         self.fixedSize = fixed
         self.variableCount = variable
+        fixedStart = Self.headerSize + (fields.count + 7) / 8
+        endsStart = fixedStart + fixed
+        variableStart = endsStart + 4 * variable
     }
 
     static func kind(of property: PropertyDescription) -> Kind {
@@ -153,6 +156,8 @@ final class StoreLayout: Sendable {
     /// ``layouts`` unretained, for readers of many rows (a lookup that counts no reference);
     /// `layouts` keeps them alive as long as this object.
     private let unretainedLayouts: [Unmanaged<RowLayout>]
+    /// ``entities`` unretained, likewise.
+    private let unretainedEntities: [Unmanaged<EntityDescription>]
     private let numbers: [String: UInt16]
     /// Numbers by entity object, for the entities of ``model`` (a pointer hash, not a name's).
     private let numbersByEntity: [ObjectIdentifier: UInt16]
@@ -168,6 +173,7 @@ final class StoreLayout: Sendable {
         entities = sorted
         layouts = sorted.enumerated().map { RowLayout(entity: $1, number: UInt16(truncatingIfNeeded: $0)) }
         unretainedLayouts = layouts.map { Unmanaged.passUnretained($0) }
+        unretainedEntities = sorted.map { Unmanaged.passUnretained($0) }
         var numbers: [String: UInt16] = [:]
         var numbersByEntity: [ObjectIdentifier: UInt16] = [:]
         for (index, entity) in sorted.enumerated() {
@@ -195,6 +201,12 @@ final class StoreLayout: Sendable {
     @inline(__always)
     func unretainedLayout(number: UInt16) -> Unmanaged<RowLayout>? {
         Int(number) < unretainedLayouts.count ? unretainedLayouts[Int(number)] : nil
+    }
+
+    /// The entity numbered `number`, unretained (``unretainedEntities``), if in range.
+    @inline(__always)
+    func unretainedEntity(number: UInt16) -> Unmanaged<EntityDescription>? {
+        Int(number) < unretainedEntities.count ? unretainedEntities[Int(number)] : nil
     }
 
     /// The entity of a number, if in range.

@@ -224,8 +224,8 @@ extension StrataStore {
                         do {
                             guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
                             let fields = try RowFields(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
-                            if wanted[Int(fields.entityNumber)], let entity = layout.entity(number: fields.entityNumber) {
-                                let borrowed = BorrowedRowView(fields: fields, reference: reference, entity: entity, source: source)
+                            if wanted[Int(fields.entityNumber)], let entity = layout.unretainedEntity(number: fields.entityNumber) {
+                                let borrowed = BorrowedRowView(fields: fields, reference: reference, entity: entity.takeUnretainedValue(), source: source)
                                 if try scanTest?.evaluate(borrowed) ?? true {
                                     if countsOnly {
                                         counted += 1

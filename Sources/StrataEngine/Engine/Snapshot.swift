@@ -133,31 +133,12 @@ extension Snapshot {
 
     /// Calls `body` with the value bytes of `key`'s entry, read in place (see
     /// ``forEachView(from:to:_:)``).
+    @inline(__always)
     func withValue<R>(
         key: UnsafeRawBufferPointer, entry: IndexEntry, blockMemo: inout BlockMemo,
         _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
     ) throws(StoreError) -> R {
-        let location = entry.location
-        guard let file = blockMemo.file(location.fileNumber, in: files) else {
-            throw StoreError(.corruption, "index points at file \(location.fileNumber), which is not part of the store")
-        }
-        switch file.content {
-        case .segment(let segment):
-            let block = try blockMemo.block(location.position, of: segment)
-            return try segment.withEntryBytes(in: block, at: location) { (bytes, offset) throws(StoreError) -> R in
-                // The block's CRC was checked when it was read ([SEG-3]): the entry's own CRC
-                // covers bytes already verified, so only its framing is checked.
-                let range = try LogEntry.valueRange(
-                    in: bytes, key: key, sequence: entry.sequence, path: file.path, offset: offset, verifyingChecksum: false)
-                return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
-            }
-        case .wal(let handle):
-            return try blockMemo.withWALEntryBytes(at: location, of: file, handle: handle) { (bytes) throws(StoreError) -> R in
-                let range = try LogEntry.valueRange(
-                    in: bytes, key: key, sequence: entry.sequence, path: file.path, offset: UInt64(location.offset))
-                return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
-            }
-        }
+        try blockMemo.withValue(key: key, entry: entry, files: files, body)
     }
 }
 
@@ -203,6 +184,12 @@ struct BlockMemo {
     /// The file of the last value read: a scan reads most values from one file, so the
     /// snapshot's table of files is not consulted per value.
     private var lastFile: LiveFile? = nil
+    /// ``lastFile``'s number (`UInt32.max` before the first read).
+    private var lastNumber = UInt32.max
+    /// ``lastFile``'s reader when it is a segment (`nil` for a WAL), not retained:
+    /// ``lastFile`` holds it. Read per value without copying the file's content (whose copy
+    /// counts a reference).
+    private var lastSegment: Unmanaged<SegmentReader>? = nil
     private var segment: ObjectIdentifier? = nil
     private var position: UInt32 = 0
     private var bytes: [UInt8] = []
@@ -221,23 +208,88 @@ struct BlockMemo {
     /// The size of the next forward window.
     private var nextWALWindow = BlockMemo.firstWALWindow
 
-    /// The live file numbered `number` among `files` (the snapshot's), remembered for the
-    /// next read.
-    mutating func file(_ number: UInt32, in files: [UInt32: LiveFile]) -> LiveFile? {
-        if let lastFile, lastFile.number == number { return lastFile }
-        lastFile = files[number]
-        return lastFile
+    /// Calls `body` with the value bytes of `key`'s entry (`entry` is its index entry), read
+    /// in place from the decompressed block or the WAL window this memo holds, reading a new
+    /// one when the entry is elsewhere; `files` are the snapshot's. A segment entry's framing
+    /// is checked (its block's CRC was checked when read, [SEG-3]); a WAL entry's CRC too
+    /// ([ENT-1]).
+    mutating func withValue<R>(
+        key: UnsafeRawBufferPointer, entry: IndexEntry, files: [UInt32: LiveFile],
+        _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
+    ) throws(StoreError) -> R {
+        let location = entry.location
+        if location.fileNumber != lastNumber { try switchFile(to: location.fileNumber, in: files) }
+        guard let segment = lastSegment else { return try withWALValue(key: key, entry: entry, body) }
+        let id = ObjectIdentifier(segment.takeUnretainedValue())
+        if self.segment != id || position != location.position {
+            bytes = try segment.takeUnretainedValue().readDataBlock(Int(location.position))
+            self.segment = id
+            position = location.position
+        }
+        let start = Int(location.offset), end = start + Int(location.length)
+        return try bytes.withBytes { (block) throws(StoreError) -> R in
+            guard end <= block.count else {
+                throw StoreError.corruption("entry runs past the end of its block", path: path, offset: blockOffset(location))
+            }
+            let range = try LogEntry.valueRange(
+                in: UnsafeRawBufferPointer(rebasing: block[start..<end]), key: key, sequence: entry.sequence,
+                path: path, offset: blockOffset(location), verifyingChecksum: false)
+            return try body(UnsafeRawBufferPointer(rebasing: block[start + range.lowerBound..<start + range.upperBound]))
+        }
+    }
+
+    /// The path of the last file read, for errors.
+    private var path: String { lastFile?.path ?? "" }
+
+    /// The offset in its file of the block at `location`, for errors.
+    private func blockOffset(_ location: ValueLocation) -> UInt64 {
+        lastSegment?._withUnsafeGuaranteedRef { $0.blockOffset(Int(location.position)) } ?? 0
+    }
+
+    /// Makes file `number` of `files` the one read.
+    @inline(never)
+    private mutating func switchFile(to number: UInt32, in files: [UInt32: LiveFile]) throws(StoreError) {
+        guard let file = files[number] else {
+            throw StoreError(.corruption, "index points at file \(number), which is not part of the store")
+        }
+        lastFile = file
+        lastNumber = number
+        if case .segment(let reader) = file.content {
+            lastSegment = Unmanaged.passUnretained(reader)
+        } else {
+            lastSegment = nil
+        }
+    }
+
+    /// `body` with the value of the WAL entry at `entry`'s location in ``lastFile``, its CRC
+    /// checked.
+    private mutating func withWALValue<R>(
+        key: UnsafeRawBufferPointer, entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
+    ) throws(StoreError) -> R {
+        guard let file = lastFile.map(Unmanaged.passUnretained) else {
+            throw StoreError(.corruption, "index points at no file")
+        }
+        let location = entry.location
+        return try withWALEntryBytes(at: location, of: file) { (bytes) throws(StoreError) -> R in
+            let range = try LogEntry.valueRange(
+                in: bytes, key: key, sequence: entry.sequence, path: file.takeUnretainedValue().path, offset: UInt64(location.offset))
+            return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
+        }
     }
 
     /// Calls `body` with the bytes of the WAL entry at `location`, from the current window or
     /// a new one.
     mutating func withWALEntryBytes<R>(
-        at location: ValueLocation, of file: LiveFile, handle: any FileHandle,
+        at location: ValueLocation, of file: Unmanaged<LiveFile>,
         _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
     ) throws(StoreError) -> R {
-        let id = ObjectIdentifier(file)
+        let id = ObjectIdentifier(file.takeUnretainedValue())
         let start = UInt64(location.offset), length = Int(location.length)
         if wal != id || start < walStart || start + UInt64(length) > walStart + UInt64(walBytes.count) {
+            // A new window: only here is the file's handle taken (its copy counts a reference).
+            guard case .wal(let handle) = file.takeUnretainedValue().content else {
+                throw StoreError(.corruption, "index points at a WAL entry in a file that is not a WAL")
+            }
             // A window pays off only when the scan walks the WAL forwards (entries written in
             // key order); an entry far from the last one is read alone.
             let forward = wal == id && start >= walEnd && start - walEnd <= UInt64(Self.walWindow / 4)

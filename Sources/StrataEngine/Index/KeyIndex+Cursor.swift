@@ -132,10 +132,15 @@ extension KeyIndex {
                 let top = stack.count - 1
                 let count = node.entries.count
                 let more = try node.keys.bytes.withUnsafeBytes { raw in
+                    // A leaf whose last key is below the bound is walked without comparing
+                    // each key to it.
+                    let bounded = count > first && upperBound.map { bound in
+                        bound.withUnsafeBytes { compareKeys(UnsafeRawBufferPointer(rebasing: raw[node.keys.range(count - 1)]), $0) >= 0 }
+                    } ?? false
                     var index = first
                     while index < count {
                         let key = UnsafeRawBufferPointer(rebasing: raw[node.keys.range(index)])
-                        if let upperBound, !upperBound.withUnsafeBytes({ compareKeys(key, $0) < 0 }) { return false }
+                        if bounded, let upperBound, !upperBound.withUnsafeBytes({ compareKeys(key, $0) < 0 }) { return false }
                         guard try visit(node, index, key) else { return false }
                         index += 1
                     }

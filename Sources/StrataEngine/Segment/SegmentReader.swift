@@ -183,6 +183,11 @@ final class SegmentReader: Sendable {
         }
     }
 
+    /// The offset in the file of data block `index` (0 when there is none), for errors.
+    func blockOffset(_ index: Int) -> UInt64 {
+        index >= 0 && index < dataBlocks.count ? dataBlocks[index].offset : 0
+    }
+
     /// Reads data block `index`.
     func readDataBlock(_ index: Int) throws(StoreError) -> [UInt8] {
         guard index >= 0, index < dataBlocks.count else {

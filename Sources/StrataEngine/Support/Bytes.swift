@@ -77,6 +77,11 @@ struct ByteReader {
     }
 
     mutating func varint() -> UInt64? {
+        // One byte (a value below 128): most lengths and many sequence numbers.
+        if position < bytes.count, bytes[position] < 0x80 {
+            position += 1
+            return UInt64(bytes[position - 1])
+        }
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while shift < 64 {
