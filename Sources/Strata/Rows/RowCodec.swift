@@ -226,6 +226,11 @@ struct RowBytes {
     func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) -> Bool? {
         withReader { $0.testStringBytes(atOrdinal: ordinal, test) }
     }
+
+    /// The number at `ordinal` as bits (``RowFields/fixedWidthBits(atOrdinal:as:)``).
+    func fixedWidthBits(atOrdinal ordinal: Int, as kind: FixedWidthKind) -> UInt64? {
+        withReader { $0.fixedWidthBits(atOrdinal: ordinal, as: kind) }
+    }
 }
 
 /// The checks and the field decoding of a row ([ROW-1], format 3) over bytes it does not own:
@@ -496,6 +501,22 @@ struct RowFields {
             else { return nil }
             let slice = UnsafeRawBufferPointer(rebasing: bytes[range])
             return test(slice.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
+    /// The bits of the number at `ordinal` read as `kind`
+    /// (``OrdinalFetchEvaluable/fixedWidthBits(atOrdinal:as:)``), in place; `nil` when no
+    /// field of that kind holds it or it is null.
+    func fixedWidthBits(atOrdinal ordinal: Int, as kind: FixedWidthKind) -> UInt64? {
+        Unmanaged.passUnretained(layout)._withUnsafeGuaranteedRef { layout in
+            guard let index = Self.field(ofOrdinal: ordinal, in: layout), !isNull(index) else { return nil }
+            let at = layout.fixedStart + layout.fields[index].position
+            switch (kind, layout.fields[index].kind) {
+            case (.integer, .int64), (.double, .double), (.date, .date): return Self.load(UInt64.self, bytes, at)
+            case (.integer, .int32): return UInt64(bitPattern: Int64(Int32(bitPattern: Self.load(UInt32.self, bytes, at))))
+            case (.integer, .int16): return UInt64(bitPattern: Int64(Int16(bitPattern: Self.load(UInt16.self, bytes, at))))
+            default: return nil
+            }
         }
     }
 

@@ -174,6 +174,10 @@ extension StrataStore {
             row.testStringBytes(atOrdinal: ordinal, test)
         }
 
+        func fixedWidthBits(atOrdinal ordinal: Int, as kind: FixedWidthKind) throws -> UInt64? {
+            row.fixedWidthBits(atOrdinal: ordinal, as: kind)
+        }
+
         /// The destination stored in the to-one relationship at `ordinal`, if any.
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
             try row.object(atOrdinal: ordinal)
@@ -346,6 +350,11 @@ extension StrataStore {
         /// Tests the string at `ordinal` on the engine's bytes: no `String` made.
         func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool? {
             fields.testStringBytes(atOrdinal: ordinal, test)
+        }
+
+        /// Reads the number's bytes in place: no `AttributeValue` made.
+        func fixedWidthBits(atOrdinal ordinal: Int, as kind: FixedWidthKind) throws -> UInt64? {
+            fields.fixedWidthBits(atOrdinal: ordinal, as: kind)
         }
 
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {

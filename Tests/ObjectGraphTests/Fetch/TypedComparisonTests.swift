@@ -47,4 +47,37 @@ import Testing
         #expect(FetchPredicate.typedTest(.equal, .attribute(.double(.nan))) == nil)
         #expect(FetchPredicate.typedTest(.equal, .null) == nil)
     }
+
+    /// What a store's `fixedWidthBits(atOrdinal:as:)` answers for `stored`: its kind and bits,
+    /// `nil` for a null or a value of another kind.
+    static func bits(of stored: AttributeValue) -> (FixedWidthKind, UInt64)? {
+        switch stored {
+        case .int16(let a): return (.integer, UInt64(bitPattern: Int64(a)))
+        case .int32(let a): return (.integer, UInt64(bitPattern: Int64(a)))
+        case .int64(let a): return (.integer, UInt64(bitPattern: a))
+        case .double(let a): return (.double, a.bitPattern)
+        case .date(let a): return (.date, a.timeIntervalSinceReferenceDate.bitPattern)
+        default: return nil
+        }
+    }
+
+    /// The same comparisons on stored bits: wherever the bits test answers, it is the general
+    /// comparison's answer; it exists exactly where the typed test does.
+    @Test func comparisonsOnStoredBitsAnswerAsTheGeneralComparison() throws {
+        var answered = 0
+        for op in Self.operators + [.like, .contains] {
+            for constant in Self.values + [.null] {
+                let bitsTest = FetchPredicate.bitsTest(op, .attribute(constant))
+                #expect((bitsTest == nil) == (FetchPredicate.typedTest(op, .attribute(constant)) == nil), "\(op) \(constant)")
+                guard let (kind, test) = bitsTest else { continue }
+                for stored in Self.values {
+                    guard let (storedKind, bits) = Self.bits(of: stored), storedKind == kind, let answer = test(bits) else { continue }
+                    answered += 1
+                    let expected = try FetchPredicate.compare(.attribute(stored), op, .attribute(constant), modifier: .direct, options: [])
+                    #expect(answer == expected, "\(stored) \(op) \(constant)")
+                }
+            }
+        }
+        #expect(answered > 1000)
+    }
 }

@@ -30,6 +30,26 @@ public protocol OrdinalFetchEvaluable: FetchEvaluable {
     /// A store that reads rows in place lets string tests against an ASCII constant decide
     /// ASCII texts without making a `String` per row.
     func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool?
+    /// The stored number at `ordinal` read as `kind` without an ``AttributeValue``: an
+    /// integer attribute (16, 32 or 64 bits) widened to `Int64` bits for
+    /// ``FixedWidthKind/integer``, a double's bits for ``FixedWidthKind/double``, a date's
+    /// seconds since the reference date as bits for ``FixedWidthKind/date``. `nil` when the
+    /// subject cannot read it so (the default), the value is null, or the attribute is not
+    /// of that kind: the compiled predicate then reads the value.
+    ///
+    /// A store that reads rows in place lets number and date comparisons against a constant
+    /// read eight bytes per row.
+    func fixedWidthBits(atOrdinal ordinal: Int, as kind: FixedWidthKind) throws -> UInt64?
+}
+
+/// The kinds of stored value ``OrdinalFetchEvaluable/fixedWidthBits(atOrdinal:as:)`` reads.
+public enum FixedWidthKind: Sendable {
+    /// An integer attribute of any width, as `Int64` bits.
+    case integer
+    /// A double attribute, as its IEEE-754 bits.
+    case double
+    /// A date attribute, as the IEEE-754 bits of its seconds since 2001-01-01 UTC.
+    case date
 }
 
 extension OrdinalFetchEvaluable {
@@ -38,6 +58,9 @@ extension OrdinalFetchEvaluable {
 
     /// Reads nothing: the value is read as a `String` instead.
     public func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool? { nil }
+
+    /// Reads nothing: the value is read as an ``AttributeValue`` instead.
+    public func fixedWidthBits(atOrdinal ordinal: Int, as kind: FixedWidthKind) throws -> UInt64? { nil }
 
     /// Reads nothing: the whole key path is read instead.
     public func forEachMemberValue(ofToMany relationship: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {
@@ -193,7 +216,15 @@ extension FetchPredicate {
             }
             if options.isEmpty, let test = Self.typedTest(op, right) {
                 // A number or a date against a constant of its kind: compared as the plain
-                // value (no `FetchValue` per subject); anything else the general way.
+                // value (no `FetchValue` per subject), read as bits where the subject can;
+                // anything else the general way.
+                if let (kind, bitsTest) = Self.bitsTest(op, right) {
+                    return { subject in
+                        if let bits = try subject.fixedWidthBits(atOrdinal: ordinal, as: kind), let answer = bitsTest(bits) { return answer }
+                        if let stored = try subject.attributeValue(atOrdinal: ordinal), let answer = test(stored) { return answer }
+                        return try Self.compare(try value(subject), op, right, modifier: .direct, options: options)
+                    }
+                }
                 return { subject in
                     if let stored = try subject.attributeValue(atOrdinal: ordinal), let answer = test(stored) { return answer }
                     return try Self.compare(try value(subject), op, right, modifier: .direct, options: options)
@@ -256,6 +287,49 @@ extension FetchPredicate {
             }
         default:
             return nil
+        }
+    }
+
+    /// ``typedTest(_:_:)`` on a stored value's bits (``OrdinalFetchEvaluable/fixedWidthBits(atOrdinal:as:)``):
+    /// the kind to read and the test, which answers `nil` for a NaN (the general comparison
+    /// decides). `nil` where `typedTest` has no test.
+    static func bitsTest(_ op: FetchComparisonOperator, _ constant: FetchValue) -> (FixedWidthKind, (UInt64) -> Bool?)? {
+        switch op {
+        case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: break
+        default: return nil
+        }
+        guard case .attribute(let value) = constant else { return nil }
+        switch value {
+        case .double(let c) where !c.isNaN:
+            return (.double, { bits in
+                let a = Double(bitPattern: bits)
+                return a.isNaN ? nil : holds(op, a, c)
+            })
+        case .int16, .int32, .int64:
+            guard let c = value.integerValue else { return nil }
+            return (.integer, { bits in holds(op, Int64(bitPattern: bits), c) })
+        case .date(let date) where !date.timeIntervalSinceReferenceDate.isNaN:
+            let c = date.timeIntervalSinceReferenceDate
+            return (.date, { bits in
+                let a = Double(bitPattern: bits)
+                return a.isNaN ? nil : holds(op, a, c)
+            })
+        default:
+            return nil
+        }
+    }
+
+    /// Whether `a op c` holds, for an ordering or equality operator.
+    @inline(__always)
+    private static func holds<T: Comparable>(_ op: FetchComparisonOperator, _ a: T, _ c: T) -> Bool {
+        switch op {
+        case .equal: return a == c
+        case .notEqual: return a != c
+        case .lessThan: return a < c
+        case .lessThanOrEqual: return a <= c
+        case .greaterThan: return a > c
+        case .greaterThanOrEqual: return a >= c
+        default: return false
         }
     }
 
