@@ -126,11 +126,11 @@ extension KeyIndex {
         for group in 0..<groups {
             let end = start + base + (group < extra ? 1 : 0)
             var separators = PackedKeys()
-            separators.ends.reserveCapacity(end - start - 1)
+            separators.reserveCapacity(keys: end - start - 1, bytes: 0)
             for i in (start + 1)..<end {
                 firstKeys[i].withUnsafeBytes { separators.append($0) }
             }
-            separators.bytes = freshArray(separators.bytes[...], slack: 0)  // drop growth slack
+            separators.shrinkToFit()
             parents.append(Node(separators: separators, children: Array(nodes[start..<end])))
             parentKeys.append(firstKeys[start])
             start = end

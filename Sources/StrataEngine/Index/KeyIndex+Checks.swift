@@ -14,10 +14,11 @@ extension KeyIndex {
     }
 
     private static func memory(of node: Node) -> Int {
-        // Object header (16 bytes) plus fields: three array references, two of them in the
-        // packed keys, one more for the other kind's (empty) array, and the leaf flag.
-        let object = allocation(16 + 4 * 8 + 8)
-        var total = object + storage(node.keys.bytes) + storage(node.keys.ends)
+        // Object header (16 bytes) plus fields: the packed keys (three array references and
+        // the prefix length), two more array references (one for the other kind's, empty),
+        // and the leaf flag.
+        let object = allocation(16 + 6 * 8 + 8)
+        var total = object + storage(node.keys.bytes) + storage(node.keys.ends) + storage(node.keys.heads)
         total += storage(node.entries) + storage(node.children)
         for child in node.children { total += memory(of: child) }
         return total
@@ -64,6 +65,15 @@ extension KeyIndex {
             }
             if let upper, compareKeys(key, upper) >= 0 {
                 throw violation("key \(i) at depth \(depth) is not below its upper separator")
+            }
+            // The searches' shortcut: every key shares key 0's first prefixLength bytes, and
+            // its head is its next eight.
+            let prefix = keys.prefixLength
+            if key.count < prefix || (i > 0 && key[..<prefix] != keys.key(0)[..<prefix]) {
+                throw violation("key \(i) at depth \(depth) does not share the node's \(prefix)-byte prefix")
+            }
+            guard keys.heads.count == keys.count, keys.heads[i] == key.withUnsafeBytes({ PackedKeys.head($0, from: prefix) }) else {
+                throw violation("head of key \(i) at depth \(depth) is not its bytes after the prefix")
             }
         }
         let fill = node.fill

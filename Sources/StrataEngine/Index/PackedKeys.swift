@@ -42,21 +42,33 @@ func freshArray<T>(_ slice: ArraySlice<T>, slack: Int) -> [T] {
     return result
 }
 
-/// Byte-string keys stored end to end in one buffer, with each key's end offset.
+/// Byte-string keys stored end to end in one buffer, with each key's end offset, and each
+/// key's *head*: its eight bytes after a prefix all the keys share, as one integer.
 ///
 /// Key `i` is `bytes[ends[i - 1] ..< ends[i]]` (starting at 0 for `i == 0`). Two allocations
-/// per node instead of one per key.
+/// per node instead of one per key, plus the heads.
+///
+/// The keys are in ascending order (a node's). A search compares the probe with the shared
+/// prefix once, then mostly compares heads as integers (big-endian, so integer order is byte
+/// order): only keys whose heads tie with the probe's are compared byte by byte. Every
+/// mutation keeps ``prefixLength`` a prefix all keys share (the longest one whenever the heads
+/// are rebuilt; a shorter one stays correct) and ``heads`` in step with the keys.
 struct PackedKeys: Sendable {
     /// All keys, concatenated.
-    var bytes: [UInt8] = []
+    private(set) var bytes: [UInt8] = []
     /// The end offset of each key in `bytes`.
-    var ends: [UInt32] = []
+    private(set) var ends: [UInt32] = []
+    /// Each key's eight bytes from ``prefixLength`` on, big-endian, zero-padded past its end.
+    private(set) var heads: [UInt64] = []
+    /// How many leading bytes every key shares with key 0 (every key is at least this long).
+    private(set) var prefixLength = 0
 
     init() {}
 
     init(bytes: [UInt8], ends: [UInt32]) {
         self.bytes = bytes
         self.ends = ends
+        rebuildHeads()
     }
 
     /// The number of keys.
@@ -82,28 +94,118 @@ struct PackedKeys: Sendable {
         }
     }
 
+    /// Makes room for `keys` more keys of about `bytes` bytes in all.
+    mutating func reserveCapacity(keys: Int, bytes byteCount: Int) {
+        ends.reserveCapacity(ends.count + keys)
+        heads.reserveCapacity(heads.count + keys)
+        bytes.reserveCapacity(bytes.count + byteCount)
+    }
+
+    /// Drops the growth slack of the buffers (a node that will not grow).
+    mutating func shrinkToFit() {
+        bytes = freshArray(bytes[...], slack: 0)
+        ends = freshArray(ends[...], slack: 0)
+        heads = freshArray(heads[...], slack: 0)
+    }
+
+    /// The eight bytes of `key` from `offset`, big-endian, zero-padded past its end.
+    @inline(__always)
+    static func head(_ key: UnsafeRawBufferPointer, from offset: Int) -> UInt64 {
+        let available = key.count - offset
+        if available >= 8 { return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+        var head: UInt64 = 0
+        var shift: UInt64 = 56
+        var at = offset
+        while at < key.count {
+            head |= UInt64(key[at]) << shift
+            shift &-= 8
+            at += 1
+        }
+        return head
+    }
+
+    /// Sets ``prefixLength`` to the longest prefix the keys share (that of the first and the
+    /// last, the keys being in order) and recomputes every head.
+    private mutating func rebuildHeads() {
+        heads.removeAll(keepingCapacity: true)
+        guard !ends.isEmpty else {
+            prefixLength = 0
+            return
+        }
+        let first = range(0), last = range(ends.count - 1)
+        let (length, heads) = bytes.withUnsafeBytes { raw -> (Int, [UInt64]) in
+            var length = 0
+            let limit = min(first.count, last.count)
+            while length < limit, raw[first.lowerBound + length] == raw[last.lowerBound + length] { length += 1 }
+            var heads = self.heads
+            heads.reserveCapacity(ends.count)
+            for i in 0..<ends.count { heads.append(Self.head(UnsafeRawBufferPointer(rebasing: raw[range(i)]), from: length)) }
+            return (length, heads)
+        }
+        prefixLength = length
+        self.heads = heads
+    }
+
+    /// Whether `key` starts with the prefix the keys share (and so can take a head as it is).
+    @inline(__always)
+    private func sharesPrefix(_ key: UnsafeRawBufferPointer) -> Bool {
+        guard !ends.isEmpty else { return false }
+        guard key.count >= prefixLength else { return false }
+        guard prefixLength > 0 else { return true }
+        return bytes.withUnsafeBytes { raw in memcmp(raw.baseAddress!, key.baseAddress!, prefixLength) == 0 }
+    }
+
+    /// Where `probe` stands against the shared prefix: `-1` below every key, `1` above every
+    /// key, `0` when it starts with the prefix (its head then decides against the keys').
+    @inline(__always)
+    private func prefixOrder(_ probe: UnsafeRawBufferPointer, _ raw: UnsafeRawBufferPointer) -> Int {
+        let shared = min(prefixLength, probe.count)
+        if shared > 0, let a = probe.baseAddress, let b = raw.baseAddress {
+            let order = memcmp(a, b, shared)
+            if order != 0 { return order < 0 ? -1 : 1 }
+        }
+        // A probe shorter than the prefix is a proper prefix of every key: below them all.
+        return probe.count < prefixLength ? -1 : 0
+    }
+
     /// The index of the first key `>= probe`, and whether that key equals `probe`.
     @inline(__always)
     func lowerBound(_ probe: UnsafeRawBufferPointer) -> (index: Int, found: Bool) {
         bytes.withUnsafeBytes { raw in
-            ends.withUnsafeBufferPointer { ends in
-                var low = 0
-                var high = ends.count
-                while low < high {
-                    let mid = (low + high) >> 1
-                    let start = mid == 0 ? 0 : Int(ends[mid - 1])
-                    let key = UnsafeRawBufferPointer(
-                        start: raw.baseAddress.map { $0 + start }, count: Int(ends[mid]) - start)
-                    let order = compareKeys(key, probe)
-                    if order < 0 {
-                        low = mid + 1
-                    } else if order > 0 {
-                        high = mid
-                    } else {
-                        return (mid, true)
+            guard !ends.isEmpty else { return (0, false) }
+            switch prefixOrder(probe, raw) {
+            case -1: return (0, false)
+            case 1: return (ends.count, false)
+            default: break
+            }
+            let probeHead = Self.head(probe, from: prefixLength)
+            return ends.withUnsafeBufferPointer { ends in
+                heads.withUnsafeBufferPointer { heads in
+                    var low = 0
+                    var high = ends.count
+                    while low < high {
+                        let mid = (low + high) >> 1
+                        let head = heads[mid]
+                        if head < probeHead {
+                            low = mid + 1
+                        } else if head > probeHead {
+                            high = mid
+                        } else {
+                            let start = mid == 0 ? 0 : Int(ends[mid - 1])
+                            let key = UnsafeRawBufferPointer(
+                                start: raw.baseAddress.map { $0 + start }, count: Int(ends[mid]) - start)
+                            let order = compareKeys(key, probe)
+                            if order < 0 {
+                                low = mid + 1
+                            } else if order > 0 {
+                                high = mid
+                            } else {
+                                return (mid, true)
+                            }
+                        }
                     }
+                    return (low, false)
                 }
-                return (low, false)
             }
         }
     }
@@ -112,27 +214,44 @@ struct PackedKeys: Sendable {
     @inline(__always)
     func upperBound(_ probe: UnsafeRawBufferPointer) -> Int {
         bytes.withUnsafeBytes { raw in
-            ends.withUnsafeBufferPointer { ends in
-                var low = 0
-                var high = ends.count
-                while low < high {
-                    let mid = (low + high) >> 1
-                    let start = mid == 0 ? 0 : Int(ends[mid - 1])
-                    let key = UnsafeRawBufferPointer(
-                        start: raw.baseAddress.map { $0 + start }, count: Int(ends[mid]) - start)
-                    if compareKeys(key, probe) <= 0 {
-                        low = mid + 1
-                    } else {
-                        high = mid
+            guard !ends.isEmpty else { return 0 }
+            switch prefixOrder(probe, raw) {
+            case -1: return 0
+            case 1: return ends.count
+            default: break
+            }
+            let probeHead = Self.head(probe, from: prefixLength)
+            return ends.withUnsafeBufferPointer { ends in
+                heads.withUnsafeBufferPointer { heads in
+                    var low = 0
+                    var high = ends.count
+                    while low < high {
+                        let mid = (low + high) >> 1
+                        let head = heads[mid]
+                        let below: Bool
+                        if head != probeHead {
+                            below = head < probeHead
+                        } else {
+                            let start = mid == 0 ? 0 : Int(ends[mid - 1])
+                            let key = UnsafeRawBufferPointer(
+                                start: raw.baseAddress.map { $0 + start }, count: Int(ends[mid]) - start)
+                            below = compareKeys(key, probe) <= 0
+                        }
+                        if below {
+                            low = mid + 1
+                        } else {
+                            high = mid
+                        }
                     }
+                    return low
                 }
-                return low
             }
         }
     }
 
     /// Inserts `key` so that it becomes key `i`.
     mutating func insert(_ key: UnsafeRawBufferPointer, at i: Int, limit: Int) {
+        let shares = sharesPrefix(key)
         let start = i == 0 ? 0 : Int(ends[i - 1])
         let length = UInt32(key.count)
         reserveRoom(&bytes, extra: key.count)
@@ -142,12 +261,24 @@ struct PackedKeys: Sendable {
         if length != 0 {
             for j in (i + 1)..<ends.count { ends[j] += length }
         }
+        if shares {
+            reserveRoom(&heads, extra: 1, limit: limit)
+            heads.insert(Self.head(key, from: prefixLength), at: i)
+        } else {
+            rebuildHeads()
+        }
     }
 
     /// Appends `key` after the last key.
     mutating func append(_ key: UnsafeRawBufferPointer) {
+        let shares = sharesPrefix(key)
         bytes.append(contentsOf: key)
         ends.append(UInt32(bytes.count))
+        if shares {
+            heads.append(Self.head(key, from: prefixLength))
+        } else {
+            rebuildHeads()
+        }
     }
 
     /// Appends all of `other`'s keys.
@@ -157,17 +288,21 @@ struct PackedKeys: Sendable {
         reserveRoom(&ends, extra: other.count)
         bytes.append(contentsOf: other.bytes)
         for end in other.ends { ends.append(base + end) }
+        reserveRoom(&heads, extra: other.count)
+        rebuildHeads()
     }
 
-    /// Removes key `i`.
+    /// Removes key `i`. The keys left still share the prefix: it stays.
     mutating func remove(at i: Int) {
         let r = range(i)
         bytes.removeSubrange(r)
         ends.remove(at: i)
+        heads.remove(at: i)
         let length = UInt32(r.count)
         if length != 0 {
             for j in i..<ends.count { ends[j] -= length }
         }
+        if ends.isEmpty { prefixLength = 0 }
     }
 
     /// Replaces key `i` with `key`.
@@ -182,11 +317,12 @@ struct PackedKeys: Sendable {
         let start = r.lowerBound == 0 ? 0 : Int(ends[r.lowerBound - 1])
         let end = Int(ends[r.upperBound - 1])
         let byteSlack = slack == 0 ? 0 : (end - start) / r.count * slack
-        var result = PackedKeys(
-            bytes: freshArray(bytes[start..<end], slack: byteSlack), ends: [])
-        result.ends.reserveCapacity(r.count + slack)
+        var sliceEnds: [UInt32] = []
+        sliceEnds.reserveCapacity(r.count + slack)
         let base = UInt32(start)
-        for j in r { result.ends.append(ends[j] - base) }
+        for j in r { sliceEnds.append(ends[j] - base) }
+        var result = PackedKeys(bytes: freshArray(bytes[start..<end], slack: byteSlack), ends: sliceEnds)
+        result.heads.reserveCapacity(r.count + slack)
         return result
     }
 }
