@@ -28,59 +28,158 @@ public enum FetchRequestResultType: Sendable, Hashable {
 public struct FetchRequest: PersistentStoreRequest, Sendable {
     /// Always ``PersistentStoreRequestType/fetch``.
     public var requestType: PersistentStoreRequestType { .fetch }
+    /// The request's fields, shared between copies until one is changed: a request passes
+    /// through the context, the coordinator and the store, and a copy is then one reference
+    /// count instead of one per field.
+    private struct Fields {
+        var affectedStores: [PersistentStore]? = nil
+        var entityName: String
+        var entity: EntityDescription? = nil
+        var predicate: FetchPredicate? = nil
+        var sortDescriptors: [FetchSortDescriptor] = []
+        var fetchLimit: Int = 0
+        var fetchOffset: Int = 0
+        var fetchBatchSize: Int = 0
+        var resultType: FetchRequestResultType = .managedObject
+        var includesSubentities: Bool = true
+        var includesPendingChanges: Bool = true
+        var includesPropertyValues: Bool = true
+        var returnsObjectsAsFaults: Bool = true
+        var relationshipKeyPathsForPrefetching: [String] = []
+        var propertiesToFetch: [FetchProperty]? = nil
+        var returnsDistinctResults: Bool = false
+        var propertiesToGroupBy: [FetchProperty]? = nil
+        var havingPredicate: FetchPredicate? = nil
+        var shouldRefreshRefetchedObjects: Bool = false
+    }
+
+    /// The fields' box. Thread safety: a box is changed only while this request is its sole
+    /// owner (``fields`` copies it first otherwise), so a shared box is never written.
+    private final class Box: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var box: Box
+
+    /// The fields for changing, in a box of this request's own.
+    private var fields: Fields {
+        get { box.fields }
+        _modify {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.fields) }
+            yield &box.fields
+        }
+    }
+
     /// The stores to search; `nil` for every store that holds the entity.
-    public var affectedStores: [PersistentStore]?
+    public var affectedStores: [PersistentStore]? {
+        get { box.fields.affectedStores }
+        set { fields.affectedStores = newValue }
+    }
     /// The name of the entity to fetch.
-    public var entityName: String
+    public var entityName: String {
+        get { box.fields.entityName }
+        set { fields.entityName = newValue }
+    }
     /// The entity, once resolved by the context (stores always receive it set).
-    public var entity: EntityDescription?
+    public var entity: EntityDescription? {
+        get { box.fields.entity }
+        set { fields.entity = newValue }
+    }
     /// The condition results must meet; `nil` for all instances.
-    public var predicate: FetchPredicate?
+    public var predicate: FetchPredicate? {
+        get { box.fields.predicate }
+        set { fields.predicate = newValue }
+    }
     /// The order of the results.
-    public var sortDescriptors: [FetchSortDescriptor] = []
+    public var sortDescriptors: [FetchSortDescriptor] {
+        get { box.fields.sortDescriptors }
+        set { fields.sortDescriptors = newValue }
+    }
     /// The most results to return; 0 for no limit.
-    public var fetchLimit = 0
+    public var fetchLimit: Int {
+        get { box.fields.fetchLimit }
+        set { fields.fetchLimit = newValue }
+    }
     /// The number of leading results to skip.
-    public var fetchOffset = 0
+    public var fetchOffset: Int {
+        get { box.fields.fetchOffset }
+        set { fields.fetchOffset = newValue }
+    }
     /// How many objects are realised at a time; 0 for all. Results are complete either way:
     /// with a batch size, an object fetch returns every result, the first batch with its
     /// values at hand and the later ones as faults that read their whole batch when the
     /// first of it fires (Core Data's batched results).
-    public var fetchBatchSize = 0
+    public var fetchBatchSize: Int {
+        get { box.fields.fetchBatchSize }
+        set { fields.fetchBatchSize = newValue }
+    }
     /// What the fetch returns.
-    public var resultType: FetchRequestResultType = .managedObject
+    public var resultType: FetchRequestResultType {
+        get { box.fields.resultType }
+        set { fields.resultType = newValue }
+    }
     /// Whether instances of subentities match.
-    public var includesSubentities = true
+    public var includesSubentities: Bool {
+        get { box.fields.includesSubentities }
+        set { fields.includesSubentities = newValue }
+    }
     /// Whether the context's unsaved changes are taken into account (handled by the context).
-    public var includesPendingChanges = true
+    public var includesPendingChanges: Bool {
+        get { box.fields.includesPendingChanges }
+        set { fields.includesPendingChanges = newValue }
+    }
     /// Whether values are loaded with the objects (a hint; `false` leaves them as faults).
-    public var includesPropertyValues = true
+    public var includesPropertyValues: Bool {
+        get { box.fields.includesPropertyValues }
+        set { fields.includesPropertyValues = newValue }
+    }
     /// Whether returned objects are faults; `false` fulfils them before returning.
-    public var returnsObjectsAsFaults = true
+    public var returnsObjectsAsFaults: Bool {
+        get { box.fields.returnsObjectsAsFaults }
+        set { fields.returnsObjectsAsFaults = newValue }
+    }
     /// Relationship key paths whose destinations are loaded with the results.
-    public var relationshipKeyPathsForPrefetching: [String] = []
+    public var relationshipKeyPathsForPrefetching: [String] {
+        get { box.fields.relationshipKeyPathsForPrefetching }
+        set { fields.relationshipKeyPathsForPrefetching = newValue }
+    }
     /// The properties of a dictionary result: key paths (string literals) and named
     /// expressions; `nil` for all stored attributes.
-    public var propertiesToFetch: [FetchProperty]?
+    public var propertiesToFetch: [FetchProperty]? {
+        get { box.fields.propertiesToFetch }
+        set { fields.propertiesToFetch = newValue }
+    }
     /// Whether a dictionary fetch drops duplicate dictionaries.
-    public var returnsDistinctResults = false
+    public var returnsDistinctResults: Bool {
+        get { box.fields.returnsDistinctResults }
+        set { fields.returnsDistinctResults = newValue }
+    }
     /// The properties a dictionary fetch groups by.
-    public var propertiesToGroupBy: [FetchProperty]?
+    public var propertiesToGroupBy: [FetchProperty]? {
+        get { box.fields.propertiesToGroupBy }
+        set { fields.propertiesToGroupBy = newValue }
+    }
     /// The condition a group must meet, evaluated against each result dictionary (it may
     /// name fetched expressions, as key paths or as `$variables`).
-    public var havingPredicate: FetchPredicate?
+    public var havingPredicate: FetchPredicate? {
+        get { box.fields.havingPredicate }
+        set { fields.havingPredicate = newValue }
+    }
     /// Whether objects already in the context are updated with the values fetched.
-    public var shouldRefreshRefetchedObjects = false
+    public var shouldRefreshRefetchedObjects: Bool {
+        get { box.fields.shouldRefreshRefetchedObjects }
+        set { fields.shouldRefreshRefetchedObjects = newValue }
+    }
 
     /// A request for instances of the named entity.
     public init(entityName: String) {
-        self.entityName = entityName
+        box = Box(Fields(entityName: entityName))
     }
 
     /// A request for instances of an entity.
     public init(entity: EntityDescription) {
-        self.entityName = entity.name
-        self.entity = entity
+        box = Box(Fields(entityName: entity.name, entity: entity))
     }
 
     /// The entities whose instances match: the entity, and its subentities when
