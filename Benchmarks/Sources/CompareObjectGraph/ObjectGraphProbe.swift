@@ -25,6 +25,9 @@ public struct ObjectGraphProbe {
         /// Delete one customer in 10 (random; the model cascades to their orders and takes
         /// them out of their products), one save: the comparison's delete row. Strata only.
         case delete
+        /// `count` random customers from a just-reopened store, each faulted in, its orders
+        /// followed and every order's total read: the comparison's traverse row. Strata only.
+        case traverse
     }
 
     /// Which system runs the phase.
@@ -84,6 +87,14 @@ public struct ObjectGraphProbe {
                 try shop.close()
                 return Work(operations: picks.count + orders, rows: picks.count + orders)
             }
+            if phase == .traverse {
+                var random = SplitMix64(seed: 7)
+                let picks = Array((0..<data.customers.count).shuffled(using: &random).prefix(count))
+                var children = 0
+                try probePhase { children = try shop.traverse(picks).children }
+                try shop.close()
+                return Work(operations: picks.count, rows: children)
+            }
             let work = try readPhase(data, fault: { try shop.fault($0).values.count }, fetch: { try shop.fetch($0).count })
             try shop.close()
             return work
@@ -126,7 +137,7 @@ public struct ObjectGraphProbe {
 
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert, .memory, .delete:
+        case .insert, .memory, .delete, .traverse:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)

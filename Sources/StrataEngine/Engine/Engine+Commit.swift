@@ -44,7 +44,7 @@ extension Engine {
                 return failAll(error)
             }
         }
-        guard case .wal(let handle) = state.wal.content else { return failAll(StoreError(.io, "active WAL is not a WAL")) }
+        guard case .wal(let handle, let image) = state.wal.content else { return failAll(StoreError(.io, "active WAL is not a WAL")) }
         let base = state.walEnd
         do throws(StoreError) {
             try handle.write(out.bytes, at: base)
@@ -65,6 +65,8 @@ extension Engine {
             }
         }
 
+        // [WAL-5] The records join the WAL's image before the index publishes their entries.
+        image.append(out.bytes, at: base)
         var (index, usage) = shared.withLock { ($0.index, $0.usage) }
         let walNumber = state.wal.number
         var recordSequence = state.lastSequence

@@ -12,12 +12,14 @@ extension Engine {
             handle.close()
             throw error
         }
-        return LiveFile(number: number, path: walPath, content: .wal(handle), fileSystem: fileSystem)
+        let header = WALRecord.fileHeader(fileNumber: number)
+        let image = WALImage(header, count: header.count, headroom: WALImage.chunkBytes)
+        return LiveFile(number: number, path: walPath, content: .wal(handle, image), fileSystem: fileSystem)
     }
 
     /// Starts a new WAL; the old one is synced and queued to become a segment. Writer lock held.
     func rollOver(_ state: inout WriterState) throws(StoreError) {
-        guard case .wal(let handle) = state.wal.content else { return }
+        guard case .wal(let handle, _) = state.wal.content else { return }
         if state.walSynced < state.walEnd {
             try handle.sync()
             state.walSynced = state.walEnd
@@ -83,7 +85,7 @@ extension Engine {
     func flushWAL(_ number: UInt32) throws(StoreError) {
         // Phase 1, no lock: decide which entries are live, from a snapshot of the index.
         let (snapshotIndex, file) = shared.withLock { ($0.index, $0.files[number]) }
-        guard let file, case .wal(let handle) = file.content else {
+        guard let file, case .wal(let handle, _) = file.content else {
             throw StoreError(.notFound, "WAL \(number) queued for flush is not open", path: path)
         }
         let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)

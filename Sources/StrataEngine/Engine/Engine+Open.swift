@@ -121,8 +121,9 @@ extension Engine {
             let isNewest = position == manifest.wals.count - 1
             let walPath = path + "/" + Format.walFileName(number)
             let handle = try fs.open(walPath, mode: isNewest && !options.readOnly ? .readWrite : .readOnly)
-            let file = LiveFile(number: number, path: walPath, content: .wal(handle), fileSystem: fs)
-            files[number] = file
+            // Closed here unless a LiveFile takes it (a failure below leaves nothing open).
+            var adopted = false
+            defer { if !adopted { handle.close() } }
             let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
             let reader = WALReader(path: walPath, bytes: bytes, isNewest: isNewest, repair: options.repair, keysOnly: true)
             do throws(StoreError) {
@@ -150,6 +151,12 @@ extension Engine {
                 lastSequence = max(lastSequence, record.sequence)
             }
             report.dropped += outcome.dropped
+            // [WAL-5] The WAL's checked bytes stay in memory: its values are read there. The
+            // active WAL's image has room for the records appended next.
+            let image = WALImage(
+                bytes, count: isNewest ? Int(outcome.validEnd) : bytes.count, headroom: isNewest ? WALImage.chunkBytes : 0)
+            files[number] = LiveFile(number: number, path: walPath, content: .wal(handle, image), fileSystem: fs)
+            adopted = true
             if isNewest {
                 activeEnd = outcome.validEnd
                 if outcome.tornTail != nil && !options.readOnly {

@@ -190,7 +190,7 @@ public final class Engine: Sendable {
     public func sync() throws(StoreError) {
         try writer.withLock { (state) throws(StoreError) in
             try checkWritable()
-            guard state.walSynced < state.walEnd, case .wal(let handle) = state.wal.content else { return }
+            guard state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content else { return }
             do throws(StoreError) {
                 try handle.sync()
             } catch {
@@ -240,7 +240,7 @@ public final class Engine: Sendable {
         compactionQueue.sync {}
         var failure: StoreError? = nil
         writer.withLock { state in
-            guard !options.readOnly, state.walSynced < state.walEnd, case .wal(let handle) = state.wal.content
+            guard !options.readOnly, state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content
             else { return }
             do throws(StoreError) {
                 try handle.sync()

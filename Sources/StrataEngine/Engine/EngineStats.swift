@@ -59,7 +59,7 @@ extension Engine {
             var wals: [EngineStats.File] = []
             for number in manifest.wals {
                 var size = walEnd
-                if number != walNumber, let file = state.files[number], case .wal(let handle) = file.content {
+                if number != walNumber, let file = state.files[number], case .wal(let handle, _) = file.content {
                     size = try handle.size()
                 }
                 wals.append(describe(number, size: size))

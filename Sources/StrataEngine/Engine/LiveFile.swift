@@ -7,7 +7,8 @@ import Synchronization
 /// obsolete; the file is closed and deleted when the last holder lets go ([DIR-3]).
 final class LiveFile: Sendable {
     enum Content: Sendable {
-        case wal(any FileHandle)
+        /// A WAL: its handle, and its bytes in memory, where its values are read ([WAL-5]).
+        case wal(any FileHandle, WALImage)
         case segment(SegmentReader)
     }
 
@@ -28,7 +29,7 @@ final class LiveFile: Sendable {
     func markObsolete() { obsolete.store(true, ordering: .releasing) }
 
     deinit {
-        if case .wal(let handle) = content { handle.close() }
+        if case .wal(let handle, _) = content { handle.close() }
         if obsolete.load(ordering: .acquiring) {
             // A failure leaves an orphan that the next open removes ([REC-1]).
             try? fileSystem.remove(path)

@@ -177,9 +177,9 @@ extension Snapshot {
 }
 
 /// Remembers the last decompressed segment block, so scans decompress each block once, and
-/// the last window read from a WAL, so a scan reads WAL entries a window at a time instead of
-/// one `pread` each. WAL bytes at an offset never change once written, and a snapshot only
-/// reads entries it indexes, which are complete.
+/// the last chunk of a WAL image read ([WAL-5]), so reads in one chunk take no lock. WAL bytes
+/// at an offset never change once written, and a snapshot only reads entries it indexes,
+/// which are complete.
 struct BlockMemo {
     /// The file of the last value read: a scan reads most values from one file, so the
     /// snapshot's table of files is not consulted per value.
@@ -190,29 +190,20 @@ struct BlockMemo {
     /// ``lastFile`` holds it. Read per value without copying the file's content (whose copy
     /// counts a reference).
     private var lastSegment: Unmanaged<SegmentReader>? = nil
+    /// ``lastFile``'s image when it is a WAL, not retained (``lastFile`` holds it).
+    private var lastImage: Unmanaged<WALImage>? = nil
+    /// The chunk of ``lastImage`` the last WAL value came from.
+    private var chunk: WALImage.Chunk? = nil
     private var segment: ObjectIdentifier? = nil
     private var position: UInt32 = 0
     private var bytes: [UInt8] = []
-    private var wal: ObjectIdentifier? = nil
-    private var walStart: UInt64 = 0
-    private var walBytes: [UInt8] = []
-    /// Where the last WAL entry read ended.
-    private var walEnd: UInt64 = 0
-
-    /// The most bytes read from a WAL at a time by scans.
-    static let walWindow = 256 * 1024
-    /// The first forward window of a scan; each further one doubles, up to ``walWindow``. A
-    /// short scan (a few rows of a small entity) then reads a few kilobytes, not a quarter
-    /// megabyte (whose buffer alone costs a mapping and its page faults).
-    static let firstWALWindow = 8 * 1024
-    /// The size of the next forward window.
-    private var nextWALWindow = BlockMemo.firstWALWindow
 
     /// Calls `body` with the value bytes of `key`'s entry (`entry` is its index entry), read
-    /// in place from the decompressed block or the WAL window this memo holds, reading a new
-    /// one when the entry is elsewhere; `files` are the snapshot's. A segment entry's framing
-    /// is checked (its block's CRC was checked when read, [SEG-3]); a WAL entry's CRC too
-    /// ([ENT-1]).
+    /// in place from the decompressed block this memo holds, reading a new one when the entry
+    /// is elsewhere, or from the WAL's image; `files` are the snapshot's. A segment entry's
+    /// framing is checked (its block's CRC was checked when read, [SEG-3]); so is a WAL
+    /// entry's (its record's CRC was checked when open read it, or the engine wrote it,
+    /// [WAL-5]).
     mutating func withValue<R>(
         key: UnsafeRawBufferPointer, entry: IndexEntry, files: [UInt32: LiveFile],
         _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
@@ -254,67 +245,33 @@ struct BlockMemo {
         }
         lastFile = file
         lastNumber = number
-        if case .segment(let reader) = file.content {
+        chunk = nil
+        switch file.content {
+        case .segment(let reader):
             lastSegment = Unmanaged.passUnretained(reader)
-        } else {
+            lastImage = nil
+        case .wal(_, let image):
             lastSegment = nil
+            lastImage = Unmanaged.passUnretained(image)
         }
     }
 
-    /// `body` with the value of the WAL entry at `entry`'s location in ``lastFile``, its CRC
-    /// checked.
+    /// `body` with the value of the WAL entry at `entry`'s location, from ``lastFile``'s image.
     private mutating func withWALValue<R>(
         key: UnsafeRawBufferPointer, entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
     ) throws(StoreError) -> R {
-        guard let file = lastFile.map(Unmanaged.passUnretained) else {
-            throw StoreError(.corruption, "index points at no file")
-        }
         let location = entry.location
-        return try withWALEntryBytes(at: location, of: file) { (bytes) throws(StoreError) -> R in
-            let range = try LogEntry.valueRange(
-                in: bytes, key: key, sequence: entry.sequence, path: file.takeUnretainedValue().path, offset: UInt64(location.offset))
-            return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
-        }
-    }
-
-    /// Calls `body` with the bytes of the WAL entry at `location`, from the current window or
-    /// a new one.
-    mutating func withWALEntryBytes<R>(
-        at location: ValueLocation, of file: Unmanaged<LiveFile>,
-        _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
-    ) throws(StoreError) -> R {
-        let id = ObjectIdentifier(file.takeUnretainedValue())
         let start = UInt64(location.offset), length = Int(location.length)
-        if wal != id || start < walStart || start + UInt64(length) > walStart + UInt64(walBytes.count) {
-            // A new window: only here is the file's handle taken (its copy counts a reference).
-            guard case .wal(let handle) = file.takeUnretainedValue().content else {
-                throw StoreError(.corruption, "index points at a WAL entry in a file that is not a WAL")
-            }
-            // A window pays off only when the scan walks the WAL forwards (entries written in
-            // key order); an entry far from the last one is read alone.
-            let forward = wal == id && start >= walEnd && start - walEnd <= UInt64(Self.walWindow / 4)
-            walEnd = start + UInt64(length)
-            guard forward || wal != id else {
-                wal = id
-                walBytes = []
-                walStart = 0
-                return try handle.read(exactly: length, at: start).withBytes(body)
-            }
-            walBytes = try handle.read(upTo: forward ? max(length, nextWALWindow) : length, at: start)
-            if forward { nextWALWindow = min(2 * nextWALWindow, Self.walWindow) }
-            wal = id
-            walStart = start
-            guard walBytes.count >= length else {
-                // A short read: fall back to reading exactly this entry.
-                wal = nil
-                return try handle.read(exactly: length, at: start).withBytes(body)
-            }
+        if chunk?.holds(start, length) != true {
+            chunk = lastImage?._withUnsafeGuaranteedRef { $0.chunk(holding: start, length: length) }
         }
-        walEnd = start + UInt64(length)
-        let from = Int(start - walStart)
-        return try walBytes.withBytes { (raw) throws(StoreError) -> R in
-            try body(UnsafeRawBufferPointer(rebasing: raw[from..<from + length]))
+        guard let chunk else {
+            throw StoreError.corruption("index points past what the WAL holds (\(length) bytes)", path: path, offset: start)
         }
+        let bytes = chunk.bytes(at: start, count: length)
+        let range = try LogEntry.valueRange(
+            in: bytes, key: key, sequence: entry.sequence, path: path, offset: start, verifyingChecksum: false)
+        return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
     }
 
     mutating func block(_ position: UInt32, of reader: SegmentReader) throws(StoreError) -> [UInt8] {
