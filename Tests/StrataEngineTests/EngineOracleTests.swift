@@ -121,6 +121,8 @@ import Testing
         var stats = try engine.stats()
         let wal = try #require(stats.wals.last)
         #expect(wal.entryBytes > 0)
+        // [WAL-5] The WAL's bytes are in memory, all of them: header, records, entries.
+        #expect(UInt64(stats.walMemoryBytes) == wal.sizeBytes)
         #expect(wal.deadBytes * 3 == wal.entryBytes * 2, "two of three versions of each key are dead")
         try engine.flush()
         stats = try engine.stats()
@@ -129,5 +131,7 @@ import Testing
         #expect(segment.liveBytes == segment.entryBytes)
         #expect(stats.keyCount == 10)
         #expect(stats.indexMemoryBytes > 0)
+        // The flushed WAL's image went with it; the new WAL holds its header.
+        #expect(stats.walMemoryBytes == Format.walHeaderSize)
     }
 }

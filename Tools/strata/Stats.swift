@@ -32,6 +32,7 @@ struct Stats: ParsableCommand {
         Output.line("  entries:             live \(Output.bytes(report.liveBytes)), dead \(Output.bytes(report.deadBytes)) (before compression)")
         Output.line(String(format: "  space amplification: %.2f×", report.spaceAmplification))
         Output.line(String(format: "  index memory:        %@ (%.1f bytes per key, keys included)", Output.bytes(UInt64(report.indexMemoryBytes)), report.indexBytesPerKey))
+        Output.line("  WAL memory:          \(Output.bytes(UInt64(report.walMemoryBytes))) (WAL values are read from memory)")
         Output.line("  last sequence:       \(report.lastSequence)")
         Output.line(String(format: "  open time:           %.3f s", report.openSeconds))
         let cache = report.cache.keys.sorted().map { "\($0) \(Int(report.cache[$0] ?? 0))" }.joined(separator: ", ")

@@ -210,6 +210,9 @@ public struct StatsReport: Sendable, Equatable, Codable {
     public var indexMemoryBytes: Int
     /// The index's bytes per key, the keys themselves included.
     public var indexBytesPerKey: Double
+    /// Memory the live WALs' bytes take once the store is open (WAL values are read there,
+    /// SPEC [WAL-5]).
+    public var walMemoryBytes: Int
     /// The newest sequence number.
     public var lastSequence: UInt64
     /// Seconds this process took to open the store (recovery and index build).
@@ -301,6 +304,7 @@ public enum StoreInspector {
                 segmentFiles: stats.segments.count, segmentBytes: stats.segments.reduce(0) { $0 + $1.sizeBytes },
                 indexMemoryBytes: stats.indexMemoryBytes,
                 indexBytesPerKey: stats.keyCount == 0 ? 0 : Double(stats.indexMemoryBytes) / Double(stats.keyCount),
+                walMemoryBytes: stats.walMemoryBytes,
                 lastSequence: stats.lastSequence, openSeconds: Double(whole) + Double(fraction) / 1e18,
                 cache: [
                     "hits": Double(cache.hits), "misses": Double(cache.misses), "entries": Double(cache.entries),

@@ -22,6 +22,8 @@ public struct EngineStats: Sendable, Equatable {
     public var keyCount: Int
     /// Estimated bytes of memory the in-memory index holds.
     public var indexMemoryBytes: Int
+    /// Bytes of memory the live WALs' images hold ([WAL-5]: WAL values are read from memory).
+    public var walMemoryBytes: Int = 0
     /// The newest visible sequence number.
     public var lastSequence: UInt64
     /// Live WAL files, oldest first; the last is the one appended to.
@@ -64,11 +66,16 @@ extension Engine {
                 }
                 wals.append(describe(number, size: size))
             }
-            return EngineStats(
+            var stats = EngineStats(
                 keyCount: state.index.count, indexMemoryBytes: state.index.estimatedMemoryBytes,
                 lastSequence: state.sequence, wals: wals,
                 segments: manifest.segments.map { describe($0.fileNumber, size: $0.size) },
                 nextFileNumber: manifest.nextFileNumber, compaction: compaction, cache: cache)
+            stats.walMemoryBytes = state.files.values.reduce(0) { total, file in
+                if case .wal(_, let image) = file.content { return total + image.byteCount }
+                return total
+            }
+            return stats
         }
     }
 }
