@@ -77,6 +77,7 @@ extension StrataStore {
         /// Reads candidate rows in reference order, keeping the matches.
         func readCandidates(_ references: [Int64], root: String) throws {
             let prefix = KeyLayout.rowPrefix(root: root)
+            if !countsOnly { rows.reserveCapacity(rows.count + min(references.count, enough)) }
             for reference in references where rows.count < enough {
                 guard let row = try source.readOnce(prefix: prefix, root: root, reference: reference) else { continue }
                 if matches(row), let entity = layout.entity(number: row.entityNumber) {
