@@ -224,7 +224,9 @@ extension StrataStore {
                 IndexKey.encode(attributeValue, into: &key)
                 return key[prefix.count] == kind ? key : nil
             }
-            let kindStart = prefix + [kind], kindEnd = prefix + [kind + 1]
+            // The bounds of the attribute's type, for open ranges only (made when used).
+            var kindStart: [UInt8] { prefix + [kind] }
+            var kindEnd: [UInt8] { prefix + [kind + 1] }
             var ranges: [(lower: [UInt8], upper: [UInt8])] = []
             var points: [[UInt8]]? = nil
             switch constraint.op {
