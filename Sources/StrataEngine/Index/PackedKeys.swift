@@ -171,6 +171,21 @@ struct PackedKeys: Sendable {
     /// The index of the first key `>= probe`, and whether that key equals `probe`.
     @inline(__always)
     func lowerBound(_ probe: UnsafeRawBufferPointer) -> (index: Int, found: Bool) {
+        search(probe, passingEqual: false)
+    }
+
+    /// The number of keys `<= probe`: in an internal node, the index of the child to descend.
+    @inline(__always)
+    func upperBound(_ probe: UnsafeRawBufferPointer) -> Int {
+        search(probe, passingEqual: true).index
+    }
+
+    /// The binary search of both bounds: the first key above `probe` (`passingEqual`) or not
+    /// below it, and whether a key equal to `probe` stopped the search (never when
+    /// `passingEqual`). Heads decide; keys are compared byte by byte only when their head
+    /// ties with the probe's.
+    @inline(__always)
+    private func search(_ probe: UnsafeRawBufferPointer, passingEqual: Bool) -> (index: Int, found: Bool) {
         bytes.withUnsafeBytes { raw in
             guard !ends.isEmpty else { return (0, false) }
             switch prefixOrder(probe, raw) {
@@ -186,64 +201,23 @@ struct PackedKeys: Sendable {
                     while low < high {
                         let mid = (low + high) >> 1
                         let head = heads[mid]
-                        if head < probeHead {
-                            low = mid + 1
-                        } else if head > probeHead {
-                            high = mid
+                        let order: Int
+                        if head != probeHead {
+                            order = head < probeHead ? -1 : 1
                         } else {
                             let start = mid == 0 ? 0 : Int(ends[mid - 1])
-                            let key = UnsafeRawBufferPointer(
-                                start: raw.baseAddress.map { $0 + start }, count: Int(ends[mid]) - start)
-                            let order = compareKeys(key, probe)
-                            if order < 0 {
-                                low = mid + 1
-                            } else if order > 0 {
-                                high = mid
-                            } else {
-                                return (mid, true)
-                            }
+                            order = compareKeys(
+                                UnsafeRawBufferPointer(start: raw.baseAddress.map { $0 + start }, count: Int(ends[mid]) - start), probe)
+                        }
+                        if order < 0 || (passingEqual && order == 0) {
+                            low = mid + 1
+                        } else if order > 0 {
+                            high = mid
+                        } else {
+                            return (mid, true)
                         }
                     }
                     return (low, false)
-                }
-            }
-        }
-    }
-
-    /// The number of keys `<= probe`: in an internal node, the index of the child to descend.
-    @inline(__always)
-    func upperBound(_ probe: UnsafeRawBufferPointer) -> Int {
-        bytes.withUnsafeBytes { raw in
-            guard !ends.isEmpty else { return 0 }
-            switch prefixOrder(probe, raw) {
-            case -1: return 0
-            case 1: return ends.count
-            default: break
-            }
-            let probeHead = Self.head(probe, from: prefixLength)
-            return ends.withUnsafeBufferPointer { ends in
-                heads.withUnsafeBufferPointer { heads in
-                    var low = 0
-                    var high = ends.count
-                    while low < high {
-                        let mid = (low + high) >> 1
-                        let head = heads[mid]
-                        let below: Bool
-                        if head != probeHead {
-                            below = head < probeHead
-                        } else {
-                            let start = mid == 0 ? 0 : Int(ends[mid - 1])
-                            let key = UnsafeRawBufferPointer(
-                                start: raw.baseAddress.map { $0 + start }, count: Int(ends[mid]) - start)
-                            below = compareKeys(key, probe) <= 0
-                        }
-                        if below {
-                            low = mid + 1
-                        } else {
-                            high = mid
-                        }
-                    }
-                    return low
                 }
             }
         }

@@ -245,20 +245,6 @@ extension FetchPredicate {
     /// ``compare(_:_:_:modifier:options:)`` does: integers exactly, non-NaN doubles and
     /// dates by their order.
     static func typedTest(_ op: FetchComparisonOperator, _ constant: FetchValue) -> ((AttributeValue) -> Bool?)? {
-        func holds(_ order: ComparisonResult) -> Bool {
-            switch op {
-            case .equal: return order == .orderedSame
-            case .notEqual: return order != .orderedSame
-            case .lessThan: return order == .orderedAscending
-            case .lessThanOrEqual: return order != .orderedDescending
-            case .greaterThan: return order == .orderedDescending
-            case .greaterThanOrEqual: return order != .orderedAscending
-            default: return false
-            }
-        }
-        func order<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult {
-            a < b ? .orderedAscending : (a == b ? .orderedSame : .orderedDescending)
-        }
         switch op {
         case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: break
         default: return nil
@@ -268,22 +254,22 @@ extension FetchPredicate {
         case .double(let c) where !c.isNaN:
             return { stored in
                 guard case .double(let a) = stored, !a.isNaN else { return nil }
-                return holds(order(a, c))
+                return holds(op, a, c)
             }
         case .int16, .int32, .int64:
             guard let c = value.integerValue else { return nil }
             return { stored in
                 switch stored {
-                case .int16(let a): return holds(order(Int64(a), c))
-                case .int32(let a): return holds(order(Int64(a), c))
-                case .int64(let a): return holds(order(a, c))
+                case .int16(let a): return holds(op, Int64(a), c)
+                case .int32(let a): return holds(op, Int64(a), c)
+                case .int64(let a): return holds(op, a, c)
                 default: return nil
                 }
             }
         case .date(let c) where !c.timeIntervalSinceReferenceDate.isNaN:
             return { stored in
                 guard case .date(let a) = stored, !a.timeIntervalSinceReferenceDate.isNaN else { return nil }
-                return holds(order(a, c))
+                return holds(op, a, c)
             }
         default:
             return nil
