@@ -69,6 +69,47 @@ import Testing
         [("label.name", false), ("label.country.name", true)],
     ]
 
+    /// [FETCH-S9] A sorted page whose first key is a string attribute orders ASCII strings by
+    /// their bytes: the same page as the fetch language's order, with ties (broken by the next
+    /// key, then by the earlier row), nulls, empty strings, prefixes, case, and non-ASCII
+    /// strings (canonically equal ones included) that leave the decision to `String`.
+    @Test(arguments: [
+        [("title", true)], [("title", false)], [("title", true), ("year", false)], [("title", false), ("year", true)],
+    ] as [[(String, Bool)]])
+    func pagesSortedByAStringAttributeGiveTheOrderOfStrings(sort: [(String, Bool)]) throws {
+        let model = try Self.model()
+        let reference = PersistentStoreCoordinator(managedObjectModel: model)
+        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
+        let store = TemporaryStore()
+        let strata = try store.coordinator(model: model)
+        let titles: [String?] = ["b", "a", "", nil, "ab", "A", "é", "e\u{301}", "a", "Zed", "zed", "b", "e", "f", "ä", "a b", "B"]
+        for coordinator in [reference, strata] {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for index in 0..<90 {
+                let record = try context.insertNewObject(forEntityName: index % 7 == 0 ? "Single" : "Record")
+                if let title = titles[(index * 5) % titles.count] { try record.setValue(.string(title), forKey: "title") }
+                try record.setValue(.int32(Int32(index % 4)), forKey: "year")
+            }
+            try context.save()
+        }
+        for (limit, offset) in [(0, 0), (1, 0), (5, 0), (7, 3), (30, 10)] {
+            var request = FetchRequest(entityName: "Record")
+            request.sortDescriptors = sort.map { FetchSortDescriptor(keyPath: $0.0, ascending: $0.1) }
+            request.fetchLimit = limit
+            request.fetchOffset = offset
+            func page(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+                let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+                return try context.fetch(request).map { object in
+                    let title = try object.value(forKey: "title"), year = try object.value(forKey: "year")
+                    return "\(title)/\(year)/\(object.entity.name)"
+                }
+            }
+            let expected = try page(reference)
+            #expect(expected.count == (limit == 0 ? 90 : limit))
+            #expect(try page(strata) == expected, "by \(sort) limit \(limit) offset \(offset)")
+        }
+    }
+
     @Test(arguments: 0..<8)
     func sortsThroughToOnesGiveTheOrderOfKeyPaths(case index: Int) throws {
         let model = try Self.model()

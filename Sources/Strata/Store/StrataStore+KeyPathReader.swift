@@ -1,3 +1,4 @@
+import Glibc
 import ObjectGraph
 
 extension StrataStore {
@@ -130,6 +131,13 @@ extension StrataStore {
         /// the same order): kept apart so that comparing with the last row copies nothing.
         @exclusivity(unchecked) private(set) var views: [RowView] = []
         @exclusivity(unchecked) private var keys: [FetchValue] = []
+        /// The ordinal of the first sort key when it is a stored string attribute compared
+        /// without options: rows are then ordered by that string's bytes where it is ASCII
+        /// (byte order is `String` order there), decoding and comparing no `String`.
+        private let firstStringOrdinal: Int?
+        /// With ``firstStringOrdinal``, each kept row's first key as bytes (`nil` where it is
+        /// not an ASCII string), in the order of ``views``.
+        @exclusivity(unchecked) private var firstKeyBytes: [[UInt8]?] = []
 
         /// Top rows for `descriptors`, or `nil` when a key path does not compile.
         init?(count: Int, descriptors: [FetchSortDescriptor], entity: EntityDescription, source: RowSource) {
@@ -142,6 +150,13 @@ extension StrataStore {
             self.count = count
             self.descriptors = descriptors
             self.readers = readers
+            if let first = descriptors.first, first.options.isEmpty, let attribute = entity.attributesByName[first.keyPath],
+                attribute.attributeType == .string, !attribute.isTransient, attribute.ordinal >= 0
+            {
+                firstStringOrdinal = attribute.ordinal
+            } else {
+                firstStringOrdinal = nil
+            }
             views.reserveCapacity(count + 1)
             keys.reserveCapacity((count + 1) * descriptors.count)
         }
@@ -149,18 +164,29 @@ extension StrataStore {
         /// Considers a row that matched the fetch, read after every row offered before it.
         func offer(_ row: BorrowedRowView) throws {
             let width = descriptors.count
+            var rowBytes: [UInt8]? = nil
+            if let ordinal = firstStringOrdinal {
+                _ = row.fields.testStringBytes(atOrdinal: ordinal) { bytes -> Bool? in
+                    if bytes.allSatisfy({ $0 < 0x80 }) { rowBytes = Array(bytes) }
+                    return nil
+                }
+            }
             var rowKeys: [FetchValue] = []
             if views.count == count {
                 // Compared with the last row kept: most rows are decided by their first key,
-                // with nothing allocated; a tie goes to the earlier row.
-                let first = try readers[0].value(of: row)
-                switch descriptors[0].order(first, keys[(views.count - 1) * width]) {
-                case .orderedDescending: return
-                case .orderedAscending: rowKeys = [first]
-                case .orderedSame:
-                    rowKeys = [first]
-                    for index in 1..<width { rowKeys.append(try readers[index].value(of: row)) }
-                    guard precedes(rowKeys, keptAt: views.count - 1) else { return }
+                // on its bytes or with nothing allocated; a tie goes to the earlier row.
+                if let order = firstKeyOrder(rowBytes, keptAt: views.count - 1) {
+                    guard order < 0 else { return }
+                } else {
+                    let first = try readers[0].value(of: row)
+                    switch descriptors[0].order(first, keys[(views.count - 1) * width]) {
+                    case .orderedDescending: return
+                    case .orderedAscending: rowKeys = [first]
+                    case .orderedSame:
+                        rowKeys = [first]
+                        for index in 1..<width { rowKeys.append(try readers[index].value(of: row)) }
+                        guard precedes(rowKeys, rowBytes, keptAt: views.count - 1) else { return }
+                    }
                 }
             }
             rowKeys.reserveCapacity(width)
@@ -169,19 +195,45 @@ extension StrataStore {
             var low = 0, high = views.count
             while low < high {
                 let middle = (low + high) / 2
-                if precedes(rowKeys, keptAt: middle) { high = middle } else { low = middle + 1 }
+                if precedes(rowKeys, rowBytes, keptAt: middle) { high = middle } else { low = middle + 1 }
             }
             views.insert(row.view(), at: low)
             keys.insert(contentsOf: rowKeys, at: low * width)
+            if firstStringOrdinal != nil { firstKeyBytes.insert(rowBytes, at: low) }
             if views.count > count {
                 views.removeLast()
                 keys.removeLast(width)
+                if firstStringOrdinal != nil { firstKeyBytes.removeLast() }
             }
         }
 
-        /// Whether `rowKeys` come strictly before the keys of the kept row at `position`.
-        private func precedes(_ rowKeys: [FetchValue], keptAt position: Int) -> Bool {
+        /// The order of a row's first key (its ASCII bytes) against the kept row at
+        /// `position`'s, in the first descriptor's direction (negative: the row comes first);
+        /// `nil` when either is not an ASCII string or they are equal.
+        private func firstKeyOrder(_ rowBytes: [UInt8]?, keptAt position: Int) -> Int? {
+            guard let rowBytes, firstStringOrdinal != nil, let kept = firstKeyBytes[position] else { return nil }
+            let order = rowBytes.withUnsafeBufferPointer { Self.byteOrder($0, kept) }
+            guard order != 0 else { return nil }
+            return descriptors[0].ascending ? order : -order
+        }
+
+        /// The byte order of two byte strings: negative, zero or positive.
+        private static func byteOrder(_ bytes: UnsafeBufferPointer<UInt8>, _ other: [UInt8]) -> Int {
+            other.withUnsafeBufferPointer { other in
+                let common = min(bytes.count, other.count)
+                if common > 0, let a = bytes.baseAddress, let b = other.baseAddress {
+                    let order = memcmp(a, b, common)
+                    if order != 0 { return Int(order) }
+                }
+                return bytes.count - other.count
+            }
+        }
+
+        /// Whether `rowKeys` (whose first is `rowBytes` as ASCII, if it is) come strictly
+        /// before the keys of the kept row at `position`.
+        private func precedes(_ rowKeys: [FetchValue], _ rowBytes: [UInt8]?, keptAt position: Int) -> Bool {
             let start = position * descriptors.count
+            if let order = firstKeyOrder(rowBytes, keptAt: position) { return order < 0 }
             for (index, descriptor) in descriptors.enumerated() {
                 switch descriptor.order(rowKeys[index], keys[start + index]) {
                 case .orderedAscending: return true
