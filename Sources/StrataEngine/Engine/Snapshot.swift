@@ -164,9 +164,13 @@ extension Snapshot {
         public mutating func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
             guard let entry = key.withUnsafeBytes({ snapshot.index.lookup($0, finger: &finger) }) else { return nil }
             if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) { return cached }
+            // [WAL-5] A value in a WAL is read from its image, in memory already: a read does
+            // not copy it into the row cache too.
+            let inWAL = try memo.isWAL(entry.location.fileNumber, in: snapshot.files)
             let value = try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
                 try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { Array($0) }
             }
+            if inWAL { return value }
             // Empty values (index and relationship keys, whose meaning is the key) are not
             // worth a cache entry; leaving them out lets commits skip them cheaply
             // (RowCache.update).
@@ -227,6 +231,12 @@ struct BlockMemo {
                 path: path, offset: blockOffset(location), verifyingChecksum: false)
             return try body(UnsafeRawBufferPointer(rebasing: block[start + range.lowerBound..<start + range.upperBound]))
         }
+    }
+
+    /// Whether file `number` of `files` (a snapshot's) is a WAL; it becomes the file read.
+    mutating func isWAL(_ number: UInt32, in files: [UInt32: LiveFile]) throws(StoreError) -> Bool {
+        if number != lastNumber { try switchFile(to: number, in: files) }
+        return lastImage != nil
     }
 
     /// The path of the last file read, for errors.
