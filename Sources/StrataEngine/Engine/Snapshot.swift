@@ -22,6 +22,15 @@ public struct Snapshot: Sendable {
 
     /// The value of `key`, or `nil` if it has none.
     public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
+        guard let entry = index.lookup(key) else { return nil }
+        // A value in a WAL, read from its image ([WAL-5]) without a reader's memo.
+        if let file = files[entry.location.fileNumber], case .wal(_, let image) = file.content {
+            if let cached = cache?.lookup(key, sequence: entry.sequence) { return cached }
+            let chunk = try image.chunk(of: entry, path: file.path)
+            return try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
+                try chunk.withValue(key: raw, entry: entry, path: file.path) { Array($0) }
+            }
+        }
         var reader = Reader(self)
         return try reader.get(key)
     }
@@ -270,18 +279,14 @@ struct BlockMemo {
     private mutating func withWALValue<R>(
         key: UnsafeRawBufferPointer, entry: IndexEntry, _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
     ) throws(StoreError) -> R {
-        let location = entry.location
-        let start = UInt64(location.offset), length = Int(location.length)
-        if chunk?.holds(start, length) != true {
-            chunk = lastImage?._withUnsafeGuaranteedRef { $0.chunk(holding: start, length: length) }
+        if chunk?.holds(entry) != true {
+            guard let image = lastImage else {
+                throw StoreError(.corruption, "index points at file \(lastNumber), which is neither a WAL nor a segment")
+            }
+            chunk = try image.takeUnretainedValue().chunk(of: entry, path: path)
         }
-        guard let chunk else {
-            throw StoreError.corruption("index points past what the WAL holds (\(length) bytes)", path: path, offset: start)
-        }
-        let bytes = chunk.bytes(at: start, count: length)
-        let range = try LogEntry.valueRange(
-            in: bytes, key: key, sequence: entry.sequence, path: path, offset: start, verifyingChecksum: false)
-        return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
+        guard let chunk else { throw StoreError(.corruption, "no WAL chunk read", path: path) }
+        return try chunk.withValue(key: key, entry: entry, path: path, body)
     }
 
     mutating func block(_ position: UInt32, of reader: SegmentReader) throws(StoreError) -> [UInt8] {

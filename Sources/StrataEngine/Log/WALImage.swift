@@ -28,6 +28,25 @@ final class WALImage: Sendable {
             offset >= start && offset + UInt64(length) <= start + UInt64(used)
         }
 
+        /// Whether the chunk holds the entry `entry` locates.
+        @inline(__always)
+        func holds(_ entry: IndexEntry) -> Bool { holds(UInt64(entry.location.offset), Int(entry.location.length)) }
+
+        /// Calls `body` with the value of the entry `entry` locates for `key` (which this
+        /// chunk holds), its framing checked (kind, sequence, key, lengths; not its CRC,
+        /// [WAL-5]); `path` names the WAL in errors.
+        @inline(__always)
+        func withValue<R>(
+            key: UnsafeRawBufferPointer, entry: IndexEntry, path: @autoclosure () -> String,
+            _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R
+        ) throws(StoreError) -> R {
+            let start = UInt64(entry.location.offset)
+            let bytes = self.bytes(at: start, count: Int(entry.location.length))
+            let range = try LogEntry.valueRange(
+                in: bytes, key: key, sequence: entry.sequence, path: path(), offset: start, verifyingChecksum: false)
+            return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
+        }
+
         /// The bytes at file offset `offset` (which the chunk holds, ``holds(_:_:)``).
         @inline(__always)
         func bytes(at offset: UInt64, count: Int) -> UnsafeRawBufferPointer {
@@ -80,6 +99,16 @@ final class WALImage: Sendable {
                 }
             }
         }
+    }
+
+    /// The chunk holding the entry `entry` locates, or the corruption error naming `path`
+    /// when none does.
+    func chunk(of entry: IndexEntry, path: @autoclosure () -> String) throws(StoreError) -> Chunk {
+        let start = UInt64(entry.location.offset), length = Int(entry.location.length)
+        guard let chunk = chunk(holding: start, length: length) else {
+            throw StoreError.corruption("index points past what the WAL holds (\(length) bytes)", path: path(), offset: start)
+        }
+        return chunk
     }
 
     /// The chunk holding file offsets `offset ..< offset + length`, or `nil` when no chunk
