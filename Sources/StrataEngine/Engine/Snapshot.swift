@@ -237,7 +237,7 @@ struct BlockMemo {
             }
             let range = try LogEntry.valueRange(
                 in: UnsafeRawBufferPointer(rebasing: block[start..<end]), key: key, sequence: entry.sequence,
-                path: path, offset: blockOffset(location), verifyingChecksum: false)
+                path: path, offset: blockOffset(location))
             return try body(UnsafeRawBufferPointer(rebasing: block[start + range.lowerBound..<start + range.upperBound]))
         }
     }

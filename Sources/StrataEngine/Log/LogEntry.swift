@@ -78,14 +78,13 @@ struct LogEntry: Equatable, Sendable {
         return .success(LogEntry(isDelete: kind == Format.entryDelete, sequence: sequence, key: key, value: value))
     }
 
-    /// The value of the one put entry occupying all of `bytes`, checked in place (its checksum,
-    /// its length, and that it is a put of `key` at `sequence`, the entry the index expects),
-    /// as a range of `bytes`: a scan's read that copies nothing. Throws a corruption error
-    /// naming `path` and `offset` otherwise. `verifyingChecksum` false skips only the
-    /// checksum, for bytes a block checksum verified already (entries in segment blocks).
+    /// The value of the one put entry occupying all of `bytes`, its framing checked in place
+    /// (its length, and that it is a put of `key` at `sequence`, the entry the index expects),
+    /// as a range of `bytes`: a read that copies nothing. Throws a corruption error naming
+    /// `path` and `offset` otherwise. The entry's checksum is not checked: its bytes were
+    /// verified when read from disk (a segment block's CRC, [SEG-3]; a WAL record's, [WAL-5]).
     static func valueRange(
-        in bytes: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, sequence: UInt64, path: @autoclosure () -> String, offset: UInt64,
-        verifyingChecksum: Bool = true
+        in bytes: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, sequence: UInt64, path: @autoclosure () -> String, offset: UInt64
     ) throws(StoreError) -> Range<Int> {
         var reader = ByteReader(bytes)
         // The path only for an error (a read of a valid entry touches no string).
@@ -103,12 +102,7 @@ struct LogEntry: Equatable, Sendable {
         guard key.elementsEqualBytes(UnsafeRawBufferPointer(rebasing: bytes[keyStart..<keyStart + key.count])) else {
             throw fail("entry on disk is not the one the index expects")
         }
-        let end = bytes.count - 4
-        let crc = bytes.loadUnaligned(fromByteOffset: end, as: UInt32.self).littleEndian
-        guard !verifyingChecksum || crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<end])) else {
-            throw fail("entry does not decode (checksum)")
-        }
-        return keyStart + key.count..<end
+        return keyStart + key.count..<bytes.count - 4
     }
 
     /// Decodes exactly one entry occupying all of `bytes`, or throws a corruption error naming

@@ -43,7 +43,7 @@ final class WALImage: Sendable {
             let start = UInt64(entry.location.offset)
             let bytes = self.bytes(at: start, count: Int(entry.location.length))
             let range = try LogEntry.valueRange(
-                in: bytes, key: key, sequence: entry.sequence, path: path(), offset: start, verifyingChecksum: false)
+                in: bytes, key: key, sequence: entry.sequence, path: path(), offset: start)
             return try body(UnsafeRawBufferPointer(rebasing: bytes[range]))
         }
 
