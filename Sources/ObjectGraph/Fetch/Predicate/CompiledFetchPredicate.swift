@@ -245,11 +245,7 @@ extension FetchPredicate {
     /// ``compare(_:_:_:modifier:options:)`` does: integers exactly, non-NaN doubles and
     /// dates by their order.
     static func typedTest(_ op: FetchComparisonOperator, _ constant: FetchValue) -> ((AttributeValue) -> Bool?)? {
-        switch op {
-        case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: break
-        default: return nil
-        }
-        guard case .attribute(let value) = constant else { return nil }
+        guard let value = orderingConstant(op, constant) else { return nil }
         switch value {
         case .double(let c) where !c.isNaN:
             return { stored in
@@ -276,15 +272,22 @@ extension FetchPredicate {
         }
     }
 
-    /// ``typedTest(_:_:)`` on a stored value's bits (``OrdinalFetchEvaluable/fixedWidthBits(atOrdinal:as:)``):
-    /// the kind to read and the test, which answers `nil` for a NaN (the general comparison
-    /// decides). `nil` where `typedTest` has no test.
-    static func bitsTest(_ op: FetchComparisonOperator, _ constant: FetchValue) -> (FixedWidthKind, (UInt64) -> Bool?)? {
+    /// The attribute value of `constant` when `op` is an ordering or equality operator (the
+    /// only ones the typed tests answer), else `nil`.
+    private static func orderingConstant(_ op: FetchComparisonOperator, _ constant: FetchValue) -> AttributeValue? {
         switch op {
         case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: break
         default: return nil
         }
         guard case .attribute(let value) = constant else { return nil }
+        return value
+    }
+
+    /// ``typedTest(_:_:)`` on a stored value's bits (``OrdinalFetchEvaluable/fixedWidthBits(atOrdinal:as:)``):
+    /// the kind to read and the test, which answers `nil` for a NaN (the general comparison
+    /// decides). `nil` where `typedTest` has no test.
+    static func bitsTest(_ op: FetchComparisonOperator, _ constant: FetchValue) -> (FixedWidthKind, (UInt64) -> Bool?)? {
+        guard let value = orderingConstant(op, constant) else { return nil }
         switch value {
         case .double(let c) where !c.isNaN:
             return (.double, { bits in
