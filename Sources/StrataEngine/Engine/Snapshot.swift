@@ -32,7 +32,7 @@ public struct Snapshot: Sendable {
             }
         }
         var reader = Reader(self)
-        return try reader.get(key)
+        return try reader.value(of: key, entry: entry)
     }
 
     /// Whether `key` has a value. Reads only the index.
@@ -172,6 +172,12 @@ extension Snapshot {
         /// The value of `key`, or `nil` if it has none (as ``Snapshot/get(_:)``).
         public mutating func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
             guard let entry = key.withUnsafeBytes({ snapshot.index.lookup($0, finger: &finger) }) else { return nil }
+            return try value(of: key, entry: entry)
+        }
+
+        /// The value of `key`, whose index entry is `entry`: from the row cache, or read and
+        /// (unless it is in a WAL) cached.
+        mutating func value(of key: [UInt8], entry: IndexEntry) throws(StoreError) -> [UInt8] {
             if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) { return cached }
             // [WAL-5] A value in a WAL is read from its image, in memory already: a read does
             // not copy it into the row cache too.
@@ -224,12 +230,7 @@ struct BlockMemo {
         let location = entry.location
         if location.fileNumber != lastNumber { try switchFile(to: location.fileNumber, in: files) }
         guard let segment = lastSegment else { return try withWALValue(key: key, entry: entry, body) }
-        let id = ObjectIdentifier(segment.takeUnretainedValue())
-        if self.segment != id || position != location.position {
-            bytes = try segment.takeUnretainedValue().readDataBlock(Int(location.position))
-            self.segment = id
-            position = location.position
-        }
+        try load(location.position, of: segment.takeUnretainedValue())
         let start = Int(location.offset), end = start + Int(location.length)
         return try bytes.withBytes { (block) throws(StoreError) -> R in
             guard end <= block.count else {
@@ -290,12 +291,18 @@ struct BlockMemo {
     }
 
     mutating func block(_ position: UInt32, of reader: SegmentReader) throws(StoreError) -> [UInt8] {
+        try load(position, of: reader)
+        return bytes
+    }
+
+    /// Makes data block `position` of `reader` the one held, reading it unless it already is.
+    @inline(__always)
+    private mutating func load(_ position: UInt32, of reader: SegmentReader) throws(StoreError) {
         let id = ObjectIdentifier(reader)
         if segment != id || self.position != position {
             bytes = try reader.readDataBlock(Int(position))
             segment = id
             self.position = position
         }
-        return bytes
     }
 }
