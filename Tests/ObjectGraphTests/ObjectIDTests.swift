@@ -25,6 +25,34 @@ struct ObjectIDTests {
         #expect(coordinator.managedObjectID(forURIRepresentation: id.uriRepresentation()) == id)
     }
 
+    @Test func idsAreEqualAndHashAlikeExactlyWhenEntityStoreAndReferenceAre() throws {
+        // Integer IDs share one home per entity and store; every other kind has its own.
+        // Equality and hashing must not depend on which form an ID took.
+        let model = try TestModel.make()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let first = try #require(try coordinator.addPersistentStore(type: .inMemory) as? IncrementalStore)
+        let second = try #require(try coordinator.addPersistentStore(type: .inMemory) as? IncrementalStore)
+        let person = try model.entity(named: "Person"), note = try model.entity(named: "Note")
+        let references: [ReferenceObject] = [.int64(0), .int64(1), .int64(-1), .int64(.max), .string("1"), .string(""), .uuid(UUID())]
+        var ids: [ManagedObjectID] = [.temporary(for: person), .temporary(for: note)]
+        for store in [first, second] {
+            for entity in [person, note] {
+                for reference in references { ids.append(store.newObjectID(for: entity, referenceObject: reference)) }
+            }
+        }
+        for (i, a) in ids.enumerated() {
+            for (j, b) in ids.enumerated() {
+                #expect((a == b) == (i == j), "\(a) vs \(b)")
+            }
+            // A second ID made the same way (or parsed back from its URI) equals it and hashes alike.
+            let again = a.isTemporaryID ? a : try #require(coordinator.managedObjectID(forURIRepresentation: a.uriRepresentation()))
+            #expect(again == a && again.hashValue == a.hashValue && Set([a, again]).count == 1)
+            #expect(again.referenceObject == a.referenceObject && again.entity === a.entity && again.storeIdentifier == a.storeIdentifier)
+        }
+        #expect(Set(ids).count == ids.count)
+        #expect(first.newObjectID(for: person, referenceObject: .int64(7)).kind == .permanent(.int64(7)))
+    }
+
     @Test func temporaryIDsAreDistinctAndHaveTemporaryURIs() throws {
         let entity = try TestModel.make().entity(named: "Person")
         let a = ManagedObjectID.temporary(for: entity)

@@ -108,7 +108,7 @@ extension PersistentStoreCoordinator {
     /// The store an object ID belongs to.
     func incrementalStore(for objectID: ManagedObjectID) throws -> IncrementalStore {
         // The ID's own store, when it is still added here: no search by identifier.
-        if let store = objectID.storage.store?.incrementalStore,
+        if let store = objectID.home.store?.incrementalStore,
             state.withLock({ $0.stores.contains { $0 === store } })
         {
             return store
@@ -180,8 +180,8 @@ extension PersistentStoreCoordinator {
     /// The store of every ID in `ids`, when they share one that is still this coordinator's
     /// (the usual case, and every deallocation): no grouping, no array.
     private func soleStore(of ids: [ManagedObjectID]) -> IncrementalStore? {
-        guard let first = ids.first?.storage.store else { return nil }
-        for id in ids.dropFirst() where id.storage.store !== first { return nil }
+        guard let first = ids.first?.home.store else { return nil }
+        for id in ids.dropFirst() where id.home.store !== first { return nil }
         guard let store = first.incrementalStore else { return nil }
         return state.withLock { state in state.stores.contains { $0 === store } } ? store : nil
     }

@@ -26,48 +26,75 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The object's entity.
-    public var entity: EntityDescription { storage.entity }
+    public var entity: EntityDescription { home.entity }
     /// The identifier of the store holding the object; `nil` while temporary.
-    public var storeIdentifier: String? { storage.store?.identifier }
+    public var storeIdentifier: String? { home.store?.identifier }
     /// The ID's kind and key.
-    public var kind: Kind { storage.kind }
+    public var kind: Kind { boxed?.kind ?? .permanent(.int64(reference)) }
     /// The store that created the ID, while it is alive.
-    public var persistentStore: PersistentStore? { storage.store?.store }
+    public var persistentStore: PersistentStore? { home.store?.store }
 
-    /// The fields, in one immutable object: copying an ID is one retain (not one per field),
-    /// and its hash is computed once, from hashes computed once per entity and per store.
-    /// IDs are copied and hashed on every registration, fault and fetch.
-    final class Storage: @unchecked Sendable {
+    /// An ID's entity and store, with their hash: one object shared by every integer ID of
+    /// one entity in one store (``StoreToken/home(for:)``), so copying an ID is one retain
+    /// and making one allocates nothing. IDs of other kinds (temporary, or a reference that
+    /// is not an integer) each have their own, a ``Boxed`` holding the kind.
+    class Home: @unchecked Sendable {
         // Immutable after init (`StoreToken` is itself immutable).
         let entity: EntityDescription
         let store: StoreToken?
+        /// The hash of entity name and store identifier (shared), or of entity name, store
+        /// identifier and kind (boxed).
+        let hash: Int
+        /// Whether this is a ``Boxed``, one ID's own home.
+        let isBoxed: Bool
+
+        init(entity: EntityDescription, store: StoreToken?, kindHash: Int? = nil) {
+            self.entity = entity
+            self.store = store
+            let base = ManagedObjectID.mix(entity.nameHash, store?.identifierHash ?? 0)
+            self.hash = kindHash.map { ManagedObjectID.mix(base, $0) } ?? base
+            self.isBoxed = kindHash != nil
+        }
+    }
+
+    /// The home of one ID whose kind is not an integer reference.
+    final class Boxed: Home, @unchecked Sendable {
         let kind: Kind
-        /// The hash of entity name, store identifier and kind.
-        let fieldHash: Int
         /// Whether ``kind`` is temporary (read on every registration; no copy of the kind).
         let isTemporary: Bool
 
         init(entity: EntityDescription, store: StoreToken?, kind: Kind) {
-            self.entity = entity
-            self.store = store
             self.kind = kind
-            let kindHash: Int
-            switch kind {
-            case .permanent(.int64(let reference)): kindHash = Int(truncatingIfNeeded: reference)
-            default: kindHash = kind.hashValue
-            }
             if case .temporary = kind { isTemporary = true } else { isTemporary = false }
-            self.fieldHash = Self.mix(Self.mix(entity.nameHash, store?.identifierHash ?? 0), kindHash)
-        }
-
-        /// Combines two hashes (the final `hash(into:)` feeds the result to `Hasher`).
-        static func mix(_ a: Int, _ b: Int) -> Int {
-            let x = UInt64(bitPattern: Int64(a)) &* 0x9E37_79B9_7F4A_7C15
-            return Int(bitPattern: UInt(truncatingIfNeeded: (x ^ (x >> 29)) &+ UInt64(bitPattern: Int64(b))))
+            super.init(entity: entity, store: store, kindHash: ManagedObjectID.kindHash(kind))
         }
     }
 
-    let storage: Storage
+    /// The entity and store, shared (integer references) or the ID's own (other kinds).
+    let home: Home
+    /// The integer reference when ``home`` is shared; 0 otherwise.
+    let reference: Int64
+
+    /// Combines two hashes (the final `hash(into:)` feeds the result to `Hasher`).
+    static func mix(_ a: Int, _ b: Int) -> Int {
+        let x = UInt64(bitPattern: Int64(a)) &* 0x9E37_79B9_7F4A_7C15
+        return Int(bitPattern: UInt(truncatingIfNeeded: (x ^ (x >> 29)) &+ UInt64(bitPattern: Int64(b))))
+    }
+
+    /// The hash of a kind: an integer reference is its own hash, so both forms of an ID agree.
+    fileprivate static func kindHash(_ kind: Kind) -> Int {
+        if case .permanent(.int64(let reference)) = kind { return Int(truncatingIfNeeded: reference) }
+        return kind.hashValue
+    }
+
+    /// The hash of entity name, store identifier and kind.
+    var fieldHash: Int {
+        let home = self.home
+        return home.isBoxed ? home.hash : Self.mix(home.hash, Int(truncatingIfNeeded: reference))
+    }
+
+    /// The home as the ID's own, when it is one (no dynamic cast).
+    private var boxed: Boxed? { home.isBoxed ? unsafeDowncast(home, to: Boxed.self) : nil }
 
     /// A new temporary ID for an object of `entity`.
     ///
@@ -78,14 +105,24 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     }
 
     init(entity: EntityDescription, store: StoreToken?, kind: Kind) {
-        storage = Storage(entity: entity, store: store, kind: kind)
+        if let store, case .permanent(.int64(let reference)) = kind {
+            self.init(home: store.home(for: entity), reference: reference)
+        } else {
+            self.init(home: Boxed(entity: entity, store: store, kind: kind), reference: 0)
+        }
+    }
+
+    /// An integer ID of a shared home.
+    init(home: Home, reference: Int64) {
+        self.home = home
+        self.reference = reference
     }
 
     /// The entity's name.
     public var entityName: String { entity.name }
 
     /// Whether the ID is temporary.
-    public var isTemporaryID: Bool { storage.isTemporary }
+    public var isTemporaryID: Bool { boxed?.isTemporary ?? false }
 
     /// The store's key for the object, if the ID is permanent.
     public var referenceObject: ReferenceObject? {
@@ -96,10 +133,11 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// store token, or failing that the same store identifier), else `nil`: a store checks
     /// an ID it is handed with one comparison, without loading its weak store reference.
     package func integerReference(madeLike maker: ObjectIDMaker) -> Int64? {
-        let storage = self.storage
-        guard let token = storage.store, token === maker.token || token.identifier == maker.token.identifier,
-            case .permanent(.int64(let reference)) = storage.kind
-        else { return nil }
+        let home = self.home
+        guard let token = home.store, token === maker.token || token.identifier == maker.token.identifier else { return nil }
+        guard home.isBoxed else { return reference }
+        let boxed = unsafeDowncast(home, to: Boxed.self)
+        guard case .permanent(.int64(let reference)) = boxed.kind else { return nil }
         return reference
     }
 
@@ -124,16 +162,18 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
 
     /// Equal when entity name, store identifier and kind are equal.
     public static func == (lhs: ManagedObjectID, rhs: ManagedObjectID) -> Bool {
-        let a = lhs.storage, b = rhs.storage
-        if a === b { return true }
-        guard a.fieldHash == b.fieldHash, a.kind == b.kind else { return false }
+        let a = lhs.home, b = rhs.home
+        // One shared home: same entity and store, so the references decide. A boxed home
+        // is one ID's own (reference 0 on both sides).
+        if a === b { return lhs.reference == rhs.reference }
+        guard lhs.kind == rhs.kind else { return false }
         guard a.store === b.store || a.store?.identifier == b.store?.identifier else { return false }
         return a.entity === b.entity || a.entity.name == b.entity.name
     }
 
-    /// Hashes entity name, store identifier and kind (computed once per ID).
+    /// Hashes entity name, store identifier and kind.
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(storage.fieldHash)
+        hasher.combine(fieldHash)
     }
 
     /// The hash dictionaries and sets use: the ID's field hash (which mixes the per-process
@@ -141,7 +181,7 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// outside) and the table's seed through ``seededHash(_:seed:)``, instead of a full
     /// `Hasher` run: every registration, fault and deallocation looks an ID up.
     public func _rawHashValue(seed: Int) -> Int {
-        seededHash(storage.fieldHash, seed: seed)
+        seededHash(fieldHash, seed: seed)
     }
 }
 
@@ -152,25 +192,38 @@ package struct ObjectIDMaker: Sendable {
 
     /// The ID of the object of `entity` with the integer reference `reference`.
     package func id(for entity: EntityDescription, reference: Int64) -> ManagedObjectID {
-        ManagedObjectID(entity: entity, store: token, kind: .permanent(.int64(reference)))
+        ManagedObjectID(home: token.home(for: entity), reference: reference)
     }
 }
 
 /// A store's identity as object IDs hold it: its identifier and that identifier's hash,
-/// computed once, and a weak reference to the store, formed once per store instead of
-/// once per ID.
+/// computed once, a weak reference to the store, formed once per store instead of
+/// once per ID, and the homes of its integer IDs, one per entity.
 final class StoreToken: Sendable {
     let identifier: String
     let identifierHash: Int
     weak let store: PersistentStore?
     /// The store as an incremental store, if it is one: cast once, not per registration.
     weak let incrementalStore: IncrementalStore?
+    /// The shared home of this store's integer IDs, by entity. A home keeps its entity
+    /// alive, so no other entity can take its identifier while it is here.
+    private let homes = Locked<[ObjectIdentifier: ManagedObjectID.Home]>([:])
 
     init(identifier: String, store: PersistentStore?) {
         self.identifier = identifier
         self.identifierHash = identifier.hashValue
         self.store = store
         self.incrementalStore = store as? IncrementalStore
+    }
+
+    /// The home every integer ID of `entity` in this store shares.
+    func home(for entity: EntityDescription) -> ManagedObjectID.Home {
+        homes.withLock { homes in
+            if let home = homes[ObjectIdentifier(entity)] { return home }
+            let home = ManagedObjectID.Home(entity: entity, store: self)
+            homes[ObjectIdentifier(entity)] = home
+            return home
+        }
     }
 }
 

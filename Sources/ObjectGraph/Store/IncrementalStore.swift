@@ -83,7 +83,7 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
     public final func referenceObject(for objectID: ManagedObjectID) throws -> ReferenceObject {
         // The ID's own store (a weak load, no lock) in the common case; else by identifier.
         guard let reference = objectID.referenceObject,
-            objectID.storage.store?.store === self || objectID.storeIdentifier == identifier
+            objectID.home.store?.store === self || objectID.storeIdentifier == identifier
         else {
             throw ObjectGraphError(
                 .invalidArgument, "\(objectID) was not created by store \(identifier).", objectID: objectID)
