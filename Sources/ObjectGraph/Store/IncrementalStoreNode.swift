@@ -23,7 +23,9 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     private(set) var slots: [PropertyValue?]
     /// Values decoded one property at a time on first read, for a node made from a row a
     /// store read (``init(objectID:lazyValues:version:)``); `nil` for a node of values.
-    package private(set) var lazyValues: (any LazyNodeValues)?
+    /// Exempt from the `Sendable` check: every ``LazyNodeValues`` is immutable (the row
+    /// storage a store reads into cannot say so to the compiler).
+    nonisolated(unsafe) package private(set) var lazyValues: (any LazyNodeValues)?
 
     /// Creates a node from values by property name; names the entity does not have are
     /// ignored.
@@ -136,8 +138,10 @@ public struct IncrementalStoreNode: Sendable, Hashable {
 ///
 /// A class, so that nodes and snapshots share it by reference (copying one is a retain).
 ///
-/// Thread safety: a node is shared between contexts, so an implementation is immutable.
-package protocol LazyNodeValues: AnyObject, Sendable {
+/// Thread safety: a node is shared between contexts and threads, so an implementation is
+/// immutable once made. (It is not declared `Sendable`, so that a store's row storage, a
+/// `ManagedBuffer`, can be one.)
+package protocol LazyNodeValues: AnyObject {
     /// The value of the property at `ordinal` of the node's entity; `nil` when the row does
     /// not hold it (a transient property, a to-many relationship stored outside the row).
     ///

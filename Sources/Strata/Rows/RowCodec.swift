@@ -147,52 +147,60 @@ extension AttributeValue {
 /// where; a field that cannot be decoded throws when it is read. Nothing traps and nothing
 /// decodes to a wrong value: the checksum covers every byte.
 ///
-/// The bytes are kept in an array; ``RowFields`` does the checking and decoding over them,
-/// and over bytes a scan only borrows.
+/// The bytes are kept in one allocation with the row's layout, version and origin
+/// (``RowStorage``); ``RowFields`` does the checking and decoding over them, and over bytes
+/// a scan only borrows.
 struct RowBytes {
-    let bytes: [UInt8]
-    let layout: RowLayout
+    /// The bytes and what reading them needs.
+    let storage: RowStorage
+    /// The row's layout.
+    var layout: RowLayout { storage.layout }
     /// The version the row was saved at.
-    let version: UInt64
+    var version: UInt64 { storage.withUnsafeMutablePointerToHeader { $0.pointee.version } }
     /// The row's entity number.
     var entityNumber: UInt16 { layout.number }
     /// Where the bytes came from, for errors (rendered only when one is thrown).
-    let context: RowOrigin
+    var context: RowOrigin { storage.withUnsafeMutablePointerToHeader { $0.pointee.context } }
 
     /// Checks `bytes` as a row of some entity of `store`. `readByEngine`: the bytes are a
     /// value the engine handed out, whose entry checksum covers them ([ENT-1]), so the row's
-    /// own checksum is not computed again ([ROW-1]); every other check runs.
+    /// own checksum is not computed again ([ROW-1]); every other check runs. `values`: the
+    /// store layout and ID maker a node reading the row lazily needs (``RowStorage``).
     ///
     /// - Throws: `storeCorrupted` for a short row, a wrong checksum, an unknown format or
     ///   entity, a layout other than the entity's in `store`, or offsets out of order.
-    init(_ bytes: [UInt8], store: StoreLayout, context: RowOrigin, readByEngine: Bool = false) throws {
-        let (layout, version) = try bytes.withUnsafeBytes { raw in
-            let reader = try RowFields(raw, store: store, context: context, readByEngine: readByEngine)
-            return (reader.layout, reader.version)
+    init(_ bytes: [UInt8], store: StoreLayout, context: RowOrigin, readByEngine: Bool = false, values: RowStorage.Values? = nil) throws {
+        self = try bytes.withUnsafeBytes { raw in
+            try RowBytes(raw: raw, store: store, context: context, readByEngine: readByEngine, values: values)
         }
-        self.bytes = bytes
-        self.layout = layout
-        self.version = version
-        self.context = context
     }
 
+    /// Checks `raw` as ``init(_:store:context:readByEngine:values:)`` does and copies it.
+    init(raw: UnsafeRawBufferPointer, store: StoreLayout, context: RowOrigin, readByEngine: Bool, values: RowStorage.Values? = nil) throws {
+        let reader = try RowFields(raw, store: store, context: context, readByEngine: readByEngine)
+        self.init(copying: reader, context: context, values: values)
+    }
+
+    /// A row already checked into `storage`.
+    init(storage: RowStorage) { self.storage = storage }
+
     /// The row a reader checked, its bytes copied; `context` names it in errors.
-    init(copying reader: RowFields, context: RowOrigin) {
-        bytes = Array(reader.bytes)
-        layout = reader.layout
-        version = reader.version
-        self.context = context
+    init(copying reader: RowFields, context: RowOrigin, values: RowStorage.Values? = nil) {
+        storage = RowStorage.make(
+            copying: reader.bytes, header: RowStorage.Header(
+                count: reader.bytes.count, layout: reader.layout, version: reader.version, context: context, values: values))
     }
 
     /// `body` with a reader of these bytes (checked already); a field's error is prefixed
     /// with where the row came from.
     @inline(__always)
     private func withReader<R>(_ body: (RowFields) throws -> R) rethrows -> R {
-        try bytes.withUnsafeBytes { raw in
+        try storage.withUnsafeMutablePointers { header, elements in
+            let raw = UnsafeRawBufferPointer(start: elements, count: header.pointee.count)
             do {
-                return try body(RowFields(checked: raw, layout: layout, version: version))
+                return try body(RowFields(checked: raw, layout: header.pointee.layout, version: header.pointee.version))
             } catch {
-                throw context.locating(error)
+                throw header.pointee.context.locating(error)
             }
         }
     }
@@ -230,6 +238,83 @@ struct RowBytes {
     /// The number at `ordinal` as bits (``RowFields/fixedWidthBits(atOrdinal:as:)``).
     func fixedWidthBits(atOrdinal ordinal: Int, as kind: FixedWidthKind) -> UInt64? {
         withReader { $0.fixedWidthBits(atOrdinal: ordinal, as: kind) }
+    }
+}
+
+/// A checked row's bytes in one allocation with its layout, version and origin, and, for a
+/// row a fetch or fault read, the store layout and ID maker its node's values need: then it
+/// is the node's lazy values itself (``LazyNodeValues``), so a fetched row costs one
+/// allocation, not an array and a reader. Immutable after ``make(copying:header:)``, so
+/// nodes holding it are shared between contexts and threads.
+final class RowStorage: ManagedBuffer<RowStorage.Header, UInt8>, LazyNodeValues {
+    /// What reading a row's destinations needs: the store's layouts (destination entity
+    /// numbers) and its ID maker (its identity, not the store: no retain of the store per row).
+    struct Values {
+        let layout: StoreLayout
+        let ids: ObjectIDMaker
+    }
+
+    /// Everything but the bytes.
+    struct Header {
+        /// The number of bytes.
+        let count: Int
+        let layout: RowLayout
+        let version: UInt64
+        /// Where the bytes came from, for errors.
+        let context: RowOrigin
+        /// Set when the row serves as a node's values.
+        let values: Values?
+    }
+
+    /// A storage holding a copy of `bytes` (`header.count` of them).
+    static func make(copying bytes: UnsafeRawBufferPointer, header: Header) -> RowStorage {
+        let buffer = create(minimumCapacity: max(bytes.count, 1)) { _ in header }
+        // `create` called on this class makes an instance of it.
+        let storage = unsafeDowncast(buffer, to: RowStorage.self)
+        storage.withUnsafeMutablePointerToElements { elements in
+            if let base = bytes.baseAddress { elements.initialize(from: base.assumingMemoryBound(to: UInt8.self), count: bytes.count) }
+        }
+        return storage
+    }
+
+    /// `body` with the bytes and the header (read in place: the header's fields are counted
+    /// references, which a copy would retain and release).
+    @inline(__always)
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer, UnsafePointer<Header>) throws -> R) rethrows -> R {
+        try withUnsafeMutablePointers { header, elements in
+            try body(UnsafeRawBufferPointer(start: elements, count: header.pointee.count), UnsafePointer(header))
+        }
+    }
+
+    /// The row's layout.
+    var layout: RowLayout { withUnsafeMutablePointerToHeader { $0.pointee.layout } }
+    /// The store layout and ID maker, when the row was read for a node.
+    var values: Values? { withUnsafeMutablePointerToHeader { $0.pointee.values } }
+
+    // MARK: LazyNodeValues ([ROW-1]: one property decoded at a time)
+
+    func value(atOrdinal ordinal: Int) throws -> PropertyValue? {
+        let row = RowBytes(storage: self)
+        guard let index = row.field(ofOrdinal: ordinal) else { return nil }
+        switch layout.fields[index].kind {
+        case .toMany:
+            return nil
+        case .toOne:
+            guard let values else { return nil }
+            guard case .object(let target) = try row.value(index), let entity = values.layout.entity(number: target.entity) else {
+                return .relationship(.toOne(nil))
+            }
+            return .relationship(.toOne(values.ids.id(for: entity, reference: target.reference)))
+        default:
+            return .attribute(try row.attribute(index))
+        }
+    }
+
+    func holds(ordinal: Int) -> Bool {
+        let layout = self.layout
+        guard let index = RowFields.field(ofOrdinal: ordinal, in: layout) else { return false }
+        if case .toMany = layout.fields[index].kind { return false }
+        return true
     }
 }
 

@@ -30,28 +30,27 @@ final class RowPins: RowPinSource {
     /// Every row whose count is above zero, with its count (never 0: a row at 0 is removed).
     let counts = Locked<[Row: Int]>([:])
 
-    /// Adds 1 to the count of each row (a row listed twice gets 2). O(rows).
-    func register(_ rows: [Row]) {
+    /// Adds 1 to the count of `row(i)` for each `i` in `0..<count` that has a row (a row
+    /// given twice gets 2), under one lock and with no array of rows. O(count).
+    func register(_ count: Int, _ row: (Int) -> Row?) {
         counts.withLock { counts in
-            for row in rows { counts[row, default: 0] += 1 }
+            for index in 0..<count {
+                if let row = row(index) { counts[row, default: 0] += 1 }
+            }
         }
     }
 
-    /// Adds 1 to the count of `row`. O(1).
-    func register(_ row: Row) {
-        counts.withLock { $0[row, default: 0] += 1 }
-    }
-
-    /// Removes 1 from the count of each row, and returns the indices in `rows` of those whose
-    /// count was already 0 (an unbalanced unregister; their counts are left at 0). O(rows).
-    func unregister(_ rows: [Row]) -> [Int] {
-        counts.withLock { counts in rows.indices.filter { !Self.decrement(rows[$0], in: &counts) } }
-    }
-
-    /// Removes 1 from the count of `row`; returns whether it was already 0 (an unbalanced
-    /// unregister, which changes nothing). O(1).
-    func unregister(_ row: Row) -> Bool {
-        counts.withLock { !Self.decrement(row, in: &$0) }
+    /// Removes 1 from the count of `row(i)` for each `i` in `0..<count` that has a row, and
+    /// returns the `i` whose count was already 0 (an unbalanced unregister; their counts are
+    /// left at 0). O(count).
+    func unregister(_ count: Int, _ row: (Int) -> Row?) -> [Int] {
+        counts.withLock { counts in
+            var failed: [Int] = []
+            for index in 0..<count {
+                if let row = row(index), !Self.decrement(row, in: &counts) { failed.append(index) }
+            }
+            return failed
+        }
     }
 
     /// Removes 1 from the count of `row` in `counts`; `false`, changing nothing, if it is 0.

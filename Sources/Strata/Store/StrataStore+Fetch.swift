@@ -411,8 +411,21 @@ extension StrataStore {
     /// ordinal of the ID's entity (to-many destinations fault separately), decoded one
     /// property at a time when an object first reads it.
     func node(from row: RowBytes, objectID: ManagedObjectID, layout: StoreLayout, ids: ObjectIDMaker? = nil) -> IncrementalStoreNode {
-        IncrementalStoreNode(
-            objectID: objectID, lazyValues: LazyRowValues(row: row, layout: layout, ids: ids ?? objectIDMaker), version: row.version)
+        // A row read with the store's layout and ID maker is its node's values (one
+        // allocation); another is copied with them.
+        let values: RowStorage
+        if let held = row.storage.values, held.layout === layout {
+            values = row.storage
+        } else {
+            values = row.storage.withBytes { raw, header in
+                RowStorage.make(
+                    copying: raw, header: RowStorage.Header(
+                        count: header.pointee.count, layout: header.pointee.layout, version: header.pointee.version,
+                        context: header.pointee.context,
+                        values: RowStorage.Values(layout: layout, ids: ids ?? objectIDMaker)))
+            }
+        }
+        return IncrementalStoreNode(objectID: objectID, lazyValues: values, version: row.version)
     }
 
     func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {
@@ -450,46 +463,9 @@ extension StrataStore {
         guard let bytes = try mappingEngineErrors("read \(objectID)", { () throws(StoreError) in try engine.get(key) }) else {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
         }
-        return try RowBytes(bytes, store: layout, context: .object(objectID), readByEngine: true)
+        return try RowBytes(
+            bytes, store: layout, context: .object(objectID), readByEngine: true,
+            values: RowStorage.Values(layout: layout, ids: objectIDMaker))
     }
 }
 
-/// A row's values for a node ([ROW-1]), decoded one property at a time: the attribute or
-/// to-one destination at an ordinal is read from the row's bytes when an object first reads
-/// it. Immutable, so nodes holding it are shared between contexts.
-final class LazyRowValues: LazyNodeValues {
-    /// The row, checked when it was read (its checksum, entity and layout).
-    let row: RowBytes
-    /// The store's layouts, for destination entity numbers.
-    let layout: StoreLayout
-    /// Makes destination IDs (the store's identity, not the store: no retain of the store
-    /// per row).
-    let ids: ObjectIDMaker
-
-    init(row: RowBytes, layout: StoreLayout, ids: ObjectIDMaker) {
-        self.row = row
-        self.layout = layout
-        self.ids = ids
-    }
-
-    func value(atOrdinal ordinal: Int) throws -> PropertyValue? {
-        guard let index = row.field(ofOrdinal: ordinal) else { return nil }
-        switch row.layout.fields[index].kind {
-        case .toMany:
-            return nil
-        case .toOne:
-            guard case .object(let target) = try row.value(index), let entity = layout.entity(number: target.entity) else {
-                return .relationship(.toOne(nil))
-            }
-            return .relationship(.toOne(ids.id(for: entity, reference: target.reference)))
-        default:
-            return .attribute(try row.attribute(index))
-        }
-    }
-
-    func holds(ordinal: Int) -> Bool {
-        guard let index = row.field(ofOrdinal: ordinal) else { return false }
-        if case .toMany = row.layout.fields[index].kind { return false }
-        return true
-    }
-}

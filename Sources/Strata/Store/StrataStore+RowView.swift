@@ -18,12 +18,16 @@ extension StrataStore {
         /// Point reads of `snapshot`, sharing decompressed blocks and WAL windows.
         @exclusivity(unchecked) private var reader: Snapshot.Reader
 
+        /// The store layout and ID maker every row read here keeps for its node.
+        let values: RowStorage.Values
+
         init(snapshot: Snapshot, store: StrataStore, layout: StoreLayout) {
             self.snapshot = snapshot
             self.reader = Snapshot.Reader(snapshot)
             self.store = store
             self.layout = layout
             self.ids = store.objectIDMaker
+            self.values = RowStorage.Values(layout: layout, ids: ids)
         }
 
         /// The row of `reference` in the hierarchy rooted at `root`, or `nil`.
@@ -41,9 +45,15 @@ extension StrataStore {
 
         /// The row at `key` (`prefix`, the hierarchy's row prefix, and `reference`), read without
         /// keeping it: for candidate rows a fetch reads once.
-        func readOnce(prefix: [UInt8], root: String, reference: Int64) throws -> RowBytes? {
+        func readOnce(prefix: [UInt8], root: String, reference: Int64, forNode: Bool = true) throws -> RowBytes? {
             // The last key, its reference rewritten in place while the hierarchy is the same
             // (a member or candidate read costs no key allocation).
+            setOnceKey(prefix: prefix, root: root, reference: reference)
+            return try read(key: onceKey, root: root, reference: reference, forNode: forNode)
+        }
+
+        /// Makes ``onceKey`` the row key of `reference` under `prefix`.
+        private func setOnceKey(prefix: [UInt8], root: String, reference: Int64) {
             if onceRoot != root || onceKey.count != prefix.count + 8 {
                 onceRoot = root
                 onceKey = prefix
@@ -51,16 +61,57 @@ extension StrataStore {
             } else {
                 KeyLayout.replaceReference(reference, in: &onceKey)
             }
-            return try read(key: onceKey, root: root, reference: reference)
         }
+        /// `body`'s answer on the row of `object` where the engine holds it (no copy), or `nil`
+        /// if the row is missing. `body` must not read other rows through this source (the
+        /// bytes belong to the read in progress).
+        func withRowOnce<R>(of object: StoredObject, _ body: (RowFields, EntityDescription) throws -> R?) throws -> R? {
+            guard let entity = layout.entity(number: object.entity) else { return nil }
+            let hierarchy = self.hierarchy(of: entity)
+            setOnceKey(prefix: hierarchy.prefix, root: hierarchy.root, reference: object.reference)
+            let layout = self.layout
+            var answer: R? = nil
+            var failure: (any Error)? = nil
+            _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
+                try reader.withValue(onceKey) { raw in
+                    let origin = RowOrigin.key(root: hierarchy.root, reference: object.reference)
+                    do {
+                        // The row's own checks name it; a field's error gets its origin here.
+                        let fields = try RowFields(raw, store: layout, context: origin, readByEngine: true)
+                        guard let rowEntity = layout.unretainedEntity(number: fields.entityNumber) else { return }
+                        do { answer = try body(fields, rowEntity.takeUnretainedValue()) } catch { failure = origin.locating(error) }
+                    } catch {
+                        failure = error
+                    }
+                }
+            }
+            if let failure { throw failure }
+            return answer
+        }
+
         /// The key ``readOnce(prefix:root:reference:)`` read last, and its hierarchy's root.
         @exclusivity(unchecked) private var onceKey: [UInt8] = []
         @exclusivity(unchecked) private var onceRoot = ""
 
         /// The row at `key`, the row key of `reference` in the hierarchy rooted at `root`.
-        private func read(key: [UInt8], root: String, reference: Int64) throws -> RowBytes? {
-            guard let bytes = try mappingEngineErrors("read a row", { () throws(StoreError) in try reader.get(key) }) else { return nil }
-            return try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+        private func read(key: [UInt8], root: String, reference: Int64, forNode: Bool = true) throws -> RowBytes? {
+            // Checked where the engine holds the bytes, copied once into the row's storage
+            // (with what a node needs, unless the row is only looked at).
+            let values: RowStorage.Values? = forNode ? self.values : nil
+            let layout = self.layout
+            var row: RowBytes? = nil
+            var failure: (any Error)? = nil
+            _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
+                try reader.withValue(key) { raw in
+                    do {
+                        row = try RowBytes(raw: raw, store: layout, context: .key(root: root, reference: reference), readByEngine: true, values: values)
+                    } catch {
+                        failure = error
+                    }
+                }
+            }
+            if let failure { throw failure }
+            return row
         }
 
         /// A key path's value read from a destination row, by destination and key path.
@@ -121,22 +172,24 @@ extension StrataStore {
             return reader
         }
 
+        /// The root name and row prefix of `entity`'s hierarchy.
+        private func hierarchy(of entity: EntityDescription) -> (root: String, prefix: [UInt8]) {
+            if let known = hierarchies[ObjectIdentifier(entity)] { return known }
+            let hierarchy = (entity.rootEntityName, store.rowPrefix(of: entity))
+            hierarchies[ObjectIdentifier(entity)] = hierarchy
+            return hierarchy
+        }
+
         /// The root name and row prefix ([KEY-1]) of each entity's hierarchy, by entity instance.
         @exclusivity(unchecked) private var hierarchies: [ObjectIdentifier: (root: String, prefix: [UInt8])] = [:]
 
         /// The view of the row of `reference` in the hierarchy of `entity` (kept for later
         /// reads unless `keeping` is false).
         private func view(of entity: EntityDescription, reference: Int64, keeping: Bool = true) throws -> RowView? {
-            let hierarchy: (root: String, prefix: [UInt8])
-            if let known = hierarchies[ObjectIdentifier(entity)] {
-                hierarchy = known
-            } else {
-                hierarchy = (entity.rootEntityName, store.rowPrefix(of: entity))
-                hierarchies[ObjectIdentifier(entity)] = hierarchy
-            }
+            let hierarchy = self.hierarchy(of: entity)
             let found = keeping
                 ? try row(root: hierarchy.root, reference: reference)
-                : try readOnce(prefix: hierarchy.prefix, root: hierarchy.root, reference: reference)
+                : try readOnce(prefix: hierarchy.prefix, root: hierarchy.root, reference: reference, forNode: false)
             guard let row = found, let rowEntity = layout.entity(number: row.entityNumber) else { return nil }
             return RowView(reference: reference, row: row, entity: rowEntity, source: self)
         }
@@ -258,11 +311,20 @@ extension StrataStore {
             let path: String
             var resolved: (entity: EntityDescription, ordinal: Int?)? = nil
 
-            init(path: String) { self.path = path }
+            /// Whether the path is one key (an attribute, perhaps): no `.`, `@` or `$`.
+            let isOneKey: Bool
+
+            init(path: String) {
+                self.path = path
+                isOneKey = !path.utf8.contains { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "$") }
+            }
 
             /// The value of the key path in `member`'s row; `nil` when the row is missing
             /// (a member without a row is left out of the collection).
             mutating func value(of member: StoredObject, in source: RowSource) throws -> FetchValue? {
+                // An attribute of the member's own row: read where the engine holds it.
+                if isOneKey, let value = try directValue(of: member, in: source) { return value }
+                // Anything else (a key path through relationships, an aggregate): the row's view.
                 guard let view = try source.view(of: member, keeping: false) else { return nil }
                 if resolved?.entity !== view.entity {
                     let attribute = view.entity.attributesByName[path]
@@ -270,6 +332,24 @@ extension StrataStore {
                 }
                 if let ordinal = resolved?.ordinal, let value = try view.attributeValue(atOrdinal: ordinal) { return .attribute(value) }
                 return try view.fetchValue(forKeyPath: path)
+            }
+
+            /// The attribute `path` names in `member`'s row, read in place: `.some(nil)` for a
+            /// missing row, `nil` when the path is not a stored attribute of the row's entity.
+            private mutating func directValue(of member: StoredObject, in source: RowSource) throws -> FetchValue?? {
+                let path = self.path
+                var resolved = self.resolved
+                let direct = try source.withRowOnce(of: member) { fields, entity -> FetchValue?? in
+                    if resolved?.entity !== entity {
+                        let attribute = entity.attributesByName[path]
+                        resolved = (entity, attribute.flatMap { !$0.isTransient && $0.ordinal >= 0 ? $0.ordinal : nil })
+                    }
+                    guard let ordinal = resolved?.ordinal, let value = try fields.attribute(atOrdinal: ordinal) else { return .some(nil) }
+                    return .some(.attribute(value))
+                }
+                self.resolved = resolved
+                guard let direct else { return .some(nil) }
+                return direct.map { .some($0) }
             }
         }
 
@@ -335,7 +415,7 @@ extension StrataStore {
 
         /// The row as a view that owns a copy of its bytes.
         func view() -> RowView {
-            RowView(reference: reference, row: RowBytes(copying: fields, context: origin), entity: entity, source: source)
+            RowView(reference: reference, row: RowBytes(copying: fields, context: origin, values: source.values), entity: entity, source: source)
         }
 
         func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? {

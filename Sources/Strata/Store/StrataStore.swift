@@ -300,33 +300,19 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// before evicting; IDs that are not this store's integer references are ignored.
     open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
         let ids = objectIDMaker
-        if objectIDs.count == 1 {
-            // One object faulted in by ID, the common case: no array of rows.
-            if let row = pinnedRow(objectIDs[0], ids: ids) { rowPins.register(row) }
-            return
-        }
-        rowPins.register(objectIDs.compactMap { pinnedRow($0, ids: ids) })
+        // One lock for the batch, no array of rows: a fetch registers every result here.
+        rowPins.register(objectIDs.count) { pinnedRow(objectIDs[$0], ids: ids) }
     }
 
     /// Counts down a registration of each row; an unregister without a registration is
     /// recorded in ``bookkeepingErrors`` and changes no count.
     open override func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {
-        let unbalanced: [ManagedObjectID]
         let ids = objectIDMaker
-        if objectIDs.count == 1 {
-            // One object going away, the common case: no array of rows.
-            guard let row = pinnedRow(objectIDs[0], ids: ids), rowPins.unregister(row) else { return }
-            unbalanced = objectIDs
-        } else {
-            let failed = rowPins.unregister(objectIDs.compactMap { pinnedRow($0, ids: ids) })
-            guard !failed.isEmpty else { return }
-            // Rare: name the IDs whose rows were not registered (positions among the pinned).
-            let pinned = objectIDs.filter { pinnedRow($0, ids: ids) != nil }
-            unbalanced = failed.map { pinned[$0] }
-        }
-        guard !unbalanced.isEmpty else { return }
-        let failures = unbalanced.map { id in
-            ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
+        let failed = rowPins.unregister(objectIDs.count) { pinnedRow(objectIDs[$0], ids: ids) }
+        guard !failed.isEmpty else { return }
+        let failures = failed.map { index in
+            let id = objectIDs[index]
+            return ObjectGraphError(.unbalancedUnregister, "\(id) was unregistered more often than registered.", entityName: id.entityName, objectID: id)
         }
         state.withLock { $0.unbalancedUnregisters += failures }
     }

@@ -175,6 +175,32 @@ extension Snapshot {
             return try value(of: key, entry: entry)
         }
 
+        /// Calls `body` with the value of `key` in place and returns `true`, or returns `false`
+        /// if it has none: the same read as ``get(_:)``, without a copy of a value that is in
+        /// the row cache or in a WAL's image (a value read from a segment is copied into the
+        /// cache, as `get` does). Not generic, so a call costs no metadata lookup across the
+        /// module boundary: `body` keeps what it needs.
+        public mutating func withValue(_ key: [UInt8], _ body: (UnsafeRawBufferPointer) -> Void) throws(StoreError) -> Bool {
+            guard let entry = key.withUnsafeBytes({ snapshot.index.lookup($0, finger: &finger) }) else { return false }
+            if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
+                cached.withUnsafeBytes(body)
+                return true
+            }
+            if try memo.isWAL(entry.location.fileNumber, in: snapshot.files) {
+                // [WAL-5] In memory already: read in place.
+                try key.withBytes { (raw) throws(StoreError) in
+                    try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { body($0) }
+                }
+                return true
+            }
+            let value = try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
+                try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { Array($0) }
+            }
+            if !value.isEmpty { snapshot.cache?.insert(key, sequence: entry.sequence, value: value) }
+            value.withUnsafeBytes(body)
+            return true
+        }
+
         /// The value of `key`, whose index entry is `entry`: from the row cache, or read and
         /// (unless it is in a WAL) cached.
         mutating func value(of key: [UInt8], entry: IndexEntry) throws(StoreError) -> [UInt8] {
