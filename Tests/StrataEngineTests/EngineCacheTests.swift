@@ -103,4 +103,25 @@ import Testing
             }
         }
     }
+
+    /// `withValue` hands out in place what `get` copies (from a segment, the WAL's image or
+    /// the row cache), and reports a missing or deleted key without calling its body.
+    @Test func withValueSeesWhatGetReadsWithoutACopy() throws {
+        for budget in [0, 1 << 20] {
+            let engine = try EngineCacheTests.engine(budget: budget)
+            for i in 0..<300 { try engine.put(testKey(i), [UInt8](repeating: UInt8(i % 251), count: 30 + i % 70)) }
+            try engine.flush()
+            for i in stride(from: 0, to: 300, by: 5) { try engine.delete(testKey(i)) }
+            for i in 300..<400 { try engine.put(testKey(i), Array("wal \(i)".utf8)) }
+            let snapshot = try engine.snapshot()
+            var reader = Snapshot.Reader(snapshot)
+            // Twice: the second pass reads from the cache where there is one.
+            for i in Array(0..<420) + Array(0..<420) {
+                var seen: [UInt8]? = nil
+                let found = try reader.withValue(testKey(i)) { seen = Array($0) }
+                let expected = try snapshot.get(testKey(i))
+                try #require(found == (expected != nil) && seen == expected, "key \(i), budget \(budget)")
+            }
+        }
+    }
 }
