@@ -91,6 +91,7 @@ extension PersistentStoreCoordinator {
 
     /// The incremental stores a fetch goes to.
     func incrementalStores(for request: FetchRequest) throws -> [IncrementalStore] {
+        if request.affectedStores == nil, let stores = state.withLock({ $0.wholeModelStores }), !stores.isEmpty { return stores }
         let entity = try request.entity ?? managedObjectModel.entity(named: request.entityName)
         let candidates = request.affectedStores ?? persistentStores
         let stores = candidates.filter { $0.holds(entity) }.compactMap { $0 as? IncrementalStore }

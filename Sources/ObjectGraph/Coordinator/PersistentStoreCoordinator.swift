@@ -22,7 +22,18 @@ public final class PersistentStoreCoordinator: Sendable {
     public let managedObjectModel: ManagedObjectModel
 
     struct State {
-        var stores: [PersistentStore] = []
+        var stores: [PersistentStore] = [] {
+            didSet {
+                let incremental = stores.compactMap { $0 as? IncrementalStore }
+                // The stores every fetch goes to when none names its stores: all of them are
+                // incremental and none is limited to a configuration (no cast, filter or array
+                // per fetch).
+                wholeModelStores = incremental.count == stores.count && stores.allSatisfy { $0.configurationName == nil }
+                    ? incremental : nil
+            }
+        }
+        /// ``stores`` as incremental stores, when every store is one and holds every entity.
+        private(set) var wholeModelStores: [IncrementalStore]? = nil
     }
 
     // State below is protected by `state`.

@@ -253,6 +253,40 @@ struct PredicateParserTests {
         #expect(offset("a == %@ AND b == %@", ["x"]) == 17, "the second %@ has no argument")
     }
 
+    /// A format parsed again is substituted into its parsed template: every format and
+    /// argument list answers as a full parse does (the full parse is forced by passing
+    /// substitution variables), the same tree or the same error, whatever came before.
+    @Test func aFormatParsedAgainAnswersAsAFullParse() {
+        let formats = [
+            "name == %@", "a > %d AND b < %f OR c == %s", "x IN %@", "n BETWEEN {%d, %i}", "ANY tags.name ==[cd] %@",
+            "SUBQUERY(items, $i, $i.price > %@).@count > %d", "%K == %@", "a == %@ AND b == %@", "name == 'fixed'",
+            "{%@, 2} CONTAINS a", "CAST(%@, 'NSDate') > d", "a == $v", "a ==",
+        ]
+        let argumentLists: [[any FetchArgument]] = [
+            ["Ada"], [1, 2.5, "s"], [[1, 2, 3]], [3, 9], [2, 5], ["x", "y"], ["x"], [], [4], ["s"], [1.5, 2], [Date(timeIntervalSince1970: 9), 1],
+        ]
+        func outcome(_ format: String, _ arguments: [any FetchArgument], full: Bool) -> String {
+            do {
+                let predicate = full
+                    ? try FetchPredicate(format: format, argumentArray: arguments, substitutionVariables: [:])
+                    : try FetchPredicate(format: format, argumentArray: arguments)
+                return "\(predicate)"
+            } catch let error as ObjectGraphError {
+                // A full parse with variables also rejects `$v`; compare only formats without one.
+                return "error \(error.code) at \(error.offset.map(String.init) ?? "-"): \(error.message)"
+            } catch {
+                return "error \(error)"
+            }
+        }
+        for format in formats where !format.contains("$v") {
+            for arguments in argumentLists + argumentLists.reversed() {
+                #expect(outcome(format, arguments, full: false) == outcome(format, arguments, full: true), "\(format) with \(arguments)")
+            }
+        }
+        // A variable stays a variable through the template, and is substituted later.
+        #expect(throws: Never.self) { _ = try FetchPredicate(format: "a == $v AND b == %@", argumentArray: [1]).substitutingAll(["v": .attribute(.int64(2))]) }
+    }
+
     @Test func unicodeKeysParseAndOffsetsCountCharacters() throws {
         #expect(try parse("prénom == 'Zoë'") == .comparison(key("prénom"), .equal, str("Zoë")))
         do {

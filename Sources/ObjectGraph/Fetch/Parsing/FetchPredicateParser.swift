@@ -1,4 +1,5 @@
 import Foundation
+import StrataSync
 
 /// A recursive-descent parser for Core Data's predicate format syntax.
 ///
@@ -15,12 +16,17 @@ struct FetchPredicateParser {
     private let variables: [String: FetchValue]?
     /// Variables bound by enclosing subqueries.
     private var bound: [String] = []
+    /// Whether format arguments become placeholders (``FormatTemplates``) instead of values.
+    private let templating: Bool
+    /// The specifiers of the format arguments met while templating, in order.
+    private(set) var specifiers: [Character] = []
 
-    init(_ source: String, arguments: [FetchValue], variables: [String: FetchValue]?) throws {
+    init(_ source: String, arguments: [FetchValue], variables: [String: FetchValue]?, templating: Bool = false) throws {
         self.source = source
         self.tokens = try FetchPredicateLexer.tokenize(source)
         self.arguments = arguments
         self.variables = variables
+        self.templating = templating
     }
 
     /// Parses the whole string as a predicate.
@@ -39,7 +45,7 @@ struct FetchPredicateParser {
 
     private mutating func expectEnd() throws {
         guard current.kind == .end else { throw error("Unexpected \(describe(current)) after a complete predicate.", at: current) }
-        if nextArgument < arguments.count {
+        if !templating, nextArgument < arguments.count {
             throw Self.syntaxError(
                 "\(arguments.count) arguments were given but the format uses \(nextArgument).", at: current.offset, in: source)
         }
@@ -320,6 +326,13 @@ struct FetchPredicateParser {
             }
             return .constant(value)
         case .format(let specifier):
+            if templating {
+                // A key path argument shapes the tree; only values become placeholders.
+                guard specifier != "K" else { throw FormatTemplates.Unavailable() }
+                index += 1
+                specifiers.append(specifier)
+                return .variable(FormatTemplates.placeholder(specifiers.count - 1))
+            }
             let value = try takeArgument(token)
             index += 1
             if specifier == "K" {
@@ -356,20 +369,26 @@ struct FetchPredicateParser {
         }
         let value = arguments[nextArgument]
         nextArgument += 1
+        if let problem = Self.problem(with: value, for: specifier) { throw error(problem, at: token) }
+        return value
+    }
+
+    /// What is wrong with `value` as the argument of `%specifier`, or `nil` if nothing is.
+    static func problem(with value: FetchValue, for specifier: Character) -> String? {
         let attribute = value.attributeValue
         switch specifier {
         case "d", "i":
             guard attribute?.integerValue != nil || attribute?.boolValue != nil else {
-                throw error("%\(specifier) needs an integer argument, got \(value).", at: token)
+                return "%\(specifier) needs an integer argument, got \(value)."
             }
         case "f":
-            guard attribute?.doubleValue != nil else { throw error("%f needs a number argument, got \(value).", at: token) }
+            guard attribute?.doubleValue != nil else { return "%f needs a number argument, got \(value)." }
         case "s", "K":
-            guard attribute?.stringValue != nil else { throw error("%\(specifier) needs a string argument, got \(value).", at: token) }
+            guard attribute?.stringValue != nil else { return "%\(specifier) needs a string argument, got \(value)." }
         default:
             break
         }
-        return value
+        return nil
     }
 
     private mutating func parseAggregate() throws -> FetchExpression {
@@ -482,9 +501,103 @@ extension FetchPredicate {
     /// Parses a format string with arguments from an array and, optionally, values for its
     /// `$variables` (an unknown variable is then a syntax error).
     public init(format: String, argumentArray: [any FetchArgument], substitutionVariables: [String: FetchValue]? = nil) throws {
-        var parser = try FetchPredicateParser(
-            format, arguments: argumentArray.map(\.fetchArgumentValue), variables: substitutionVariables)
+        let arguments = argumentArray.map(\.fetchArgumentValue)
+        if substitutionVariables == nil, let predicate = FormatTemplates.predicate(format, arguments) {
+            self = predicate
+            return
+        }
+        var parser = try FetchPredicateParser(format, arguments: arguments, variables: substitutionVariables)
         self = try parser.parsePredicate()
+    }
+}
+
+/// Formats parsed once, with placeholders where their value arguments go: a format parsed
+/// again (an app fetching with the same format and other values, as SQLite reuses a prepared
+/// statement) costs a lookup and a substitution, not a parse. Formats with a `%K` (a key
+/// path shapes the tree) or whose placeholder parse fails are parsed every time, as is any
+/// call whose arguments do not suit the format (the parse then reports the error).
+///
+/// Thread safety: the table is in a lock; templates are immutable values.
+enum FormatTemplates {
+    /// A parsed format: the predicate with placeholder variables, and the specifier of each.
+    struct Template {
+        let predicate: FetchPredicate
+        let specifiers: [Character]
+    }
+
+    /// Thrown by a templating parse that meets a format it cannot template.
+    struct Unavailable: Error {}
+
+    /// Templates by format string; `nil` for a format that has none. Cleared when full.
+    private static let templates = Locked<[String: Template?]>([:])
+    private static let capacity = 512
+
+    /// The name of the placeholder of argument `index`: no format can spell it (a variable
+    /// name is letters, digits and underscores).
+    static func placeholder(_ index: Int) -> String { "\u{1}\(index)" }
+
+    /// `format` parsed with `arguments`, from its template; `nil` when it has none or the
+    /// arguments do not suit it (the caller then parses, and reports what is wrong).
+    static func predicate(_ format: String, _ arguments: [FetchValue]) -> FetchPredicate? {
+        let known = templates.withLock { $0[format] }
+        let template: Template?
+        if let known {
+            template = known
+        } else {
+            template = make(format)
+            templates.withLock { table in
+                if table.count >= capacity { table.removeAll(keepingCapacity: true) }
+                table[format] = .some(template)
+            }
+        }
+        guard let template, template.specifiers.count == arguments.count else { return nil }
+        for (index, value) in arguments.enumerated() {
+            guard FetchPredicateParser.problem(with: value, for: template.specifiers[index]) == nil else { return nil }
+        }
+        return arguments.isEmpty ? template.predicate : filling(template.predicate, arguments)
+    }
+
+    /// The argument a placeholder name stands for.
+    private static func argument(_ name: String, _ arguments: [FetchValue]) -> FetchValue? {
+        var utf8 = name.utf8.makeIterator()
+        guard utf8.next() == 1 else { return nil }
+        var index = 0
+        while let digit = utf8.next() { index = index * 10 + Int(digit &- UInt8(ascii: "0")) }
+        return index < arguments.count ? arguments[index] : nil
+    }
+
+    /// `predicate` with each placeholder replaced by its argument (a variable of the format
+    /// stays; see ``FetchPredicate/substituting(_:)``, whose walk this is).
+    private static func filling(_ predicate: FetchPredicate, _ arguments: [FetchValue]) -> FetchPredicate {
+        switch predicate {
+        case .value: return predicate
+        case .comparison(let lhs, let op, let rhs, let modifier, let options):
+            return .comparison(filling(lhs, arguments), op, filling(rhs, arguments), modifier: modifier, options: options)
+        case .and(let parts): return .and(parts.map { filling($0, arguments) })
+        case .or(let parts): return .or(parts.map { filling($0, arguments) })
+        case .not(let inner): return .not(filling(inner, arguments))
+        }
+    }
+
+    private static func filling(_ expression: FetchExpression, _ arguments: [FetchValue]) -> FetchExpression {
+        switch expression {
+        case .constant, .evaluatedObject, .keyPath: return expression
+        case .variable(let name): return argument(name, arguments).map(FetchExpression.constant) ?? expression
+        case .member(let base, let path): return .member(filling(base, arguments), path)
+        case .index(let base, let index): return .index(filling(base, arguments), index)
+        case .aggregate(let parts): return .aggregate(parts.map { filling($0, arguments) })
+        case .function(let function, let parts): return .function(function, parts.map { filling($0, arguments) })
+        case .subquery(let collection, let variable, let predicate):
+            return .subquery(filling(collection, arguments), variable: variable, filling(predicate, arguments))
+        }
+    }
+
+    /// The template of `format`, if it has one.
+    private static func make(_ format: String) -> Template? {
+        guard var parser = try? FetchPredicateParser(format, arguments: [], variables: nil, templating: true),
+            let predicate = try? parser.parsePredicate()
+        else { return nil }
+        return Template(predicate: predicate, specifiers: parser.specifiers)
     }
 }
 

@@ -47,6 +47,10 @@ enum StringMatching {
         private let tokens: [Token<Character>]
         /// The same as bytes, when the pattern is ASCII.
         private let asciiTokens: [Token<UInt8>]?
+        /// The pattern as a substring test, when it is one: a literal (no `?`) with stars at
+        /// one or both ends only (`*love*`, `The*`, `*ing`), the common shapes, tested without
+        /// the backtracking matcher.
+        private let fixed: FixedPattern?
         /// The case and diacritic folding of the comparison.
         private let options: ComparisonOptions
 
@@ -77,12 +81,30 @@ enum StringMatching {
                     case .star: return .star
                     }
                 } : nil
+            fixed = Self.fixedPattern(tokens, options: self.options)
+        }
+
+        /// The substring test equal to `tokens`, if they are stars, one literal run, stars.
+        private static func fixedPattern(_ tokens: [Token<Character>], options: ComparisonOptions) -> FixedPattern? {
+            func isStar(_ token: Token<Character>) -> Bool { if case .star = token { return true } else { return false } }
+            let leading = tokens.prefix(while: isStar).count
+            let rest = tokens.dropFirst(leading)
+            let trailing = rest.reversed().prefix(while: isStar).count
+            guard leading + trailing > 0 else { return nil }
+            var literal = ""
+            for token in rest.dropLast(trailing) {
+                guard case .literal(let c) = token else { return nil }
+                literal.append(c)
+            }
+            let kind: FixedPattern.Kind = leading > 0 && trailing > 0 ? .contains : leading > 0 ? .endsWith : .beginsWith
+            return FixedPattern(kind, literal, options: options)
         }
 
         /// Whether the whole of `text` matches. ASCII text against an ASCII pattern is matched
         /// byte by byte (every ASCII character is one grapheme); anything else by characters,
         /// after folding.
         func matches(_ text: String) -> Bool {
+            if let fixed { return fixed.matches(text) }
             if asciiTokens != nil, let result = StringMatching.withUTF8(text, matchesASCII) {
                 return result
             }
@@ -92,6 +114,7 @@ enum StringMatching {
         /// Whether the whole of the UTF-8 `text` matches, decided on its bytes when the
         /// pattern and the text are ASCII (each byte a character); `nil` otherwise.
         func matchesASCII(_ text: UnsafeBufferPointer<UInt8>) -> Bool? {
+            if let fixed { return fixed.matchesASCII(text) }
             guard let asciiTokens, StringMatching.isOneByteCharacters(text) else { return nil }
             return options.contains(.caseInsensitive)
                 ? Self.match(text, asciiTokens, StringMatching.foldASCII) : Self.match(text, asciiTokens, { $0 })
