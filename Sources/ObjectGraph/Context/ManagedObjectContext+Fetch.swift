@@ -132,17 +132,20 @@ extension ManagedObjectContext {
         let entity = try request.entity ?? coordinator.managedObjectModel.entity(named: request.entityName)
         request.entity = entity
         request.entityName = entity.name
-        var keyPaths = request.predicate?.keyPaths ?? []
+        // Every key path the request names is checked against the model (each as often as it
+        // appears: no set is built per fetch).
+        try request.predicate?.forEachKeyPath { try Self.checkKeyPath($0, from: entity) }
         // A dictionary fetch may sort by the name of a fetched expression.
         let resultNames = request.resultType == .dictionary ? Set((request.propertiesToFetch ?? []).map(\.name)) : []
-        keyPaths.formUnion(request.sortDescriptors.filter { !resultNames.contains($0.keyPath) }.map { FetchExpression.strippingOperators($0.keyPath) })
-        keyPaths.formUnion(request.relationshipKeyPathsForPrefetching)
+        for descriptor in request.sortDescriptors where !resultNames.contains(descriptor.keyPath) {
+            try Self.checkKeyPath(FetchExpression.strippingOperators(descriptor.keyPath), from: entity)
+        }
+        for keyPath in request.relationshipKeyPathsForPrefetching { try Self.checkKeyPath(keyPath, from: entity) }
         if request.resultType == .dictionary {
             for property in (request.propertiesToFetch ?? []) + (request.propertiesToGroupBy ?? []) {
-                keyPaths.formUnion(property.keyPaths)
+                for keyPath in property.keyPaths { try Self.checkKeyPath(keyPath, from: entity) }
             }
         }
-        for keyPath in keyPaths { try Self.checkKeyPath(keyPath, from: entity) }
         let stores = try coordinator.incrementalStores(for: request)
         processPendingChanges()
         return (request, stores)

@@ -79,22 +79,23 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     /// The name of the entity to fetch.
     public var entityName: String {
         get { box.fields.entityName }
-        set { fields.entityName = newValue }
+        // Setting what is there already copies nothing (a shared request stays shared).
+        set { if newValue != box.fields.entityName { fields.entityName = newValue } }
     }
     /// The entity, once resolved by the context (stores always receive it set).
     public var entity: EntityDescription? {
         get { box.fields.entity }
-        set { fields.entity = newValue }
+        set { if newValue !== box.fields.entity { fields.entity = newValue } }
     }
     /// The condition results must meet; `nil` for all instances.
     public var predicate: FetchPredicate? {
         get { box.fields.predicate }
-        set { fields.predicate = newValue }
+        set { if !(newValue == nil && box.fields.predicate == nil) { fields.predicate = newValue } }
     }
     /// The order of the results.
     public var sortDescriptors: [FetchSortDescriptor] {
         get { box.fields.sortDescriptors }
-        set { fields.sortDescriptors = newValue }
+        set { if !(newValue.isEmpty && box.fields.sortDescriptors.isEmpty) { fields.sortDescriptors = newValue } }
     }
     /// The most results to return; 0 for no limit.
     public var fetchLimit: Int {
@@ -117,7 +118,7 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     /// What the fetch returns.
     public var resultType: FetchRequestResultType {
         get { box.fields.resultType }
-        set { fields.resultType = newValue }
+        set { if newValue != box.fields.resultType { fields.resultType = newValue } }
     }
     /// Whether instances of subentities match.
     public var includesSubentities: Bool {

@@ -23,19 +23,20 @@ extension StrataStore {
         let model = try model()
         var request = request
         if request.entity == nil { request.entity = try model.entity(named: request.entityName) }
-        let names = request.matchingEntityNames()
+        // The names of the entities the fetch matches, made only where a path needs them.
+        func names() -> Set<String> { request.matchingEntityNames() }
         let engine = try openEngine()
         let snapshot = try reading ?? mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
         // [ROW-4] A count of whole entities is the sum of stored counters: O(entities).
         if request.resultType == .count && request.predicate == nil && request.fetchOffset == 0 && request.fetchLimit == 0 {
             let record = try cachedRecord(in: snapshot)
-            return .count(record.rowCount(of: names))
+            return .count(record.rowCount(of: names()))
         }
         let layout = try storeLayout()
         let source = RowSource(snapshot: snapshot, store: self, layout: layout)
         // The entities the fetch matches (`names`: the fetched entity and, when included, its
         // subentities), by entity number: no name is compared per row.
-        let fetched = request.entity.map { names.count == 1 ? [$0] : $0.selfAndAllSubentities } ?? []
+        let fetched = request.entity.map { !request.includesSubentities || $0.subentities.isEmpty ? [$0] : $0.selfAndAllSubentities } ?? []
         var wanted = [Bool](repeating: false, count: layout.entities.count)
         for entity in fetched {
             if let number = layout.number(of: entity) { wanted[Int(number)] = true }
@@ -88,7 +89,8 @@ extension StrataStore {
                 }
             }
         }
-        let roots = Set(fetched.map(\.rootEntityName))
+        // Each hierarchy once, in name order.
+        let roots = fetched.count == 1 ? [fetched[0].rootEntityName] : Set(fetched.map(\.rootEntityName)).sorted()
         // One hierarchy: the predicate's index plans, computed once for every path below.
         let hierarchy: (root: String, entity: EntityDescription, plans: [IndexPlan])? = {
             guard roots.count == 1, let root = roots.first, let entity = request.entity else { return nil }
@@ -97,7 +99,7 @@ extension StrataStore {
         // [IDX-S7] A count that indexes answer exactly reads no row.
         if request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, let (root, entity, plans) = hierarchy,
             let count = Self.indexOnlyCount(
-                for: request, entity: entity, root: root, names: Set(names), model: model, in: snapshot, plans: plans)
+                for: request, entity: entity, root: root, names: names(), model: model, in: snapshot, plans: plans)
         {
             return .count(count)
         }
@@ -183,7 +185,7 @@ extension StrataStore {
         } else if let (root, entity, _) = hierarchy, let predicate = request.predicate,
             let found = try keyCandidates(
                 predicate, entity: entity, joins: joins, snapshot: snapshot,
-                rowCount: try cachedRecord(in: snapshot).rowCount(of: names))
+                rowCount: try cachedRecord(in: snapshot).rowCount(of: names()))
         {
             // The candidates satisfy the conjunct they came from: its test is not run again.
             found.join.exact.value = true
@@ -216,7 +218,7 @@ extension StrataStore {
                 ? request.entity.flatMap {
                     TopRows(count: request.fetchOffset + request.fetchLimit, descriptors: request.sortDescriptors, entity: $0, source: source)
                 } : nil
-            for root in roots.sorted() where rows.count < enough {
+            for root in roots where rows.count < enough {
                 var failure: Error? = nil
                 _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
                     // [FETCH-S7] Each row is checked and tested where the engine holds it; only

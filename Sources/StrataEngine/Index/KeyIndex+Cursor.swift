@@ -13,7 +13,10 @@ extension KeyIndex {
 
         init(root: Node, from lowerBound: UnsafeRawBufferPointer, to upperBound: [UInt8]?) {
             self.upperBound = upperBound
+            // Room for the whole path at once (a tree of millions of keys is a few levels
+            // deep): growing the array level by level costs an allocation per level.
             stack = []
+            stack.reserveCapacity(8)
             var node = root
             while !node.isLeaf {
                 let child = node.keys.upperBound(lowerBound)

@@ -101,6 +101,17 @@ public indirect enum FetchExpression: Sendable, Hashable {
         }
     }
 
+    /// Calls `body` with each key path of ``keyPaths``, without building the set.
+    func forEachKeyPath(_ body: (String) throws -> Void) rethrows {
+        switch self {
+        case .constant, .evaluatedObject, .variable: return
+        case .keyPath(let path): try body(Self.strippingOperators(path))
+        case .member(let base, _), .index(let base, _): try base.forEachKeyPath(body)
+        case .aggregate(let parts), .function(_, let parts): for part in parts { try part.forEachKeyPath(body) }
+        case .subquery(let collection, _, _): try collection.forEachKeyPath(body)
+        }
+    }
+
     /// The variables the expression reads that no subquery inside it binds.
     public var freeVariables: Set<String> {
         switch self {

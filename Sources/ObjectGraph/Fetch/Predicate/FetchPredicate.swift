@@ -141,6 +141,19 @@ public indirect enum FetchPredicate: Sendable, Hashable {
         }
     }
 
+    /// Calls `body` with each key path of ``keyPaths`` (a path met twice, twice), without
+    /// building the set: a fetch checks its predicate's key paths on every call.
+    func forEachKeyPath(_ body: (String) throws -> Void) rethrows {
+        switch self {
+        case .value: return
+        case .comparison(let lhs, _, let rhs, _, _):
+            try lhs.forEachKeyPath(body)
+            try rhs.forEachKeyPath(body)
+        case .and(let parts), .or(let parts): for part in parts { try part.forEachKeyPath(body) }
+        case .not(let inner): try inner.forEachKeyPath(body)
+        }
+    }
+
     /// The variables the predicate reads that no subquery binds.
     public var freeVariables: Set<String> {
         switch self {
