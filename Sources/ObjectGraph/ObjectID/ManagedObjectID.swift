@@ -205,9 +205,21 @@ final class StoreToken: Sendable {
     weak let store: PersistentStore?
     /// The store as an incremental store, if it is one: cast once, not per registration.
     weak let incrementalStore: IncrementalStore?
-    /// The shared home of this store's integer IDs, by entity. A home keeps its entity
-    /// alive, so no other entity can take its identifier while it is here.
-    private let homes = Locked<[ObjectIdentifier: ManagedObjectID.Home]>([:])
+    /// The shared homes of this store's integer IDs, one per entity, as an immutable list
+    /// read without a lock (every fetched row and destination makes an ID). A new entity's
+    /// home publishes a longer list; ``publishedHomes`` keeps every list published alive, so
+    /// a reader's unretained list stays valid. A home keeps its entity alive, so no other
+    /// entity can take its identifier while it is listed.
+    private let homes = Atomic<Unmanaged<HomeList>?>(nil)
+    /// Every list ``homes`` published, newest last; protected by its lock, which also orders
+    /// publication.
+    private let publishedHomes = Locked<[HomeList]>([])
+
+    /// One published list of homes.
+    final class HomeList: Sendable {
+        let entries: [(entity: ObjectIdentifier, home: ManagedObjectID.Home)]
+        init(_ entries: [(entity: ObjectIdentifier, home: ManagedObjectID.Home)]) { self.entries = entries }
+    }
 
     init(identifier: String, store: PersistentStore?) {
         self.identifier = identifier
@@ -218,10 +230,17 @@ final class StoreToken: Sendable {
 
     /// The home every integer ID of `entity` in this store shares.
     func home(for entity: EntityDescription) -> ManagedObjectID.Home {
-        homes.withLock { homes in
-            if let home = homes[ObjectIdentifier(entity)] { return home }
+        let key = ObjectIdentifier(entity)
+        if let list = homes.load(ordering: .acquiring) {
+            for entry in list.takeUnretainedValue().entries where entry.entity == key { return entry.home }
+        }
+        return publishedHomes.withLock { lists in
+            let entries = lists.last?.entries ?? []
+            for entry in entries where entry.entity == key { return entry.home }
             let home = ManagedObjectID.Home(entity: entity, store: self)
-            homes[ObjectIdentifier(entity)] = home
+            let list = HomeList(entries + [(key, home)])
+            lists.append(list)
+            homes.store(Unmanaged.passUnretained(list), ordering: .releasing)
             return home
         }
     }
