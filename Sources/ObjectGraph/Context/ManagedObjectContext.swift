@@ -115,8 +115,9 @@ public final class ManagedObjectContext {
         return makeFault(for: objectID)
     }
 
-    /// A new fault for an ID that has no registered object, registered here.
-    private func makeFault(for objectID: ManagedObjectID) -> ManagedObject {
+    /// A new fault for an ID that has no registered object, registered here; with `row`, the
+    /// fault keeps the row a fetch read for it (or, `loaded`, has its values at once).
+    func makeFault(for objectID: ManagedObjectID, row: consuming CachedRow? = nil, loaded: Bool = false) -> ManagedObject {
         // A subclass's initializer may have set values: a fault starts without any.
         let object = objectID.entity.managedObjectClass.init(entity: objectID.entity, insertInto: nil)
         object.objectID = objectID
@@ -124,6 +125,9 @@ public final class ManagedObjectContext {
         if !object.transientValues.isEmpty { object.transientValues.removeAll() }
         object.managedObjectContext = self
         register(object)
+        if let row {
+            if loaded { object.fulfill(with: row) } else { object.cachedRow = row }
+        }
         return object
     }
 

@@ -112,17 +112,24 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         for nodes: [IncrementalStoreNode], in context: ManagedObjectContext, returnsObjectsAsFaults: Bool
     ) -> [ManagedObject] {
         context.reserveRegistrations(nodes.count)
-        let objects = context.withRegistrationBatch { nodes.map { context.object(with: $0.objectID) } }
         // Each fault keeps the row it was fetched with (its cached row), used when it fires
         // unless a save through the coordinator came since the fetch began or the context's
         // staleness interval says the row is too old.
         let generation = context.fetchGeneration ?? persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) ?? 0
         let loadedAt = context.stalenessInterval < 0 ? Double.nan : Date.timeIntervalSinceReferenceDate
-        for (object, node) in zip(objects, nodes) where object.isFault && object.objectID == node.objectID {
-            let row = CachedRow(node: node, generation: generation, loadedAt: loadedAt)
-            if returnsObjectsAsFaults { object.cachedRow = row } else { object.fulfill(with: row) }
+        return context.withRegistrationBatch {
+            nodes.map { node in
+                let row = CachedRow(node: node, generation: generation, loadedAt: loadedAt)
+                guard let registered = context.registeredObject(for: node.objectID) else {
+                    // A new fault, made with its row.
+                    return context.makeFault(for: node.objectID, row: row, loaded: !returnsObjectsAsFaults)
+                }
+                if registered.isFault {
+                    if returnsObjectsAsFaults { registered.cachedRow = row } else { registered.fulfill(with: row) }
+                }
+                return registered
+            }
         }
-        return objects
     }
 
     /// A context started using these objects: add one to each ID's register count.
