@@ -316,10 +316,11 @@ import Testing
         }
     }
 
-    /// The store's point reads so far: row-cache lookups, which a scan does not make.
+    /// The store's point reads so far: row-cache lookups and reads of WAL values, which a
+    /// scan does not make.
     static func pointReads(_ strata: StrataStore) throws -> Int {
         let stats = try #require(strata.rowCacheStats())
-        return stats.hits + stats.misses
+        return stats.hits + stats.misses + stats.walReads
     }
 
     // [FETCH-S2] A predicate through a to-one whose inverse is keyed reads the matching

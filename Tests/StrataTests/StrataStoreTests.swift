@@ -263,7 +263,7 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
         let strata = try #require(coordinator.persistentStores.first as? StrataStore)
         func reads() throws -> Int {
             let stats = try #require(strata.rowCacheStats())
-            return stats.hits + stats.misses
+            return stats.hits + stats.misses + stats.walReads
         }
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         let members = try fetch("Member", in: context)

@@ -310,7 +310,7 @@ public enum StoreInspector {
                     "hits": Double(cache.hits), "misses": Double(cache.misses), "entries": Double(cache.entries),
                     "evictions": Double(cache.evictions), "pinnedBytes": Double(cache.pinnedBytes),
                     "unpinnedBytes": Double(cache.unpinnedBytes), "budgetBytes": Double(cache.budgetBytes),
-                    "pinnedKeys": Double(cache.pinnedKeys),
+                    "pinnedKeys": Double(cache.pinnedKeys), "walReads": Double(cache.walReads),
                 ],
                 rowCounts: record?.rowCounts ?? [:])
         }

@@ -39,6 +39,13 @@ final class RowCache: Sendable {
     /// statistics counters: all of the cache's mutable state.
     let state: Locked<State>
 
+    /// Point reads answered from a WAL's image without consulting the cache ([WAL-5]: those
+    /// values are in memory already and never cached). Atomic: counting one takes no lock.
+    private let walReadCount = Atomic<Int>(0)
+
+    /// Counts a point read of a value in a WAL (``RowCacheStats/walReads``).
+    func countWALRead() { walReadCount.add(1, ordering: .relaxed) }
+
     /// Creates an empty cache whose unpinned entries may occupy up to `budgetBytes` bytes (a
     /// negative budget is treated as 0: only pinned entries are kept). O(1).
     init(budgetBytes: Int) {
@@ -256,7 +263,8 @@ final class RowCache: Sendable {
                 pinnedKeys: state.pinCounts.count + state.sources.reduce(0) { $0 + $1.pinnedKeyCount },
                 pinnedEntries: state.slotOfKey.count - state.linkedCount,
                 pinnedBytes: state.pinnedBytes, unpinnedBytes: state.unpinnedBytes,
-                budgetBytes: budget, unbalancedUnpins: state.unbalancedUnpins)
+                budgetBytes: budget, unbalancedUnpins: state.unbalancedUnpins,
+                walReads: walReadCount.load(ordering: .relaxed))
         }
     }
 }
@@ -298,6 +306,9 @@ public struct RowCacheStats: Sendable, Equatable {
     public var budgetBytes = 0
     /// Unpin calls rejected because they had no matching pin.
     public var unbalancedUnpins = 0
+    /// Point reads of values in a WAL, read from its image without a cache lookup: with
+    /// ``hits`` and ``misses``, every point read.
+    public var walReads = 0
 }
 
 extension RowCache {

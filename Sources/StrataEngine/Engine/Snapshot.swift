@@ -25,7 +25,7 @@ public struct Snapshot: Sendable {
         guard let entry = index.lookup(key) else { return nil }
         // A value in a WAL, read from its image ([WAL-5]) without a reader's memo.
         if let file = files[entry.location.fileNumber], case .wal(_, let image) = file.content {
-            if let cached = cache?.lookup(key, sequence: entry.sequence) { return cached }
+            cache?.countWALRead()
             let chunk = try image.chunk(of: entry, path: file.path)
             return try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
                 try chunk.withValue(key: raw, entry: entry, path: file.path) { Array($0) }
@@ -182,15 +182,16 @@ extension Snapshot {
         /// module boundary: `body` keeps what it needs.
         public mutating func withValue(_ key: [UInt8], _ body: (UnsafeRawBufferPointer) -> Void) throws(StoreError) -> Bool {
             guard let entry = key.withUnsafeBytes({ snapshot.index.lookup($0, finger: &finger) }) else { return false }
-            if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
-                cached.withUnsafeBytes(body)
-                return true
-            }
             if try memo.isWAL(entry.location.fileNumber, in: snapshot.files) {
-                // [WAL-5] In memory already: read in place.
+                // [WAL-5] In memory already, and never cached: read in place.
+                snapshot.cache?.countWALRead()
                 try key.withBytes { (raw) throws(StoreError) in
                     try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { body($0) }
                 }
+                return true
+            }
+            if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
+                cached.withUnsafeBytes(body)
                 return true
             }
             let value = try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
@@ -204,10 +205,14 @@ extension Snapshot {
         /// The value of `key`, whose index entry is `entry`: from the row cache, or read and
         /// (unless it is in a WAL) cached.
         mutating func value(of key: [UInt8], entry: IndexEntry) throws(StoreError) -> [UInt8] {
-            if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) { return cached }
-            // [WAL-5] A value in a WAL is read from its image, in memory already: a read does
-            // not copy it into the row cache too.
+            // [WAL-5] A value in a WAL is read from its image, in memory already: it is never
+            // cached, so the cache is not asked.
             let inWAL = try memo.isWAL(entry.location.fileNumber, in: snapshot.files)
+            if inWAL {
+                snapshot.cache?.countWALRead()
+            } else if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
+                return cached
+            }
             let value = try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
                 try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { Array($0) }
             }
