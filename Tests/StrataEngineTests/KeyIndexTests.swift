@@ -313,6 +313,19 @@ struct KeyIndexTests {
                 }
                 var counter = index.cursor(from: lower, to: upper)
                 #expect(counter.count() == expected.count)
+                #expect(index.countKeys(from: lower, to: upper) == expected.count, "countKeys from \(lower) to \(String(describing: upper))")
+            }
+        }
+        // Narrow ranges, most inside one leaf (counted there without a cursor), some across a
+        // leaf's end, between keys and just past them, with limits.
+        let ordered = keys.sorted { compareKeys($0, $1) < 0 }
+        for i in stride(from: 0, to: ordered.count, by: 3) {
+            for width in 0...6 where i + width < ordered.count {
+                for (lower, upper) in [(ordered[i], ordered[i + width]), (ordered[i] + [0], ordered[i + width] + [0]), (ordered[i + width], ordered[i])] {
+                    let expected = drain(index.cursor(from: lower, to: upper)).count
+                    #expect(index.countKeys(from: lower, to: upper) == expected, "countKeys from \(lower) to \(upper)")
+                    #expect(index.countKeys(from: lower, to: upper, limit: 2) == min(2, expected))
+                }
             }
         }
     }

@@ -89,6 +89,29 @@ extension StrataStore {
             return answer
         }
 
+        /// The number of members of the keyed to-many `relationship` of the `owner` row of
+        /// `reference`, counted in the index ([REL-3]): no member is decoded or kept, and the
+        /// bounds are built in buffers reused from count to count.
+        func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> Int {
+            countLower.removeAll(keepingCapacity: true)
+            countLower.append(contentsOf: store.relationshipPrefix(relationship, owner: owner))
+            KeyLayout.appendReference(reference, to: &countLower)
+            // Everything under the owner's prefix: the prefix with its last byte raised (with
+            // carry), as ``RelationshipKeys/end(of:)`` makes it.
+            countUpper.removeAll(keepingCapacity: true)
+            countUpper.append(contentsOf: countLower)
+            while let last = countUpper.last, last == 0xFF { countUpper.removeLast() }
+            if let last = countUpper.last {
+                countUpper[countUpper.count - 1] = last + 1
+            } else {
+                countUpper = RelationshipKeys.end(of: countLower)
+            }
+            return snapshot.countKeys(from: countLower, to: countUpper)
+        }
+        /// ``memberCount(_:of:reference:)``'s bounds.
+        @exclusivity(unchecked) private var countLower: [UInt8] = []
+        @exclusivity(unchecked) private var countUpper: [UInt8] = []
+
         /// The key ``readOnce(prefix:root:reference:)`` read last, and its hierarchy's root.
         @exclusivity(unchecked) private var onceKey: [UInt8] = []
         @exclusivity(unchecked) private var onceRoot = ""
@@ -385,9 +408,7 @@ extension StrataStore {
         /// keys ([REL-3]); `nil` for anything else.
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
             guard let relationship = entity.relationshipsByName[keyPath], RelationshipKeys.isKeyed(relationship) else { return nil }
-            // The owner's keys counted in the index: no member is decoded or kept.
-            let prefix = source.store.ownerPrefix(relationship, owner: entity, reference: reference)
-            return source.snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix))
+            return source.memberCount(relationship, of: entity, reference: reference)
         }
 
         /// A key path of another row of the same snapshot (subqueries, `$x.name`).
@@ -458,7 +479,9 @@ extension StrataStore {
         }
 
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
-            try view().fetchCount(forKeyPath: keyPath)
+            // Counted from the keys alone, as the row's view counts them: the row is not copied.
+            guard let relationship = entity.relationshipsByName[keyPath], RelationshipKeys.isKeyed(relationship) else { return nil }
+            return source.memberCount(relationship, of: entity, reference: reference)
         }
 
         func forEachMemberValue(ofToMany name: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {

@@ -86,8 +86,7 @@ public struct Snapshot: Sendable {
     /// How many keys lie in `[lowerBound, upperBound)`, counting at most `limit`. Reads only
     /// the index.
     public func countKeys(from lowerBound: [UInt8], to upperBound: [UInt8]?, limit: Int = .max) -> Int {
-        var cursor = index.cursor(from: lowerBound, to: upperBound)
-        return cursor.count(limit: limit)
+        index.countKeys(from: lowerBound, to: upperBound, limit: limit)
     }
 
     /// Calls `body` with each key in `[lowerBound, upperBound)`, in ascending order, until it

@@ -163,6 +163,30 @@ extension KeyIndex {
         lowerBound.withUnsafeBytes { Cursor(root: root, from: $0, to: upperBound) }
     }
 
+    /// The number of keys in `[lowerBound, upperBound)`, at most `limit`. A range that ends
+    /// in the leaf where it starts (one owner's members, most counts) is counted there with two
+    /// searches and no cursor; any other is walked by a cursor.
+    public func countKeys(from lowerBound: [UInt8], to upperBound: [UInt8]?, limit: Int = .max) -> Int {
+        if let upperBound {
+            let inLeaf: Int? = lowerBound.withUnsafeBytes { lower in
+                upperBound.withUnsafeBytes { upper in
+                    // The leaf a cursor from `lowerBound` starts in.
+                    var node = root
+                    while !node.isLeaf { node = node.children[node.keys.upperBound(lower)] }
+                    let count = node.entries.count
+                    let first = node.keys.lowerBound(lower).index
+                    // Keys after this leaf are above its last key: when that key is at or past
+                    // the upper bound, every key of the range is here.
+                    guard first < count, node.keys.withKey(count - 1, { compareKeys($0, upper) >= 0 }) else { return nil }
+                    return Swift.max(0, node.keys.lowerBound(upper).index - first)
+                }
+            }
+            if let inLeaf { return Swift.min(inLeaf, limit) }
+        }
+        var cursor = cursor(from: lowerBound, to: upperBound)
+        return cursor.count(limit: limit)
+    }
+
     /// Calls `body` with each key that starts with `prefix` and its entry, in key order,
     /// until `body` returns `false`. An empty prefix visits every key.
     public func forEach(
