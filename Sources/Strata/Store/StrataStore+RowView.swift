@@ -467,7 +467,10 @@ extension StrataStore {
         }
 
         func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
-            try view().fetchValue(forKeyPath: keyPath)
+            // A compiled key path (attributes, through to-ones, counts) reads the borrowed bytes
+            // and the destinations' rows, as the row's view would: no copy of this row.
+            if let reader = source.reader(of: entity, keyPath: keyPath) { return try reader.value(of: self) }
+            return try view().fetchValue(forKeyPath: keyPath)
         }
 
         func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
