@@ -158,7 +158,8 @@ extension ManagedObjectContext {
             return
         }
         var current = entity
-        var components = keyPath.split(separator: ".").map(String.init)[...]
+        // Split on the UTF-8 dots (a split by `Character` costs more than the whole check).
+        var components = keyPath.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: true).map { String(Substring($0)) }[...]
         while let key = components.popFirst() {
             if key == "self" || key == "SELF" { continue }
             let property = try current.property(named: key)

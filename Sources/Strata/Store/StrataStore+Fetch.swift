@@ -46,11 +46,13 @@ extension StrataStore {
         // read, so the result shaping below sees matches only.
         // Semi-joins found while compiling, by leaf: their destination sets also choose
         // candidate rows through relationship keys ([FETCH-S2]).
-        var joins: [FetchPredicate: SemiJoin] = [:]
+        // (A list searched by equality: a fetch has a join or two, and hashing a predicate
+        // costs more than comparing it.)
+        var joins = SemiJoins()
         let compiled = try request.predicate.map { predicate in
             try predicate.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: RowView.self) { leaf, entity in
                 guard let join = try self.semiJoin(leaf, entity: entity, in: snapshot, layout: layout) else { return nil }
-                joins[leaf] = join
+                joins.add(join, for: leaf)
                 return { try join.test($0) }
             }
         }
@@ -60,7 +62,7 @@ extension StrataStore {
         func compiledForScan() throws -> CompiledFetchPredicate<BorrowedRowView>? {
             try request.predicate.map { predicate in
                 try predicate.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: BorrowedRowView.self) { leaf, _ in
-                    joins[leaf].map { join in { try join.test($0) } }
+                    joins.join(for: leaf).map { join in { try join.test($0) } }
                 }
             }
         }
@@ -326,6 +328,17 @@ extension StrataStore {
         return SemiJoin(relationship: relationship, references: references, exact: Flag())
     }
 
+    /// The semi-joins a fetch's compiled predicate found, by the leaf they answer.
+    struct SemiJoins {
+        private var entries: [(leaf: FetchPredicate, join: SemiJoin)] = []
+
+        mutating func add(_ join: SemiJoin, for leaf: FetchPredicate) {
+            if let index = entries.firstIndex(where: { $0.leaf == leaf }) { entries[index].join = join } else { entries.append((leaf, join)) }
+        }
+
+        func join(for leaf: FetchPredicate) -> SemiJoin? { entries.first { $0.leaf == leaf }?.join }
+    }
+
     /// A Boolean shared between a fetch's plan and the closures it compiled; one fetch, one
     /// thread.
     final class Flag {
@@ -360,13 +373,13 @@ extension StrataStore {
     /// third of the rows `rowCount` (a scan is cheaper). Of several qualifying conjuncts, the
     /// one with the fewest destinations is used.
     func keyCandidates(
-        _ predicate: FetchPredicate, entity: EntityDescription, joins: [FetchPredicate: SemiJoin], snapshot: Snapshot, rowCount: Int
+        _ predicate: FetchPredicate, entity: EntityDescription, joins: SemiJoins, snapshot: Snapshot, rowCount: Int
     ) throws -> (members: [StoredObject], join: SemiJoin, leaf: FetchPredicate)? {
         func conjuncts(_ predicate: FetchPredicate) -> [FetchPredicate] {
             if case .and(let parts) = predicate { return parts.flatMap(conjuncts) }
             return [predicate]
         }
-        let usable = conjuncts(predicate).compactMap { leaf in joins[leaf].map { (leaf, $0) } }.filter { _, join in
+        let usable = conjuncts(predicate).compactMap { leaf in joins.join(for: leaf).map { (leaf, $0) } }.filter { _, join in
             guard let inverse = join.relationship.inverseRelationship else { return false }
             return RelationshipKeys.isKeyed(inverse) && join.relationship.destinationEntity != nil
         }
