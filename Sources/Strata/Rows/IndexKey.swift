@@ -61,9 +61,7 @@ enum IndexKey {
         case .decimal(let v): appendDouble(0x21, NSDecimalNumber(decimal: v).doubleValue, to: &key)
         case .string(let v):
             key.append(0x30)
-            if isASCII(v) {
-                appendEscaped(v.utf8, to: &key)
-            } else {
+            if !appendASCII(v, to: &key) {
                 appendEscaped(v.precomposedStringWithCanonicalMapping.utf8, to: &key)
             }
         case .uri(let v):
@@ -90,6 +88,33 @@ enum IndexKey {
     }
 
     /// `bytes` escaped and terminated as [IDX-S2] says, appended to `key`.
+    /// Appends the escaped encoding of `text` when it is ASCII (already in normalisation form
+    /// C), in one pass over its bytes and one bulk copy when no byte needs escaping; returns
+    /// `false`, appending nothing, for any other text.
+    private static func appendASCII(_ text: String, to key: inout [UInt8]) -> Bool {
+        let utf8 = text.utf8
+        let done: Bool? = utf8.withContiguousStorageIfAvailable { bytes in
+            var zeros = 0
+            for byte in bytes {
+                if byte >= 0x80 { return false }
+                if byte == 0x00 { zeros += 1 }
+            }
+            key.reserveCapacity(key.count + bytes.count + zeros + 2)
+            if zeros == 0 {
+                key.append(contentsOf: bytes)
+                key.append(0x00)
+                key.append(0x01)
+            } else {
+                appendEscaped(bytes, to: &key)
+            }
+            return true
+        }
+        if let done { return done }
+        guard isASCII(text) else { return false }
+        appendEscaped(utf8, to: &key)
+        return true
+    }
+
     private static func appendEscaped<Bytes: Sequence<UInt8>>(_ bytes: Bytes, to key: inout [UInt8]) {
         key.reserveCapacity(key.count + bytes.underestimatedCount + 2)
         for byte in bytes {

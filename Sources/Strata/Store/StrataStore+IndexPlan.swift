@@ -220,7 +220,9 @@ extension StrataStore {
             let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
             func encoded(_ value: FetchValue) -> [UInt8]? {
                 guard case .attribute(let attributeValue) = value, attributeValue != .null else { return nil }
-                var key = prefix
+                var key: [UInt8] = []
+                key.reserveCapacity(prefix.count + 24 + (attributeValue.stringValue?.utf8.count ?? 0))
+                key.append(contentsOf: prefix)
                 IndexKey.encode(attributeValue, into: &key)
                 return key[prefix.count] == kind ? key : nil
             }
