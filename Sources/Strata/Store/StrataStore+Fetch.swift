@@ -81,7 +81,8 @@ extension StrataStore {
             ? request.fetchOffset + request.fetchLimit : Int.max
         /// Reads candidate rows in reference order, keeping the matches.
         func readCandidates(_ references: [Int64], root: String) throws {
-            let prefix = KeyLayout.rowPrefix(root: root)
+            let prefix = request.entity.map { $0.rootEntityName == root ? rowPrefix(of: $0) : KeyLayout.rowPrefix(root: root) }
+                ?? KeyLayout.rowPrefix(root: root)
             if !countsOnly { rows.reserveCapacity(rows.count + min(references.count, enough)) }
             for reference in references where rows.count < enough {
                 guard let row = try source.readOnce(prefix: prefix, root: root, reference: reference) else { continue }
@@ -170,22 +171,27 @@ extension StrataStore {
         } else if let (root, entity, plans) = hierarchy,
             let plan = Self.bestIndexPlan(for: request, entity: entity, root: root, in: snapshot, plans: plans)
         {
-            // [IDX-S4] Candidates from the index, in reference order like a scan.
-            var references: Set<Int64> = []
+            // [IDX-S4] Candidates from the index, in reference order like a scan, each once. One
+            // value's keys come in reference order already: no set, no sort.
+            var found: [Int64] = []
             for range in plan.ranges {
                 snapshot.forEachKeyBytes(from: range.lower, to: range.upper) { key in
-                    if let reference = KeyLayout.reference(fromKeyBytes: key) { references.insert(reference) }
+                    if let reference = KeyLayout.reference(fromKeyBytes: key) { found.append(reference) }
                     return true
                 }
             }
+            if !zip(found, found.dropFirst()).allSatisfy({ $0 < $1 }) {
+                found.sort()
+                found = found.indices.compactMap { $0 > 0 && found[$0] == found[$0 - 1] ? nil : found[$0] }
+            }
             // Other conjuncts' indexes, where not much larger, narrow the rows to read.
             for other in plans where other.attribute != plan.attribute {
-                guard !references.isEmpty else { break }
-                if let set = Self.referenceSet(of: other, in: snapshot, cap: min(Self.prefilterCap, 16 * references.count)) {
-                    references.formIntersection(set)
+                guard !found.isEmpty else { break }
+                if let set = Self.referenceSet(of: other, in: snapshot, cap: min(Self.prefilterCap, 16 * found.count)) {
+                    found.removeAll { !set.contains($0) }
                 }
             }
-            try readCandidates(references.sorted(), root: root)
+            try readCandidates(found, root: root)
         } else if let (root, entity, _) = hierarchy, let predicate = request.predicate,
             let found = try keyCandidates(
                 predicate, entity: entity, joins: joins, snapshot: snapshot,
