@@ -7,9 +7,12 @@ extension StrataStore {
         var attribute: String
         /// Half-open key ranges `[lower, upper)`.
         var ranges: [(lower: [UInt8], upper: [UInt8])]
+        /// For `==` and `IN`: each range is one value's keys, its lower bound that value's key
+        /// without a reference.
+        var isPoints = false
         /// For `==` and `IN`: the keys without their reference, one per value, so a row's
-        /// entry can be probed directly.
-        var points: [[UInt8]]? = nil
+        /// entry can be probed directly (the ranges' lower bounds).
+        var points: [[UInt8]]? { isPoints ? ranges.map(\.lower) : nil }
         var description: String { "index on \(attribute), \(ranges.count) range(s)" }
     }
 
@@ -230,25 +233,25 @@ extension StrataStore {
             var kindStart: [UInt8] { prefix + [kind] }
             var kindEnd: [UInt8] { prefix + [kind + 1] }
             var ranges: [(lower: [UInt8], upper: [UInt8])] = []
-            var points: [[UInt8]]? = nil
+            var isPoints = false
             switch constraint.op {
             case .equal:
                 if case .attribute(.null) = constraint.value {
                     // `== nil`: every row has an entry, a null one under type byte 0x00.
                     let key = prefix + IndexKey.encode(.null)
                     ranges = [(key, Self.prefixEnd(key))]
-                    points = [key]
+                    isPoints = true
                     break
                 }
                 guard let key = encoded(constraint.value) else { continue }
                 ranges = [(key, Self.prefixEnd(key))]
-                points = [key]
+                isPoints = true
             case .in:
                 guard case .collection(let values) = constraint.value else { continue }
                 let keys = values.map(encoded)
                 guard !keys.contains(where: { $0 == nil }) else { continue }
                 ranges = keys.compactMap { $0 }.map { ($0, Self.prefixEnd($0)) }
-                points = keys.compactMap { $0 }
+                isPoints = true
             case .lessThan:
                 guard let key = encoded(constraint.value) else { continue }
                 ranges = [(kindStart, key)]
@@ -273,7 +276,7 @@ extension StrataStore {
             default:
                 continue
             }
-            plans.append(IndexPlan(attribute: attribute.name, ranges: ranges, points: points))
+            plans.append(IndexPlan(attribute: attribute.name, ranges: ranges, isPoints: isPoints))
         }
         return plans
     }
