@@ -32,7 +32,7 @@ public struct Snapshot: Sendable {
             }
         }
         var reader = Reader(self)
-        return try reader.value(of: key, entry: entry)
+        return try reader.value(of: key, entry: entry, inWAL: false)
     }
 
     /// Whether `key` has a value. Reads only the index.
@@ -203,10 +203,11 @@ extension Snapshot {
 
         /// The value of `key`, whose index entry is `entry`: from the row cache, or read and
         /// (unless it is in a WAL) cached.
-        mutating func value(of key: [UInt8], entry: IndexEntry) throws(StoreError) -> [UInt8] {
+        mutating func value(of key: [UInt8], entry: IndexEntry, inWAL known: Bool? = nil) throws(StoreError) -> [UInt8] {
             // [WAL-5] A value in a WAL is read from its image, in memory already: it is never
-            // cached, so the cache is not asked.
-            let inWAL = try memo.isWAL(entry.location.fileNumber, in: snapshot.files)
+            // cached, so the cache is not asked. (`known`: the caller has looked already.)
+            let inWAL: Bool
+            if let known { inWAL = known } else { inWAL = try memo.isWAL(entry.location.fileNumber, in: snapshot.files) }
             if inWAL {
                 snapshot.cache?.countWALRead()
             } else if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
