@@ -166,7 +166,9 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
         // One shared home: same entity and store, so the references decide. A boxed home
         // is one ID's own (reference 0 on both sides).
         if a === b { return lhs.reference == rhs.reference }
-        guard lhs.kind == rhs.kind else { return false }
+        // Different homes: most such pairs differ, and their hashes say so at once (a table's
+        // probe compares keys of one bucket chain, mostly unequal ones).
+        guard lhs.fieldHash == rhs.fieldHash, lhs.kind == rhs.kind else { return false }
         guard a.store === b.store || a.store?.identifier == b.store?.identifier else { return false }
         return a.entity === b.entity || a.entity.name == b.entity.name
     }
