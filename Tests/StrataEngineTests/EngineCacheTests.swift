@@ -104,8 +104,9 @@ import Testing
         }
     }
 
-    /// `withValue` hands out in place what `get` copies (from a segment, the WAL's image or
-    /// the row cache), and reports a missing or deleted key without calling its body.
+    /// `withValue` (a reader's and a snapshot's) hands out in place what `get` copies (from a
+    /// segment, the WAL's image or the row cache), and reports a missing or deleted key
+    /// without calling its body.
     @Test func withValueSeesWhatGetReadsWithoutACopy() throws {
         for budget in [0, 1 << 20] {
             let engine = try EngineCacheTests.engine(budget: budget)
@@ -121,6 +122,9 @@ import Testing
                 let found = try reader.withValue(testKey(i)) { seen = Array($0) }
                 let expected = try snapshot.get(testKey(i))
                 try #require(found == (expected != nil) && seen == expected, "key \(i), budget \(budget)")
+                var direct: [UInt8]? = nil
+                let foundDirectly = try snapshot.withValue(testKey(i)) { direct = Array($0) }
+                try #require(foundDirectly == (expected != nil) && direct == expected, "snapshot read of key \(i), budget \(budget)")
             }
         }
     }

@@ -488,12 +488,18 @@ extension StrataStore {
     func storedRow(_ objectID: ManagedObjectID, layout: StoreLayout) throws -> RowBytes {
         let key = try rowKey(objectID)
         let engine = try openEngine()
-        guard let bytes = try mappingEngineErrors("read \(objectID)", { () throws(StoreError) in try engine.get(key) }) else {
+        // Checked where the engine holds the bytes and copied once, into the row's storage.
+        let values = RowStorage.Values(layout: layout, ids: objectIDMaker)
+        var read: Result<RowBytes, any Error>? = nil
+        let found = try mappingEngineErrors("read \(objectID)") { () throws(StoreError) -> Bool in
+            try engine.snapshot().withValue(key) { raw in
+                read = Result { try RowBytes(raw: raw, store: layout, context: .object(objectID), readByEngine: true, values: values) }
+            }
+        }
+        guard found, let read else {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
         }
-        return try RowBytes(
-            bytes, store: layout, context: .object(objectID), readByEngine: true,
-            values: RowStorage.Values(layout: layout, ids: objectIDMaker))
+        return try read.get()
     }
 }
 

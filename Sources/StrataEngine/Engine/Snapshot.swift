@@ -35,6 +35,24 @@ public struct Snapshot: Sendable {
         return try reader.value(of: key, entry: entry, inWAL: false)
     }
 
+    /// Calls `body` with the value of `key` and returns `true`, or returns `false` if it has
+    /// none: the read ``get(_:)`` makes, without its copy when the value is in a WAL's image
+    /// (in place) or in the row cache. Not generic: `body` keeps what it needs.
+    public func withValue(_ key: [UInt8], _ body: (UnsafeRawBufferPointer) -> Void) throws(StoreError) -> Bool {
+        guard let entry = index.lookup(key) else { return false }
+        if let file = files[entry.location.fileNumber], case .wal(_, let image) = file.content {
+            cache?.countWALRead()
+            let chunk = try image.chunk(of: entry, path: file.path)
+            try key.withBytes { (raw) throws(StoreError) in
+                try chunk.withValue(key: raw, entry: entry, path: file.path) { body($0) }
+            }
+            return true
+        }
+        var reader = Reader(self)
+        try reader.value(of: key, entry: entry, inWAL: false).withUnsafeBytes(body)
+        return true
+    }
+
     /// Whether `key` has a value. Reads only the index.
     public func contains(_ key: [UInt8]) -> Bool { index.lookup(key) != nil }
 
