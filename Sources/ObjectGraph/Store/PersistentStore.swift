@@ -47,7 +47,11 @@ open class PersistentStore: @unchecked Sendable {
 
     // State below is protected by `metadataLock`: the metadata, and the token object IDs
     // hold (made again when the identifier in the metadata changes).
-    private let metadataLock = Locked<(metadata: [String: AttributeValue], token: StoreToken?)>(([:], nil))
+    private let metadataLock = Locked<(metadata: [String: AttributeValue], token: StoreToken?, tokens: [StoreToken])>(([:], nil, []))
+    /// ``idToken`` as published for readers that take no lock (a fault, a fetched row); `nil`
+    /// until made and after the identifier changes. Every token published stays alive in the
+    /// locked state's `tokens`, so an unretained one read here stays valid.
+    private let publishedToken = Atomic<Unmanaged<StoreToken>?>(nil)
 
     /// Creates a store; the coordinator then calls ``loadMetadata()``.
     public required init(
@@ -76,7 +80,10 @@ open class PersistentStore: @unchecked Sendable {
             metadataLock.withLock { state in
                 let old = state.metadata[Self.storeUUIDKey]
                 state.metadata = newValue
-                if newValue[Self.storeUUIDKey] != old { state.token = nil }
+                if newValue[Self.storeUUIDKey] != old {
+                    state.token = nil
+                    publishedToken.store(nil, ordering: .releasing)
+                }
             }
         }
     }
@@ -88,10 +95,13 @@ open class PersistentStore: @unchecked Sendable {
 
     /// The identity object IDs of this store hold, made once per identifier.
     var idToken: StoreToken {
-        metadataLock.withLock { state in
+        if let token = publishedToken.load(ordering: .acquiring) { return token.takeUnretainedValue() }
+        return metadataLock.withLock { state in
             if let token = state.token { return token }
             let token = StoreToken(identifier: state.metadata[Self.storeUUIDKey]?.stringValue ?? "", store: self)
             state.token = token
+            state.tokens.append(token)
+            publishedToken.store(Unmanaged.passUnretained(token), ordering: .releasing)
             return token
         }
     }
