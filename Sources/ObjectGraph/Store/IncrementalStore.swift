@@ -119,13 +119,14 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         let loadedAt = context.stalenessInterval < 0 ? Double.nan : Date.timeIntervalSinceReferenceDate
         return context.withRegistrationBatch {
             nodes.map { node in
-                let row = CachedRow(node: node, generation: generation, loadedAt: loadedAt)
+                func row() -> CachedRow { CachedRow(node: node, generation: generation, loadedAt: loadedAt) }
                 guard let registered = context.registeredObject(for: node.objectID) else {
                     // A new fault, made with its row.
-                    return context.makeFault(for: node.objectID, row: row, loaded: !returnsObjectsAsFaults)
+                    return context.makeFault(for: node.objectID, row: row(), loaded: !returnsObjectsAsFaults)
                 }
+                // A registered object keeps its values; a fault among them gets the row.
                 if registered.isFault {
-                    if returnsObjectsAsFaults { registered.cachedRow = row } else { registered.fulfill(with: row) }
+                    if returnsObjectsAsFaults { registered.cachedRow = row() } else { registered.fulfill(with: row()) }
                 }
                 return registered
             }

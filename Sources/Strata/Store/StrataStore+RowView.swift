@@ -100,12 +100,7 @@ extension StrataStore {
             // carry), as ``RelationshipKeys/end(of:)`` makes it.
             countUpper.removeAll(keepingCapacity: true)
             countUpper.append(contentsOf: countLower)
-            while let last = countUpper.last, last == 0xFF { countUpper.removeLast() }
-            if let last = countUpper.last {
-                countUpper[countUpper.count - 1] = last + 1
-            } else {
-                countUpper = RelationshipKeys.end(of: countLower)
-            }
+            if !KeyIndex.formPrefixEnd(&countUpper) { countUpper = RelationshipKeys.end(of: countLower) }
             return snapshot.countKeys(from: countLower, to: countUpper)
         }
         /// ``memberCount(_:of:reference:)``'s bounds.

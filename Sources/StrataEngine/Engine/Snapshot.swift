@@ -23,16 +23,23 @@ public struct Snapshot: Sendable {
     /// The value of `key`, or `nil` if it has none.
     public func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
         guard let entry = index.lookup(key) else { return nil }
-        // A value in a WAL, read from its image ([WAL-5]) without a reader's memo.
-        if let file = files[entry.location.fileNumber], case .wal(_, let image) = file.content {
-            cache?.countWALRead()
-            let chunk = try image.chunk(of: entry, path: file.path)
-            return try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
-                try chunk.withValue(key: raw, entry: entry, path: file.path) { Array($0) }
-            }
-        }
+        var value: [UInt8] = []
+        if try withWALValue(key, entry: entry, { value = Array($0) }) { return value }
         var reader = Reader(self)
         return try reader.value(of: key, entry: entry, inWAL: false)
+    }
+
+    /// Calls `body` with the value of `entry` in place and returns `true` when it is in a WAL
+    /// (read from the WAL's image, [WAL-5], without a reader's memo); `false`, calling nothing,
+    /// when it is not.
+    private func withWALValue(_ key: [UInt8], entry: IndexEntry, _ body: (UnsafeRawBufferPointer) -> Void) throws(StoreError) -> Bool {
+        guard let file = files[entry.location.fileNumber], case .wal(_, let image) = file.content else { return false }
+        cache?.countWALRead()
+        let chunk = try image.chunk(of: entry, path: file.path)
+        try key.withBytes { (raw) throws(StoreError) in
+            try chunk.withValue(key: raw, entry: entry, path: file.path) { body($0) }
+        }
+        return true
     }
 
     /// Calls `body` with the value of `key` and returns `true`, or returns `false` if it has
@@ -40,14 +47,7 @@ public struct Snapshot: Sendable {
     /// (in place) or in the row cache. Not generic: `body` keeps what it needs.
     public func withValue(_ key: [UInt8], _ body: (UnsafeRawBufferPointer) -> Void) throws(StoreError) -> Bool {
         guard let entry = index.lookup(key) else { return false }
-        if let file = files[entry.location.fileNumber], case .wal(_, let image) = file.content {
-            cache?.countWALRead()
-            let chunk = try image.chunk(of: entry, path: file.path)
-            try key.withBytes { (raw) throws(StoreError) in
-                try chunk.withValue(key: raw, entry: entry, path: file.path) { body($0) }
-            }
-            return true
-        }
+        if try withWALValue(key, entry: entry, body) { return true }
         var reader = Reader(self)
         try reader.value(of: key, entry: entry, inWAL: false).withUnsafeBytes(body)
         return true
@@ -207,15 +207,8 @@ extension Snapshot {
                 }
                 return true
             }
-            if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
-                cached.withUnsafeBytes(body)
-                return true
-            }
-            let value = try key.withBytes { (raw) throws(StoreError) -> [UInt8] in
-                try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { Array($0) }
-            }
-            if !value.isEmpty { snapshot.cache?.insert(key, sequence: entry.sequence, value: value) }
-            value.withUnsafeBytes(body)
+            // From the row cache (its array, not a copy), or read and cached.
+            try value(of: key, entry: entry, inWAL: false).withUnsafeBytes(body)
             return true
         }
 

@@ -202,13 +202,19 @@ extension KeyIndex {
     /// is none (the prefix is empty or all `0xFF`).
     package static func prefixEnd(_ prefix: [UInt8]) -> [UInt8]? {
         var end = prefix
-        while let last = end.last {
+        return formPrefixEnd(&end) ? end : nil
+    }
+
+    /// Turns `key` into ``prefixEnd(_:)`` of it, in place (no array made when its storage
+    /// can be reused); returns `false`, leaving `key` empty, when it has none.
+    package static func formPrefixEnd(_ key: inout [UInt8]) -> Bool {
+        while let last = key.last {
             if last < 0xFF {
-                end[end.count - 1] = last + 1
-                return end
+                key[key.count - 1] = last + 1
+                return true
             }
-            end.removeLast()
+            key.removeLast()
         }
-        return nil
+        return false
     }
 }

@@ -126,17 +126,21 @@ public indirect enum FetchExpression: Sendable, Hashable {
 
     /// The expression with variables replaced by values; variables without a value stay.
     public func substituting(_ variables: [String: FetchValue]) -> FetchExpression {
+        substituting { variables[$0] }
+    }
+
+    /// The expression with each variable replaced by `value(name)`, where that is not `nil`;
+    /// a subquery's own variable is left to it inside the subquery.
+    func substituting(_ value: (String) -> FetchValue?) -> FetchExpression {
         switch self {
         case .constant, .evaluatedObject, .keyPath: return self
-        case .variable(let name): return variables[name].map(FetchExpression.constant) ?? self
-        case .member(let base, let path): return .member(base.substituting(variables), path)
-        case .index(let base, let index): return .index(base.substituting(variables), index)
-        case .aggregate(let parts): return .aggregate(parts.map { $0.substituting(variables) })
-        case .function(let function, let parts): return .function(function, parts.map { $0.substituting(variables) })
+        case .variable(let name): return value(name).map(FetchExpression.constant) ?? self
+        case .member(let base, let path): return .member(base.substituting(value), path)
+        case .index(let base, let index): return .index(base.substituting(value), index)
+        case .aggregate(let parts): return .aggregate(parts.map { $0.substituting(value) })
+        case .function(let function, let parts): return .function(function, parts.map { $0.substituting(value) })
         case .subquery(let collection, let variable, let predicate):
-            var inner = variables
-            inner[variable] = nil
-            return .subquery(collection.substituting(variables), variable: variable, predicate.substituting(inner))
+            return .subquery(collection.substituting(value), variable: variable, predicate.substituting { $0 == variable ? nil : value($0) })
         }
     }
 

@@ -554,7 +554,7 @@ enum FormatTemplates {
         for (index, value) in arguments.enumerated() {
             guard FetchPredicateParser.problem(with: value, for: template.specifiers[index]) == nil else { return nil }
         }
-        return arguments.isEmpty ? template.predicate : filling(template.predicate, arguments)
+        return arguments.isEmpty ? template.predicate : template.predicate.substituting { argument($0, arguments) }
     }
 
     /// The argument a placeholder name stands for.
@@ -564,32 +564,6 @@ enum FormatTemplates {
         var index = 0
         while let digit = utf8.next() { index = index * 10 + Int(digit &- UInt8(ascii: "0")) }
         return index < arguments.count ? arguments[index] : nil
-    }
-
-    /// `predicate` with each placeholder replaced by its argument (a variable of the format
-    /// stays; see ``FetchPredicate/substituting(_:)``, whose walk this is).
-    private static func filling(_ predicate: FetchPredicate, _ arguments: [FetchValue]) -> FetchPredicate {
-        switch predicate {
-        case .value: return predicate
-        case .comparison(let lhs, let op, let rhs, let modifier, let options):
-            return .comparison(filling(lhs, arguments), op, filling(rhs, arguments), modifier: modifier, options: options)
-        case .and(let parts): return .and(parts.map { filling($0, arguments) })
-        case .or(let parts): return .or(parts.map { filling($0, arguments) })
-        case .not(let inner): return .not(filling(inner, arguments))
-        }
-    }
-
-    private static func filling(_ expression: FetchExpression, _ arguments: [FetchValue]) -> FetchExpression {
-        switch expression {
-        case .constant, .evaluatedObject, .keyPath: return expression
-        case .variable(let name): return argument(name, arguments).map(FetchExpression.constant) ?? expression
-        case .member(let base, let path): return .member(filling(base, arguments), path)
-        case .index(let base, let index): return .index(filling(base, arguments), index)
-        case .aggregate(let parts): return .aggregate(parts.map { filling($0, arguments) })
-        case .function(let function, let parts): return .function(function, parts.map { filling($0, arguments) })
-        case .subquery(let collection, let variable, let predicate):
-            return .subquery(filling(collection, arguments), variable: variable, filling(predicate, arguments))
-        }
     }
 
     /// The template of `format`, if it has one.

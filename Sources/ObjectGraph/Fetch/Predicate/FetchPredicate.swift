@@ -167,13 +167,19 @@ public indirect enum FetchPredicate: Sendable, Hashable {
     /// The predicate with `$variables` replaced by values (Core Data's
     /// `withSubstitutionVariables(_:)`); variables without a value stay.
     public func substituting(_ variables: [String: FetchValue]) -> FetchPredicate {
+        substituting { variables[$0] }
+    }
+
+    /// The predicate with each variable replaced by `value(name)`, where that is not `nil`
+    /// (variables a subquery binds are left to it).
+    func substituting(_ value: (String) -> FetchValue?) -> FetchPredicate {
         switch self {
         case .value: return self
         case .comparison(let lhs, let op, let rhs, let modifier, let options):
-            return .comparison(lhs.substituting(variables), op, rhs.substituting(variables), modifier: modifier, options: options)
-        case .and(let parts): return .and(parts.map { $0.substituting(variables) })
-        case .or(let parts): return .or(parts.map { $0.substituting(variables) })
-        case .not(let inner): return .not(inner.substituting(variables))
+            return .comparison(lhs.substituting(value), op, rhs.substituting(value), modifier: modifier, options: options)
+        case .and(let parts): return .and(parts.map { $0.substituting(value) })
+        case .or(let parts): return .or(parts.map { $0.substituting(value) })
+        case .not(let inner): return .not(inner.substituting(value))
         }
     }
 
