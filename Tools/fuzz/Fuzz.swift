@@ -9,7 +9,7 @@
 @testable import StrataEngine
 
 /// The decoder an input exercises, chosen by the low three bits of its first byte
-/// (values 6 and 7 wrap around to 0 and 1).
+/// (value 7 wraps around to 0).
 enum FuzzTarget: UInt8, CaseIterable, Sendable {
     /// `Manifest.decode` ([MAN-1]…[MAN-3]).
     case manifest = 0
@@ -23,6 +23,8 @@ enum FuzzTarget: UInt8, CaseIterable, Sendable {
     case engine = 4
     /// StrataStore's row decoder, `RowBytes` and `StoredRow.decode` ([ROW-1]).
     case row = 5
+    /// The predicate format parser, and the checks and evaluation of what it parses.
+    case predicate = 6
 }
 
 /// The flag bits (bits 3…7) of an input's first byte. Bit 3 means the same for every target;
@@ -43,6 +45,8 @@ enum FuzzFlag {
     static let engineReadOnly: UInt8 = 0x20
     /// Engine: after a successful open, commit one put, close, reopen and check the store.
     static let engineCommitAndReopen: UInt8 = 0x40
+    /// Predicate: parse with format arguments and substitution variables.
+    static let predicateArguments: UInt8 = 0x10
 }
 
 /// The decoded first byte of an input.
@@ -92,6 +96,8 @@ func fuzzOne(_ bytes: [UInt8]) {
         FuzzTargets.entries(fixed)
     case .row:
         FuzzRows.row(fix ? FuzzRows.fixChecksum(body) : body)
+    case .predicate:
+        FuzzPredicates.predicate(body, withArguments: selector.has(FuzzFlag.predicateArguments))
     case .engine:
         FuzzTargets.engine(
             StoreImage(parsing: body, fixChecksums: fix), repair: selector.has(FuzzFlag.engineRepair),

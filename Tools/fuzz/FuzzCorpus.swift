@@ -41,6 +41,9 @@ enum FuzzCorpus {
         for (index, row) in FuzzRows.seeds().enumerated() {
             seeds.append(("row-\(index)", [FuzzSelector.byte(.row)] + row))
         }
+        for (index, format) in FuzzPredicates.seeds().enumerated() {
+            seeds.append(("predicate-\(index)", [FuzzSelector.byte(.predicate, index % 2 == 0 ? 0 : FuzzFlag.predicateArguments)] + format))
+        }
         // A new store ([DIR-4]) and tiny inputs for every target.
         seeds.append(("engine-new", [FuzzSelector.byte(.engine, FuzzFlag.engineCommitAndReopen)]))
         for target in FuzzTarget.allCases {

@@ -134,7 +134,12 @@ extension ManagedObjectContext {
         request.entityName = entity.name
         // Every key path the request names is checked against the model (each as often as it
         // appears: no set is built per fetch).
-        try request.predicate?.forEachKeyPath { try Self.checkKeyPath($0, from: entity) }
+        if let predicate = request.predicate {
+            try predicate.checkDepth()
+            try predicate.forEachKeyPath { try Self.checkKeyPath($0, from: entity) }
+            try predicate.checkComparisons(against: entity)
+        }
+        try request.havingPredicate?.checkDepth()
         // A dictionary fetch may sort by the name of a fetched expression.
         let resultNames = request.resultType == .dictionary ? Set((request.propertiesToFetch ?? []).map(\.name)) : []
         for descriptor in request.sortDescriptors where !resultNames.contains(descriptor.keyPath) {

@@ -115,7 +115,8 @@ let evaluationTable: [EvaluationCase] = [
     EvaluationCase(format: "name > 'Y'", expected: ["Zoë", "Ådne", "Σωκράτης"]),
     EvaluationCase(format: "name BETWEEN {'B', 'K'}", expected: ["Bob", "José"]),
     EvaluationCase(format: "name <[cd] 'b'", expected: ["Ada", "Ådne"]),
-    EvaluationCase(format: "name > 3", expected: []),  // Strata: a string and a number do not compare
+    // A string against a number never compares: a fetch refuses it (HostilePredicateTests).
+    EvaluationCase(format: "name >= 'Zoë'", expected: ["Zoë", "Ådne", "Σωκράτης"]),
     // Dates, UUIDs, data.
     EvaluationCase(format: "born > %@", arguments: [date(150)], expected: ["Bob", "José", "Ådne"]),
     EvaluationCase(format: "born < %@", arguments: [date(150)], expected: ["Ada", "Σωκράτης"]),

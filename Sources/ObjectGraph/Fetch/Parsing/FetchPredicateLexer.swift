@@ -232,7 +232,10 @@ struct FetchPredicateLexer {
             throw error("Bad number: \"\(text)\" is followed by \"\(c)\".", at: position)
         }
         if !isFloat, let value = Int64(text) { return FetchPredicateToken(kind: .integer(value), offset: start) }
-        guard let value = Double(text) else { throw error("Bad number \"\(text)\".", at: start) }
+        guard let value = Double(text) else { throw error("Bad number \"\(text.prefix(40))\".", at: start) }
+        guard value.isFinite else {
+            throw error("The number \"\(text.prefix(40))\" is out of range: it is larger than any double.", at: start)
+        }
         return FetchPredicateToken(kind: .float(value), offset: start)
     }
 }

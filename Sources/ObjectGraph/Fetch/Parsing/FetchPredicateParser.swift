@@ -20,6 +20,13 @@ struct FetchPredicateParser {
     private let templating: Bool
     /// The specifiers of the format arguments met while templating, in order.
     private(set) var specifiers: [Character] = []
+    /// The format arguments met while templating that are the right side of an `IN`,
+    /// which must be collections or strings.
+    private(set) var collectionArguments: [Int] = []
+    /// How many nested constructs (parentheses, `NOT`s, braces, subqueries, functions,
+    /// casts, indexes, members) enclose the current position: bounded by
+    /// ``FetchPredicate/maximumDepth`` so that the recursive descent cannot overflow.
+    private var depth = 0
 
     init(_ source: String, arguments: [FetchValue], variables: [String: FetchValue]?, templating: Bool = false) throws {
         self.source = source
@@ -33,6 +40,7 @@ struct FetchPredicateParser {
     mutating func parsePredicate() throws -> FetchPredicate {
         let predicate = try parseOr()
         try expectEnd()
+        try checkDepth(of: .predicate(predicate))
         return predicate
     }
 
@@ -40,7 +48,29 @@ struct FetchPredicateParser {
     mutating func parseExpression() throws -> FetchExpression {
         let expression = try parseExpressionTerm()
         try expectEnd()
+        try checkDepth(of: .expression(expression))
         return expression
+    }
+
+    /// The tree's own nesting must be within the bound too: an index or a member chain
+    /// nests without recursion in the parser.
+    private func checkDepth(of root: FetchPredicate.DepthNode) throws {
+        do {
+            try FetchPredicate.checkDepth(from: root)
+        } catch {
+            throw Self.syntaxError(
+                "The predicate nests deeper than \(FetchPredicate.maximumDepth) levels.", at: 0, in: source)
+        }
+    }
+
+    /// Enters one nested construct at `token`; the caller leaves it (`depth -= 1`).
+    private mutating func enter(_ token: FetchPredicateToken) throws {
+        depth += 1
+        guard depth <= FetchPredicate.maximumDepth else {
+            throw error(
+                "The predicate nests deeper than \(FetchPredicate.maximumDepth) levels (parentheses, NOT, braces, subqueries, functions, indexes).",
+                at: token)
+        }
     }
 
     private mutating func expectEnd() throws {
@@ -56,8 +86,14 @@ struct FetchPredicateParser {
     /// A ``ObjectGraphError/Code/malformedPredicate`` error whose message shows the format
     /// string with a caret under the offending character.
     static func syntaxError(_ message: String, at offset: Int, in source: String) -> ObjectGraphError {
-        let line = source.replacingOccurrences(of: "\n", with: " ")
-        let caret = String(repeating: " ", count: offset) + "^"
+        // A long format is quoted around the offending position only.
+        let characters = Array(source.replacingOccurrences(of: "\n", with: " "))
+        let window = 60
+        let start = min(characters.count, offset > window ? offset - window : 0)
+        let end = min(characters.count, offset + window)
+        let head = start > 0 ? "…" : ""
+        let line = head + String(characters[start..<max(start, end)]) + (end < characters.count ? "…" : "")
+        let caret = String(repeating: " ", count: offset - start + head.count) + "^"
         return ObjectGraphError(.malformedPredicate, "\(message) (at offset \(offset))\n  \(line)\n  \(caret)", offset: offset)
     }
 
@@ -118,6 +154,8 @@ struct FetchPredicateParser {
 
     private mutating func parseNot() throws -> FetchPredicate {
         if current.keyword == "NOT" || current.isSymbol("!") {
+            try enter(current)
+            defer { depth -= 1 }
             index += 1
             return .not(try parseNot())
         }
@@ -126,6 +164,8 @@ struct FetchPredicateParser {
 
     private mutating func parsePrimaryPredicate() throws -> FetchPredicate {
         if current.isSymbol("(") {
+            try enter(current)
+            defer { depth -= 1 }
             let open = advance()
             let inner = try parseOr()
             guard current.isSymbol(")") else {
@@ -164,6 +204,12 @@ struct FetchPredicateParser {
         guard current.kind != .end else { throw error("Expected an expression after \(describe(opToken)).", at: current) }
         let rhsToken = current
         let rhs = try parseExpressionTerm()
+        if op == .in, templating, case .variable = rhs, case .format = rhsToken.kind {
+            collectionArguments.append(specifiers.count - 1)
+        }
+        if op == .in, case .constant(.attribute(let value)) = rhs, !value.isNull, value.stringValue == nil {
+            throw error("IN needs a collection on its right, such as {1, 2} or an array argument; found the single value \(value).", at: rhsToken)
+        }
         if op == .between, case .aggregate(let bounds) = rhs, bounds.count != 2 {
             throw error("BETWEEN needs exactly two bounds, as in {1, 10}; found \(bounds.count).", at: rhsToken)
         }
@@ -222,9 +268,14 @@ struct FetchPredicateParser {
     // MARK: Expressions
 
     private mutating func parseExpressionTerm() throws -> FetchExpression {
+        try enter(current)
+        var levels = 1
+        defer { depth -= levels }
         var expression = try parsePrimaryExpression()
         while true {
             if current.isSymbol("[") {
+                try enter(current)
+                levels += 1
                 let open = advance()
                 let position: FetchIndex
                 switch current.kind {
@@ -255,6 +306,8 @@ struct FetchPredicateParser {
                     // `SELF.name` is the key path `name` of the evaluated object.
                     expression = .keyPath(path)
                 } else {
+                    try enter(current)
+                    levels += 1
                     expression = .member(expression, path)
                 }
             } else {
@@ -523,6 +576,9 @@ enum FormatTemplates {
     struct Template {
         let predicate: FetchPredicate
         let specifiers: [Character]
+        /// The arguments on the right of an `IN`: a single value there is an error the
+        /// full parse reports.
+        let collectionArguments: [Int]
     }
 
     /// Thrown by a templating parse that meets a format it cannot template.
@@ -554,6 +610,9 @@ enum FormatTemplates {
         for (index, value) in arguments.enumerated() {
             guard FetchPredicateParser.problem(with: value, for: template.specifiers[index]) == nil else { return nil }
         }
+        for index in template.collectionArguments {
+            if case .attribute(let value) = arguments[index], !value.isNull, value.stringValue == nil { return nil }
+        }
         return arguments.isEmpty ? template.predicate : template.predicate.substituting { argument($0, arguments) }
     }
 
@@ -571,7 +630,7 @@ enum FormatTemplates {
         guard var parser = try? FetchPredicateParser(format, arguments: [], variables: nil, templating: true),
             let predicate = try? parser.parsePredicate()
         else { return nil }
-        return Template(predicate: predicate, specifiers: parser.specifiers)
+        return Template(predicate: predicate, specifiers: parser.specifiers, collectionArguments: parser.collectionArguments)
     }
 }
 

@@ -16,7 +16,9 @@ import Foundation
 /// is true, `x != nil` is true exactly when `x` has a value, and every ordering or string
 /// comparison involving null is false (so `NOT (age > 5)` is true when `age` is null,
 /// unlike SQL). A comparison between values that cannot be ordered (a string against a
-/// number) is false. Reading a key path the subject does not have throws
+/// number) is false when evaluated; a fetch refuses it beforehand where the model tells
+/// the kinds (``checkComparisons(against:)``), and any predicate nested deeper than
+/// ``maximumDepth``. Reading a key path the subject does not have throws
 /// ``ObjectGraphError/Code/unknownKey``. See the "Fetch Language" article for the grammar.
 public indirect enum FetchPredicate: Sendable, Hashable {
     /// A constant: `TRUEPREDICATE` or `FALSEPREDICATE`.
