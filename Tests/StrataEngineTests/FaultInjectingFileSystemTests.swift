@@ -412,4 +412,21 @@ private func makeFile(
         #expect(fs.operationCounts == .init(reads: 2, writes: 1, syncs: 1, directorySyncs: 1))
         #expect(fs.syncPointCount == 2)
     }
+
+    @Test func syncCountCountsSyncsByPathFailedOnesIncluded() throws {
+        let fs = FaultInjectingFileSystem()
+        try fs.createDirectory("/d")
+        let a = try fs.open("/d/a.wal", mode: .createNew)
+        let b = try fs.open("/d/b.seg", mode: .createNew)
+        try a.sync()
+        fs.failNext(.sync, matching: ".wal")
+        #expect(caught { try a.sync() }?.errno == EIO)
+        try b.sync()
+        try fs.syncDirectory("/d")
+        #expect(fs.syncCount(matching: ".wal") == 2)
+        #expect(fs.syncCount(matching: "b.seg") == 1)
+        #expect(fs.syncCount(matching: "/d") == 4)
+        #expect(fs.syncCount() == 4)
+        #expect(fs.syncCount(matching: "missing") == 0)
+    }
 }

@@ -51,6 +51,8 @@ struct FaultState {
     var tear: (fragment: String?, keeping: Int)?
     var spaceLimit: UInt64?
     var counts = FaultInjectingFileSystem.OperationCounts()
+    /// Calls of sync and syncDirectory that reached the file system, by the path they named.
+    var syncsByPath: [String: Int] = [:]
 
     mutating func nextID() -> Int {
         lastID += 1

@@ -180,6 +180,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             try s.checkRunning(path)
             s.counts.directorySyncs += 1
+            s.syncsByPath[path, default: 0] += 1
             let haltAfter = try s.syncPoint(path)
             if let fault = s.takeFault(.syncDirectory, "fsync", path) {
                 if haltAfter { s.halted = "crash armed after sync point \(s.syncPoints)" }
@@ -308,6 +309,16 @@ public final class FaultInjectingFileSystem: FileSystem {
 
     /// How many reads, writes and syncs reached the file system so far.
     public var operationCounts: OperationCounts { state.withLock { $0.counts } }
+
+    /// How many calls of ``FileHandle/sync()`` and ``syncDirectory(_:)`` whose path contains
+    /// `pathFragment` (every call when `nil`) reached the file system so far, counted as
+    /// ``operationCounts`` counts them (a call that then failed by an injected fault included).
+    /// Lets a test check that a file whose sync failed is never synced again.
+    public func syncCount(matching pathFragment: String? = nil) -> Int {
+        state.withLock { s in
+            s.syncsByPath.reduce(0) { $0 + (FaultState.matches(pathFragment, $1.key) ? $1.value : 0) }
+        }
+    }
 
     // MARK: Inspection and corruption (these bypass faults and halting)
 
@@ -460,6 +471,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             let inode = try s.validate(handle)
             s.counts.syncs += 1
+            s.syncsByPath[handle.path, default: 0] += 1
             let haltAfter = try s.syncPoint(handle.path)
             if let fault = s.takeFault(.sync, "fdatasync", handle.path) {
                 if haltAfter { s.halted = "crash armed after sync point \(s.syncPoints)" }
