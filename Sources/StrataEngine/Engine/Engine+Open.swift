@@ -27,7 +27,9 @@ extension Engine {
         }
     }
 
-    /// [DIR-2] A missing path or a zero-length file becomes a new store directory.
+    /// [DIR-2] A missing path or a zero-length file becomes a new store directory. Its entry
+    /// in the parent is made durable when the store is created in it ([DIR-4]), so an open
+    /// that fails before (a failed sync included) leaves the next open to do it.
     static func prepareLocation(_ path: String, fileSystem fs: any FileSystem, readOnly: Bool) throws(StoreError) {
         switch try fs.kind(of: path) {
         case .directory:
@@ -44,7 +46,6 @@ extension Engine {
         case .other:
             throw StoreError(.notAStore, "path is neither a file nor a directory", path: path)
         }
-        try fs.syncDirectory(parentDirectory(of: path))
     }
 
     static func parentDirectory(of path: String) -> String {
@@ -249,6 +250,9 @@ extension Engine {
             throw StoreError(.notFound, "no store here yet (opened read-only, so none was created)", path: path)
         }
         for name in names where name != Format.lockFileName { try fs.remove(path + "/" + name) }
+        // The store directory's own entry first: it may be new, or left by an open that failed
+        // before it was synced ([DIR-2]).
+        try fs.syncDirectory(parentDirectory(of: path))
         let manifest = Manifest(nextFileNumber: 2, lastSequence: 0, wals: [1], segments: [])
         let handle = try fs.open(path + "/" + Format.walFileName(1), mode: .createNew)
         defer { handle.close() }
