@@ -179,7 +179,7 @@ extension Engine {
                 let segmentPath = filePath(Format.segmentFileName(number))
                 let result = try SegmentWriter(
                     fileSystem: fileSystem, path: segmentPath, fileNumber: number, blockSize: options.blockSize
-                ).write(items.map(\.input))
+                ).write(items.map(\.input)) { syncFailed($0, .compaction) }
                 let reader = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: number)
                 let file = LiveFile(number: number, path: segmentPath, content: .segment(reader), fileSystem: fileSystem)
                 let minSequence = items.map(\.input.sequence).min() ?? 0
@@ -193,14 +193,19 @@ extension Engine {
         }
 
         // [CMP-3] The swap: one manifest change, then repoint the index, under the writer lock.
+        // Once the install has begun, `MANIFEST` may name the outputs (a failed directory sync
+        // comes after the rename): they are then kept, and the next open removes whichever of
+        // outputs and victims the manifest it finds does not name ([REC-1]).
+        var installBegun = false
         do throws(StoreError) {
             try writer.withLock { (state) throws(StoreError) in
                 try checkWritable()
                 var manifest = state.manifest
                 manifest.segments.removeAll { victimNumbers.contains($0.fileNumber) }
                 manifest.segments += outputs.map { .init(fileNumber: $0.file.number, size: $0.size) }
+                installBegun = true
                 do throws(StoreError) {
-                    try manifest.install(fileSystem: fileSystem, directory: path)
+                    try manifest.install(fileSystem: fileSystem, directory: path) { syncFailed($0, .compaction) }
                 } catch {
                     poison(error)  // the manifest on disk is now unknown
                     throw error
@@ -241,7 +246,7 @@ extension Engine {
                 for file in retired { file.markObsolete() }
             }
         } catch {
-            removeOutputs()
+            if !installBegun { removeOutputs() }
             throw error
         }
         let written = outputs.reduce(0) { $0 + $1.size }

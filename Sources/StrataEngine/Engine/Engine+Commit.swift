@@ -57,10 +57,16 @@ extension Engine {
         state.walEnd += UInt64(out.count)
         if options.durability == .full {
             do throws(StoreError) {
-                try handle.sync()
+                try sync(handle, .walAppend)
                 state.walSynced = state.walEnd
             } catch {
-                poison(error)
+                // [WAL-4] The engine is poisoned and never syncs this WAL again. The records,
+                // reported failed, are cut back off the file (as after a failed write) so that
+                // a reopen does not replay them; nothing after them was ever written.
+                do throws(StoreError) {
+                    try handle.truncate(to: base)
+                    state.walEnd = base
+                } catch {}
                 return failAll(error)
             }
         }

@@ -6,8 +6,8 @@ extension Engine {
         let handle = try fileSystem.open(walPath, mode: .createNew)
         do throws(StoreError) {
             try handle.write(WALRecord.fileHeader(fileNumber: number), at: 0)
-            try handle.sync()
-            try fileSystem.syncDirectory(path)
+            try sync(handle, .rollover)
+            try syncDirectory(.rollover)
         } catch {
             handle.close()
             throw error
@@ -18,17 +18,19 @@ extension Engine {
     }
 
     /// Starts a new WAL; the old one is synced and queued to become a segment. Writer lock held.
+    /// A failed sync (of the old WAL, the new one, the directory or the manifest) poisons the
+    /// engine; callers poison it for any other failure too, since the state is then unknown.
     func rollOver(_ state: inout WriterState) throws(StoreError) {
         guard case .wal(let handle, _) = state.wal.content else { return }
         if state.walSynced < state.walEnd {
-            try handle.sync()
+            try sync(handle, .rollover)
             state.walSynced = state.walEnd
         }
         var manifest = state.manifest
         let number = manifest.allocateFileNumber()
         let wal = try createWAL(number: number)
         manifest.wals.append(number)
-        try manifest.install(fileSystem: fileSystem, directory: path)
+        try manifest.install(fileSystem: fileSystem, directory: path) { syncFailed($0, .rollover) }
         state.pendingFlushes.append(state.wal.number)
         state.manifest = manifest
         state.wal = wal
@@ -50,11 +52,13 @@ extension Engine {
     }
 
     /// Flushes queued WALs, oldest first, one at a time. A failure turns the engine read-only
-    /// (the WAL still holds the data; the next open retries).
+    /// (the WAL still holds the data; the next open retries); a poisoned engine flushes nothing.
     func runPendingFlushes() {
         let flushed = flushLock.withLock { completed -> Bool in
             var flushed = false
             while let number = writer.withLock({ $0.pendingFlushes.first }) {
+                // [WAL-4] A poisoned engine installs no manifest and syncs no file any more.
+                if shared.withLock({ $0.failure != nil }) { return flushed }
                 do throws(StoreError) {
                     try flushWAL(number)
                     completed += 1
@@ -75,7 +79,13 @@ extension Engine {
         try checkWritable()
         if options.readOnly { throw StoreError(.readOnly, "the engine was opened read-only", path: path) }
         try writer.withLock { (state) throws(StoreError) in
-            if state.walEnd > UInt64(Format.walHeaderSize) { try rollOver(&state) }
+            guard state.walEnd > UInt64(Format.walHeaderSize) else { return }
+            do throws(StoreError) {
+                try rollOver(&state)
+            } catch {
+                poison(error)  // as a commit's rollover does: the WAL and manifest are now unknown
+                throw error
+            }
         }
         runPendingFlushes()
         try checkWritable()
@@ -130,7 +140,7 @@ extension Engine {
             let segmentPath = filePath(Format.segmentFileName(segmentNumber))
             let result = try SegmentWriter(
                 fileSystem: fileSystem, path: segmentPath, fileNumber: segmentNumber, blockSize: options.blockSize
-            ).write(inputs)
+            ).write(inputs) { syncFailed($0, .flush) }
             // No directory sync here: the manifest install below syncs the directory before
             // the new manifest can name the segment ([MAN-4]).
             let segment = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: segmentNumber)
@@ -146,7 +156,7 @@ extension Engine {
                 manifest.segments.append(.init(fileNumber: segmentFile.number, size: written.fileSize))
             }
             manifest.lastSequence = max(manifest.lastSequence, maxSequence)
-            try manifest.install(fileSystem: fileSystem, directory: path)
+            try manifest.install(fileSystem: fileSystem, directory: path) { syncFailed($0, .flush) }
             state.manifest = manifest
             state.pendingFlushes.removeAll { $0 == number }
             if let segmentFile { state.segmentMinSequence[segmentFile.number] = inputs.map(\.sequence).min() ?? 0 }

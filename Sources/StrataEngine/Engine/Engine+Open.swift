@@ -422,9 +422,11 @@ extension Engine {
         }
     }
 
-    private func backgroundSync() {
-        do throws(StoreError) { try sync() } catch {
-            // sync() already turned the engine read-only; a closed engine needs nothing.
+    /// The sync timer's work: syncs the WAL if it holds unsynced records. A failure poisons
+    /// the engine ([WAL-4]); a closed or already poisoned engine syncs nothing.
+    func backgroundSync() {
+        do throws(StoreError) { try syncWAL(.backgroundSync) } catch {
+            // syncWAL already poisoned the engine; a closed or poisoned one needs nothing.
         }
     }
 }

@@ -48,7 +48,8 @@ public final class Engine: Sendable {
         var sequence: UInt64
         var files: [UInt32: LiveFile]
         var usage: [UInt32: FileUsage]
-        /// Set once the engine turns read-only after a failed write or sync.
+        /// Set once, when the engine is poisoned (turns read-only for good) by a failed sync
+        /// ([WAL-4]) or a failure that leaves its files in an unknown state. The first one wins.
         var failure: StoreError?
         var isClosed = false
     }
@@ -187,16 +188,20 @@ public final class Engine: Sendable {
     }
 
     /// Syncs the WAL now, whatever the durability setting.
+    ///
+    /// - Throws: ``StoreError/Code/io`` when the sync fails, which poisons the engine (every
+    ///   later commit, flush, compaction and sync throws ``StoreError/Code/readOnly``);
+    ///   ``StoreError/Code/readOnly`` when it is already poisoned; ``StoreError/Code/closed``.
     public func sync() throws(StoreError) {
+        try syncWAL(.explicitSync)
+    }
+
+    /// Syncs the active WAL if it holds unsynced records; a failure poisons the engine.
+    func syncWAL(_ site: SyncSite) throws(StoreError) {
         try writer.withLock { (state) throws(StoreError) in
             try checkWritable()
             guard state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content else { return }
-            do throws(StoreError) {
-                try handle.sync()
-            } catch {
-                poison(error)
-                throw error
-            }
+            try sync(handle, site)
             state.walSynced = state.walEnd
         }
     }
@@ -205,13 +210,16 @@ public final class Engine: Sendable {
     func checkWritable() throws(StoreError) {
         try shared.withLock { (state) throws(StoreError) in
             if state.isClosed { throw StoreError(.closed, "the engine was closed", path: path) }
-            if let failure = state.failure {
-                throw StoreError(
-                    .readOnly,
-                    "the engine turned read-only after an I/O failure (\(failure)); reopen the store to recover",
-                    path: failure.path, offset: failure.offset, errno: failure.errno)
-            }
+            if let failure = state.failure { throw poisonedError(failure, "it accepts no commit, flush, compaction or sync") }
         }
+    }
+
+    /// The error of an operation refused because the engine is poisoned by `failure`.
+    func poisonedError(_ failure: StoreError, _ consequence: String) -> StoreError {
+        StoreError(
+            .readOnly,
+            "the engine is poisoned and read-only for good after an earlier failure (\(failure)); \(consequence); reopen the store to recover",
+            path: failure.path, offset: failure.offset, errno: failure.errno)
     }
 
     /// Turns the engine read-only after a failure it must not paper over (a failed sync never
@@ -222,9 +230,49 @@ public final class Engine: Sendable {
         }
     }
 
+    // MARK: Syncs ([WAL-4])
+
+    /// Where the engine syncs a file while open; named in the error of a poisoned engine.
+    enum SyncSite: String, Sendable {
+        case walAppend = "a commit's WAL sync"
+        case explicitSync = "Engine.sync()"
+        case backgroundSync = "the background WAL sync"
+        case rollover = "WAL rollover"
+        case flush = "a flush"
+        case compaction = "a compaction"
+        case close = "close"
+    }
+
+    /// Poisons the engine with sync failure `error` at `site` and returns the error to throw.
+    /// Every failed sync while the engine is open goes through here: nothing ever retries it.
+    func syncFailed(_ error: StoreError, _ site: SyncSite) -> StoreError {
+        let failure = StoreError(
+            error.code, "sync failed during \(site.rawValue): \(error.message)", path: error.path, offset: error.offset,
+            errno: error.errno)
+        poison(failure)
+        return failure
+    }
+
+    /// Syncs `handle` (`fdatasync`); a failure poisons the engine.
+    func sync(_ handle: any FileHandle, _ site: SyncSite) throws(StoreError) {
+        do throws(StoreError) { try handle.sync() } catch { throw syncFailed(error, site) }
+    }
+
+    /// Syncs the store's directory; a failure poisons the engine.
+    func syncDirectory(_ site: SyncSite) throws(StoreError) {
+        do throws(StoreError) { try fileSystem.syncDirectory(path) } catch { throw syncFailed(error, site) }
+    }
+
     // MARK: Close
 
     /// Finishes background work, syncs the WAL and releases the store's lock. Idempotent.
+    ///
+    /// A poisoned engine ([WAL-4]) syncs nothing here: a sync that failed once is never
+    /// retried, since a retry can report success for data the system already dropped. Close
+    /// then releases the lock and throws ``StoreError/Code/readOnly`` naming the failure, so
+    /// the caller learns that what was not synced before it may be lost. A sync failing in
+    /// close itself throws ``StoreError/Code/io``. The file handles close, unsynced, when the
+    /// engine and its snapshots are released.
     public func close() throws(StoreError) {
         let wasClosed = shared.withLock { state -> Bool in
             defer { state.isClosed = true }
@@ -240,10 +288,14 @@ public final class Engine: Sendable {
         compactionQueue.sync {}
         var failure: StoreError? = nil
         writer.withLock { state in
-            guard !options.readOnly, state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content
-            else { return }
+            guard !options.readOnly else { return }
+            if let poisoned = shared.withLock({ $0.failure }) {
+                failure = poisonedError(poisoned, "close synced nothing, so what was not synced before may be lost")
+                return
+            }
+            guard state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content else { return }
             do throws(StoreError) {
-                try handle.sync()
+                try sync(handle, .close)
                 state.walSynced = state.walEnd
             } catch {
                 failure = error

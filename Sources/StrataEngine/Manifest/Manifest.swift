@@ -124,19 +124,26 @@ struct Manifest: Equatable, Sendable {
     }
 
     /// Atomically replaces `MANIFEST` in `directory` with this manifest ([MAN-4]).
-    func install(fileSystem: any FileSystem, directory: String) throws(StoreError) {
+    ///
+    /// A failed sync (of `MANIFEST.tmp` or of the directory) is passed through `syncFailed`,
+    /// which gives the error to throw (an open engine is poisoned there, [WAL-4]). After a
+    /// failed directory sync the rename has happened but may not be durable: `MANIFEST` may be
+    /// the old or the new manifest, so no file either one names may be deleted.
+    func install(
+        fileSystem: any FileSystem, directory: String, syncFailed: (StoreError) -> StoreError = { $0 }
+    ) throws(StoreError) {
         let temp = directory + "/" + Format.manifestTempFileName
         if try fileSystem.exists(temp) { try fileSystem.remove(temp) }
         let handle = try fileSystem.open(temp, mode: .createNew)
         do throws(StoreError) {
             try handle.write(encode(), at: 0)
-            try handle.sync()
+            do throws(StoreError) { try handle.sync() } catch { throw syncFailed(error) }
         } catch {
             handle.close()
             throw error
         }
         handle.close()
         try fileSystem.rename(temp, to: directory + "/" + Format.manifestFileName)
-        try fileSystem.syncDirectory(directory)
+        do throws(StoreError) { try fileSystem.syncDirectory(directory) } catch { throw syncFailed(error) }
     }
 }

@@ -30,8 +30,10 @@ struct SegmentWriter {
     let fileNumber: UInt32
     let blockSize: Int
 
-    /// Writes and syncs the segment. Throws ``StoreError/Code/invalidArgument`` if keys are not ascending.
-    func write(_ inputs: [Input]) throws(StoreError) -> Result {
+    /// Writes and syncs the segment. Throws ``StoreError/Code/invalidArgument`` if keys are not
+    /// ascending. A failed sync is passed through `syncFailed`, which gives the error to throw
+    /// (the engine is poisoned there, [WAL-4]); the file is left for the next open to remove.
+    func write(_ inputs: [Input], syncFailed: (StoreError) -> StoreError = { $0 }) throws(StoreError) -> Result {
         let handle = try fileSystem.open(path, mode: .createNew)
         defer { handle.close() }
         var out = ByteWriter(capacity: 1 << 20)
@@ -125,7 +127,7 @@ struct SegmentWriter {
         footer.u32(0)
         out.append(footer.bytes)
         try flushOut()
-        try handle.sync()
+        do throws(StoreError) { try handle.sync() } catch { throw syncFailed(error) }
         return Result(fileSize: fileOffset, locations: locations, entryCount: inputs.count, maxSequence: maxSequence)
     }
 
