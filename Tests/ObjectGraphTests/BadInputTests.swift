@@ -97,7 +97,7 @@ struct BadInputTests {
         let second = PersistentStoreCoordinator(managedObjectModel: try ManagedObjectModel(entities: [
             EntityDescription(name: "A", properties: [.attribute("x", .integer64)])
         ]))
-        #expect(code { try second.addPersistentStore(type: .inMemory, at: url) } == .storeOpenFailed)
+        #expect(code { try second.addPersistentStore(type: .inMemory, at: url) } == .incompatibleModel)
     }
 
     @Test func abstractEntityInstancesCannotBeSaved() throws {

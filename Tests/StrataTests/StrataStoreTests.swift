@@ -325,7 +325,7 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
             _ = try store.coordinator(model: try StoreTestModel.make(extraAttribute: true))
             Issue.record("an incompatible model was accepted")
         } catch let error as ObjectGraphError {
-            #expect(error.code == .storeOpenFailed)
+            #expect(error.code == .incompatibleModel)
             #expect(error.message.contains("Member") && error.message.contains("Captain"))
             #expect(!error.message.contains("Team"))
         }

@@ -91,8 +91,9 @@ public final class PersistentStoreCoordinator: Sendable {
     /// - Throws: ``ObjectGraphError/Code/unknownStoreType``,
     ///   ``ObjectGraphError/Code/invalidArgument`` for an unknown configuration,
     ///   ``ObjectGraphError/Code/storeMismatch`` if a store at `url` is already added,
-    ///   ``ObjectGraphError/Code/storeOpenFailed`` if the store's model hashes differ, or the
-    ///   store's own error.
+    ///   ``ObjectGraphError/Code/incompatibleModel`` naming every difference if the store's
+    ///   metadata records version hashes other than this model's (an entity missing, added or
+    ///   changed; nothing is written), or the store's own error.
     @discardableResult
     public func addPersistentStore(
         type: PersistentStore.StoreType, configuration: String? = nil, at url: URL? = nil,
@@ -115,18 +116,17 @@ public final class PersistentStoreCoordinator: Sendable {
             metadata[PersistentStore.storeUUIDKey] = .string(storeClass.identifierForNewStore(at: url))
         }
         metadata[PersistentStore.storeTypeKey] = .string(store.type.rawValue)
-        var differing: [String] = []
-        for entity in managedObjectModel.entities(forConfigurationName: configuration) {
-            let key = PersistentStore.modelVersionHashKeyPrefix + entity.name
-            if case .data(let stored)? = metadata[key], stored != entity.versionHash { differing.append(entity.name) }
-            metadata[key] = .data(entity.versionHash)
-        }
-        if !differing.isEmpty {
+        // A store that records version hashes was saved with a model: it must be this one (no
+        // entity missing, added or changed). One without any is new and takes this model's.
+        if metadata.keys.contains(where: { $0.hasPrefix(PersistentStore.modelVersionHashKeyPrefix) }) {
+            let differences = managedObjectModel.differences(ofConfiguration: configuration, fromStoreMetadata: metadata)
             // Nothing has been written: the store is left exactly as it was.
-            throw ObjectGraphError(
-                .storeOpenFailed,
-                "The store at \(url?.absoluteString ?? "(no URL)") was made with a different version of entit\(differing.count == 1 ? "y" : "ies") \(differing.joined(separator: ", ")); migration is not supported yet.",
-                entityName: differing.first)
+            if !differences.isEmpty { throw ObjectGraphError.incompatibleModel(differences, storeURL: url) }
+        }
+        // Every entity's hash, whatever the configuration: the store is then checked against
+        // the whole model, when opened with this configuration or another.
+        for entity in managedObjectModel.entities {
+            metadata[PersistentStore.modelVersionHashKeyPrefix + entity.name] = .data(entity.versionHash)
         }
         if metadata != store.metadata {
             store.metadata = metadata

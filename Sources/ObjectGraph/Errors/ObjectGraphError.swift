@@ -40,6 +40,11 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         public static let unknownStoreType = Code(rawValue: "unknownStoreType")
         /// The store could not be opened or its metadata could not be read.
         public static let storeOpenFailed = Code(rawValue: "storeOpenFailed")
+        /// The store was saved with a model its entity version hashes say is not this one
+        /// (Core Data's `NSPersistentStoreIncompatibleVersionHashError`, 134100): an entity is
+        /// missing, added or changed. The message and ``ObjectGraphError/detailedErrors`` name
+        /// each difference; nothing was written to the store.
+        public static let incompatibleModel = Code(rawValue: "incompatibleModel")
         /// The store is already added to a coordinator, or is not part of this one.
         public static let storeMismatch = Code(rawValue: "storeMismatch")
         /// The object does not exist in its persistent store.

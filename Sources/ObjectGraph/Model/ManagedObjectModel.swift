@@ -122,11 +122,10 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     }
 
     /// Whether a store's metadata records the same version hashes as this model for every
-    /// entity of a configuration (all entities for `nil`).
+    /// entity of a configuration (all entities for `nil`), and none for an entity the model
+    /// does not have: ``differences(ofConfiguration:fromStoreMetadata:)`` finds nothing.
     public func isConfiguration(_ configuration: String?, compatibleWithStoreMetadata metadata: [String: AttributeValue]) -> Bool {
-        entities(forConfigurationName: configuration).allSatisfy { entity in
-            metadata[PersistentStore.modelVersionHashKeyPrefix + entity.name] == .data(entity.versionHash)
-        }
+        differences(ofConfiguration: configuration, fromStoreMetadata: metadata).isEmpty
     }
 
     /// The entity whose objects are instances of `type`, if exactly that class is used.
