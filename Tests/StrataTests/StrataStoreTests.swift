@@ -326,7 +326,7 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
             Issue.record("an incompatible model was accepted")
         } catch let error as ObjectGraphError {
             #expect(error.code == .incompatibleModel)
-            #expect(error.message.contains("Member") && error.message.contains("Captain"))
+            #expect(error.message.contains("Member.nickname") && error.message.contains("Captain"))
             #expect(!error.message.contains("Team"))
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: store.url.path).sorted() == before)

@@ -15,6 +15,28 @@ extension StrataStore {
         return signature
     }
 
+    /// [OPEN-1] How `model` differs from the model the store was saved with: its model record
+    /// ([ROW-5]) when it has a readable one (every entity of the whole model, property by
+    /// property: entity numbers and row layouts depend on all of them); else the version
+    /// hashes of its metadata ([ROW-4]) for the entities of `configuration`; else, with
+    /// neither, every entity that has rows must be in the model. Empty when they match.
+    static func modelDifferences(
+        of model: ManagedObjectModel, configuration: String?, record: MetadataRecord, in snapshot: Snapshot
+    ) throws -> [ModelDifference] {
+        let bytes = try mappingEngineErrors("read the model record") { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }
+        // A record that does not decode is rewritten by the rebuild below ([IDX-S6]) once the
+        // hashes have been checked; fsck reports it meanwhile.
+        if let bytes, let stored = try? ModelRecord.decode(bytes) {
+            return model.differences(fromStoreModel: stored)
+        }
+        if record.metadata.keys.contains(where: { $0.hasPrefix(PersistentStore.modelVersionHashKeyPrefix) }) {
+            return model.differences(ofConfiguration: configuration, fromStoreMetadata: record.metadata)
+        }
+        return record.rowCounts.filter { $0.value > 0 && model.entitiesByName[$0.key] == nil }.sorted { $0.key < $1.key }.map { name, rows in
+            ModelDifference(entityName: name, description: "entity \(name) has \(rows) row\(rows == 1 ? "" : "s") in the store but is not in the model")
+        }
+    }
+
     /// [IDX-S6] When the loading model indexes other attributes than the stored model
     /// ([ROW-5]) — or the store has rows but no model record — rebuilds every hierarchy's index
     /// entries from its rows in one transaction with the new model record, so index-served

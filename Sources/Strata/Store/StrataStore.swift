@@ -75,8 +75,14 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
 
     /// Opens (or creates) the store directory and reads the metadata record.
     ///
+    /// Before anything is written, the coordinator's model is checked against the store's
+    /// (SPEC.md [OPEN-1]); a model that differs only in indexing then has the indexes rebuilt
+    /// ([IDX-S6]).
+    ///
     /// - Throws: ``ObjectGraphError/Code/storeLocked`` if another process has the store open,
     ///   ``ObjectGraphError/Code/storeOpenFailed`` for a path that is not a Strata store,
+    ///   ``ObjectGraphError/Code/incompatibleModel`` naming every difference when the store
+    ///   was saved with another model (nothing is written),
     ///   ``ObjectGraphError/Code/storeCorrupted`` naming file and offset for damage.
     open override func loadMetadata() throws {
         guard let url, url.isFileURL else {
@@ -97,18 +103,17 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         }
         let record: MetadataRecord
         do {
-            record = try Self.record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() })
+            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
+            record = try Self.record(in: snapshot)
+            if let model = persistentStoreCoordinator?.managedObjectModel {
+                // [OPEN-1] The model must be the store's before anything is written.
+                let differences = try Self.modelDifferences(of: model, configuration: configurationName, record: record, in: snapshot)
+                if !differences.isEmpty { throw ObjectGraphError.incompatibleModel(differences, storeURL: url) }
+                if !isReadOnly { _ = try Self.reconcileIndexes(in: shared, model: model) }
+            }
         } catch {
             shared.release()
             throw error
-        }
-        if !isReadOnly, let model = persistentStoreCoordinator?.managedObjectModel {
-            do {
-                _ = try Self.reconcileIndexes(in: shared, model: model)
-            } catch {
-                shared.release()
-                throw error
-            }
         }
         let previous = state.withLock { state -> SharedEngine? in
             defer {
