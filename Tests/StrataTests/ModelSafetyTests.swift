@@ -240,4 +240,29 @@ struct SafetyModel {
         #expect(error.message.contains("Member") && error.message.contains("Team"), "\(error.message)")
         try Self.expectIntact(store)
     }
+
+    // [IDX-S6] A read-only open cannot rebuild the indexes: with a model that indexes an
+    // attribute the store has no entries for, fetches scan instead of finding nothing, and
+    // nothing is written.
+    @Test func aReadOnlyOpenWithOtherIndexesDoesNotUseThem() throws {
+        let store = try Self.savedStore()
+        let before = try Self.files(of: store)
+        let coordinator = try store.coordinator(
+            model: SafetyModel(nameIndexed: true).make(), options: [PersistentStore.readOnlyOption: .bool(true)])
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try names(fetch("Member", in: context, where: FetchPredicate(format: "name == 'Grace'"))) == ["Grace"])
+        var count = FetchRequest(entityName: "Member")
+        count.predicate = try FetchPredicate(format: "name >= 'B'")
+        #expect(try context.count(for: count) == 2)
+        var page = FetchRequest(entityName: "Member")
+        page.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+        page.fetchLimit = 2
+        #expect(try names(context.fetch(page)) == ["Ada", "Grace"])
+        var distinct = FetchRequest(entityName: "Member")
+        distinct.propertiesToFetch = [.keyPath("name")]
+        distinct.returnsDistinctResults = true
+        #expect(try context.fetchDictionaries(distinct).count == 3)
+        for persistent in coordinator.persistentStores { try coordinator.remove(persistent) }
+        #expect(try Self.files(of: store) == before)
+    }
 }

@@ -96,10 +96,13 @@ extension StrataStore {
         }
         // Each hierarchy once, in name order.
         let roots = fetched.count == 1 ? [fetched[0].rootEntityName] : Set(fetched.map(\.rootEntityName)).sorted()
+        // Whether the indexes are the model's ([IDX-S6]; not after a read-only open with a
+        // model that indexes other attributes): if not, no index serves the fetch.
+        let indexed = indexesServeFetches.load(ordering: .relaxed)
         // One hierarchy: the predicate's index plans, computed once for every path below.
         let hierarchy: (root: String, entity: EntityDescription, plans: [IndexPlan])? = {
             guard roots.count == 1, let root = roots.first, let entity = request.entity else { return nil }
-            return (root, entity, Self.indexPlans(for: request, entity: entity, root: root))
+            return (root, entity, indexed ? Self.indexPlans(for: request, entity: entity, root: root) : [])
         }()
         // [IDX-S7] A count that indexes answer exactly reads no row.
         if request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, let (root, entity, plans) = hierarchy,
@@ -108,7 +111,7 @@ extension StrataStore {
         {
             return .count(count)
         }
-        if let (root, entity, _) = hierarchy, let attribute = Self.distinctIndexAttribute(of: request, entity: entity) {
+        if indexed, let (root, entity, _) = hierarchy, let attribute = Self.distinctIndexAttribute(of: request, entity: entity) {
             // [IDX-S8] The distinct values of one indexed attribute: the index holds them in
             // order, each value's keys together; one row per value gives its stored form.
             let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
@@ -132,7 +135,7 @@ extension StrataStore {
         }
         // Whether the rows are in the fetch's order already (an ordered walk of its only sort).
         var presorted = false
-        if let (root, entity, plans) = hierarchy,
+        if indexed, let (root, entity, plans) = hierarchy,
             let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root, plans: plans)
         {
             // Index order is the sort's order, ties in reference order (as a stable sort of a

@@ -37,6 +37,14 @@ extension StrataStore {
         }
     }
 
+    /// Whether the index entries in `snapshot` are those `model` asks for ([IDX-S6]): the model
+    /// record indexes the same attributes, or the store has neither a model record nor rows.
+    static func indexesAreCurrent(for model: ManagedObjectModel, in snapshot: Snapshot) throws -> Bool {
+        let storedBytes = try mappingEngineErrors("read the model record") { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }
+        if let storedBytes, let stored = try? ModelRecord.decode(storedBytes) { return indexSignature(of: stored) == indexSignature(of: model) }
+        return storedBytes == nil && snapshot.countKeys(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1], limit: 1) == 0
+    }
+
     /// [IDX-S6] When the loading model indexes other attributes than the stored model
     /// ([ROW-5]) — or the store has rows but no model record — rebuilds every hierarchy's index
     /// entries from its rows in one transaction with the new model record, so index-served
@@ -45,12 +53,7 @@ extension StrataStore {
         let engine = shared.engine
         return try shared.saveLock.withLock { _ -> Int in
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
-            let storedBytes = try mappingEngineErrors("read the model record") { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }
-            if let storedBytes, let stored = try? ModelRecord.decode(storedBytes), indexSignature(of: stored) == indexSignature(of: model) {
-                return 0
-            }
-            let hasRows = snapshot.countKeys(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1], limit: 1) > 0
-            if storedBytes == nil && !hasRows { return 0 }
+            if try indexesAreCurrent(for: model, in: snapshot) { return 0 }
             var batch = WriteBatch()
             let layout = try StoreLayout(model: model)
             for root in model.entities where root.superentity == nil {

@@ -51,6 +51,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// The register counts of this store's rows, which pin them in the engine's cache (the
     /// engine asks them before evicting); kept across a reopen of the engine.
     let rowPins = RowPins()
+    /// Whether the store's index entries are those of the coordinator's model ([IDX-S1]), so
+    /// fetches may use them: `false` after a read-only load with a model that indexes other
+    /// attributes than the store's ([IDX-S6] needs a write to rebuild them); fetches then scan.
+    let indexesServeFetches = Atomic<Bool>(true)
     /// Relationship-key prefixes ([REL-1]) by relationship instance; a cache, as ``rowPrefixes``.
     let relationshipPrefixes = Locked<[ObjectIdentifier: (relationship: RelationshipDescription, prefix: [UInt8])]>([:])
 
@@ -109,7 +113,12 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                 // [OPEN-1] The model must be the store's before anything is written.
                 let differences = try Self.modelDifferences(of: model, configuration: configurationName, record: record, in: snapshot)
                 if !differences.isEmpty { throw ObjectGraphError.incompatibleModel(differences, storeURL: url) }
-                if !isReadOnly { _ = try Self.reconcileIndexes(in: shared, model: model) }
+                if isReadOnly {
+                    indexesServeFetches.store(try Self.indexesAreCurrent(for: model, in: snapshot), ordering: .relaxed)
+                } else {
+                    _ = try Self.reconcileIndexes(in: shared, model: model)
+                    indexesServeFetches.store(true, ordering: .relaxed)
+                }
             }
         } catch {
             shared.release()
