@@ -130,31 +130,28 @@ extension FetchPredicate {
 
     /// Throws when `constant` can never compare with the values of `path` under `op`.
     private func check(_ path: ResolvedKeyPath, _ op: FetchComparisonOperator, _ constant: FetchValue, entity: EntityDescription) throws {
-        guard let sample = path.sample else { return }
-        let values: [FetchValue]
+        guard let kind = path.kind else { return }
+        func checkOne(_ value: FetchValue) throws {
+            switch value {
+            case .attribute(let attribute):
+                // `nil` compares with everything.
+                if let other = attribute.comparisonKind, other != kind { throw mismatch(path, op, value, entity: entity) }
+            case .object: throw mismatch(path, op, value, entity: entity)
+            case .collection: return
+            }
+        }
         switch (op, constant) {
-        case (.in, .collection(let members)), (.between, .collection(let members)): values = members
-        case (.in, _), (.between, _): return
-        case (_, .collection): return
+        case (.in, .collection(let members)), (.between, .collection(let members)):
+            for member in members { try checkOne(member) }
+        case (.in, _), (.between, _), (_, .collection):
+            return
         case (.beginsWith, _), (.endsWith, _), (.contains, _), (.like, _), (.matches, _):
             // A string operator on a string attribute needs a string; on other values it
             // is left to the evaluator (CONTAINS also tests membership).
-            guard case .string = sample else { return }
-            values = [constant]
-        default: values = [constant]
-        }
-        for value in values {
-            guard case .attribute(let attribute) = value else {
-                if case .object = value { throw mismatch(path, op, value, entity: entity) }
-                continue
-            }
-            if attribute.isNull { continue }
-            switch op {
-            case .beginsWith, .endsWith, .contains, .like, .matches:
-                if attribute.stringValue == nil { throw mismatch(path, op, value, entity: entity) }
-            default:
-                if AttributeValue.compare(sample, attribute) == nil { throw mismatch(path, op, value, entity: entity) }
-            }
+            guard kind == .string else { return }
+            try checkOne(constant)
+        default:
+            try checkOne(constant)
         }
     }
 
@@ -176,9 +173,9 @@ extension FetchPredicate {
         var keyPath: String
         /// Whether the path passes through (or ends at) a to-many relationship.
         var reachesToMany: Bool
-        /// A value of the kind the path's values have, or `nil` when that is not known
-        /// (a relationship, a transformable attribute, `@distinctUnionOfObjects`).
-        var sample: AttributeValue?
+        /// The kind of the path's values, or `nil` when that is not known (a relationship,
+        /// a transformable attribute, `@distinctUnionOfObjects`).
+        var kind: ComparisonKind?
         /// The kind of the values, for messages.
         var typeName: String
     }
@@ -186,12 +183,13 @@ extension FetchPredicate {
     private static func resolve(_ expression: FetchExpression, from entity: EntityDescription) throws -> ResolvedKeyPath? {
         guard case .keyPath(let keyPath) = expression, keyPath != "self", keyPath != "SELF" else { return nil }
         if !keyPath.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@") }) {
-            // One key, the common case: no splitting.
+            // One key, the common case: no splitting, no dynamic cast.
             let property = try entity.property(named: keyPath)
-            let type = (property as? AttributeDescription)?.attributeType
-            return ResolvedKeyPath(
-                keyPath: keyPath, reachesToMany: (property as? RelationshipDescription)?.isToMany ?? false,
-                sample: type.flatMap(sampleValue(of:)), typeName: type?.rawValue ?? "object")
+            guard property.slotKind == .attribute else {
+                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: property.slotKind == .toMany, kind: nil, typeName: "object")
+            }
+            let type = unsafeDowncast(property, to: AttributeDescription.self).attributeType
+            return ResolvedKeyPath(keyPath: keyPath, reachesToMany: false, kind: type.comparisonKind, typeName: type.rawValue)
         }
         var current: EntityDescription? = entity
         var reachesToMany = false
@@ -207,20 +205,20 @@ extension FetchPredicate {
             guard let here = current else { return nil }
             let property = try here.property(named: String(component))
             last = property
-            if let relationship = property as? RelationshipDescription {
-                if relationship.isToMany { reachesToMany = true }
-                current = relationship.destinationEntity
-            } else {
+            if property.slotKind == .attribute {
                 current = nil
+            } else {
+                if property.slotKind == .toMany { reachesToMany = true }
+                current = unsafeDowncast(property, to: RelationshipDescription.self).destinationEntity
             }
         }
-        let attribute = last as? AttributeDescription
-        var sample = attribute.flatMap { sampleValue(of: $0.attributeType) }
+        let attribute = last.flatMap { $0.slotKind == .attribute ? unsafeDowncast($0, to: AttributeDescription.self) : nil }
+        var kind = attribute?.attributeType.comparisonKind
         var typeName = attribute?.attributeType.rawValue ?? "object"
         if let op = pendingOperator {
             switch op {
             case .count:
-                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: false, sample: .int64(0), typeName: "integer64")
+                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: false, kind: .number, typeName: "integer64")
             case .sum, .avg:
                 guard let attribute, attribute.attributeType.isNumeric else {
                     throw ObjectGraphError(
@@ -228,8 +226,8 @@ extension FetchPredicate {
                         "\(op.rawValue) needs numbers, but \(keyPath) of \(entity.name) reads \(attribute.map { "\($0.attributeType) values" } ?? "objects").",
                         entityName: entity.name, key: keyPath)
                 }
-                if op == .avg { sample = .double(0); typeName = "double" }
-                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: false, sample: sample, typeName: typeName)
+                if op == .avg { kind = .number; typeName = "double" }
+                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: false, kind: kind, typeName: typeName)
             case .min, .max:
                 guard attribute != nil else {
                     throw ObjectGraphError(
@@ -237,30 +235,12 @@ extension FetchPredicate {
                         "\(op.rawValue) needs an attribute after it, but \(keyPath) of \(entity.name) reads objects.",
                         entityName: entity.name, key: keyPath)
                 }
-                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: false, sample: sample, typeName: typeName)
+                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: false, kind: kind, typeName: typeName)
             case .distinctUnionOfObjects:
-                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: true, sample: nil, typeName: typeName)
+                return ResolvedKeyPath(keyPath: keyPath, reachesToMany: true, kind: nil, typeName: typeName)
             }
         }
-        return ResolvedKeyPath(keyPath: keyPath, reachesToMany: reachesToMany, sample: sample, typeName: typeName)
-    }
-
-    /// A value of `type`, for asking whether a constant compares with the type's values;
-    /// `nil` for a transformable, whose values the evaluator compares as bytes.
-    private static func sampleValue(of type: AttributeType) -> AttributeValue? {
-        switch type {
-        case .integer16, .integer32, .integer64: return .int64(0)
-        case .double: return .double(0)
-        case .float: return .float(0)
-        case .decimal: return .decimal(0)
-        case .boolean: return .bool(false)
-        case .string: return .string("")
-        case .date: return .date(Date(timeIntervalSinceReferenceDate: 0))
-        case .binaryData: return .data(Data())
-        case .uuid: return .uuid(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
-        case .uri: return URL(string: "x:").map { .uri($0) }
-        case .transformable: return nil
-        }
+        return ResolvedKeyPath(keyPath: keyPath, reachesToMany: reachesToMany, kind: kind, typeName: typeName)
     }
 }
 
@@ -271,6 +251,45 @@ extension FetchComparisonOperator {
         switch self {
         case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual: return true
         default: return false
+        }
+    }
+}
+
+/// The kinds of values that compare with each other (``AttributeValue/compare(_:_:options:)``
+/// orders two values exactly when their kinds are the same): numbers (Booleans among them),
+/// strings, dates, bytes, transformed values, UUIDs and URIs.
+enum ComparisonKind: Sendable {
+    case number, string, date, data, transformable, uuid, uri
+}
+
+extension AttributeType {
+    /// The kind of the type's values; `nil` for a transformable, whose values a fetch
+    /// cannot tell apart from bytes before it reads them.
+    var comparisonKind: ComparisonKind? {
+        switch self {
+        case .integer16, .integer32, .integer64, .double, .float, .decimal, .boolean: return .number
+        case .string: return .string
+        case .date: return .date
+        case .binaryData: return .data
+        case .uuid: return .uuid
+        case .uri: return .uri
+        case .transformable: return nil
+        }
+    }
+}
+
+extension AttributeValue {
+    /// The value's kind; `nil` for null, which compares with everything.
+    var comparisonKind: ComparisonKind? {
+        switch self {
+        case .null: return nil
+        case .int16, .int32, .int64, .double, .float, .decimal, .bool: return .number
+        case .string: return .string
+        case .date: return .date
+        case .data: return .data
+        case .transformable: return .transformable
+        case .uuid: return .uuid
+        case .uri: return .uri
         }
     }
 }
