@@ -135,9 +135,17 @@ extension ManagedObjectContext {
         // Every key path the request names is checked against the model (each as often as it
         // appears: no set is built per fetch).
         if let predicate = request.predicate {
-            try predicate.checkDepth()
-            try predicate.forEachKeyPath { try Self.checkKeyPath($0, from: entity) }
-            try predicate.checkComparisons(against: entity)
+            if case .comparison(.keyPath(let key), _, .constant, _, _) = predicate, key != "self", key != "SELF",
+                !key.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@") })
+            {
+                // One key against a constant, the everyday shape: resolving the key for the
+                // comparison's check is the key's check too.
+                try predicate.checkComparisons(against: entity)
+            } else {
+                try predicate.checkDepth()
+                try predicate.forEachKeyPath { try Self.checkKeyPath($0, from: entity) }
+                try predicate.checkComparisons(against: entity)
+            }
         }
         try request.havingPredicate?.checkDepth()
         // A dictionary fetch may sort by the name of a fetched expression.
