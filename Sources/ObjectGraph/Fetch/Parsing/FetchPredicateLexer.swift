@@ -182,8 +182,13 @@ struct FetchPredicateLexer {
             if c == quote { return FetchPredicateToken(kind: .string(text), offset: start) }
             guard c == "\\" else { text.append(c); continue }
             let escapeOffset = position - 1
-            guard let e = peek() else { throw error("Unterminated string literal.", at: start) }
+            guard let character = peek() else { throw error("Unterminated string literal.", at: start) }
             position += 1
+            // The escape is the character's first scalar; marks joined to it (an accent
+            // right after `\n`) are text that follows the escape.
+            let scalars = character.unicodeScalars
+            let e = Character(scalars[scalars.startIndex])
+            defer { text.unicodeScalars.append(contentsOf: scalars.dropFirst()) }
             switch e {
             case "\\", "\"", "'": text.append(e)
             case "n": text.append("\n")
@@ -191,6 +196,9 @@ struct FetchPredicateLexer {
             case "r": text.append("\r")
             case "0": text.append("\0")
             case "u":
+                guard scalars.count == 1 else {
+                    throw error("Bad escape \"\\\(character)\": expected four hexadecimal digits of a Unicode scalar.", at: escapeOffset)
+                }
                 var hex = ""
                 while hex.count < 4, let h = peek(), h.isHexDigit { hex.append(h); position += 1 }
                 guard hex.count == 4, let value = UInt32(hex, radix: 16), let scalar = Unicode.Scalar(value) else {

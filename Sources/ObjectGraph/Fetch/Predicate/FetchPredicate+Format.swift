@@ -95,8 +95,15 @@ extension FetchExpression: CustomStringConvertible {
     }
 
     /// A string in double quotes with `\`, `"` and control characters escaped.
+    ///
+    /// A scalar that would join the character before it into one grapheme (a combining
+    /// mark) is escaped too when that character belongs to the syntax, the opening quote or
+    /// the end of an escape: the lexer reads characters, and would otherwise read a quote
+    /// or an escape letter with an accent.
     static func quoted(_ text: String) -> String {
         var result = "\""
+        // Whether the last character written is syntax (the quote or an escape's end).
+        var afterSyntax = true
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": result += "\\\""
@@ -105,13 +112,24 @@ extension FetchExpression: CustomStringConvertible {
             case "\t": result += "\\t"
             case "\r": result += "\\r"
             default:
-                if scalar.value < 0x20 {
+                if scalar.value < 0x20 || (afterSyntax && joinsPrevious(scalar)) {
                     result += String(format: "\\u%04X", scalar.value)
                 } else {
                     result.unicodeScalars.append(scalar)
+                    afterSyntax = false
+                    continue
                 }
             }
+            afterSyntax = true
         }
         return result + "\""
+    }
+
+    /// Whether `scalar` after an ASCII letter makes one grapheme with it.
+    private static func joinsPrevious(_ scalar: Unicode.Scalar) -> Bool {
+        guard scalar.value >= 0x300 else { return false }
+        var probe = "x"
+        probe.unicodeScalars.append(scalar)
+        return probe.count == 1
     }
 }
