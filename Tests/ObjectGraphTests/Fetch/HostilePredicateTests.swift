@@ -126,7 +126,7 @@ struct HostilePredicateTests {
 
     /// A combining mark right after the opening quote or an escape would join it into one
     /// character the lexer does not know (found by strata-fuzz): printed, it is escaped too.
-    @Test(arguments: ["\u{301}x", "a\r\u{6DC}b", "\\\u{301}", "\"\u{301}", "\u{0}\u{301}", "e\u{301}", "\n\u{20DD}\u{301}"])
+    @Test(arguments: ["\u{301}x", "a\r\u{6DC}b", "\\\u{301}", "\"\u{301}", "\u{0}\u{301}", "e\u{301}", "\n\u{20DD}\u{301}", "\u{6DD}\u{6}", "a\u{6DD}", "\u{1D165}x", "\u{E0100}", "😀\r"])
     func stringsWithCombiningMarksPrintAsFormatsThatParseBack(text: String) throws {
         let predicate = FetchPredicate.equal("name", .string(text))
         let printed = predicate.canonicalFormat
@@ -137,6 +137,11 @@ struct HostilePredicateTests {
         let parsed = try FetchPredicate(format: "name == '\\n\u{301}x'")
         #expect(parsed == .equal("name", .string("\n\u{301}x")))
         #expect(failure { _ = try FetchPredicate(format: "name == '\\u\u{301}0041'") }?.code == .malformedPredicate)
+        // A scalar beyond U+FFFF as a surrogate pair; a lone surrogate is an error.
+        #expect(try FetchPredicate(format: "name == '\\uD83D\\uDE00'") == .equal("name", "😀"))
+        #expect(failure { _ = try FetchPredicate(format: "name == '\\uD83D'") }?.code == .malformedPredicate)
+        #expect(failure { _ = try FetchPredicate(format: "name == '\\uDE00'") }?.code == .malformedPredicate)
+        #expect(failure { _ = try FetchPredicate(format: "name == '\\uD83D\\u0041'") }?.code == .malformedPredicate)
     }
 
     // MARK: Comparisons that can never hold

@@ -199,16 +199,37 @@ struct FetchPredicateLexer {
                 guard scalars.count == 1 else {
                     throw error("Bad escape \"\\\(character)\": expected four hexadecimal digits of a Unicode scalar.", at: escapeOffset)
                 }
-                var hex = ""
-                while hex.count < 4, let h = peek(), h.isHexDigit { hex.append(h); position += 1 }
-                guard hex.count == 4, let value = UInt32(hex, radix: 16), let scalar = Unicode.Scalar(value) else {
-                    throw error("Bad escape \"\\u\(hex)\": expected four hexadecimal digits of a Unicode scalar.", at: escapeOffset)
+                var value = try readHexEscape(at: escapeOffset)
+                if (0xD800...0xDBFF).contains(value) {
+                    // A surrogate pair, as JSON writes a scalar beyond U+FFFF.
+                    guard peek() == "\\", peek(1) == "u" else {
+                        throw error("Bad escape: the high surrogate \\u\(String(value, radix: 16, uppercase: true)) needs a low one after it.", at: escapeOffset)
+                    }
+                    position += 2
+                    let low = try readHexEscape(at: escapeOffset)
+                    guard (0xDC00...0xDFFF).contains(low) else {
+                        throw error("Bad escape: a high surrogate followed by \\u\(String(low, radix: 16, uppercase: true)), not a low one.", at: escapeOffset)
+                    }
+                    value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)
+                }
+                guard let scalar = Unicode.Scalar(value) else {
+                    throw error("Bad escape: \\u\(String(value, radix: 16, uppercase: true)) is not a Unicode scalar (a lone surrogate).", at: escapeOffset)
                 }
                 text.unicodeScalars.append(scalar)
             default:
                 throw error("Bad escape \"\\\(e)\" in string; use \\\\, \\\", \\', \\n, \\t, \\r, \\0 or \\uXXXX.", at: escapeOffset)
             }
         }
+    }
+
+    /// The four hexadecimal digits of a `\\u` escape, as a number.
+    private mutating func readHexEscape(at escapeOffset: Int) throws -> UInt32 {
+        var hex = ""
+        while hex.count < 4, let h = peek(), h.isHexDigit, h.isASCII { hex.append(h); position += 1 }
+        guard hex.count == 4, let value = UInt32(hex, radix: 16) else {
+            throw error("Bad escape \"\\u\(hex)\": expected four hexadecimal digits.", at: escapeOffset)
+        }
+        return value
     }
 
     private mutating func readNumber(_ start: Int) throws -> FetchPredicateToken {

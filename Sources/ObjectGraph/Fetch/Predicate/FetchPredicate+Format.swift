@@ -112,8 +112,8 @@ extension FetchExpression: CustomStringConvertible {
             case "\t": result += "\\t"
             case "\r": result += "\\r"
             default:
-                if scalar.value < 0x20 || (afterSyntax && joinsPrevious(scalar)) {
-                    result += String(format: "\\u%04X", scalar.value)
+                if scalar.value < 0x20 || (afterSyntax && joinsPrevious(scalar)) || joinsNext(scalar) {
+                    appendEscape(scalar, to: &result)
                 } else {
                     result.unicodeScalars.append(scalar)
                     afterSyntax = false
@@ -131,5 +131,26 @@ extension FetchExpression: CustomStringConvertible {
         var probe = "x"
         probe.unicodeScalars.append(scalar)
         return probe.count == 1
+    }
+
+    /// Whether `scalar` before an ASCII letter makes one grapheme with it (a prepended
+    /// mark): it could join the closing quote or an escape's backslash, so it is always
+    /// escaped.
+    private static func joinsNext(_ scalar: Unicode.Scalar) -> Bool {
+        guard scalar.value >= 0x600 else { return false }
+        var probe = String(Character(scalar))
+        probe += "x"
+        return probe.count == 1
+    }
+
+    /// `\uXXXX`, or a surrogate pair of them for a scalar beyond the Basic Multilingual
+    /// Plane (the escapes read four digits).
+    private static func appendEscape(_ scalar: Unicode.Scalar, to result: inout String) {
+        if scalar.value > 0xFFFF {
+            let value = scalar.value - 0x10000
+            result += String(format: "\\u%04X\\u%04X", 0xD800 + (value >> 10), 0xDC00 + (value & 0x3FF))
+        } else {
+            result += String(format: "\\u%04X", scalar.value)
+        }
     }
 }
