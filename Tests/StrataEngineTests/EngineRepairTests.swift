@@ -140,6 +140,49 @@ import Testing
             damagedOffset: block.lowerBound + block.count / 2)
     }
 
+    // [REC-7] Issue 13: what a dropped data block held is reported by key and sequence (its
+    // hints, checked against the other blocks, say), so a tool can say what acknowledged writes
+    // were lost. The report used to carry only the byte range.
+    @Test func aDroppedDataBlockReportsTheKeysAndSequencesItHeld() throws {
+        let fixture = try DamageFixture.standard()
+        let layout = fixture.segmentLayout
+        let blockIndex = layout.dataBlocks.count / 2
+        let block = layout.dataBlocks[blockIndex]
+        let held = try fixture.segmentHints().filter { $0.location.position == UInt32(blockIndex) }
+        try #require(!held.isEmpty)
+        let fs = fixture.makeFileSystem()
+        fs.flipBits(in: fixture.segmentPath, at: block.lowerBound + block.count / 2)
+        let engine = try Damage.open(fs, repair: true).get()
+        defer { _ = caught { try engine.close() } }
+        let report = try #require(engine.repairReport)
+        #expect(report.lost.map(\.key) == held.map(\.key), "every entry of the block, in key order")
+        #expect(report.lost.map(\.sequence) == held.map(\.sequence))
+        #expect(report.lost.map(\.isDelete) == held.map(\.isDelete))
+        #expect(report.lost.allSatisfy { $0.path == fixture.segmentPath })
+        let dropped = try #require(report.dropped.first { $0.path == fixture.segmentPath })
+        let sequences = held.map(\.sequence)
+        #expect(dropped.sequences == sequences.min()!...sequences.max()!, "\(dropped)")
+        #expect(dropped.description.contains("sequence"), "\(dropped)")
+    }
+
+    // [REC-7] A dropped WAL record is one commit: its sequence is the gap between the valid
+    // records around it (the first record's lower neighbour is the newest segment entry).
+    @Test func aDroppedWALRecordReportsTheSequenceOfItsCommit() throws {
+        let fixture = try DamageFixture.standard()
+        let records = fixture.walRecords
+        let firstWALSequence = UInt64(fixture.segmentBatches.count + 1)
+        for index in records.indices.dropLast() {
+            let fs = fixture.makeFileSystem()
+            fs.flipBits(in: fixture.walPath, at: records[index].upperBound - 2, mask: 0x01)
+            let engine = try Damage.open(fs, repair: true).get()
+            let dropped = engine.repairReport?.dropped.filter { $0.path == fixture.walPath } ?? []
+            let expected = firstWALSequence + UInt64(index)
+            #expect(dropped.count == 1 && dropped.first?.sequences == expected...expected, "record \(index): \(dropped)")
+            #expect(engine.repairReport?.lost.isEmpty == true, "a WAL record's entries cannot be listed")
+            _ = caught { try engine.close() }
+        }
+    }
+
     // [REC-7] [SEG-4] A segment with unreadable hints has them rebuilt from its data blocks:
     // nothing is lost, the damage is reported, and the rewritten store opens normally.
     @Test func aDamagedHintBlockIsRebuiltFromTheDataBlocks() throws {

@@ -126,7 +126,9 @@ extension Engine {
             var adopted = false
             defer { if !adopted { handle.close() } }
             let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
-            let reader = WALReader(path: walPath, bytes: bytes, isNewest: isNewest, repair: options.repair, keysOnly: true)
+            let reader = WALReader(
+                path: walPath, bytes: bytes, isNewest: isNewest, repair: options.repair, keysOnly: true,
+                previousSequence: lastSequence > 0 ? lastSequence : nil)
             do throws(StoreError) {
                 let headerNumber = try reader.checkHeader()
                 guard headerNumber == number else {
@@ -370,11 +372,13 @@ extension Engine {
     /// its checks are dropped; damaged hint blocks are rebuilt from the data blocks ([REC-7]).
     static func salvagedHints(of reader: SegmentReader, report: inout RepairReport) -> [SegmentReader.Hint] {
         var badBlocks: Set<UInt32> = []
+        var droppedAt: [UInt32: Int] = [:]  // bad block → its entry in report.dropped
         for (index, block) in reader.dataBlocks.enumerated() {
             do throws(StoreError) {
                 _ = try reader.readBlock(block)
             } catch {
                 badBlocks.insert(UInt32(index))
+                droppedAt[UInt32(index)] = report.dropped.count
                 report.dropped.append(
                     DroppedRange(
                         path: reader.path, offset: block.offset,
@@ -382,7 +386,8 @@ extension Engine {
             }
         }
         do throws(StoreError) {
-            let hints = try reader.readHints().filter { !badBlocks.contains($0.location.position) }
+            let all = try reader.readHints()
+            let hints = all.filter { !badBlocks.contains($0.location.position) }
             // Every hint must describe the entry it points at; one that does not means the
             // hints cannot be trusted, and they are rebuilt from the data.
             var memo = BlockMemo()
@@ -392,6 +397,18 @@ extension Engine {
                     throw StoreError.corruption(
                         "a hint does not describe the entry it points at", path: reader.path,
                         offset: reader.dataBlocks[Int(hint.location.position)].offset)
+                }
+            }
+            // The hints checked out: those of the dropped blocks say what was lost.
+            if !badBlocks.isEmpty {
+                var sequences: [UInt32: ClosedRange<UInt64>] = [:]
+                for hint in all where badBlocks.contains(hint.location.position) {
+                    report.lost.append(LostEntry(key: hint.key, sequence: hint.sequence, isDelete: hint.isDelete, path: reader.path))
+                    let known = sequences[hint.location.position]
+                    sequences[hint.location.position] = min(known?.lowerBound ?? hint.sequence, hint.sequence)...max(known?.upperBound ?? hint.sequence, hint.sequence)
+                }
+                for (block, range) in sequences {
+                    if let at = droppedAt[block] { report.dropped[at].sequences = range }
                 }
             }
             return hints

@@ -47,6 +47,11 @@ public struct RepairReport: Sendable, Equatable {
     public var dropped: [DroppedRange] = []
     /// Whether the manifest was rebuilt from the files present.
     public var rebuiltManifest = false
+    /// The entries of dropped data blocks whose hints were readable and checked, in key order
+    /// per block: what was lost, by key and sequence. Bytes dropped without trustworthy hints
+    /// (WAL records, unreadable segments, blocks of a segment whose hints were rebuilt) lost
+    /// entries that cannot be listed; their ``DroppedRange/sequences`` say what is known.
+    public var lost: [LostEntry] = []
     /// Whether anything at all was dropped or rebuilt.
     public var isClean: Bool { dropped.isEmpty && !rebuiltManifest }
 }

@@ -37,12 +37,17 @@ struct WALReader {
     /// needs no value.
     let keysOnly: Bool
 
-    init(path: String, bytes: [UInt8], isNewest: Bool, repair: Bool, keysOnly: Bool = false) {
+    /// The newest sequence number before this file's first record, if known: a damaged first
+    /// record's sequences are reported as the gap between it and the next valid record.
+    let previousSequence: UInt64?
+
+    init(path: String, bytes: [UInt8], isNewest: Bool, repair: Bool, keysOnly: Bool = false, previousSequence: UInt64? = nil) {
         self.path = path
         self.bytes = bytes
         self.isNewest = isNewest
         self.repair = repair
         self.keysOnly = keysOnly
+        self.previousSequence = previousSequence
         self.zeroTailStart = (bytes.lastIndex { $0 != 0 } ?? -1) + 1
     }
 
@@ -95,8 +100,19 @@ struct WALReader {
                         path: path, offset: UInt64(position))
                 }
                 let next = nextValidRecord(after: position, lastSequence: lastSequence) ?? bytes.count
+                // Each record is one commit with one sequence number: the dropped bytes held the
+                // commits between the last valid record and the next one, when both are known.
+                var sequences: ClosedRange<UInt64>?
+                let before = lastSequence > 0 ? lastSequence : previousSequence
+                if let before, case .valid(let following, _) = parseRecord(at: next, after: lastSequence),
+                    following.sequence > before + 1
+                {
+                    sequences = (before + 1)...(following.sequence - 1)
+                }
                 outcome.dropped.append(
-                    DroppedRange(path: path, offset: UInt64(position), length: UInt64(next - position), reason: reason))
+                    DroppedRange(
+                        path: path, offset: UInt64(position), length: UInt64(next - position), reason: reason,
+                        sequences: sequences))
                 position = next
             }
         }
@@ -179,6 +195,37 @@ public struct DroppedRange: Sendable, Equatable, CustomStringConvertible {
     public var length: UInt64
     /// Why they were dropped.
     public var reason: String
+    /// The sequence numbers (commits, [WAL-2]) of the entries the bytes held, when known: a
+    /// data block's from its hints, a WAL record's from the valid records around it. `nil`
+    /// when unknown.
+    public var sequences: ClosedRange<UInt64>? = nil
 
-    public var description: String { "\(path) [\(offset), +\(length)): \(reason)" }
+    public var description: String {
+        var text = "\(path) [\(offset), +\(length)): \(reason)"
+        if let sequences {
+            text += sequences.count == 1 ? " (sequence \(sequences.lowerBound))" : " (sequences \(sequences.lowerBound)…\(sequences.upperBound))"
+        }
+        return text
+    }
+}
+
+/// An entry a repair dropped whose key and sequence number are known: one that the hints of a
+/// dropped data block describe ([REC-7]).
+public struct LostEntry: Sendable, Equatable {
+    /// The entry's key.
+    public var key: [UInt8]
+    /// Its sequence number: the commit that wrote it.
+    public var sequence: UInt64
+    /// Whether it was a tombstone (a deletion).
+    public var isDelete: Bool
+    /// The file that held it.
+    public var path: String
+
+    /// Creates a description of a lost entry.
+    public init(key: [UInt8], sequence: UInt64, isDelete: Bool, path: String) {
+        self.key = key
+        self.sequence = sequence
+        self.isDelete = isDelete
+        self.path = path
+    }
 }
