@@ -1,3 +1,4 @@
+import Foundation
 import ObjectGraph
 import StrataEngine
 
@@ -19,7 +20,9 @@ extension StrataStore {
     /// ([ROW-5]) when it has a readable one (every entity of the whole model, property by
     /// property: entity numbers and row layouts depend on all of them); else the version
     /// hashes of its metadata ([ROW-4]) for the entities of `configuration`; else, with
-    /// neither, every entity that has rows must be in the model. Empty when they match.
+    /// neither, the rows themselves: every entity with rows by the metadata's counts must be
+    /// in the model, and every row's header must name, by number, an entity of the model in
+    /// the row's hierarchy with the row's layout ([META-3]). Empty when they match.
     static func modelDifferences(
         of model: ManagedObjectModel, configuration: String?, record: MetadataRecord, in snapshot: Snapshot
     ) throws -> [ModelDifference] {
@@ -29,12 +32,60 @@ extension StrataStore {
         if let bytes, let stored = try? ModelRecord.decode(bytes) {
             return model.differences(fromStoreModel: stored)
         }
-        if record.metadata.keys.contains(where: { $0.hasPrefix(PersistentStore.modelVersionHashKeyPrefix) }) {
+        if hasVersionHashes(record) {
             return model.differences(ofConfiguration: configuration, fromStoreMetadata: record.metadata)
         }
-        return record.rowCounts.filter { $0.value > 0 && model.entitiesByName[$0.key] == nil }.sorted { $0.key < $1.key }.map { name, rows in
+        let counted = record.rowCounts.filter { $0.value > 0 && model.entitiesByName[$0.key] == nil }.sorted { $0.key < $1.key }.map { name, rows in
             ModelDifference(entityName: name, description: "entity \(name) has \(rows) row\(rows == 1 ? "" : "s") in the store but is not in the model")
         }
+        return counted + (try rowDifferences(of: model, survey: StoreSurvey.survey(snapshot)))
+    }
+
+    /// Whether a metadata record carries the coordinator's version hashes ([ROW-4]).
+    static func hasVersionHashes(_ record: MetadataRecord) -> Bool {
+        record.metadata.keys.contains { $0.hasPrefix(PersistentStore.modelVersionHashKeyPrefix) }
+    }
+
+    /// [META-3] How the rows' headers disagree with `model`: a row's entity number must name an
+    /// entity of the model ([ROW-1], numbers by name order) whose hierarchy is the row's key
+    /// space ([KEY-2]) and whose layout (the first bytes of its version hash) is the row's.
+    /// One difference per kind of row; empty when every row fits.
+    static func rowDifferences(of model: ManagedObjectModel, survey: StoreSurvey) throws -> [ModelDifference] {
+        guard !survey.rows.isEmpty else { return [] }
+        let layout = try StoreLayout(model: model)
+        var differences: [ModelDifference] = []
+        for kind in survey.rows.keys.sorted() {
+            let rows = survey.rows[kind] ?? 0
+            let count = "\(rows) row\(rows == 1 ? "" : "s")"
+            guard Int(kind.number) < layout.entities.count else {
+                differences.append(ModelDifference(
+                    entityName: kind.root,
+                    description: "\(count) in \(kind.root)'s key space are of entity #\(kind.number); the model has \(layout.entities.count) entities"))
+                continue
+            }
+            let entity = layout.entities[Int(kind.number)]
+            if entity.rootEntityName != kind.root {
+                differences.append(ModelDifference(
+                    entityName: entity.name,
+                    description: "\(count) in \(kind.root)'s key space are of entity #\(kind.number), which is \(entity.name) of hierarchy \(entity.rootEntityName) in the model"))
+            } else if layout.layouts[Int(kind.number)].layoutID != kind.layoutID {
+                differences.append(ModelDifference(
+                    entityName: entity.name,
+                    description: "\(count) of entity #\(kind.number) (\(entity.name) in the model) were written with layout \(hexLayout(kind.layoutID)), the model's \(entity.name) has layout \(hexLayout(layout.layouts[Int(kind.number)].layoutID))"))
+            }
+        }
+        return differences
+    }
+
+    /// The row counts per entity name that the rows' headers give under `model` (rows whose
+    /// entity number the model lacks are not counted: [OPEN-1] refuses such a model first).
+    static func rowCounts(of survey: StoreSurvey, model: ManagedObjectModel) throws -> [String: Int] {
+        let layout = try StoreLayout(model: model)
+        var counts: [String: Int] = [:]
+        for (kind, rows) in survey.rows where Int(kind.number) < layout.entities.count {
+            counts[layout.entities[Int(kind.number)].name, default: 0] += rows
+        }
+        return counts
     }
 
     /// Whether the index entries in `snapshot` are those `model` asks for ([IDX-S6]): the model
@@ -45,17 +96,27 @@ extension StrataStore {
         return storedBytes == nil && snapshot.countKeys(from: [KeyLayout.rowTag], to: [KeyLayout.rowTag + 1], limit: 1) == 0
     }
 
-    /// [IDX-S6] When the loading model indexes other attributes than the stored model
-    /// ([ROW-5]) — or the store has rows but no model record — rebuilds every hierarchy's index
-    /// entries from its rows in one transaction with the new model record, so index-served
-    /// fetches never miss a row. Returns the number of index entries added and removed.
-    static func reconcileIndexes(in shared: SharedEngine, model: ManagedObjectModel) throws -> Int {
+    /// [IDX-S6] [META-2] When the loading model indexes other attributes than the stored
+    /// model ([ROW-5]) — or the store has rows but no model record, or no metadata record, or
+    /// `force` — decodes every row with `model` and, in one transaction: rebuilds every
+    /// hierarchy's index entries, writes the model record, and writes the metadata record when
+    /// it is missing or its row counts or next reference disagree with the rows (the next
+    /// reference rises above every reference a key or a row names; it never falls). A missing
+    /// metadata record is rebuilt with `storeIdentifier` (a new UUID when `nil`), the store type
+    /// and `model`'s version hashes. Call only after the model has passed [OPEN-1].
+    static func reconcile(
+        in shared: SharedEngine, model: ManagedObjectModel, storeIdentifier: String? = nil, force: Bool = false
+    ) throws -> MetadataRebuild {
         let engine = shared.engine
-        return try shared.saveLock.withLock { _ -> Int in
+        return try shared.saveLock.withLock { _ -> MetadataRebuild in
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
-            if try indexesAreCurrent(for: model, in: snapshot) { return 0 }
+            let stored = try recordIfReadable(in: snapshot)
+            var result = MetadataRebuild(rowCounts: stored?.rowCounts ?? [:], nextReference: stored?.nextReference ?? 1)
+            if !force, try indexesAreCurrent(for: model, in: snapshot) { return result }
             var batch = WriteBatch()
             let layout = try StoreLayout(model: model)
+            var counts: [String: Int] = [:]
+            var maxReference: Int64 = 0
             for root in model.entities where root.superentity == nil {
                 var expected = Set<[UInt8]>()
                 var failure: Error?
@@ -65,6 +126,10 @@ extension StrataStore {
                             guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
                             let row = try StoredRow.decode(value, store: layout, context: .key(root: root.name, reference: reference))
                             guard let entity = model.entitiesByName[row.entity] else { return true }
+                            counts[row.entity, default: 0] += 1
+                            maxReference = max(maxReference, reference)
+                            for case let target? in row.toOne.values { maxReference = max(maxReference, target.reference) }
+                            for list in row.toMany.values { for target in list { maxReference = max(maxReference, target.reference) } }
                             expected.formUnion(IndexKey.keys(of: row, reference: reference, entity: entity, root: root.name))
                             return true
                         } catch {
@@ -83,10 +148,56 @@ extension StrataStore {
                 for stale in present.subtracting(expected) { batch.delete(stale) }
                 for missing in expected.subtracting(present) { batch.put(missing, []) }
             }
-            let changes = batch.count
-            batch.put(KeyLayout.modelKey, ModelRecord.encode(model))
-            _ = try mappingEngineErrors("rebuild the indexes") { () throws(StoreError) in try engine.commit(batch) }
-            return changes
+            result.indexEntriesChanged = batch.count
+            // Relationship keys and index entries name references too (a key may outlive a row).
+            maxReference = max(maxReference, StoreSurvey.surveyKeys(snapshot).maxReference)
+            let encodedModel = ModelRecord.encode(model)
+            if try mappingEngineErrors("read the model record", { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }) != encodedModel {
+                batch.put(KeyLayout.modelKey, encodedModel)
+                result.rebuiltModelRecord = true
+            }
+            var record = stored ?? MetadataRecord()
+            if stored == nil {
+                var metadata: [String: AttributeValue] = [
+                    PersistentStore.storeUUIDKey: .string(storeIdentifier ?? UUID().uuidString),
+                    PersistentStore.storeTypeKey: .string(PersistentStore.StoreType.strata.rawValue),
+                ]
+                for entity in model.entities {
+                    metadata[PersistentStore.modelVersionHashKeyPrefix + entity.name] = .data(entity.versionHash)
+                }
+                record.metadata = metadata
+                result.rebuiltMetadataRecord = true
+            }
+            let next = max(record.nextReference, maxReference + 1, shared.nextReference.withLock { $0 })
+            if stored == nil || record.rowCounts != counts || record.nextReference != next {
+                record.rowCounts = counts
+                record.nextReference = next
+                batch.put(KeyLayout.metadataKey, record.encode())
+                result.rewroteMetadataRecord = true
+            }
+            result.rowCounts = counts
+            result.nextReference = next
+            result.storeIdentifier = record.metadata[PersistentStore.storeUUIDKey]?.stringValue
+            if !batch.isEmpty {
+                _ = try mappingEngineErrors("rebuild the indexes and records") { () throws(StoreError) in try engine.commit(batch) }
+            }
+            shared.nextReference.withLock { $0 = max($0, next) }
+            return result
+        }
+    }
+
+    /// The metadata record of `snapshot`, or `nil` when it is missing or does not decode (a
+    /// record of an earlier format still throws: it says to export the store).
+    static func recordIfReadable(in snapshot: Snapshot) throws -> MetadataRecord? {
+        guard let bytes = try mappingEngineErrors("read the metadata record", { () throws(StoreError) in try snapshot.get(KeyLayout.metadataKey) }) else {
+            return nil
+        }
+        do {
+            return try MetadataRecord.decode(bytes)
+        } catch let error as ObjectGraphError where error.code == .storeOpenFailed {
+            throw error
+        } catch {
+            return nil
         }
     }
 }

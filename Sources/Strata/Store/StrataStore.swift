@@ -16,9 +16,10 @@ import StrataSync
 ///
 /// The URL names a directory (created if missing) or a zero-length file, which becomes the
 /// store directory. Options: ``durabilityOption`` (`"full"`, the default; `"normal"`;
-/// `"none"`), ``compactionOption`` (`false` stops the background compactor) and
-/// ``rowCacheBytesOption``. Each save is one engine transaction; rows a context has
-/// registered stay pinned in the engine's row cache until it unregisters them.
+/// `"none"`), ``compactionOption`` (`false` stops the background compactor),
+/// ``rowCacheBytesOption`` and ``repairOption`` (rebuild a lost metadata record). Each save
+/// is one engine transaction; rows a context has registered stay pinned in the engine's row
+/// cache until it unregisters them.
 ///
 /// Thread safety: `@unchecked Sendable` as an ``IncrementalStore`` subclass; the engine is
 /// thread-safe, `saveLock` serialises saves (version checks and the commit), and `state`
@@ -87,7 +88,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     ///   ``ObjectGraphError/Code/storeOpenFailed`` for a path that is not a Strata store,
     ///   ``ObjectGraphError/Code/incompatibleModel`` naming every difference when the store
     ///   was saved with another model (nothing is written),
-    ///   ``ObjectGraphError/Code/storeCorrupted`` naming file and offset for damage.
+    ///   ``ObjectGraphError/Code/storeCorrupted`` naming file and offset for damage, and for a
+    ///   store that holds rows or keys but has lost its metadata record (SPEC.md [META-1]; it
+    ///   says to run `strata fsck --repair`; nothing is written) unless ``repairOption`` is set.
     open override func loadMetadata() throws {
         guard let url, url.isFileURL else {
             throw ObjectGraphError(.storeOpenFailed, "StrataStore needs a file URL naming its directory.")
@@ -105,19 +108,46 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         let shared = try SharedEngine.acquire(path: url.path, options: options) { engine in
             try Self.record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
         }
-        let record: MetadataRecord
+        var record: MetadataRecord
+        var countsFromRows: (sequence: UInt64, record: MetadataRecord)?
         do {
-            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
+            var snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
+            let model = persistentStoreCoordinator?.managedObjectModel
+            var repairing = false
+            if snapshot.sequence(of: KeyLayout.metadataKey) == nil {
+                // [META-1] Rows or keys without a metadata record: a damaged StrataStore, not a
+                // new one. Only a repair with the application's model may rebuild the record.
+                let survey = try StoreSurvey.survey(snapshot)
+                if survey.isStrataStore {
+                    guard self.options[Self.repairOption]?.boolValue == true, !isReadOnly, model != nil else {
+                        throw Self.lostMetadataError(survey, at: url, readOnly: isReadOnly)
+                    }
+                    repairing = true
+                }
+            }
             record = try Self.record(in: snapshot)
-            if let model = persistentStoreCoordinator?.managedObjectModel {
+            if let model {
                 // [OPEN-1] The model must be the store's before anything is written.
                 let differences = try Self.modelDifferences(of: model, configuration: configurationName, record: record, in: snapshot)
                 if !differences.isEmpty { throw ObjectGraphError.incompatibleModel(differences, storeURL: url) }
                 if isReadOnly {
                     indexesServeFetches.store(try Self.indexesAreCurrent(for: model, in: snapshot), ordering: .relaxed)
+                    // [META-3] A record rebuilt without a model counts no rows: a read-only load
+                    // counts them from the rows' headers, in memory.
+                    if let sequence = snapshot.sequence(of: KeyLayout.metadataKey), !Self.hasVersionHashes(record),
+                        try mappingEngineErrors("read the model record", { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }) == nil
+                    {
+                        var counted = record
+                        counted.rowCounts = try Self.rowCounts(of: StoreSurvey.survey(snapshot), model: model)
+                        countsFromRows = (sequence, counted)
+                    }
                 } else {
-                    _ = try Self.reconcileIndexes(in: shared, model: model)
+                    _ = try Self.reconcile(in: shared, model: model, force: repairing)
                     indexesServeFetches.store(true, ordering: .relaxed)
+                    if repairing {
+                        snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
+                        record = try Self.record(in: snapshot)
+                    }
                 }
             }
         } catch {
@@ -128,7 +158,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             defer {
                 state.shared = shared
                 state.modelRecordCurrent = false
-                state.metadataCache = nil
+                state.metadataCache = countsFromRows
             }
             return state.shared
         }
@@ -149,7 +179,17 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
         }
         defer { shared.release() }
-        return try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }).metadata
+        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
+        try refuseLostMetadata(in: snapshot, at: url)
+        return try record(in: snapshot).metadata
+    }
+
+    /// [META-1] Throws ``ObjectGraphError/Code/storeCorrupted`` when `snapshot` holds rows or
+    /// keys but no metadata record.
+    static func refuseLostMetadata(in snapshot: Snapshot, at url: URL) throws {
+        guard snapshot.sequence(of: KeyLayout.metadataKey) == nil else { return }
+        let survey = try StoreSurvey.survey(snapshot)
+        if survey.isStrataStore { throw lostMetadataError(survey, at: url, readOnly: false) }
     }
 
     /// Replaces the metadata of the store at `url`, in one engine transaction.
@@ -159,7 +199,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         }
         defer { shared.release() }
         try shared.saveLock.withLock { _ in
-            var record = try self.record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() })
+            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
+            // A record written over a lost one would start references from 1 again.
+            try refuseLostMetadata(in: snapshot, at: url)
+            var record = try self.record(in: snapshot)
             record.metadata = metadata
             var batch = WriteBatch()
             batch.put(KeyLayout.metadataKey, record.encode())
