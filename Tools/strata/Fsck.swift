@@ -21,8 +21,21 @@ struct Fsck: ParsableCommand {
             relationship links, rebuilds index entries and metadata counts, checks again, and \
             lists everything it dropped.
 
+            A StrataStore is recognised by its metadata or model record, or by rows, \
+            relationship keys or index entries in its key layout: one that has lost its metadata \
+            record is damage (exit 1), named with the rows it holds per entity. --repair rebuilds \
+            the metadata record from the rows: row counts, a next reference above every \
+            reference any key or row names, and, when the model record survives, the version \
+            hashes (with a new store UUID). Without the model record it writes the next \
+            reference only and says so: the application's model completes the record at its next \
+            read-write open (which first checks every row against the model), and only it can \
+            rebuild a lost model record, so --repair then exits 3. What the files' repair lost \
+            is listed in acknowledged terms: the commits' sequence numbers, the records, and the \
+            rows per hierarchy with their references.
+
             Exit status: 0 clean; 1 problems found (with --repair: found and repaired, the store \
-            now passes); 3 problems remain after --repair; 2 usage or I/O errors.
+            now passes; anything acknowledged that was lost makes a run exit 1 or 3, never 0); \
+            3 problems remain after --repair; 2 usage or I/O errors.
 
             Examples:
               strata fsck /var/lib/app/store
@@ -86,7 +99,7 @@ struct Fsck: ParsableCommand {
                 for problem in objects.problems.prefix(limit) { Output.line("    \(problem)") }
                 if objects.problems.count > limit { Output.line("    … \(objects.problems.count - limit) more (--json lists all)") }
             } else {
-                Output.line("  objects: not a StrataStore (an engine store): no object checks")
+                Output.line("  objects: not a StrataStore (an engine store: no metadata or model record, no row, relationship key or index entry in StrataStore's layout): no object checks")
             }
         } else if let reason = report.objectsSkippedReason {
             Output.line("  objects: not checked: \(reason)")
@@ -96,6 +109,11 @@ struct Fsck: ParsableCommand {
             if let backup = report.backupPath { Output.line("  backup of the files before repair: \(backup)") }
             if report.rebuiltManifest { Output.line("  rebuilt the manifest from the files present") }
             for dropped in report.dropped { Output.line("  dropped \(dropped)") }
+            if !report.losses.isEmpty {
+                Output.line("  lost, in acknowledged writes:")
+                for loss in report.losses.prefix(limit) { Output.line("    \(loss)") }
+                if report.losses.count > limit { Output.line("    … \(report.losses.count - limit) more (--json lists all)") }
+            }
             // Object repairs grouped by kind ("added index entry", "removed", …), a few examples each.
             var groups: [(kind: String, changes: [String])] = []
             for change in report.objectRepairs {
@@ -126,6 +144,14 @@ struct Fsck: ParsableCommand {
                 for problem in after.objectProblems.prefix(limit) { Output.line("    \(problem)") }
             }
         }
-        Output.line(report.isClean ? "clean" : (report.repaired ? "problems found and repaired" : "problems found; run `strata fsck --repair \(report.path)` to salvage"))
+        if report.isClean {
+            Output.line("clean")
+        } else if !report.repaired {
+            Output.line("problems found; run `strata fsck --repair \(report.path)` to salvage")
+        } else if report.after?.isClean == true {
+            Output.line("problems found and repaired")
+        } else {
+            Output.line("problems found; some remain after repair (see above)")
+        }
     }
 }

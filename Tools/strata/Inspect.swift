@@ -55,10 +55,13 @@ struct Inspect: ParsableCommand {
             }
         }
         guard report.isObjectStore else {
-            Output.line("  not a StrataStore (an engine store without StrataStore's metadata)")
+            Output.line("  not a StrataStore (an engine store without StrataStore's records, rows or keys)")
             return
         }
         Output.line("  StrataStore \(report.storeIdentifier ?? "(no NSStoreUUID)"), next reference \(report.nextReference.map(String.init) ?? "?")")
+        if report.nextReference == nil {
+            Output.line("  the metadata record is missing (row counts, next reference, store UUID): run `strata fsck \(report.path)`")
+        }
         if report.entities.isEmpty {
             Output.line("  no stored model (saved before Strata stored its model); rows per entity:")
             for (entity, rows) in report.rowCounts.sorted(by: { $0.key < $1.key }) { Output.line("    \(entity): \(rows) rows") }

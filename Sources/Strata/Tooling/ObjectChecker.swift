@@ -61,7 +61,8 @@ public struct ObjectProblem: Sendable, Equatable, Codable, CustomStringConvertib
 
 /// What ``ObjectChecker/check(engine:repair:)`` found and, when repairing, changed.
 public struct ObjectCheckReport: Sendable, Equatable, Codable {
-    /// Whether the engine holds a StrataStore at all (a metadata or model record); a bare
+    /// Whether the engine holds a StrataStore at all: a metadata or model record, or rows,
+    /// relationship keys or index entries in StrataStore's layout (SPEC.md [META-1]); a bare
     /// engine store gets no object checks.
     public var isObjectStore = false
     /// Whether the store carries its model ([ROW-5]); without it only row decoding and the
@@ -92,8 +93,11 @@ public struct ObjectCheckReport: Sendable, Equatable, Codable {
 /// (or relationship keys) that hold them, a one-to-many's missing key is added from the
 /// member's to-one (the row is the truth, the key its index), keys without an owner are
 /// deleted, index entries are added or deleted to match the rows, and the metadata's counts
-/// and next reference are recomputed, all in one engine transaction. Attribute
-/// mismatches and rows of unknown entities are reported, never rewritten.
+/// and next reference are recomputed, all in one engine transaction. A lost metadata record
+/// is rebuilt from the rows ([META-2]): whole with the model record (a new store UUID),
+/// else with the next reference only (the application's model completes it). Attribute
+/// mismatches and rows of unknown entities are reported, never rewritten; a lost model record
+/// is reported, never rebuilt (only the application's model can).
 ///
 /// For example:
 ///
@@ -108,7 +112,14 @@ public enum ObjectChecker {
     /// - Throws: engine errors reading or committing (as ``ObjectGraphError``); inconsistencies
     ///   are reported, not thrown.
     public static func check(engine: Engine, repair: Bool) throws -> ObjectCheckReport {
+        try check(engine: engine, repair: repair, lost: [])
+    }
+
+    /// ``check(engine:repair:)`` knowing what an engine repair dropped ([REC-7]): a rebuilt
+    /// next reference also rises above the references of lost keys ([META-2]).
+    static func check(engine: Engine, repair: Bool, lost: [LostEntry]) throws -> ObjectCheckReport {
         var run = Run(snapshot: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }, repair: repair)
+        run.lostReference = lost.reduce(0) { max($0, StoreSurvey.references(inKey: $1.key).max() ?? 0) }
         try run.run()
         if repair, !run.batch.isEmpty {
             let batch = run.batch
@@ -139,7 +150,19 @@ public enum ObjectChecker {
         /// One-to-many keys ([REL-2]) that members' to-ones call for and that are missing.
         var missingKeys = Set<[UInt8]>()
         var counts: [String: Int] = [:]
+        /// Rows by the entity number and layout their headers name, per hierarchy: what can be
+        /// counted without a model.
+        var rowKinds: [StoreSurvey.RowKind: Int] = [:]
+        /// Whether the metadata record was present (it may not decode).
+        var hasMetadataRecord = false
+        /// The largest reference a row key or a row's relationship field names, or a key an
+        /// engine repair dropped: a surviving next reference must be above it ([KEY-3]).
         var maxReference: Int64 = 0
+        /// The largest reference any relationship key or index entry names: a rebuilt next
+        /// reference is above it too ([META-2]), since a key may outlive a lost row.
+        var maxKeyReference: Int64 = 0
+        /// The largest reference of a key an engine repair dropped ([REC-7]).
+        var lostReference: Int64 = 0
         /// Destination rows decoded recently (nil: missing or undecodable), so rows many others
         /// point at are decoded once. Bounded: cleared when it passes `targetCacheLimit`.
         var targets: [[UInt8]: TargetRow] = [:]
@@ -177,10 +200,13 @@ public enum ObjectChecker {
         mutating func run() throws {
             let metadataBytes = try get(KeyLayout.metadataKey)
             let modelBytes = try get(KeyLayout.modelKey)
-            // A StrataStore has a metadata record from its first save on (and a model record);
-            // an engine store whose keys merely start with the same bytes is not checked as one.
-            guard metadataBytes != nil || modelBytes != nil else { return }
+            // [META-1] A StrataStore has a metadata record from its first save on (and a model
+            // record); one that lost both is still recognised by its rows and keys. An engine
+            // store whose keys merely start with the same bytes is not checked as one.
+            guard try metadataBytes != nil || modelBytes != nil || StoreSurvey.survey(snapshot).isStrataStore else { return }
             report.isObjectStore = true
+            hasMetadataRecord = metadataBytes != nil
+            maxReference = lostReference
 
             if let metadataBytes {
                 do {
@@ -188,8 +214,6 @@ public enum ObjectChecker {
                 } catch {
                     problem(.metadata, key: KeyLayout.metadataKey, "the metadata record does not decode: \(error)")
                 }
-            } else {
-                problem(.metadata, key: KeyLayout.metadataKey, "the store has a model record but no metadata record")
             }
             storeIdentifier = record?.metadata["NSStoreUUID"]?.stringValue ?? ""
             if let modelBytes {
@@ -241,11 +265,16 @@ public enum ObjectChecker {
             }
             maxReference = max(maxReference, reference)
             guard let bytes = try get(key) else { return }
+            if let header = bytes.withUnsafeBytes({ RowHeader($0) }) {
+                rowKinds[StoreSurvey.RowKind(root: root, number: header.entity, layoutID: header.layoutID), default: 0] += 1
+            }
             guard let layout else {
                 // Without the model record no row can be read; nothing is judged or repaired.
                 if !reportedMissingModel {
                     reportedMissingModel = true
-                    problem(.model, key: KeyLayout.modelKey, "the store has rows but no readable model record ([ROW-5]); rows cannot be decoded or checked")
+                    problem(
+                        .model, key: KeyLayout.modelKey,
+                        "the store has rows but no readable model record ([ROW-5]): rows cannot be decoded or checked, and strata fsck cannot rebuild the record; the application's model can: open the store read-write with it (it must match every row, [OPEN-1]) or call StrataStore.rebuildMetadata(at:model:)")
                 }
                 return
             }
@@ -297,6 +326,7 @@ public enum ObjectChecker {
                 }
                 for target in targets {
                     report.references += 1
+                    maxReference = max(maxReference, target.reference)
                     try checkLink(from: key, row: row, reference: reference, relationship: relationship, to: target, model: model)
                 }
             }
@@ -361,6 +391,9 @@ public enum ObjectChecker {
                 return true
             }
             report.indexEntries = present.count
+            for key in present where StoreSurvey.isIndexKey(key) {
+                maxKeyReference = max(maxKeyReference, IndexKey.reference(fromIndexKey: key) ?? 0)
+            }
             guard model != nil else { return }
             for key in present.subtracting(expectedIndex).sorted(by: { $0.precedes($1) }) {
                 let reference = IndexKey.reference(fromIndexKey: key)
@@ -401,6 +434,9 @@ public enum ObjectChecker {
                 return true
             }
             report.relationshipKeys = keys.count
+            for key in keys {
+                if let parts = RelationshipKeys.parse(key) { maxKeyReference = max(maxKeyReference, parts.owner, parts.member.reference) }
+            }
             guard let model, let layout else { return }
             var owners: [[UInt8]: String?] = [:]  // row key → entity name (nil: no usable row)
             for key in keys {
@@ -437,24 +473,68 @@ public enum ObjectChecker {
 
         // MARK: Metadata
 
+        /// Rows per entity by name (with a model), else per hierarchy and entity number.
+        func rowSummary() -> String {
+            if layout != nil {
+                let total = counts.values.reduce(0, +)
+                guard total > 0 else { return "no rows" }
+                return counts.keys.sorted().map { "\($0) \(counts[$0] ?? 0)" }.joined(separator: ", ") + " (\(total) object\(total == 1 ? "" : "s"))"
+            }
+            var survey = StoreSurvey()
+            survey.rows = rowKinds
+            return "\(survey.rowCount) row\(survey.rowCount == 1 ? "" : "s") (\(survey.rowSummary))"
+        }
+
         mutating func checkMetadata() throws {
             guard var record else {
-                if repair {
-                    var rebuilt = MetadataRecord()
-                    rebuilt.rowCounts = counts
-                    rebuilt.nextReference = maxReference + 1
-                    batch.put(KeyLayout.metadataKey, rebuilt.encode())
-                    report.repairs.append("rebuilt the metadata record from the rows (the coordinator's metadata is lost)")
+                let lost = hasMetadataRecord ? "does not decode" : "is missing"
+                if !hasMetadataRecord {
+                    let model = layout == nil ? " and so is the model record ([ROW-5])" : ""
+                    problem(
+                        .metadata, key: KeyLayout.metadataKey,
+                        "the metadata record ([ROW-4]) \(lost)\(model): the row counts, next reference, store UUID and version hashes are lost; the store holds \(rowSummary()), \(report.relationshipKeys) relationship keys and \(report.indexEntries) index entries, references up to \(max(maxReference, maxKeyReference))")
                 }
+                guard repair else { return }
+                var rebuilt = MetadataRecord()
+                rebuilt.nextReference = max(maxReference, maxKeyReference) + 1
+                if let model {
+                    // [META-2] With the model record: everything but the store's identifier.
+                    rebuilt.rowCounts = counts
+                    let identifier = UUID().uuidString
+                    rebuilt.metadata[PersistentStore.storeUUIDKey] = .string(identifier)
+                    rebuilt.metadata[PersistentStore.storeTypeKey] = .string(PersistentStore.StoreType.strata.rawValue)
+                    for entity in model.entities {
+                        rebuilt.metadata[PersistentStore.modelVersionHashKeyPrefix + entity.name] = .data(entity.versionHash)
+                    }
+                    report.repairs.append(
+                        "rebuilt the metadata record from the rows and the model record: rows \(rowSummary()), next reference \(rebuilt.nextReference), version hashes of the model record, a new store UUID \(identifier) (object URIs made before the loss do not resolve)")
+                } else {
+                    // [META-2] Without a model the rows cannot be named: the record keeps the
+                    // references safe, and the application's model completes it at its next
+                    // read-write load ([OPEN-1] checks every row's header against it first).
+                    report.repairs.append(
+                        "rebuilt the metadata record partly: next reference \(rebuilt.nextReference) (above every reference a key names); the row counts (of \(rowSummary())), store UUID and version hashes need the application's model: open the store read-write with it (it must match every row, [OPEN-1]) or call StrataStore.rebuildMetadata(at:model:)")
+                }
+                batch.put(KeyLayout.metadataKey, rebuilt.encode())
                 return
             }
             var changed = false
-            for entity in Set(record.rowCounts.keys).union(counts.keys).sorted() {
-                let stored = record.rowCounts[entity] ?? 0, actual = counts[entity] ?? 0
+            if layout != nil {
+                for entity in Set(record.rowCounts.keys).union(counts.keys).sorted() {
+                    let stored = record.rowCounts[entity] ?? 0, actual = counts[entity] ?? 0
+                    if stored != actual {
+                        problem(.rowCount, key: KeyLayout.metadataKey, "the metadata counts \(stored) rows of \(entity); the store holds \(actual)")
+                        record.rowCounts[entity] = actual == 0 ? nil : actual
+                        changed = true
+                    }
+                }
+            } else {
+                // Without a model only the total can be checked (and not repaired).
+                let stored = record.rowCounts.values.reduce(0, +), actual = rowKinds.values.reduce(0, +)
                 if stored != actual {
-                    problem(.rowCount, key: KeyLayout.metadataKey, "the metadata counts \(stored) rows of \(entity); the store holds \(actual)")
-                    record.rowCounts[entity] = actual == 0 ? nil : actual
-                    changed = true
+                    problem(
+                        .rowCount, key: KeyLayout.metadataKey,
+                        "the metadata counts \(stored) rows in all; the store holds \(rowSummary()) (without a model record they cannot be counted per entity)")
                 }
             }
             if record.nextReference <= maxReference {
@@ -464,7 +544,7 @@ public enum ObjectChecker {
             }
             if repair && changed {
                 batch.put(KeyLayout.metadataKey, record.encode())
-                report.repairs.append("rewrote the metadata record (row counts, next reference)")
+                report.repairs.append("rewrote the metadata record: rows \(rowSummary()), next reference \(record.nextReference)")
             }
         }
 

@@ -80,11 +80,42 @@ public struct FsckReport: Sendable, Equatable, Codable {
     public var rebuiltManifest = false
     /// Object-level repairs (removed links, rebuilt index entries, rewritten metadata).
     public var objectRepairs: [String] = []
+    /// What the engine's repair lost, in acknowledged terms (empty when it lost nothing or
+    /// when no repair ran).
+    public var losses: [FsckLoss] = []
     /// The check after the repair, if one ran.
     public var after: FsckSummary?
 
     /// Whether the store was clean when checked (before any repair).
     public var isClean: Bool { files.isClean && (objects?.problems.isEmpty ?? (objectsSkippedReason == nil)) }
+}
+
+/// One thing a repair lost, in acknowledged terms (SPEC.md [META-4]): the commits (sequence
+/// numbers) whose entries were in the dropped bytes, and the StrataStore records, rows and keys
+/// among those entries, with what the store reads for them now.
+public struct FsckLoss: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// `sequences` (one dropped range's commits), `metadata` (the metadata record), `model`
+    /// (the model record), `rows`, `indexEntries`, `relationshipKeys` or `keys` (any other key).
+    public var kind: String
+    /// For rows and keys: the hierarchy root whose key space held them.
+    public var hierarchy: String?
+    /// Entries lost (for `sequences`: entries of the range known by key).
+    public var count: Int
+    /// The lowest and highest sequence number of the lost entries (for `sequences`, of the range).
+    public var firstSequence: UInt64?
+    /// See ``firstSequence``.
+    public var lastSequence: UInt64?
+    /// For rows: the references of the objects.
+    public var references: [Int64]?
+    /// What the store reads now: `gone` (nothing), `olderVersion` (an older write of the key),
+    /// `resurfaced` (a deletion was lost: the key's older value is back), `superseded` (a newer
+    /// write survives: nothing acknowledged is lost), `unchanged` (a lost deletion of a key that
+    /// has no older value); empty for `sequences`.
+    public var outcome: String
+    /// The loss in a sentence.
+    public var message: String
+
+    public var description: String { message }
 }
 
 /// The counts of a check, for the re-check after a repair.
@@ -153,11 +184,14 @@ public enum StoreFsck {
         engineOptions.fileSystem = options.fileSystem
         let engine = try Engine.open(at: path, options: engineOptions)
         do {
+            var lost: [LostEntry] = []
             if let repair = engine.repairReport {
                 report.dropped = repair.dropped.map(\.description)
                 report.rebuiltManifest = repair.rebuiltManifest
+                lost = repair.lost
+                report.losses = try losses(repair, in: try engine.snapshot())
             }
-            let objects = try ObjectChecker.check(engine: engine, repair: true)
+            let objects = try ObjectChecker.check(engine: engine, repair: true, lost: lost)
             report.objectRepairs = objects.repairs
             try engine.close()
         } catch {
@@ -178,6 +212,103 @@ public enum StoreFsck {
             fileProblems: fileProblems, objectProblems: objectsAfter?.problems ?? [],
             isClean: again.isClean && (objectsAfter?.problems.isEmpty ?? (skipped == nil)))
         return report
+    }
+
+    /// [META-4] What `repair` dropped, in acknowledged terms: each dropped range's commits, and
+    /// the lost entries grouped by StrataStore record, hierarchy and what `snapshot` (the store
+    /// right after the engine's repair) reads for each key now.
+    static func losses(_ repair: RepairReport, in snapshot: Snapshot) throws -> [FsckLoss] {
+        var losses: [FsckLoss] = []
+        for range in repair.dropped {
+            guard let sequences = range.sequences else { continue }
+            let known = repair.lost.filter { $0.path == range.path && sequences.contains($0.sequence) }.count
+            let commits = sequences.count == 1
+                ? "the commit with sequence number \(sequences.lowerBound)"
+                : "the commits with sequence numbers \(sequences.lowerBound)…\(sequences.upperBound)"
+            let message = range.path.hasSuffix(".wal")
+                ? "dropped \(commits) from \(range.path) at offset \(range.offset) (WAL records: their entries cannot be listed)"
+                : "dropped entries of \(commits) from \(range.path) at offset \(range.offset): \(known) known by key, below"
+            losses.append(FsckLoss(
+                kind: "sequences", count: known, firstSequence: sequences.lowerBound, lastSequence: sequences.upperBound,
+                outcome: "", message: message))
+        }
+        struct Group: Hashable {
+            var kind: String
+            var hierarchy: String?
+            var outcome: String
+        }
+        var groups: [Group: [LostEntry]] = [:]
+        var order: [Group] = []
+        for entry in repair.lost {
+            let now = snapshot.sequence(of: entry.key)
+            let outcome: String
+            switch now {
+            case nil: outcome = entry.isDelete ? "unchanged" : "gone"
+            case let now? where now > entry.sequence: outcome = "superseded"
+            default: outcome = entry.isDelete ? "resurfaced" : "olderVersion"
+            }
+            let kind: String, hierarchy: String?
+            if entry.key == KeyLayout.metadataKey {
+                (kind, hierarchy) = ("metadata", nil)
+            } else if entry.key == KeyLayout.modelKey {
+                (kind, hierarchy) = ("model", nil)
+            } else if entry.key.first == KeyLayout.rowTag, let row = ObjectChecker.Run.parseRowKey(entry.key) {
+                (kind, hierarchy) = ("rows", row.root)
+            } else if entry.key.first == RelationshipKeys.tag, let parts = RelationshipKeys.parse(entry.key) {
+                (kind, hierarchy) = ("relationshipKeys", parts.root + "." + parts.relationship)
+            } else if StoreSurvey.isIndexKey(entry.key), let root = entry.key.dropFirst().split(separator: 0, maxSplits: 1).first {
+                (kind, hierarchy) = ("indexEntries", String(decoding: root, as: UTF8.self))
+            } else {
+                (kind, hierarchy) = ("keys", nil)
+            }
+            let group = Group(kind: kind, hierarchy: hierarchy, outcome: outcome)
+            if groups[group] == nil { order.append(group) }
+            groups[group, default: []].append(entry)
+        }
+        for group in order {
+            let entries = groups[group] ?? []
+            let sequences = entries.map(\.sequence)
+            let first = sequences.min() ?? 0, last = sequences.max() ?? 0
+            let written = first == last ? "written at sequence \(first)" : "written at sequences \(first)…\(last)"
+            let references = group.kind == "rows" ? entries.compactMap { ObjectChecker.Run.parseRowKey($0.key)?.reference }.sorted() : nil
+            let what: String
+            switch group.kind {
+            case "metadata": what = "the metadata record ([ROW-4]: row counts, next reference, store UUID, version hashes)"
+            case "model": what = "the model record ([ROW-5])"
+            case "rows": what = "\(entries.count) row\(entries.count == 1 ? "" : "s") in \(group.hierarchy ?? "?")'s key space (\(referenceRanges(references ?? [])))"
+            case "relationshipKeys": what = "\(entries.count) relationship key\(entries.count == 1 ? "" : "s") of \(group.hierarchy ?? "?")"
+            case "indexEntries": what = "\(entries.count) index entr\(entries.count == 1 ? "y" : "ies") in \(group.hierarchy ?? "?")'s key space"
+            default: what = "\(entries.count) other key\(entries.count == 1 ? "" : "s")"
+            }
+            let verdict: String
+            switch group.outcome {
+            case "gone": verdict = group.kind == "rows" ? "gone: the objects are lost" : "gone"
+            case "olderVersion": verdict = "an older version is read instead: the newest writes are lost"
+            case "resurfaced": verdict = "deletions lost: the older values are back"
+            case "superseded": verdict = "superseded by newer writes: nothing acknowledged is lost"
+            default: verdict = "lost deletions of keys that hold nothing: no effect"
+            }
+            let deletions = entries.allSatisfy(\.isDelete) ? "deletions of " : (entries.contains(where: \.isDelete) ? "writes and deletions of " : "")
+            let verb = group.outcome == "superseded" || group.outcome == "unchanged" ? "dropped" : "lost"
+            losses.append(FsckLoss(
+                kind: group.kind, hierarchy: group.hierarchy, count: entries.count, firstSequence: first, lastSequence: last,
+                references: references, outcome: group.outcome, message: "\(verb) \(deletions)\(what), \(written): \(verdict)"))
+        }
+        return losses
+    }
+
+    /// References as runs: `p1…p12, p40`, at most eight runs.
+    static func referenceRanges(_ references: [Int64]) -> String {
+        var runs: [(Int64, Int64)] = []
+        for reference in references {
+            if let last = runs.last, last.1 + 1 == reference {
+                runs[runs.count - 1].1 = reference
+            } else {
+                runs.append((reference, reference))
+            }
+        }
+        let text = runs.prefix(8).map { $0.0 == $0.1 ? "p\($0.0)" : "p\($0.0)…p\($0.1)" }.joined(separator: ", ")
+        return runs.count > 8 ? text + ", …" : text
     }
 
     /// The object-level check on a read-only engine, or why it could not run.

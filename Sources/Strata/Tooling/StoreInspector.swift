@@ -141,7 +141,8 @@ public struct InspectReport: Sendable, Equatable, Codable {
     public var keyCount: Int
     /// Every live file, WALs then segments, with live and dead bytes.
     public var files: [FileSummary]
-    /// Whether the store is a StrataStore (has a metadata or model record).
+    /// Whether the store is a StrataStore: a metadata or model record, or rows, relationship
+    /// keys or index entries in StrataStore's layout (SPEC.md [META-1]).
     public var isObjectStore: Bool
     /// The store's UUID (`NSStoreUUID`), if a StrataStore.
     public var storeIdentifier: String?
@@ -265,7 +266,8 @@ public enum StoreInspector {
             let snapshot = try engine.snapshot()
             let record = try snapshot.get(KeyLayout.metadataKey).map { try MetadataRecord.decode($0) }
             let model = try snapshot.get(KeyLayout.modelKey).map { try ModelRecord.decode($0) }
-            let isObjectStore = record != nil || model != nil
+            // [META-1] A store that lost both records is still a StrataStore by its rows and keys.
+            let isObjectStore = try record != nil || model != nil || StoreSurvey.survey(snapshot).isStrataStore
             let counts = record?.rowCounts ?? [:]
             let entities = (model?.entities ?? []).sorted { $0.name < $1.name }.map { entity in
                 InspectReport.EntitySummary(

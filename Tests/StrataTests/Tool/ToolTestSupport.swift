@@ -177,6 +177,17 @@ struct FsckJSON: Decodable {
     var rebuiltManifest: Bool
     var objectRepairs: [String]
     var after: After?
+    struct Loss: Decodable {
+        var kind: String
+        var hierarchy: String?
+        var count: Int
+        var firstSequence: UInt64?
+        var lastSequence: UInt64?
+        var references: [Int64]?
+        var outcome: String
+        var message: String
+    }
+    var losses: [Loss]?
 
     /// Every problem (file and object level), as text, for failure messages and searches.
     var problemTexts: [String] {
