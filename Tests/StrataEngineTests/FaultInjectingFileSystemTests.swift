@@ -359,6 +359,68 @@ private func makeFile(
         third.unlock()
     }
 
+    // [DIR-5] Readers' locks: shared among themselves, exclusive against a writer's lock; they
+    // create nothing.
+    @Test func sharedLocksCoexistAndExcludeTheExclusiveLockBothWays() throws {
+        let fs = FaultInjectingFileSystem()
+        #expect(try fs.sharedLock("/LOCK") == nil, "no lock file: no lock")
+        #expect(try fs.kind(of: "/LOCK") == nil, "and no file created")
+        let writer = try fs.lock("/LOCK")
+        #expect(caught { try fs.sharedLock("/LOCK") }?.code == .locked)
+        writer.unlock()
+        let reader1 = try #require(try fs.sharedLock("/LOCK"))
+        let reader2 = try #require(try fs.sharedLock("//LOCK"))
+        #expect(caught { try fs.lock("/LOCK") }?.code == .locked)
+        reader1.unlock()
+        reader1.unlock()  // Harmless, and does not release the other reader.
+        #expect(caught { try fs.lock("/LOCK") }?.code == .locked)
+        reader2.unlock()
+        try fs.lock("/LOCK").unlock()
+        fs.failNext(.lock)
+        #expect(caught { try fs.sharedLock("/LOCK") }?.errno == EIO)
+    }
+
+    // A read-only mount refuses every change with EROFS and changes nothing; reads, listings,
+    // shared locks and syncs work, and remounting read-write restores writes.
+    @Test func aReadOnlyMountRefusesEveryChangeWithEROFS() throws {
+        let fs = FaultInjectingFileSystem()
+        fs.setContents([1, 2, 3], of: "/d/f")
+        fs.setContents([], of: "/d/LOCK")
+        let writable = try fs.open("/d/f", mode: .readWrite)
+        fs.isReadOnlyMount = true
+        #expect(fs.isReadOnlyMount)
+        let refused: [(String, StoreError?)] = [
+            ("open readWrite", caught { try fs.open("/d/f", mode: .readWrite) }),
+            ("open createNew", caught { try fs.open("/d/g", mode: .createNew) }),
+            ("mkdir", caught { try fs.createDirectory("/d/sub") }),
+            ("unlink", caught { try fs.remove("/d/f") }),
+            ("rename", caught { try fs.rename("/d/f", to: "/d/g") }),
+            ("lock", caught { try fs.lock("/d/LOCK") }),
+            ("lock of a missing file", caught { try fs.lock("/d/LOCK2") }),
+            ("pwrite", caught { try writable.write([9], at: 0) }),
+            ("ftruncate", caught { try writable.truncate(to: 0) }),
+        ]
+        for (what, error) in refused {
+            #expect(error?.code == .io && error?.errno == EROFS, "\(what): \(String(describing: error))")
+            #expect(error?.message.contains("read-only") == true, "\(what): \(String(describing: error))")
+        }
+        #expect(fs.listFiles(under: "/") == ["/d/LOCK", "/d/f"])
+        #expect(fs.contents(of: "/d/f") == [1, 2, 3])
+        let reader = try fs.open("/d/f", mode: .readOnly)
+        #expect(try reader.read(exactly: 3, at: 0) == [1, 2, 3])
+        try reader.sync()
+        try fs.syncDirectory("/d")
+        #expect(try fs.contentsOfDirectory("/d").sorted() == ["LOCK", "f"])
+        let shared = try #require(try fs.sharedLock("/d/LOCK"))
+        shared.unlock()
+        fs.crash()
+        #expect(fs.isReadOnlyMount, "a crash keeps the mount read-only")
+        fs.isReadOnlyMount = false
+        let handle = try fs.open("/d/f", mode: .readWrite)
+        try handle.write([9], at: 0)
+        #expect(fs.contents(of: "/d/f") == [9, 2, 3])
+    }
+
     // MARK: Inspection helpers
 
     @Test func setContentsIsDurableAndCreatesParents() {

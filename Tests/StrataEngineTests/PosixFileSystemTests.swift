@@ -140,6 +140,26 @@ private func withTemporaryDirectory(_ body: (String) throws -> Void) throws {
         }
     }
 
+    // [DIR-5] A shared lock creates nothing, coexists with other shared locks and excludes the
+    // exclusive lock both ways.
+    @Test func sharedLocksCoexistExcludeTheExclusiveLockAndCreateNothing() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/LOCK"
+            #expect(try fs.sharedLock(path) == nil)
+            #expect(try fs.kind(of: path) == nil, "no lock file created")
+            let writer = try fs.lock(path)
+            #expect(caught { try fs.sharedLock(path) }?.code == .locked)
+            writer.unlock()
+            let reader1 = try #require(try fs.sharedLock(path))
+            let reader2 = try #require(try fs.sharedLock(path))
+            #expect(caught { try fs.lock(path) }?.code == .locked)
+            reader1.unlock()
+            #expect(caught { try fs.lock(path) }?.code == .locked)
+            reader2.unlock()
+            try fs.lock(path).unlock()
+        }
+    }
+
     @Test func operationsOnAClosedHandleThrowClosed() throws {
         try withTemporaryDirectory { dir in
             let handle = try fs.open(dir + "/data", mode: .createNew)

@@ -41,8 +41,17 @@ struct FaultState {
     var lastID = 0
     /// Open handles of the current generation: handle id -> inode.
     var openHandles: [Int: Int] = [:]
-    /// Held locks: normalized path -> lock id.
-    var locks: [String: Int] = [:]
+    /// Who holds a lock file: one exclusive holder or any number of shared ones (by lock id).
+    enum LockHolders: Equatable {
+        case exclusive(Int)
+        case shared(Set<Int>)
+    }
+
+    /// Held locks: normalized path -> holders. No entry when nobody holds the file.
+    var locks: [String: LockHolders] = [:]
+    /// Whether the file system is mounted read-only: every call that would create, write, cut,
+    /// rename or remove a file or directory, or open one for writing, fails with `EROFS`.
+    var readOnlyMount = false
     /// Why the file system is halted, or nil when it runs.
     var halted: String?
     var syncPoints = 0
@@ -114,6 +123,11 @@ struct FaultState {
 
     func checkRunning(_ path: String) throws(StoreError) {
         if halted != nil { throw haltedError(path) }
+    }
+
+    /// Throws `EROFS` for `call` on `path` when the file system is mounted read-only.
+    func checkWritableMount(_ call: String, _ path: String) throws(StoreError) {
+        if readOnlyMount { throw Self.error(call, EROFS, path) }
     }
 
     func haltedError(_ path: String) -> StoreError {
@@ -253,6 +267,7 @@ struct FaultState {
         case ENOTDIR: advice = "a component of the path is a file, not a directory"
         case EISDIR: advice = "the path names a directory, not a file"
         case ENOTEMPTY: advice = "remove the directory's entries first"
+        case EROFS: advice = "the file system is mounted read-only (simulated); open the store read-only"
         default: advice = "check the call's arguments"
         }
         return StoreError(.io, "\(call) failed: \(reason(code)); \(advice)", path: path, errno: code)

@@ -11,7 +11,8 @@ import StrataSync
 ///
 /// Tests can also fail chosen operations (``failNext(_:matching:skipping:errno:times:)``),
 /// halt the file system at a chosen sync point (``crash(atSyncPoint:timing:)``), tear a write
-/// (``tearNextWrite(matching:keeping:)``) and run out of space (``spaceLimit``).
+/// (``tearNextWrite(matching:keeping:)``), run out of space (``spaceLimit``) and be mounted
+/// read-only (``isReadOnlyMount``).
 ///
 /// ```swift
 /// let fs = FaultInjectingFileSystem()
@@ -53,7 +54,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         case createDirectory
         /// ``FileHandle/truncate(to:)``.
         case truncate
-        /// ``FileSystem/lock(_:)``.
+        /// ``FileSystem/lock(_:)`` and ``FileSystem/sharedLock(_:)``.
         case lock
     }
 
@@ -84,6 +85,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         try state.withLock { (s: inout FaultState) throws(StoreError) -> any FileHandle in
             try s.checkRunning(path)
             if let fault = s.takeFault(.open, "open", path) { throw fault }
+            if mode != .readOnly { try s.checkWritableMount("open", path) }
             let parts = try FaultState.components(path)
             let inode: Int
             if mode == .createNew {
@@ -127,6 +129,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             try s.checkRunning(path)
             if let fault = s.takeFault(.createDirectory, "mkdir", path) { throw fault }
+            try s.checkWritableMount("mkdir", path)
             let (dir, name) = try s.parent(of: try FaultState.components(path), path, "mkdir")
             guard s.inodes[dir].entries[name] == nil else { throw FaultState.error("mkdir", EEXIST, path) }
             s.inodes[dir].entries[name] = s.newInode(directory: true)
@@ -137,6 +140,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             try s.checkRunning(path)
             if let fault = s.takeFault(.remove, "unlink", path) { throw fault }
+            try s.checkWritableMount("unlink", path)
             let (dir, name) = try s.parent(of: try FaultState.components(path), path, "unlink")
             guard let inode = s.inodes[dir].entries[name] else { throw FaultState.error("unlink", ENOENT, path) }
             guard s.inodes[inode].entries.isEmpty else { throw FaultState.error("rmdir", ENOTEMPTY, path) }
@@ -149,6 +153,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             try s.checkRunning(from)
             if let fault = s.takeFault(.rename, "rename", from, to) { throw fault }
+            try s.checkWritableMount("rename", from)
             let source = try FaultState.components(from)
             let target = try FaultState.components(to)
             let (fromDir, fromName) = try s.parent(of: source, from, "rename")
@@ -200,6 +205,8 @@ public final class FaultInjectingFileSystem: FileSystem {
         try state.withLock { (s: inout FaultState) throws(StoreError) -> any FileLock in
             try s.checkRunning(path)
             if let fault = s.takeFault(.lock, "flock", path) { throw fault }
+            // The lock file is opened for writing (O_RDWR|O_CREAT), which a read-only mount refuses.
+            try s.checkWritableMount("open", path)
             let parts = try FaultState.components(path)
             let key = FaultState.join(parts)
             guard s.locks[key] == nil else {
@@ -214,7 +221,34 @@ public final class FaultInjectingFileSystem: FileSystem {
                 s.inodes[dir].entries[name] = s.newInode(directory: false)
             }
             let id = s.nextID()
-            s.locks[key] = id
+            s.locks[key] = .exclusive(id)
+            return FaultLock(fs: self, key: key, id: id)
+        }
+    }
+
+    /// A shared lock on an existing file, as ``PosixFileSystem`` takes it: creates nothing and
+    /// works on a read-only mount; `nil` when no file is at `path`. Fails (``FaultInjectingFileSystem/Operation/lock``)
+    /// like ``lock(_:)``.
+    public func sharedLock(_ path: String) throws(StoreError) -> (any FileLock)? {
+        try state.withLock { (s: inout FaultState) throws(StoreError) -> (any FileLock)? in
+            try s.checkRunning(path)
+            if let fault = s.takeFault(.lock, "flock", path) { throw fault }
+            let parts = try FaultState.components(path)
+            let key = FaultState.join(parts)
+            guard let inode = s.lookup(parts) else { return nil }
+            guard !s.inodes[inode].isDirectory else { throw FaultState.error("open", EISDIR, path) }
+            let id = s.nextID()
+            switch s.locks[key] {
+            case .exclusive?:
+                throw StoreError(
+                    .locked, "another process or engine holds the store open for writing (lock file is taken); close it first",
+                    path: path, errno: EWOULDBLOCK)
+            case .shared(var holders)?:
+                holders.insert(id)
+                s.locks[key] = .shared(holders)
+            case nil:
+                s.locks[key] = .shared([id])
+            }
             return FaultLock(fs: self, key: key, id: id)
         }
     }
@@ -225,7 +259,8 @@ public final class FaultInjectingFileSystem: FileSystem {
     /// handles become invalid, locks are released, and a halted file system runs again.
     ///
     /// A pending ``crash(atSyncPoint:timing:)`` or ``tearNextWrite(matching:keeping:)`` is
-    /// dropped; ``failNext(_:matching:skipping:errno:times:)`` faults and ``spaceLimit`` stay.
+    /// dropped; ``failNext(_:matching:skipping:errno:times:)`` faults, ``spaceLimit`` and
+    /// ``isReadOnlyMount`` stay.
     public func crash() {
         state.withLock { s in
             s.generation += 1
@@ -255,6 +290,19 @@ public final class FaultInjectingFileSystem: FileSystem {
         state.withLock { s in
             if s.halted == nil { s.halted = "halt() was called" }
         }
+    }
+
+    /// Whether the file system is mounted read-only. While it is, every call that would change
+    /// it fails with ``StoreError/Code/io`` and `EROFS`, changing nothing: ``FileSystem/open(_:mode:)``
+    /// other than ``FileOpenMode/readOnly``, ``FileSystem/createDirectory(_:)``,
+    /// ``FileSystem/remove(_:)``, ``FileSystem/rename(_:to:)``, ``FileSystem/lock(_:)`` (which
+    /// opens the lock file for writing) and, on any handle, ``FileHandle/write(_:at:)`` and
+    /// ``FileHandle/truncate(to:)``. Reads, listings, ``FileSystem/sharedLock(_:)`` and syncs
+    /// (which have nothing to write) work. Injected faults are checked first. The inspection and
+    /// corruption helpers (``setContents(_:of:)`` and friends) bypass it, as they bypass faults.
+    public var isReadOnlyMount: Bool {
+        get { state.withLock { $0.readOnlyMount } }
+        set { state.withLock { $0.readOnlyMount = newValue } }
     }
 
     /// Whether the file system is halted (by ``halt()``, an armed crash or a torn write).
@@ -437,6 +485,7 @@ public final class FaultInjectingFileSystem: FileSystem {
             s.counts.writes += 1
             guard handle.writable else { throw FaultState.error("pwrite", EBADF, handle.path) }
             if let fault = s.takeFault(.write, "pwrite", handle.path) { throw fault }
+            try s.checkWritableMount("pwrite", handle.path)
             let start = try FaultState.checkedEnd(offset, bytes.count, handle.path) - bytes.count
             if let tear = s.tear, FaultState.matches(tear.fragment, handle.path) {
                 let kept = min(tear.keeping, bytes.count)
@@ -460,6 +509,7 @@ public final class FaultInjectingFileSystem: FileSystem {
             let inode = try s.validate(handle)
             guard handle.writable else { throw FaultState.error("ftruncate", EINVAL, handle.path) }
             if let fault = s.takeFault(.truncate, "ftruncate", handle.path) { throw fault }
+            try s.checkWritableMount("ftruncate", handle.path)
             let newSize = try FaultState.checkedEnd(size, 0, handle.path)
             let oldSize = s.inodes[inode].current.count
             if newSize > oldSize { try s.reserve(newSize - oldSize, handle.path) }
@@ -491,7 +541,15 @@ public final class FaultInjectingFileSystem: FileSystem {
 
     fileprivate func unlock(key: String, id: Int) {
         state.withLock { s in
-            if s.locks[key] == id { s.locks[key] = nil }
+            switch s.locks[key] {
+            case .exclusive(let holder)? where holder == id:
+                s.locks[key] = nil
+            case .shared(var holders)? where holders.contains(id):
+                holders.remove(id)
+                s.locks[key] = holders.isEmpty ? nil : .shared(holders)
+            default:
+                break
+            }
         }
     }
 }

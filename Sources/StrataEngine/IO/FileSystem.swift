@@ -21,9 +21,16 @@ public protocol FileSystem: Sendable {
     func rename(_ from: String, to: String) throws(StoreError)
     /// Makes the directory's entries (creations, renames, removals) durable: `fsync` on the directory.
     func syncDirectory(_ path: String) throws(StoreError)
-    /// Takes an exclusive, non-blocking lock on the file at `path` (created if missing).
-    /// Throws ``StoreError/Code/locked`` when another holder has it.
+    /// Takes an exclusive, non-blocking lock on the file at `path` (created if missing, opened
+    /// for writing): a writer's lock. Throws ``StoreError/Code/locked`` when another holder, shared
+    /// or exclusive, has it.
     func lock(_ path: String) throws(StoreError) -> any FileLock
+    /// Takes a shared, non-blocking lock on the existing file at `path`, opened for reading only,
+    /// and creates nothing: a reader's lock, which other shared holders may hold at the same time.
+    /// Returns `nil` when no file is at `path` or it may not be opened for reading (`ENOENT`,
+    /// `EACCES`, `EPERM`), so a read-only store without a usable lock file can still be read.
+    /// Throws ``StoreError/Code/locked`` when an exclusive holder has it.
+    func sharedLock(_ path: String) throws(StoreError) -> (any FileLock)?
 }
 
 /// How ``FileSystem/open(_:mode:)`` opens a file.
@@ -64,7 +71,7 @@ public protocol FileHandle: AnyObject, Sendable {
     func close()
 }
 
-/// A held exclusive lock; released by ``unlock()`` or when the holder goes away.
+/// A held lock, exclusive or shared; released by ``unlock()`` or when the holder goes away.
 public protocol FileLock: AnyObject, Sendable {
     /// Releases the lock. Calling it twice is harmless.
     func unlock()

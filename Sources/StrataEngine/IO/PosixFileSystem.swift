@@ -7,8 +7,9 @@ import StrataSync
 /// Files are opened with `O_CLOEXEC`; new files get mode `0644`, new directories `0755`.
 /// Reads and writes are positional (`pread`/`pwrite`) and retried on short transfers and
 /// `EINTR`. ``FileHandle/sync()`` is `fdatasync`; ``syncDirectory(_:)`` is `fsync` on the
-/// directory. Locks are `flock(LOCK_EX | LOCK_NB)` on a lock file, so a second lock on the
-/// same file fails even from the same process.
+/// directory. Locks are `flock(LOCK_EX | LOCK_NB)` on a lock file (readers' locks
+/// `flock(LOCK_SH | LOCK_NB)`), so a conflicting lock on the same file fails even from the same
+/// process.
 public struct PosixFileSystem: FileSystem {
     /// Creates the file system. It has no state of its own.
     public init() {}
@@ -122,6 +123,32 @@ public struct PosixFileSystem: FileSystem {
             if code == EWOULDBLOCK || code == EAGAIN {
                 throw StoreError(
                     .locked, "another process or engine holds the store open (lock file is taken); close it first",
+                    path: path, errno: code)
+            }
+            throw posixError("flock", "check that the file system supports flock", path: path, errno: code)
+        }
+        return PosixFileLock(fd: fd)
+    }
+
+    /// Opens the file `O_RDONLY` (never creating it) and takes `flock(2)` with `LOCK_SH|LOCK_NB`;
+    /// `nil` when `open` fails with `ENOENT`, `EACCES` or `EPERM`.
+    public func sharedLock(_ path: String) throws(StoreError) -> (any FileLock)? {
+        var fd: Int32
+        while true {
+            fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            if fd >= 0 { break }
+            let code = errno
+            if code == EINTR { continue }
+            if code == ENOENT || code == EACCES || code == EPERM { return nil }
+            throw posixError("open", "check that the lock file's directory is readable", path: path, errno: code)
+        }
+        while flock(fd, LOCK_SH | LOCK_NB) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            _ = Glibc.close(fd)
+            if code == EWOULDBLOCK || code == EAGAIN {
+                throw StoreError(
+                    .locked, "another process or engine holds the store open for writing (lock file is taken); close it first",
                     path: path, errno: code)
             }
             throw posixError("flock", "check that the file system supports flock", path: path, errno: code)
@@ -281,7 +308,7 @@ final class PosixFileHandle: FileHandle {
     }
 }
 
-/// A held `flock` on an open lock file.
+/// A held `flock` (exclusive or shared) on an open lock file.
 ///
 /// Thread safety: `fd` (a `Mutex`) holds the descriptor until `unlock()` takes and closes it,
 /// which releases the lock; a second `unlock()` finds `nil` and does nothing.
