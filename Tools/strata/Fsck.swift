@@ -14,6 +14,10 @@ struct Fsck: ParsableCommand {
             destination exists and its inverse points back, every secondary index holds exactly \
             the rows' entries, and the metadata's row counts and next reference match the rows.
 
+            Without --repair, fsck creates and changes no file: it shares the store's lock with \
+            other readers (or reads without it on a read-only file system), so it works on \
+            read-only stores.
+
             --repair salvages: it takes the store's lock (never touching a store open \
             elsewhere), copies every file to <store>.fsck-backup-<time> (unless --no-backup), \
             truncates torn tails, drops damaged WAL records and unreadable blocks, rebuilds the \

@@ -8,8 +8,10 @@ struct StrataCommand: ParsableCommand {
         commandName: "strata",
         abstract: "Check, repair, compact and look inside Strata stores.",
         discussion: """
-            A store is a directory (MANIFEST, LOCK, numbered .wal and .seg files). Every command \
-            takes the store's lock, so none touches a store another process has open.
+            A store is a directory (MANIFEST, LOCK, numbered .wal and .seg files). No command \
+            touches a store another process has open for writing: compact and fsck --repair take \
+            the store's lock; fsck (without --repair), inspect, dump and stats share it, or read \
+            without it on a read-only file system or directory, and create no file.
 
             Exit status: 0 success (fsck: clean); 1 fsck found problems (with --repair: found \
             and repaired); 3 fsck --repair could not repair everything; 2 usage, I/O or \

@@ -226,8 +226,10 @@ public struct StatsReport: Sendable, Equatable, Codable {
 }
 
 /// The library behind `strata inspect`, `dump` and `stats`: opens a store read-only and
-/// describes it. Every function takes the store's lock for as long as it reads, so a store
-/// open in another process is refused with ``StoreError/Code/locked``.
+/// describes it, creating and changing no file. Every function shares the store's lock for as
+/// long as it reads (SPEC.md [DIR-5]: on read-only media without a usable `LOCK`, it reads
+/// without one), so a store open for writing in another process is refused with
+/// ``StoreError/Code/locked``.
 ///
 /// For example:
 ///

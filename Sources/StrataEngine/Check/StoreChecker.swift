@@ -70,10 +70,12 @@ public struct CheckProgress: Sendable {
 /// for problem in report.problems { print(problem) }
 /// ```
 public enum StoreChecker {
-    /// Checks the store at `path`. Takes the store's lock for the duration, so it never checks a
-    /// store another process is writing.
+    /// Checks the store at `path`, creating and changing no file. Takes a reader's (shared) lock
+    /// on the store's `LOCK` for the duration, as a read-only open does ([DIR-5]), so it never
+    /// checks a store another process is writing; on a store whose `LOCK` is missing or cannot be
+    /// opened for reading (read-only media) it checks without one.
     ///
-    /// - Throws: ``StoreError/Code/locked`` when the store is open elsewhere,
+    /// - Throws: ``StoreError/Code/locked`` when the store is open for writing elsewhere,
     ///   ``StoreError/Code/unsupportedVersion`` when a newer Strata wrote it,
     ///   ``StoreError/Code/notFound`` / ``StoreError/Code/notAStore`` when `path` is not a store,
     ///   and I/O errors. Damage is reported in the returned report, not thrown.
@@ -88,8 +90,8 @@ public enum StoreChecker {
         guard names.contains(Format.manifestFileName) else {
             throw StoreError(.notAStore, "directory has no MANIFEST; it is not a Strata store", path: path)
         }
-        let lock = try fileSystem.lock(path + "/" + Format.lockFileName)
-        defer { lock.unlock() }
+        let lock = try fileSystem.sharedLock(path + "/" + Format.lockFileName)
+        defer { lock?.unlock() }
         var checker = Run(path: path, fileSystem: fileSystem, progress: progress)
         try checker.run(names: names)
         return checker.report

@@ -1,4 +1,5 @@
 import Dispatch
+import Glibc
 
 /// Opening a store: location checks, the lock, the manifest, the index from segment hints, and
 /// WAL replay (SPEC.md [REC-1]…[REC-7]).
@@ -9,22 +10,82 @@ extension Engine {
     /// Open costs time in proportion to the number of keys (read from segment hints, never from
     /// data blocks) plus the WAL not yet flushed.
     ///
-    /// - Throws: ``StoreError/Code/locked`` if another engine holds the store;
-    ///   ``StoreError/Code/notAStore`` for a path that holds something else;
-    ///   ``StoreError/Code/unsupportedVersion`` for a newer format; ``StoreError/Code/corruption``
-    ///   naming file and offset for damage recovery may not skip (unless `options.repair`).
+    /// A read-write open takes the store's `LOCK` exclusively (creating it); a read-only open
+    /// (``EngineOptions/readOnly``) creates and changes no file: it takes a shared lock on an
+    /// existing `LOCK` it can open for reading, and otherwise reads without one ([DIR-5]).
+    ///
+    /// - Throws: ``StoreError/Code/locked`` if another engine holds the store (for writing, when
+    ///   this open is read-only); ``StoreError/Code/notAStore`` for a path that holds something
+    ///   else; ``StoreError/Code/unsupportedVersion`` for a newer format;
+    ///   ``StoreError/Code/corruption`` naming file and offset for damage recovery may not skip
+    ///   (unless `options.repair`); ``StoreError/Code/io`` with `EROFS` (or `EACCES`) naming
+    ///   `LOCK` when a read-write open finds the store on a read-only file system or directory.
     public static func open(at path: String, options: EngineOptions = EngineOptions()) throws(StoreError) -> Engine {
         let fs = options.fileSystem
         let path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
         try prepareLocation(path, fileSystem: fs, readOnly: options.readOnly)
         try refuseForeignDirectory(path, options: options)
-        let lock = try fs.lock(path + "/" + Format.lockFileName)
+        let lockPath = path + "/" + Format.lockFileName
+        guard options.readOnly else {
+            let lock = try writerLock(lockPath, fileSystem: fs)
+            do throws(StoreError) {
+                return try recover(path: path, options: options, lock: lock)
+            } catch {
+                lock.unlock()
+                throw error
+            }
+        }
+        // [DIR-5] A reader shares the lock with other readers, or reads without one.
+        guard let shared = try fs.sharedLock(lockPath) else {
+            return try recoverUnlocked(path: path, options: options)
+        }
         do throws(StoreError) {
-            return try recover(path: path, options: options, lock: lock)
+            return try recover(path: path, options: options, lock: shared)
         } catch {
-            lock.unlock()
+            shared.unlock()
             throw error
         }
+    }
+
+    /// [DIR-5] The writer's exclusive lock. A file system or directory that refuses to create or
+    /// open `LOCK` for writing (`EROFS`, `EACCES`, `EPERM`) fails the open before anything is
+    /// written, with an error that says to open the store read-only.
+    static func writerLock(_ lockPath: String, fileSystem fs: any FileSystem) throws(StoreError) -> any FileLock {
+        do throws(StoreError) {
+            return try fs.lock(lockPath)
+        } catch let error where error.code == .io && [EROFS, EACCES, EPERM].contains(error.errno ?? 0) {
+            throw StoreError(
+                .io,
+                "cannot open the store for writing: its LOCK file cannot be created or opened for writing (\(error.message)); open it read-only (EngineOptions.readOnly) to read it",
+                path: lockPath, errno: error.errno)
+        }
+    }
+
+    /// [DIR-5] A read-only open without a lock: nothing keeps a writer from starting meanwhile
+    /// and flushing or compacting away a file the manifest this open read still names. When a
+    /// step of recovery fails and `MANIFEST` has changed since it was read, recovery starts over
+    /// from the new manifest (at most three attempts). Once open, the engine holds every WAL's
+    /// bytes in memory and every segment's handle, so later deletions cannot take them away.
+    static func recoverUnlocked(path: String, options: EngineOptions) throws(StoreError) -> Engine {
+        let manifestPath = path + "/" + Format.manifestFileName
+        var attempt = 1
+        while true {
+            let before = try? readWholeFile(manifestPath, fileSystem: options.fileSystem)
+            do throws(StoreError) {
+                return try recover(path: path, options: options, lock: NoFileLock())
+            } catch {
+                let after = try? readWholeFile(manifestPath, fileSystem: options.fileSystem)
+                guard attempt < 3, before != after else { throw error }
+                attempt += 1
+            }
+        }
+    }
+
+    /// Every byte of the file at `path`.
+    static func readWholeFile(_ path: String, fileSystem fs: any FileSystem) throws(StoreError) -> [UInt8] {
+        let handle = try fs.open(path, mode: .readOnly)
+        defer { handle.close() }
+        return try handle.read(exactly: Int(try handle.size()), at: 0)
     }
 
     /// [DIR-2] A missing path or a zero-length file becomes a new store directory. Its entry
@@ -283,6 +344,11 @@ extension Engine {
             manifest.segments.append(.init(fileNumber: item.number, size: size))
         }
         if manifest.wals.isEmpty {
+            guard !options.readOnly else {
+                throw StoreError.corruption(
+                    "no WAL file left to rebuild the manifest around; a read-only repair cannot create one",
+                    path: path + "/" + Format.manifestFileName, offset: 0)
+            }
             let number = manifest.allocateFileNumber()
             let handle = try options.fileSystem.open(path + "/" + Format.walFileName(number), mode: .createNew)
             defer { handle.close() }
@@ -446,4 +512,10 @@ extension Engine {
             // syncWAL already poisoned the engine; a closed or poisoned one needs nothing.
         }
     }
+}
+
+/// The lock of a read-only open that found no lock file it could open for reading ([DIR-5]):
+/// it holds nothing, so there is nothing to release.
+final class NoFileLock: FileLock {
+    func unlock() {}
 }

@@ -25,7 +25,10 @@ public struct EngineOptions: Sendable {
     /// Salvage what can be read from a damaged store instead of failing to open; what was
     /// dropped is in ``Engine/repairReport``.
     public var repair: Bool = false
-    /// Open without changing any file: no tail truncation, no orphan removal, commits throw.
+    /// Open without creating or changing any file: no tail truncation, no orphan removal, commits
+    /// throw. Takes a shared lock on an existing `LOCK` (other read-only opens share it; a
+    /// writer is refused, and refuses this open), or reads without one when `LOCK` is missing or
+    /// cannot be opened for reading, as on read-only media (SPEC.md [DIR-5]).
     public var readOnly: Bool = false
     /// Run the index's invariant check after every commit and flush (slow; for tests).
     public var checkInvariants: Bool = false
