@@ -167,6 +167,20 @@ struct DamageFixture {
         return fs
     }
 
+    /// The fixture as if the last WAL record had been written but a crash came before its
+    /// sync: the durable bound ([DUR-1]) names the transaction before it, so the last record
+    /// was never acknowledged and damage to it is a torn tail ([REC-3], [DUR-3]).
+    func lastRecordUnacknowledged() throws -> DamageFixture {
+        var fixture = self
+        let path = Damage.directory + "/" + Format.syncFileName
+        let bound = try #require(try SyncRecord.decode(files[path] ?? [], path: path))
+        #expect(bound.sequence == UInt64(allBatches.count), "the fixture's bound names its last commit")
+        fixture.files[path] = SyncRecord(
+            walNumber: bound.walNumber, sequence: bound.sequence - 1, walEnd: UInt32(walRecords.last?.lowerBound ?? 0)
+        ).encode()
+        return fixture
+    }
+
     /// The model with WAL record `dropped` (an index into `walBatches`) left out.
     func model(droppingWALRecord dropped: Int) -> [[UInt8]: [UInt8]] {
         Damage.model(segmentBatches + walBatches.enumerated().filter { $0.offset != dropped }.map(\.element))
@@ -302,10 +316,11 @@ struct DamageFixture {
         }
     }
 
-    // [REC-4] [REC-3] The last record of the newest WAL damaged inside its payload is a torn tail:
-    // open succeeds without that transaction, cuts it off, and appends after the valid records.
+    // [REC-4] [REC-3] [DUR-3] The last record of the newest WAL damaged inside its payload, when
+    // the durable bound says it was never synced, is a torn tail: open succeeds without that
+    // transaction, cuts it off, and appends after the valid records.
     @Test func damageInsideTheLastRecordsPayloadIsATornTailThatOpenCutsOff() throws {
-        let fixture = try DamageFixture.standard()
+        let fixture = try DamageFixture.standard().lastRecordUnacknowledged()
         let last = try #require(fixture.walRecords.last)
         let withoutLast = fixture.model(droppingWALRecord: fixture.walBatches.count - 1)
         #expect(withoutLast != fixture.model)
@@ -337,9 +352,10 @@ struct DamageFixture {
         }
     }
 
-    // [REC-3] A last record cut short, or zero-filled, at the end of the newest WAL is a torn tail.
+    // [REC-3] [DUR-3] A last record that was never synced, cut short or zero-filled at the end of
+    // the newest WAL, is a torn tail.
     @Test func aLastRecordCutShortOrZeroedIsATornTail() throws {
-        let fixture = try DamageFixture.standard()
+        let fixture = try DamageFixture.standard().lastRecordUnacknowledged()
         let last = try #require(fixture.walRecords.last)
         let withoutLast = fixture.model(droppingWALRecord: fixture.walBatches.count - 1)
         for keep in [1, 8, 15, 16, 17, last.count - 1] {
@@ -630,15 +646,19 @@ struct DamageFixture {
 
     // MARK: Exhaustive walks
 
-    // [WAL-1] [WAL-2] [REC-3] [REC-4] Every byte of a small WAL, flipped on its own: open either
-    // fails naming the WAL and the damaged record (or the header, whose reserved bytes must be
-    // zero), or — only for damage inside the last record's payload — succeeds with a prefix of
-    // the committed transactions. Never a crash, never another state.
-    @Test func flippingAnyByteOfASmallWALFailsAtTheDamagedRecordOrCutsATornTail() throws {
+    // [WAL-1] [WAL-2] [REC-3] [REC-4] [DUR-3] Every byte of a small WAL, flipped on its own: open
+    // either fails naming the WAL and the damaged record (or the header, whose reserved bytes
+    // must be zero), or — only for damage inside the last record's payload, and only when the
+    // durable bound says that record was never synced — succeeds with a prefix of the committed
+    // transactions. When the bound names the last record, damage there is acknowledged data
+    // lost: open fails at the record with the lost sequence. Never a crash, never another state.
+    @Test(arguments: [false, true])
+    func flippingAnyByteOfASmallWALFailsAtTheDamagedRecordOrCutsATornTail(lastAcknowledged: Bool) throws {
         var rng = SeededRandom(seed: 0xC0FFEE)
         var batches: [ModelBatch] = []
         for _ in 0..<4 { batches.append(ModelBatch.random(keys: 6, maxOperations: 3, maxValue: 12, using: &rng)) }
-        let fixture = try DamageFixture.build(segmentBatches: [], walBatches: batches, flush: false)
+        var fixture = try DamageFixture.build(segmentBatches: [], walBatches: batches, flush: false)
+        if !lastAcknowledged { fixture = try fixture.lastRecordUnacknowledged() }
         let bytes = fixture.walBytes
         let records = fixture.walRecords
         try #require(records.count == batches.count && records.last?.upperBound == bytes.count)
@@ -657,7 +677,7 @@ struct DamageFixture {
                     expectedOffset = 0  // [WAL-1] magic, checked fields and zero reserved bytes
                 } else if let record {
                     let isPayload = at >= records[record].lowerBound + Format.walRecordHeaderSize
-                    if record == records.count - 1 && isPayload {
+                    if record == records.count - 1 && isPayload && !lastAcknowledged {
                         expectedPrefix = batches.count - 1
                     } else {
                         expectedOffset = records[record].lowerBound
@@ -679,8 +699,10 @@ struct DamageFixture {
                         mismatches.append("byte \(at) mask \(mask): opened with prefix \(prefix), expected \(expectedPrefix.map { "prefix \($0)" } ?? "a failure")")
                     }
                 case .failure(let error):
+                    let lastPayload = record == records.count - 1 && at >= records[records.count - 1].lowerBound + Format.walRecordHeaderSize
+                    let expectedLoss = lastPayload ? UInt64(batches.count)...UInt64(batches.count) : nil
                     if expectedPrefix != nil || !expectedCodes.contains(error.code) || error.path != fixture.walPath
-                        || error.offset != UInt64(expectedOffset)
+                        || error.offset != UInt64(expectedOffset) || error.lostSequences != expectedLoss
                     {
                         mismatches.append("byte \(at) mask \(mask): \(error), expected \(expectedPrefix.map { "prefix \($0)" } ?? "corruption at \(expectedOffset)")")
                     }

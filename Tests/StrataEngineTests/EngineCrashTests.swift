@@ -94,6 +94,8 @@ import Testing
         }
         let walPath = "/store/00000001.wal"
         let before = try #require(fs.contents(of: walPath))
+        // [DUR-3] What SYNC held before the next commit: a crash before that commit's sync left it so.
+        let boundBefore = try #require(fs.contents(of: "/store/SYNC"))
         var last = model
         do {
             let engine = try Engine.open(at: "/store", options: options)
@@ -111,6 +113,7 @@ import Testing
         #expect(full.count > before.count)
         for cut in before.count..<full.count {
             fs.setContents(Array(full[0..<cut]), of: walPath)
+            fs.setContents(boundBefore, of: "/store/SYNC")
             let engine = try Engine.open(at: "/store", options: options)
             #expect(try contents(of: engine) == model, "cut at \(cut)")
             // The tail was truncated, so a new commit follows valid records and survives reopen.

@@ -84,3 +84,12 @@ func caught<T>(_ body: () throws -> T) -> StoreError? {
         return nil
     }
 }
+
+/// [DUR-1] Rewrites the store's `SYNC` record to say that only transactions up to `sequence`
+/// were synced (keeping the WAL it names): the commits after it become a tail that was never
+/// acknowledged, as when a crash came before their sync.
+func setDurableBound(_ fs: FaultInjectingFileSystem, _ sequence: UInt64, store: String = "/store") throws {
+    let path = store + "/" + Format.syncFileName
+    let current = try #require(try SyncRecord.decode(fs.contents(of: path) ?? [], path: path))
+    fs.setContents(SyncRecord(walNumber: current.walNumber, sequence: sequence, walEnd: current.walEnd).encode(), of: path)
+}

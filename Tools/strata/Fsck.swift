@@ -18,9 +18,15 @@ struct Fsck: ParsableCommand {
             other readers (or reads without it on a read-only file system), so it works on \
             read-only stores.
 
+            A WAL cut or damaged after its commits were acknowledged is not a torn tail: the \
+            store's SYNC file records up to which transaction every commit was synced, and \
+            fsck reports the acknowledged transactions that are gone as an error, by sequence \
+            numbers (opening the store refuses it too, changing nothing).
+
             --repair salvages: it takes the store's lock (never touching a store open \
             elsewhere), copies every file to <store>.fsck-backup-<time> (unless --no-backup), \
-            truncates torn tails, drops damaged WAL records and unreadable blocks, rebuilds the \
+            truncates torn tails, drops damaged WAL records and unreadable blocks, accepts the \
+            loss of acknowledged transactions (keeping the WAL as found in NNNNNNNN.wal.damaged), rebuilds the \
             manifest, deletes rows that do not decode, removes dangling and one-sided \
             relationship links, rebuilds index entries and metadata counts, checks again, and \
             lists everything it dropped.
@@ -97,6 +103,9 @@ struct Fsck: ParsableCommand {
         Output.line("  files:   \(files.walRecords) WAL records, \(files.blocks) blocks, \(files.entries) entries, \(files.liveKeys) live keys, \(Output.bytes(files.bytesChecked)) checked: \(fileErrors == 0 ? "ok" : "\(fileErrors) errors")\(files.problems.count > fileErrors ? ", \(files.problems.count - fileErrors) warnings" : "")")
         for problem in files.problems.prefix(limit) { Output.line("    \(problem)") }
         if files.problems.count > limit { Output.line("    … \(files.problems.count - limit) more (--json lists all)") }
+        if !files.lostSequences.isEmpty {
+            Output.line("  lost acknowledged transactions: sequences \(files.lostSequences.map(\.description).joined(separator: ", "))")
+        }
         if let objects = report.objects {
             if objects.isObjectStore {
                 Output.line("  objects: \(objects.rows) rows, \(objects.references) references, \(objects.indexEntries) index entries\(objects.hasModel ? "" : " (no stored model: rows decoded, relationships and indexes not checked)"): \(objects.problems.isEmpty ? "ok" : "\(objects.problems.count) errors")")
@@ -112,6 +121,10 @@ struct Fsck: ParsableCommand {
             Output.line("repair:")
             if let backup = report.backupPath { Output.line("  backup of the files before repair: \(backup)") }
             if report.rebuiltManifest { Output.line("  rebuilt the manifest from the files present") }
+            if !report.lostSequences.isEmpty {
+                Output.line("  accepted the loss of acknowledged transactions \(report.lostSequences.map(\.description).joined(separator: ", "))")
+            }
+            for copy in report.keptCopies { Output.line("  kept \(copy) (the WAL as found)") }
             for dropped in report.dropped { Output.line("  dropped \(dropped)") }
             if !report.losses.isEmpty {
                 Output.line("  lost, in acknowledged writes:")
@@ -139,7 +152,7 @@ struct Fsck: ParsableCommand {
                 }
             }
             if report.objectRepairs.count > groups.count { Output.line("  (--json lists every change)") }
-            if report.dropped.isEmpty && report.objectRepairs.isEmpty && !report.rebuiltManifest {
+            if report.dropped.isEmpty && report.objectRepairs.isEmpty && !report.rebuiltManifest && report.lostSequences.isEmpty {
                 Output.line("  nothing dropped (warnings only: torn tails and orphans are cleaned by opening)")
             }
             if let after = report.after {

@@ -31,6 +31,21 @@ public struct FileProblem: Sendable, Equatable, Codable, CustomStringConvertible
     }
 }
 
+/// A range of transaction sequence numbers, first to last inclusive.
+public struct SequenceRange: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// The first sequence number of the range.
+    public var first: UInt64
+    /// The last sequence number of the range.
+    public var last: UInt64
+
+    init(_ range: ClosedRange<UInt64>) {
+        first = range.lowerBound
+        last = range.upperBound
+    }
+
+    public var description: String { first == last ? "\(first)" : "\(first)…\(last)" }
+}
+
 /// What the engine-level check read and found.
 public struct FileCheckSummary: Sendable, Equatable, Codable {
     /// WAL records verified.
@@ -45,6 +60,9 @@ public struct FileCheckSummary: Sendable, Equatable, Codable {
     public var bytesChecked: UInt64 = 0
     /// Every problem found, in order.
     public var problems: [FileProblem] = []
+    /// Acknowledged (synced) transactions the store no longer holds (SPEC.md [DUR-3]); each is
+    /// also an error in ``problems``.
+    public var lostSequences: [SequenceRange] = []
 
     init(_ report: CheckReport) {
         walRecords = report.walRecords
@@ -53,6 +71,7 @@ public struct FileCheckSummary: Sendable, Equatable, Codable {
         liveKeys = report.liveKeys
         bytesChecked = report.bytesChecked
         problems = report.problems.map(FileProblem.init)
+        lostSequences = report.lostSequences.map(SequenceRange.init)
     }
 
     /// Whether no error (warnings allowed) was found.
@@ -78,6 +97,11 @@ public struct FsckReport: Sendable, Equatable, Codable {
     public var dropped: [String] = []
     /// Whether the repair rebuilt the manifest from the files present.
     public var rebuiltManifest = false
+    /// Acknowledged transactions whose loss the repair accepted ([DUR-4]).
+    public var lostSequences: [SequenceRange] = []
+    /// Copies the repair kept in the store directory before changing a file (the damaged WAL
+    /// as found), as paths.
+    public var keptCopies: [String] = []
     /// Object-level repairs (removed links, rebuilt index entries, rewritten metadata).
     public var objectRepairs: [String] = []
     /// What the engine's repair lost, in acknowledged terms (empty when it lost nothing or
@@ -152,8 +176,10 @@ public struct FsckOptions: Sendable {
 /// With ``FsckOptions/repair`` it first takes the store's lock (so it never touches a store
 /// open in another process), copies every file of the store to a backup directory (unless
 /// told not to), opens the engine in repair mode (which truncates torn tails, drops
-/// unreadable WAL records and blocks, and rebuilds the manifest), runs the object-level
-/// repair, and checks the store again. The report lists exactly what was dropped.
+/// unreadable WAL records and blocks, rebuilds the manifest, and accepts the loss of
+/// acknowledged transactions a truncated or damaged WAL no longer holds, keeping that WAL as
+/// found in `NNNNNNNN.wal.damaged`), runs the object-level repair, and checks the store again.
+/// The report lists exactly what was dropped and lost.
 ///
 /// For example:
 ///
@@ -190,6 +216,8 @@ public enum StoreFsck {
                 report.rebuiltManifest = repair.rebuiltManifest
                 lost = repair.lost
                 report.losses = try losses(repair, in: try engine.snapshot())
+                report.lostSequences = repair.lostSequences.map(SequenceRange.init)
+                report.keptCopies = repair.keptCopies
             }
             let objects = try ObjectChecker.check(engine: engine, repair: true, lost: lost)
             report.objectRepairs = objects.repairs

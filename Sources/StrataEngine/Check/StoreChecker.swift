@@ -41,6 +41,10 @@ public struct CheckReport: Sendable, Equatable {
     public var liveKeys = 0
     /// Bytes read and checked.
     public var bytesChecked: UInt64 = 0
+    /// Sequence numbers of acknowledged (synced) transactions the store no longer holds: the
+    /// durable bound (`SYNC`) names them, but the WAL's valid records end before them (SPEC.md
+    /// [DUR-3]). Each range is also an error in ``problems``.
+    public var lostSequences: [ClosedRange<UInt64>] = []
 
     /// Whether no error was found (warnings allowed).
     public var isClean: Bool { !problems.contains { $0.severity == .error } }
@@ -93,6 +97,12 @@ public enum StoreChecker {
         let lock = try fileSystem.sharedLock(path + "/" + Format.lockFileName)
         defer { lock?.unlock() }
         var checker = Run(path: path, fileSystem: fileSystem, progress: progress)
+        // [DUR-3] The durable bound before the manifest, as open reads it.
+        do throws(StoreError) {
+            checker.bound = try SyncRecord.load(fileSystem: fileSystem, directory: path)
+        } catch where error.code == .corruption {
+            checker.problem(.error, error.path ?? path, error.offset, error.message + " (the durable bound is lost; repair rewrites it)")
+        }
         try checker.run(names: names)
         return checker.report
     }
@@ -107,6 +117,10 @@ public enum StoreChecker {
         /// Per key, the newest entry seen by the full scan and the newest seen through hints.
         var scanned: [[UInt8]: (sequence: UInt64, isDelete: Bool)] = [:]
         var hinted: [[UInt8]: (sequence: UInt64, isDelete: Bool)] = [:]
+        /// The store's durable bound ([DUR-1]), if it has one.
+        var bound: SyncRecord?
+        /// Per WAL: where its valid records end, its size, and its torn tail.
+        var walEnds: [UInt32: (validEnd: UInt64, size: UInt64, torn: (offset: UInt64, length: UInt64)?)] = [:]
 
         mutating func problem(_ severity: CheckProblem.Severity, _ path: String, _ offset: UInt64?, _ message: String, key: [UInt8]? = nil) {
             report.problems.append(CheckProblem(severity: severity, path: path, offset: offset, key: key, message: message))
@@ -137,6 +151,13 @@ public enum StoreChecker {
                 if let parsed = Format.parseNumberedFileName(name), !live.contains(parsed.number) {
                     problem(.warning, filePath, nil, "file is not named by the manifest (an orphan; the next open removes it)")
                 }
+                if Format.isKeptCopy(name) {
+                    problem(
+                        .warning, filePath, nil,
+                        name.contains(".torn-")
+                            ? "bytes an open cut off a WAL as a torn tail, kept for inspection (not part of the store; remove it when done)"
+                            : "a WAL as a repair found it, before it cut lost acknowledged data (not part of the store; remove it when done)")
+                }
             }
             for number in manifest.wals { total += sizes[path + "/" + Format.walFileName(number)] ?? 0 }
             for segment in manifest.segments { total += sizes[path + "/" + Format.segmentFileName(segment.fileNumber)] ?? 0 }
@@ -159,6 +180,29 @@ public enum StoreChecker {
                     continue
                 }
                 try checkWAL(walPath, number: number, isNewest: position == manifest.wals.count - 1)
+            }
+            // [DUR-3] Acknowledged transactions lost, or a torn tail that was never acknowledged.
+            let newestSequence = max(
+                manifest.lastSequence, scanned.values.map(\.sequence).max() ?? 0, hinted.values.map(\.sequence).max() ?? 0)
+            var lossAt: UInt32? = nil
+            if let bound, newestSequence < bound.sequence, let active = manifest.wals.last {
+                let lost = (newestSequence + 1)...bound.sequence
+                let number = walEnds[bound.walNumber] != nil ? bound.walNumber : active
+                let walName = Format.walFileName(number)
+                let end = walEnds[number] ?? (UInt64(Format.walHeaderSize), UInt64(Format.walHeaderSize), nil)
+                let tail = end.torn.map { "ends in \($0.length) damaged or cut bytes at offset \($0.offset)" }
+                    ?? "ends at offset \(end.validEnd) after its last valid record"
+                let synced = bound.walNumber == number ? " (\(bound.walEnd) bytes of it were synced, it is \(end.size) bytes now)" : ""
+                problem(
+                    .error, path + "/" + walName, end.validEnd,
+                    "acknowledged transactions \(lost.lowerBound)…\(lost.upperBound) are lost: SYNC records every transaction up to sequence \(bound.sequence) as synced, but the store's records end at sequence \(newestSequence) and the WAL \(tail)\(synced); the WAL was truncated or damaged after they were acknowledged")
+                report.lostSequences.append(lost)
+                lossAt = number
+            }
+            for number in manifest.wals where number != lossAt {
+                if let torn = walEnds[number]?.torn {
+                    problem(.warning, path + "/" + Format.walFileName(number), torn.offset, "torn tail of \(torn.length) bytes (an unacknowledged write cut by a crash; the next open keeps its bytes beside the WAL and truncates it)")
+                }
             }
             // The index open would build (hints, then WAL) against a full scan of every entry.
             for (key, newest) in scanned where hinted[key]?.sequence != newest.sequence || hinted[key]?.isDelete != newest.isDelete {
@@ -267,9 +311,7 @@ public enum StoreChecker {
             report.walRecords += records
             report.entries += entries
             for dropped in outcome.dropped { problem(.error, dropped.path, dropped.offset, "WAL record damaged: \(dropped.reason)") }
-            if let torn = outcome.tornTail {
-                problem(.warning, walPath, torn.offset, "torn tail of \(torn.length) bytes (an unacknowledged write cut by a crash; the next open truncates it)")
-            }
+            walEnds[number] = (outcome.validEnd, UInt64(bytes.count), outcome.tornTail)
             advance(UInt64(bytes.count), walPath)
         }
     }

@@ -59,6 +59,7 @@ extension Engine {
             do throws(StoreError) {
                 try sync(handle, .walAppend)
                 state.walSynced = state.walEnd
+                recordDurable(&state, through: sequence)
             } catch {
                 // [WAL-4] The engine is poisoned and never syncs this WAL again. The records,
                 // reported failed, are cut back off the file (as after a failed write) so that

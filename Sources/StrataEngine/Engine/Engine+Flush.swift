@@ -25,6 +25,7 @@ extension Engine {
         if state.walSynced < state.walEnd {
             try sync(handle, .rollover)
             state.walSynced = state.walEnd
+            recordDurable(&state, through: state.lastSequence)
         }
         var manifest = state.manifest
         let number = manifest.allocateFileNumber()

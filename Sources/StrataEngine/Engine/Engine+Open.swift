@@ -18,7 +18,9 @@ extension Engine {
     ///   this open is read-only); ``StoreError/Code/notAStore`` for a path that holds something
     ///   else; ``StoreError/Code/unsupportedVersion`` for a newer format;
     ///   ``StoreError/Code/corruption`` naming file and offset for damage recovery may not skip
-    ///   (unless `options.repair`); ``StoreError/Code/io`` with `EROFS` (or `EACCES`) naming
+    ///   (unless `options.repair`), with ``StoreError/lostSequences`` when the durable bound
+    ///   (`SYNC`) names acknowledged transactions the WAL no longer holds ([DUR-3]); the open
+    ///   then writes nothing; ``StoreError/Code/io`` with `EROFS` (or `EACCES`) naming
     ///   `LOCK` when a read-write open finds the store on a read-only file system or directory.
     public static func open(at path: String, options: EngineOptions = EngineOptions()) throws(StoreError) -> Engine {
         let fs = options.fileSystem
@@ -117,6 +119,23 @@ extension Engine {
     private static func recover(path: String, options: EngineOptions, lock: any FileLock) throws(StoreError) -> Engine {
         let fs = options.fileSystem
         var report = RepairReport()
+        // [DUR-3] The durable bound first: every transaction it names was on stable storage
+        // before this open began, so the manifest read next (even one a concurrent writer
+        // installs later, for a reader without a lock) still holds it, in a WAL or a segment.
+        let syncPath = path + "/" + Format.syncFileName
+        var bound: SyncRecord? = nil
+        /// Whether `SYNC` must be rewritten at this open: missing, empty, damaged or lowered by repair.
+        var rewriteBound = false
+        do throws(StoreError) {
+            bound = try SyncRecord.load(fileSystem: fs, directory: path)
+            rewriteBound = bound == nil
+        } catch let error where options.repair && error.code == .corruption {
+            report.dropped.append(
+                DroppedRange(
+                    path: syncPath, offset: 0, length: UInt64(Format.syncRecordSize),
+                    reason: "durable bound unreadable (\(error.message)); rewritten from the records recovered"))
+            rewriteBound = true
+        }
         let names = try fs.contentsOfDirectory(path)
         let numbered = names.compactMap { Format.parseNumberedFileName($0) }
 
@@ -134,16 +153,6 @@ extension Engine {
             // [REC-7] A damaged MANIFEST in a directory of Strata files is rebuilt from them.
             manifest = try rebuiltManifest(path: path, numbered: numbered, options: options)
             report.rebuiltManifest = true
-        }
-
-        // [REC-1] Files the manifest does not name are leftovers of an interrupted flush,
-        // rollover or compaction: remove them.
-        if !options.readOnly {
-            let live = Set(manifest.wals + manifest.segments.map(\.fileNumber))
-            for name in try fs.contentsOfDirectory(path) {
-                let orphan = Format.parseNumberedFileName(name).map { !live.contains($0.number) } ?? false
-                if orphan || name == Format.manifestTempFileName { try fs.remove(path + "/" + name) }
-            }
         }
 
         // Segments: the index comes from their hints ([REC-5]).
@@ -175,10 +184,17 @@ extension Engine {
             }
         }
         manifest.segments = keptSegments
+        // [MAN-1] lastSequence is at least every segment's largest sequence (a rebuilt manifest
+        // starts from 0): the next manifest installed says so, so compaction, which may drop the
+        // entry that carried it, never makes the store's newest sequence go down below what
+        // SYNC may name ([DUR-3]).
+        manifest.lastSequence = lastSequence
         var index = try buildIndex(from: hintLists, usage: &usage)
 
-        // WALs, oldest first; only the newest may have a torn tail ([REC-3], [REC-4]).
+        // WALs, oldest first; only the newest may have a torn tail ([REC-3], [REC-4]). Nothing is
+        // written until the durable bound is checked below.
         var activeEnd = UInt64(Format.walHeaderSize)
+        var walEnds: [UInt32: (validEnd: UInt64, size: UInt64, torn: (offset: UInt64, length: UInt64)?)] = [:]
         for (position, number) in manifest.wals.enumerated() {
             let isNewest = position == manifest.wals.count - 1
             let walPath = path + "/" + Format.walFileName(number)
@@ -221,14 +237,8 @@ extension Engine {
                 bytes, count: isNewest ? Int(outcome.validEnd) : bytes.count, headroom: isNewest ? WALImage.chunkBytes : 0)
             files[number] = LiveFile(number: number, path: walPath, content: .wal(handle, image), fileSystem: fs)
             adopted = true
-            if isNewest {
-                activeEnd = outcome.validEnd
-                if outcome.tornTail != nil && !options.readOnly {
-                    // [REC-3] Cut the torn, unacknowledged record so appends follow valid ones.
-                    try handle.truncate(to: outcome.validEnd)
-                    try handle.sync()
-                }
-            }
+            walEnds[number] = (outcome.validEnd, UInt64(bytes.count), outcome.tornTail)
+            if isNewest { activeEnd = outcome.validEnd }
         }
         if options.checkInvariants {
             do { try index.checkInvariants() } catch {
@@ -236,15 +246,82 @@ extension Engine {
             }
         }
 
-        guard let activeNumber = manifest.wals.last, let active = files[activeNumber] else {
+        guard let activeNumber = manifest.wals.last, let active = files[activeNumber],
+            case .wal(let activeHandle, _) = active.content
+        else {
             throw StoreError.corruption("manifest names no WAL", path: path + "/" + Format.manifestFileName, offset: 0)
         }
+
+        // [DUR-3] Acknowledged transactions lost: the durable bound names sequences that no WAL
+        // or segment holds any more. Refused without repair, before anything is written.
+        var damagedWAL: UInt32? = nil
+        if let bound, lastSequence < bound.sequence {
+            let lost = (lastSequence + 1)...bound.sequence
+            let number = walEnds[bound.walNumber] != nil ? bound.walNumber : activeNumber
+            let walName = Format.walFileName(number)
+            let walPath = path + "/" + walName
+            let end = walEnds[number] ?? (UInt64(Format.walHeaderSize), UInt64(Format.walHeaderSize), nil)
+            let tail = end.torn.map { "ends in \($0.length) damaged or cut bytes at offset \($0.offset)" }
+                ?? "ends at offset \(end.validEnd) after its last valid record"
+            let synced = bound.walNumber == number ? " (\(bound.walEnd) bytes of it were synced, it is \(end.size) bytes now)" : ""
+            let message = "acknowledged transactions \(lost.lowerBound)…\(lost.upperBound) are lost: SYNC records every transaction up to sequence \(bound.sequence) as synced, but the store's records end at sequence \(lastSequence) and \(walName) \(tail)\(synced)"
+            guard options.repair else {
+                throw StoreError(
+                    .corruption,
+                    message + ". The WAL was truncated or damaged after those commits were acknowledged; this open changed nothing. Open with repair to keep what remains (the WAL is kept as \(Format.damagedWALFileName(number))) and accept the loss.",
+                    path: walPath, offset: end.validEnd, lostSequences: lost)
+            }
+            report.lostSequences.append(lost)
+            if let torn = end.torn {
+                report.dropped.append(DroppedRange(path: walPath, offset: torn.offset, length: torn.length, reason: message))
+            }
+            damagedWAL = number
+            rewriteBound = true
+        }
+
+        var durable: DurableBoundFile? = nil
+        if !options.readOnly {
+            // [REC-1] Files the manifest does not name are leftovers of an interrupted flush,
+            // rollover or compaction: remove them.
+            let live = Set(manifest.wals + manifest.segments.map(\.fileNumber))
+            for name in try fs.contentsOfDirectory(path) {
+                let orphan = Format.parseNumberedFileName(name).map { !live.contains($0.number) } ?? false
+                if orphan || name == Format.manifestTempFileName { try fs.remove(path + "/" + name) }
+            }
+            // [DUR-4] Repair keeps the WAL that lost acknowledged data as it found it.
+            if let damagedWAL, let file = files[damagedWAL], case .wal(let handle, _) = file.content {
+                let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
+                report.keptCopies.append(
+                    try keepCopy(bytes, named: Format.damagedWALFileName(damagedWAL), in: path, fileSystem: fs))
+            }
+            var activeSynced = false
+            if let torn = walEnds[activeNumber]?.torn {
+                // [REC-3] [DUR-3] Cut the torn tail so appends follow valid records; its bytes
+                // are kept beside the WAL first (unless all zero, or the whole WAL was kept).
+                if damagedWAL != activeNumber {
+                    let bytes = try activeHandle.read(exactly: Int(torn.length), at: torn.offset)
+                    if bytes.contains(where: { $0 != 0 }) {
+                        let kept = try keepCopy(
+                            bytes, named: Format.tornTailFileName(activeNumber, offset: torn.offset), in: path, fileSystem: fs)
+                        if options.repair { report.keptCopies.append(kept) }
+                    }
+                }
+                try activeHandle.truncate(to: torn.offset)
+                try activeHandle.sync()
+                activeSynced = true
+            }
+            durable = try openDurableBound(
+                path: path, bound: rewriteBound ? nil : bound, activeNumber: activeNumber, activeEnd: activeEnd,
+                lastSequence: lastSequence, activeHandle: activeSynced ? nil : activeHandle, fileSystem: fs)
+        }
+
         let engine = Engine(
             path: path, options: options, lock: lock, repairReport: options.repair ? report : nil,
             shared: SharedState(index: index, sequence: lastSequence, files: files, usage: usage),
             writer: WriterState(
                 manifest: manifest, wal: active, walEnd: activeEnd, walSynced: activeEnd, lastSequence: lastSequence,
-                pendingFlushes: Array(manifest.wals.dropLast()), segmentMinSequence: segmentMinSequence))
+                pendingFlushes: Array(manifest.wals.dropLast()), segmentMinSequence: segmentMinSequence,
+                durableBound: durable))
         if options.repair && !options.readOnly && !report.isClean {
             // Rewrite what was salvaged into a clean segment and a clean manifest.
             // A fresh WAL even when the damaged one holds no record: appends must never follow
@@ -261,6 +338,55 @@ extension Engine {
         }
         engine.startSyncTimer()
         return engine
+    }
+
+    /// [DUR-2] The `SYNC` file a read-write engine records its durable bound in. A valid `bound`
+    /// is kept as it is. Otherwise (no file, an empty one, or one repair rewrites) the record is
+    /// written anew, naming `lastSequence`: every record recovery read is made durable first
+    /// (`activeHandle` synced, unless the caller just did; older WALs were synced at rollover),
+    /// then `SYNC` is written and synced (and its directory entry, when created).
+    private static func openDurableBound(
+        path: String, bound: SyncRecord?, activeNumber: UInt32, activeEnd: UInt64, lastSequence: UInt64,
+        activeHandle: (any FileHandle)?, fileSystem fs: any FileSystem
+    ) throws(StoreError) -> DurableBoundFile {
+        let syncPath = path + "/" + Format.syncFileName
+        if let bound {
+            return DurableBoundFile(handle: try fs.open(syncPath, mode: .readWrite), recorded: bound.sequence, isDirty: false)
+        }
+        try activeHandle?.sync()
+        let created = try fs.kind(of: syncPath) == nil
+        let handle = try fs.open(syncPath, mode: created ? .createNew : .readWrite)
+        do throws(StoreError) {
+            let record = SyncRecord(walNumber: activeNumber, sequence: lastSequence, walEnd: UInt32(clamping: activeEnd))
+            try handle.truncate(to: 0)
+            try handle.write(record.encode(), at: 0)
+            try handle.sync()
+            if created { try fs.syncDirectory(path) }
+        } catch {
+            handle.close()
+            throw error
+        }
+        return DurableBoundFile(handle: handle, recorded: lastSequence, isDirty: false)
+    }
+
+    /// [DUR-3] [DUR-4] Writes `bytes` to a new file in the store directory named `name` (or
+    /// `name-2`, `name-3`, …, the first that is free), syncs it and the directory, and returns
+    /// its path. Evidence an open keeps before it cuts or rewrites a WAL.
+    private static func keepCopy(
+        _ bytes: [UInt8], named name: String, in path: String, fileSystem fs: any FileSystem
+    ) throws(StoreError) -> String {
+        var candidate = path + "/" + name
+        var suffix = 2
+        while try fs.kind(of: candidate) != nil {
+            candidate = path + "/" + name + "-" + String(suffix)
+            suffix += 1
+        }
+        let handle = try fs.open(candidate, mode: .createNew)
+        defer { handle.close() }
+        try handle.write(bytes, at: 0)
+        try handle.sync()
+        try fs.syncDirectory(path)
+        return candidate
     }
 
     private static func openSegment(path: String, number: UInt32, fileSystem: any FileSystem) throws(StoreError) -> SegmentReader {

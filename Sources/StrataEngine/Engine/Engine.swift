@@ -68,6 +68,9 @@ public final class Engine: Sendable {
         var pendingFlushes: [UInt32]
         /// The smallest sequence number in each live segment (for dropping tombstones, [CMP-4]).
         var segmentMinSequence: [UInt32: UInt64]
+        /// The `SYNC` file each WAL sync records the durable bound in ([DUR-2]); `nil` when the
+        /// engine was opened read-only.
+        var durableBound: DurableBoundFile?
     }
     let writer: Locked<WriterState>
 
@@ -203,7 +206,32 @@ public final class Engine: Sendable {
             guard state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content else { return }
             try sync(handle, site)
             state.walSynced = state.walEnd
+            recordDurable(&state, through: state.lastSequence)
         }
+    }
+
+    /// [DUR-2] After a WAL sync (writer lock held): records in `SYNC` that every transaction up to
+    /// `sequence` is durable, with one 32-byte write in place that is not synced (the next
+    /// writeback or `close()` makes it durable; until then the durable copy is an older, lower
+    /// bound, which is still true). A failed write changes nothing and is ignored: the bound
+    /// only lags, and the next sync writes it again.
+    func recordDurable(_ state: inout WriterState, through sequence: UInt64) {
+        guard var bound = state.durableBound, sequence > bound.recorded else { return }
+        let record = SyncRecord(walNumber: state.wal.number, sequence: sequence, walEnd: UInt32(clamping: state.walSynced))
+        let handle = bound.handle
+        let written = withUnsafeTemporaryAllocation(byteCount: Format.syncRecordSize, alignment: 8) { buffer -> Bool in
+            record.encode(into: buffer)
+            do throws(StoreError) {
+                try handle.write(UnsafeRawBufferPointer(buffer), at: 0)
+                return true
+            } catch {
+                return false
+            }
+        }
+        guard written else { return }
+        bound.recorded = sequence
+        bound.isDirty = true
+        state.durableBound = bound
     }
 
     /// Throws if the engine is closed or has turned read-only.
@@ -265,7 +293,8 @@ public final class Engine: Sendable {
 
     // MARK: Close
 
-    /// Finishes background work, syncs the WAL and releases the store's lock. Idempotent.
+    /// Finishes background work, syncs the WAL and the durable bound (`SYNC`, SPEC.md [DUR-2])
+    /// and releases the store's lock. Idempotent.
     ///
     /// A poisoned engine ([WAL-4]) syncs nothing here: a sync that failed once is never
     /// retried, since a retry can report success for data the system already dropped. Close
@@ -293,10 +322,17 @@ public final class Engine: Sendable {
                 failure = poisonedError(poisoned, "close synced nothing, so what was not synced before may be lost")
                 return
             }
-            guard state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content else { return }
             do throws(StoreError) {
-                try sync(handle, .close)
-                state.walSynced = state.walEnd
+                if state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content {
+                    try sync(handle, .close)
+                    state.walSynced = state.walEnd
+                    recordDurable(&state, through: state.lastSequence)
+                }
+                // [DUR-2] A closed store's durable bound is exact and durable.
+                if let bound = state.durableBound, bound.isDirty {
+                    try sync(bound.handle, .close)
+                    state.durableBound?.isDirty = false
+                }
             } catch {
                 failure = error
             }
@@ -304,6 +340,16 @@ public final class Engine: Sendable {
         lock.unlock()
         if let failure { throw failure }
     }
+}
+
+/// The `SYNC` file of a read-write engine ([DUR-2]), kept in the writer state.
+struct DurableBoundFile: Sendable {
+    /// Open for writing; each WAL sync overwrites its 32 bytes in place.
+    var handle: any FileHandle
+    /// The sequence the file holds (written; durable once synced).
+    var recorded: UInt64
+    /// Whether the file was written since it was last synced.
+    var isDirty: Bool
 }
 
 /// One committer's batch waiting for (or handled by) a group-commit leader.

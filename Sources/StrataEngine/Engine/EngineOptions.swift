@@ -55,6 +55,13 @@ public struct RepairReport: Sendable, Equatable {
     /// (WAL records, unreadable segments, blocks of a segment whose hints were rebuilt) lost
     /// entries that cannot be listed; their ``DroppedRange/sequences`` say what is known.
     public var lost: [LostEntry] = []
-    /// Whether anything at all was dropped or rebuilt.
-    public var isClean: Bool { dropped.isEmpty && !rebuiltManifest }
+    /// Sequence numbers of acknowledged (synced) transactions the store no longer held: the
+    /// durable bound (`SYNC`) names them, but the newest WAL was cut or damaged before them
+    /// (SPEC.md [DUR-3]). Repair accepts their loss and lowers the bound.
+    public var lostSequences: [ClosedRange<UInt64>] = []
+    /// Copies of evidence the repair kept before changing a file: the damaged WAL as found
+    /// (`NNNNNNNN.wal.damaged`), paths in the store directory ([DUR-4]).
+    public var keptCopies: [String] = []
+    /// Whether anything at all was dropped, lost or rebuilt.
+    public var isClean: Bool { dropped.isEmpty && !rebuiltManifest && lostSequences.isEmpty }
 }

@@ -11,6 +11,8 @@ enum Format {
     static let lockFileName = "LOCK"
     static let manifestFileName = "MANIFEST"
     static let manifestTempFileName = "MANIFEST.tmp"
+    /// The durable bound ([DUR-1]).
+    static let syncFileName = "SYNC"
     static let walExtension = "wal"
     static let segmentExtension = "seg"
     /// Digits in a numbered file's name (zero-padded decimal file number).
@@ -22,6 +24,24 @@ enum Format {
     private static func numbered(_ number: UInt32, _ ext: String) -> String {
         let digits = String(number)
         return String(repeating: "0", count: max(0, fileNumberDigits - digits.count)) + digits + "." + ext
+    }
+
+    /// Where an open keeps the bytes it cut off WAL `number` as a torn tail at `offset` ([DUR-3]).
+    static func tornTailFileName(_ number: UInt32, offset: UInt64) -> String {
+        walFileName(number) + ".torn-" + String(offset)
+    }
+
+    /// Where repair keeps WAL `number` as it found it, before cutting lost acknowledged data ([DUR-4]).
+    static func damagedWALFileName(_ number: UInt32) -> String { walFileName(number) + ".damaged" }
+
+    /// Whether `name` is a copy an open or a repair kept beside a WAL (`NNNNNNNN.wal.torn-…`,
+    /// `NNNNNNNN.wal.damaged…`): evidence for the operator, never part of the store.
+    static func isKeptCopy(_ name: String) -> Bool {
+        guard let dot = name.firstIndex(of: "."), case let stem = String(name[..<dot]) + ".wal",
+            name.hasPrefix(stem), parseNumberedFileName(stem) != nil
+        else { return false }
+        let rest = name.dropFirst(stem.count)
+        return rest.hasPrefix(".torn-") || rest.hasPrefix(".damaged")
     }
 
     /// Parses `NNNNNNNN.wal` or `NNNNNNNN.seg`; `nil` for any other name.
@@ -40,6 +60,7 @@ enum Format {
     static let walMagic: [UInt8] = Array("STRATWAL".utf8)
     static let segmentMagic: [UInt8] = Array("STRATSEG".utf8)
     static let manifestMagic: [UInt8] = Array("STRATMAN".utf8)
+    static let syncMagic: [UInt8] = Array("STRATSYN".utf8)
 
     /// The 32-byte header shared by WAL and segment files ([WAL-1], [SEG-2]): magic, version,
     /// reserved, file number (u64), CRC-32C of bytes 0..<24, reserved.
@@ -64,6 +85,14 @@ enum Format {
     static let walRecordBatch: UInt8 = 1
     /// The largest record payload accepted (1 GiB).
     static let maxRecordPayload = 1 << 30
+
+    // MARK: Durable bound ([DUR-*])
+
+    /// Bytes of the `SYNC` record.
+    static let syncRecordSize = 32
+    /// The version of the `SYNC` record this build writes and the newest it reads. The record
+    /// is versioned on its own: a store without `SYNC` is read as before it existed.
+    static let syncRecordVersion: UInt32 = 1
 
     // MARK: Entries ([ENT-*])
 

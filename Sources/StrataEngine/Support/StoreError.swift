@@ -52,19 +52,23 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     public var offset: UInt64?
     /// The `errno` of the failed system call, for ``Code/io`` errors.
     public var errno: Int32?
+    /// For ``Code/corruption`` found by the durable bound (SPEC.md [DUR-3]): the sequence
+    /// numbers of acknowledged (synced) transactions that the store no longer holds.
+    public var lostSequences: ClosedRange<UInt64>?
     /// Where in the engine's source the error was raised (`file:line`).
     public var raisedAt: String
 
     /// Creates an error. Prefer the static helpers, which fill in the source location.
     public init(
         _ code: Code, _ message: String, path: String? = nil, offset: UInt64? = nil,
-        errno: Int32? = nil, fileID: StaticString = #fileID, line: UInt = #line
+        errno: Int32? = nil, lostSequences: ClosedRange<UInt64>? = nil, fileID: StaticString = #fileID, line: UInt = #line
     ) {
         self.code = code
         self.message = message
         self.path = path
         self.offset = offset
         self.errno = errno
+        self.lostSequences = lostSequences
         self.raisedAt = "\(fileID):\(line)"
     }
 
@@ -80,13 +84,14 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         var text = "\(code): \(message)"
         if let path { text += " [file \(path)" + (offset.map { " at offset \($0)" } ?? "") + "]" }
         if let errno { text += " [errno \(errno)]" }
+        if let lostSequences { text += " [lost sequences \(lostSequences.lowerBound)…\(lostSequences.upperBound)]" }
         return text
     }
 
-    /// Two errors are equal when code, message, path, offset and errno agree.
+    /// Two errors are equal when code, message, path, offset, errno and lost sequences agree.
     public static func == (lhs: StoreError, rhs: StoreError) -> Bool {
         lhs.code == rhs.code && lhs.message == rhs.message && lhs.path == rhs.path
-            && lhs.offset == rhs.offset && lhs.errno == rhs.errno
+            && lhs.offset == rhs.offset && lhs.errno == rhs.errno && lhs.lostSequences == rhs.lostSequences
     }
 }
 

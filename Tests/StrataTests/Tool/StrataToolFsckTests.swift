@@ -63,38 +63,90 @@ import Testing
         #expect(repair.stdout.contains("  dropped \(walPath) [\(damaged.lowerBound), +\(damaged.count))"), "the repair lists the dropped record: \(repair)")
     }
 
-    // [REC-3] [REC-4] The last record of the newest WAL failing its payload CRC and ending at the
-    // end of the file is a torn tail: never acknowledged as far as recovery can tell, so it is a
-    // warning (the next open cuts it off), not damage. fsck passes the store and says so.
-    @Test func damageInTheNewestWALsLastRecordIsATornTailWarningThatOpeningCutsOff() throws {
+    /// The sequence the store's durable bound names ([DUR-1]: `SYNC`, u64 at offset 16).
+    static func durableBound(_ store: String) throws -> UInt64 { OnDisk.u64(try OnDisk.read(store + "/SYNC"), 16) }
+
+    // [DUR-3] [DUR-4] The last record of the newest WAL damaged (its payload CRC fails at the end
+    // of the file) after the commit was acknowledged: not a torn tail but a lost transaction.
+    // fsck names it by sequence and exits 1; opening refuses and changes nothing; --repair keeps
+    // the WAL as found, accepts the loss and leaves a store that checks clean.
+    @Test func damageInTheNewestWALsLastAcknowledgedRecordIsALostTransactionThatRepairAccepts() throws {
         let scratch = try ToolScratch()
         let library = try LibraryStore.build(at: scratch.path + "/store")
         let walName = OnDisk.walName(try OnDisk.manifest(of: library.path).wals.last!)
         let walPath = library.path + "/" + walName
         let records = OnDisk.walRecords(try OnDisk.read(walPath))
         let last = try #require(records.last)
+        let lost = try Self.durableBound(library.path)
         try OnDisk.flip(walPath, at: last.lowerBound + 16 + (last.count - 16) / 2, mask: 0x10)
+        let damaged = try OnDisk.read(walPath)
+
+        let json = try scratch.run("fsck", "--json", library.path).json(FsckJSON.self)
+        #expect(json.files.lostSequences == [.init(first: lost, last: lost)], "\(json.problemTexts)")
+        #expect(json.files.problems.contains { $0.severity == "error" && $0.path == walPath && $0.offset == UInt64(last.lowerBound) })
+        let before = try OnDisk.files(in: library.path)
+        let open = try scratch.run("inspect", library.path)
+        #expect(open.status == 2 && open.stderr.contains("acknowledged transactions \(lost)…\(lost) are lost"), "\(open)")
+        #expect(try OnDisk.files(in: library.path) == before, "the refused open changed nothing")
+
+        let (check, repair) = try Self.checkRepairAndRecheck(
+            scratch, library.path, backup: .none,
+            named: [walName, "offset \(last.lowerBound)", "lost acknowledged transactions: sequences \(lost)"])
+        #expect(check.files.lostSequences == [.init(first: lost, last: lost)])
+        #expect(repair.stdout.contains("  accepted the loss of acknowledged transactions \(lost)"), "\(repair)")
+        #expect(repair.stdout.contains("  kept \(walPath).damaged (the WAL as found)"), "\(repair)")
+        #expect(try OnDisk.read(walPath + ".damaged") == damaged)
+        let after = try scratch.run("fsck", library.path)
+        #expect(after.status == 0 && after.stdout.contains("warning: \(walPath).damaged"), "\(after)")
+    }
+
+    // [DUR-3] The newest WAL cut at a record boundary, the last acknowledged transactions gone:
+    // no damaged byte is left, and fsck still exits 1 naming them.
+    @Test func aNewestWALCutBeforeItsLastAcknowledgedRecordsIsReportedAsLost() throws {
+        let scratch = try ToolScratch()
+        let library = try LibraryStore.build(at: scratch.path + "/store")
+        let walPath = library.path + "/" + OnDisk.walName(try OnDisk.manifest(of: library.path).wals.last!)
+        let bytes = try OnDisk.read(walPath)
+        let records = OnDisk.walRecords(bytes)
+        try #require(records.count >= 3)
+        let bound = try Self.durableBound(library.path)
+        try OnDisk.write(Array(bytes[0..<records[records.count - 2].lowerBound]), to: walPath)
+        let check = try scratch.run("fsck", library.path)
+        #expect(check.status == 1, "\(check)")
+        #expect(check.stdout.contains("lost acknowledged transactions: sequences \(bound - 1)…\(bound)"), "\(check)")
+        let json = try scratch.run("fsck", "--json", library.path).json(FsckJSON.self)
+        #expect(json.files.lostSequences == [.init(first: bound - 1, last: bound)])
+    }
+
+    // [REC-3] [DUR-3] Bytes after the last acknowledged record that were never synced (a commit
+    // a crash cut short): a torn tail, a warning; fsck passes the store, and opening cuts the
+    // tail, keeping its bytes beside the WAL.
+    @Test func aTornTailAfterTheLastAcknowledgedRecordIsAWarningThatOpeningCutsOff() throws {
+        let scratch = try ToolScratch()
+        let library = try LibraryStore.build(at: scratch.path + "/store")
+        let walName = OnDisk.walName(try OnDisk.manifest(of: library.path).wals.last!)
+        let walPath = library.path + "/" + walName
+        let bytes = try OnDisk.read(walPath)
+        let tail: [UInt8] = [0x5A, 0x11, 0, 0, 0x40, 0, 0, 0, 1, 0]  // fewer than a record header
+        try OnDisk.write(bytes + tail, to: walPath)
 
         let check = try scratch.run("fsck", library.path)
         #expect(check.status == 0, "a torn tail is a warning, not damage: \(check)")
-        #expect(check.stdout.contains("warning: \(walPath) at offset \(last.lowerBound): torn tail of \(last.count) bytes"), "\(check)")
+        #expect(check.stdout.contains("warning: \(walPath) at offset \(bytes.count): torn tail of \(tail.count) bytes"), "\(check)")
         let json = try scratch.run("fsck", "--json", library.path).json(FsckJSON.self)
         #expect(json.files.problems.count == 1 && json.files.problems.first?.severity == "warning", "\(json.problemTexts)")
-        #expect(json.files.walRecords == 2, "the torn record is not counted")
+        #expect(json.files.lostSequences.isEmpty)
         // With nothing but warnings, --repair has nothing to do and makes no backup.
         let repair = try scratch.run("fsck", "--repair", library.path)
         #expect(repair.status == 0, "\(repair)")
         #expect(try scratch.names(in: scratch.path).filter { $0.contains("fsck-backup") } == [])
 
-        // Opening cuts the tail: save 5 (A0 born 1700) is gone, A0 is as save 1 wrote it.
-        let a0 = try #require(library.uris["A0"])
-        let before = try scratch.run("inspect", "--object", a0, "--json", library.path)
-        #expect(before.status == 0, "\(before)")
-        #expect((try RecordJSON(before.stdout).fields?["born"] as? NSNumber)?.intValue == 1800, "\(before)")
         let engine = try LibraryStore.openEngine(library.path)
         try engine.close()
+        #expect(try OnDisk.read(walPath) == bytes, "the tail is cut")
+        #expect(try OnDisk.read(walPath + ".torn-\(bytes.count)") == tail, "and kept")
         let after = try scratch.run("fsck", library.path)
-        #expect(after.status == 0 && !after.stdout.contains("torn tail"), "\(after)")
+        #expect(after.status == 0 && !after.stdout.contains("torn tail of"), "\(after)")
     }
 
     // [SEG-3] [REC-7] A data block failing its CRC: named by segment and block offset; repair

@@ -146,6 +146,11 @@ struct FsckJSON: Decodable {
         var liveKeys: Int
         var bytesChecked: UInt64
         var problems: [FileProblem]
+        var lostSequences: [SequenceRange]
+    }
+    struct SequenceRange: Decodable, Equatable {
+        var first: UInt64
+        var last: UInt64
     }
     struct ObjectProblem: Decodable {
         var kind: String
@@ -175,6 +180,8 @@ struct FsckJSON: Decodable {
     var backupPath: String?
     var dropped: [String]
     var rebuiltManifest: Bool
+    var lostSequences: [SequenceRange]
+    var keptCopies: [String]
     var objectRepairs: [String]
     var after: After?
     struct Loss: Decodable {
