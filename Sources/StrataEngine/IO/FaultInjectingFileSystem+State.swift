@@ -62,6 +62,9 @@ struct FaultState {
     var counts = FaultInjectingFileSystem.OperationCounts()
     /// Calls of sync and syncDirectory that reached the file system, by the path they named.
     var syncsByPath: [String: Int] = [:]
+    /// Unsynced writes and directory changes, and the operation counter (the crash model,
+    /// FaultInjectingFileSystem+CrashModel.swift).
+    var journal = CrashJournal()
 
     mutating func nextID() -> Int {
         lastID += 1
@@ -245,7 +248,8 @@ struct FaultState {
         }
     }
 
-    /// Frees inodes that no current or durable entry and no open handle refers to.
+    /// Frees inodes that no current or durable entry, no unsynced directory change and no open
+    /// handle refers to.
     mutating func collectGarbage() {
         var marked: Set<Int> = []
         var stack = [0] + openHandles.values
@@ -253,9 +257,11 @@ struct FaultState {
             guard marked.insert(inode).inserted else { continue }
             stack.append(contentsOf: inodes[inode].entries.values)
             stack.append(contentsOf: inodes[inode].durableEntries.values)
+            stack.append(contentsOf: journalReferences(of: inode))  // a crash may keep these entries
         }
         for index in inodes.indices where inodes[index].alive && !marked.contains(index) {
             inodes[index] = Inode(isDirectory: inodes[index].isDirectory, alive: false)
+            forgetJournal(of: index)
         }
     }
 

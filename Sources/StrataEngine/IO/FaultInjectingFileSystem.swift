@@ -12,7 +12,9 @@ import StrataSync
 /// Tests can also fail chosen operations (``failNext(_:matching:skipping:errno:times:)``),
 /// halt the file system at a chosen sync point (``crash(atSyncPoint:timing:)``), tear a write
 /// (``tearNextWrite(matching:keeping:)``), run out of space (``spaceLimit``) and be mounted
-/// read-only (``isReadOnlyMount``).
+/// read-only (``isReadOnlyMount``). The richer crash model
+/// (FaultInjectingFileSystem+CrashModel.swift) keeps a chosen part of what was not synced
+/// (``crash(keeping:)``) and halts at any I/O operation (``crash(atOperation:timing:)``).
 ///
 /// ```swift
 /// let fs = FaultInjectingFileSystem()
@@ -71,8 +73,9 @@ public final class FaultInjectingFileSystem: FileSystem {
         public var directorySyncs = 0
     }
 
-    /// All mutable state. Only ever touched under this lock.
-    private let state = Locked(FaultState())
+    /// All mutable state. Only ever touched under this lock (internal, not private, for the
+    /// crash model in FaultInjectingFileSystem+CrashModel.swift).
+    let state = Locked(FaultState())
 
     /// Creates an empty file system holding only the durable directory "/".
     public init(spaceLimit: UInt64? = nil) {
@@ -84,6 +87,9 @@ public final class FaultInjectingFileSystem: FileSystem {
     public func open(_ path: String, mode: FileOpenMode) throws(StoreError) -> any FileHandle {
         try state.withLock { (s: inout FaultState) throws(StoreError) -> any FileHandle in
             try s.checkRunning(path)
+            let haltAfter: Bool
+            if mode == .createNew { haltAfter = try s.operationPoint(.open, path) } else { haltAfter = false }
+            defer { if haltAfter { s.haltAfterOperation() } }
             if let fault = s.takeFault(.open, "open", path) { throw fault }
             if mode != .readOnly { try s.checkWritableMount("open", path) }
             let parts = try FaultState.components(path)
@@ -93,6 +99,7 @@ public final class FaultInjectingFileSystem: FileSystem {
                 guard s.inodes[dir].entries[name] == nil else { throw FaultState.error("open", EEXIST, path) }
                 inode = s.newInode(directory: false)
                 s.inodes[dir].entries[name] = inode
+                s.recordEntries(dir, [(name, inode)])
             } else {
                 guard let found = s.lookup(parts) else { throw FaultState.error("open", ENOENT, path) }
                 guard !s.inodes[found].isDirectory else { throw FaultState.error("open", EISDIR, path) }
@@ -100,6 +107,7 @@ public final class FaultInjectingFileSystem: FileSystem {
             }
             let id = s.nextID()
             s.openHandles[id] = inode
+            try s.haltIfOperationArmed(haltAfter, path)
             return FaultFileHandle(
                 fs: self, id: id, inode: inode, generation: s.generation, path: path, writable: mode != .readOnly)
         }
@@ -121,37 +129,48 @@ public final class FaultInjectingFileSystem: FileSystem {
                 throw FaultState.error("opendir", ENOENT, path)
             }
             guard s.inodes[inode].isDirectory else { throw FaultState.error("opendir", ENOTDIR, path) }
-            return Array(s.inodes[inode].entries.keys)
+            return s.inodes[inode].entries.keys.sorted()  // sorted: runs repeat exactly (crash enumeration)
         }
     }
 
     public func createDirectory(_ path: String) throws(StoreError) {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             try s.checkRunning(path)
+            let haltAfter = try s.operationPoint(.createDirectory, path)
+            defer { if haltAfter { s.haltAfterOperation() } }
             if let fault = s.takeFault(.createDirectory, "mkdir", path) { throw fault }
             try s.checkWritableMount("mkdir", path)
             let (dir, name) = try s.parent(of: try FaultState.components(path), path, "mkdir")
             guard s.inodes[dir].entries[name] == nil else { throw FaultState.error("mkdir", EEXIST, path) }
-            s.inodes[dir].entries[name] = s.newInode(directory: true)
+            let inode = s.newInode(directory: true)
+            s.inodes[dir].entries[name] = inode
+            s.recordEntries(dir, [(name, inode)])
+            try s.haltIfOperationArmed(haltAfter, path)
         }
     }
 
     public func remove(_ path: String) throws(StoreError) {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             try s.checkRunning(path)
+            let haltAfter = try s.operationPoint(.remove, path)
+            defer { if haltAfter { s.haltAfterOperation() } }
             if let fault = s.takeFault(.remove, "unlink", path) { throw fault }
             try s.checkWritableMount("unlink", path)
             let (dir, name) = try s.parent(of: try FaultState.components(path), path, "unlink")
             guard let inode = s.inodes[dir].entries[name] else { throw FaultState.error("unlink", ENOENT, path) }
             guard s.inodes[inode].entries.isEmpty else { throw FaultState.error("rmdir", ENOTEMPTY, path) }
             s.inodes[dir].entries[name] = nil
+            s.recordEntries(dir, [(name, nil)])
             s.collectGarbage()
+            try s.haltIfOperationArmed(haltAfter, path)
         }
     }
 
     public func rename(_ from: String, to: String) throws(StoreError) {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             try s.checkRunning(from)
+            let haltAfter = try s.operationPoint(.rename, from)
+            defer { if haltAfter { s.haltAfterOperation() } }
             if let fault = s.takeFault(.rename, "rename", from, to) { throw fault }
             try s.checkWritableMount("rename", from)
             let source = try FaultState.components(from)
@@ -177,7 +196,14 @@ public final class FaultInjectingFileSystem: FileSystem {
             }
             s.inodes[fromDir].entries[fromName] = nil
             s.inodes[toDir].entries[toName] = inode
+            if fromDir == toDir {
+                s.recordEntries(fromDir, [(fromName, nil), (toName, inode)])
+            } else {
+                s.recordEntries(fromDir, [(fromName, nil)])
+                s.recordEntries(toDir, [(toName, inode)])
+            }
             s.collectGarbage()
+            try s.haltIfOperationArmed(haltAfter, from)
         }
     }
 
@@ -186,6 +212,8 @@ public final class FaultInjectingFileSystem: FileSystem {
             try s.checkRunning(path)
             s.counts.directorySyncs += 1
             s.syncsByPath[path, default: 0] += 1
+            let haltAfterOperation = try s.operationPoint(.syncDirectory, path)
+            defer { if haltAfterOperation { s.haltAfterOperation() } }
             let haltAfter = try s.syncPoint(path)
             if let fault = s.takeFault(.syncDirectory, "fsync", path) {
                 if haltAfter { s.halted = "crash armed after sync point \(s.syncPoints)" }
@@ -195,9 +223,10 @@ public final class FaultInjectingFileSystem: FileSystem {
                 throw FaultState.error("open", ENOENT, path)
             }
             guard s.inodes[inode].isDirectory else { throw FaultState.error("open", ENOTDIR, path) }
-            s.inodes[inode].durableEntries = s.inodes[inode].entries
+            s.makeEntriesDurable(inode)
             s.collectGarbage()
             try s.haltIfArmed(haltAfter, path)
+            try s.haltIfOperationArmed(haltAfterOperation, path)
         }
     }
 
@@ -217,8 +246,13 @@ public final class FaultInjectingFileSystem: FileSystem {
             if let inode = s.lookup(parts) {
                 guard !s.inodes[inode].isDirectory else { throw FaultState.error("open", EISDIR, path) }
             } else {
+                let haltAfter = try s.operationPoint(.lock, path)
+                defer { if haltAfter { s.haltAfterOperation() } }
                 let (dir, name) = try s.parent(of: parts, path, "open")
-                s.inodes[dir].entries[name] = s.newInode(directory: false)
+                let inode = s.newInode(directory: false)
+                s.inodes[dir].entries[name] = inode
+                s.recordEntries(dir, [(name, inode)])
+                try s.haltIfOperationArmed(haltAfter, path)
             }
             let id = s.nextID()
             s.locks[key] = .exclusive(id)
@@ -258,11 +292,13 @@ public final class FaultInjectingFileSystem: FileSystem {
     /// Simulates power loss and reboot: only durable entries and durable bytes remain, open
     /// handles become invalid, locks are released, and a halted file system runs again.
     ///
-    /// A pending ``crash(atSyncPoint:timing:)`` or ``tearNextWrite(matching:keeping:)`` is
+    /// A pending ``crash(atSyncPoint:timing:)``, ``crash(atOperation:timing:)``,
+    /// ``tearNextWrite(matching:keeping:)`` or ``failNextWrite(matching:afterWriting:errno:)`` is
     /// dropped; ``failNext(_:matching:skipping:errno:times:)`` faults, ``spaceLimit`` and
-    /// ``isReadOnlyMount`` stay.
+    /// ``isReadOnlyMount`` stay. ``crash(keeping:)`` keeps some of what was not synced.
     public func crash() {
         state.withLock { s in
+            s.keepUnsynced(.none)  // empties the journal of unsynced writes
             s.generation += 1
             s.openHandles = [:]
             s.locks = [:]
@@ -339,6 +375,8 @@ public final class FaultInjectingFileSystem: FileSystem {
             s.faults = []
             s.trigger = nil
             s.tear = nil
+            s.journal.trigger = nil
+            s.journal.partialWrite = nil
         }
     }
 
@@ -408,6 +446,7 @@ public final class FaultInjectingFileSystem: FileSystem {
             }
             s.inodes[dir].current = bytes
             s.inodes[dir].durable = bytes
+            s.forgetJournal(of: dir)
             s.collectGarbage()
         }
     }
@@ -421,6 +460,7 @@ public final class FaultInjectingFileSystem: FileSystem {
             else { return }
             if offset < s.inodes[inode].current.count { s.inodes[inode].current[offset] ^= mask }
             if offset < s.inodes[inode].durable.count { s.inodes[inode].durable[offset] ^= mask }
+            s.flipUnsynced(inode, at: offset, mask: mask)
         }
     }
 
@@ -432,6 +472,7 @@ public final class FaultInjectingFileSystem: FileSystem {
             else { return }
             FaultState.resize(&s.inodes[inode].current, to: size)
             FaultState.resize(&s.inodes[inode].durable, to: size)
+            if s.journal.files[inode] != nil { s.recordTruncate(inode, to: size) }
         }
     }
 
@@ -484,17 +525,31 @@ public final class FaultInjectingFileSystem: FileSystem {
             let inode = try s.validate(handle)
             s.counts.writes += 1
             guard handle.writable else { throw FaultState.error("pwrite", EBADF, handle.path) }
+            let haltAfter = try s.operationPoint(.write, handle.path)
+            defer { if haltAfter { s.haltAfterOperation() } }
             if let fault = s.takeFault(.write, "pwrite", handle.path) { throw fault }
             try s.checkWritableMount("pwrite", handle.path)
             let start = try FaultState.checkedEnd(offset, bytes.count, handle.path) - bytes.count
             if let tear = s.tear, FaultState.matches(tear.fragment, handle.path) {
                 let kept = min(tear.keeping, bytes.count)
-                try s.store(UnsafeRawBufferPointer(rebasing: bytes[0..<kept]), at: start, in: inode, handle.path)
+                let prefix = UnsafeRawBufferPointer(rebasing: bytes[0..<kept])
+                try s.store(prefix, at: start, in: inode, handle.path)
+                s.recordWrite(inode, at: start, prefix)
                 s.tear = nil
                 s.halted = "torn write to \(handle.path) kept \(kept) of \(bytes.count) bytes"
                 throw s.haltedError(handle.path)
             }
+            if let partial = s.takePartialWrite(handle.path) {
+                let prefix = UnsafeRawBufferPointer(rebasing: bytes[0..<min(partial.kept, bytes.count)])
+                try s.store(prefix, at: start, in: inode, handle.path)
+                s.recordWrite(inode, at: start, prefix)
+                throw StoreError(
+                    .io, "pwrite failed after writing \(prefix.count) of \(bytes.count) bytes: \(FaultState.reason(partial.errno)) (injected by failNextWrite)",
+                    path: handle.path, offset: offset, errno: partial.errno)
+            }
             try s.store(bytes, at: start, in: inode, handle.path)
+            s.recordWrite(inode, at: start, bytes)
+            try s.haltIfOperationArmed(haltAfter, handle.path)
         }
     }
 
@@ -508,12 +563,16 @@ public final class FaultInjectingFileSystem: FileSystem {
         try state.withLock { (s: inout FaultState) throws(StoreError) in
             let inode = try s.validate(handle)
             guard handle.writable else { throw FaultState.error("ftruncate", EINVAL, handle.path) }
+            let haltAfter = try s.operationPoint(.truncate, handle.path)
+            defer { if haltAfter { s.haltAfterOperation() } }
             if let fault = s.takeFault(.truncate, "ftruncate", handle.path) { throw fault }
             try s.checkWritableMount("ftruncate", handle.path)
             let newSize = try FaultState.checkedEnd(size, 0, handle.path)
             let oldSize = s.inodes[inode].current.count
             if newSize > oldSize { try s.reserve(newSize - oldSize, handle.path) }
             FaultState.resize(&s.inodes[inode].current, to: newSize)
+            s.recordTruncate(inode, to: newSize)
+            try s.haltIfOperationArmed(haltAfter, handle.path)
         }
     }
 
@@ -522,13 +581,17 @@ public final class FaultInjectingFileSystem: FileSystem {
             let inode = try s.validate(handle)
             s.counts.syncs += 1
             s.syncsByPath[handle.path, default: 0] += 1
+            let haltAfterOperation = try s.operationPoint(.sync, handle.path)
+            defer { if haltAfterOperation { s.haltAfterOperation() } }
             let haltAfter = try s.syncPoint(handle.path)
             if let fault = s.takeFault(.sync, "fdatasync", handle.path) {
                 if haltAfter { s.halted = "crash armed after sync point \(s.syncPoints)" }
+                s.syncFailed(inode)
                 throw fault
             }
-            s.inodes[inode].durable = s.inodes[inode].current
+            s.makeDurable(inode)
             try s.haltIfArmed(haltAfter, handle.path)
+            try s.haltIfOperationArmed(haltAfterOperation, handle.path)
         }
     }
 
