@@ -108,7 +108,9 @@ extension Engine {
         compaction.withLock { $0.stats.isRunning = true }
         defer { compaction.withLock { $0.stats.isRunning = false } }
         let victimNumbers = Set(victims.map(\.fileNumber))
-        let (index, files) = shared.withLock { ($0.index, $0.files) }
+        // The victims only, in order (not a copy of the whole table): when the run lets go of
+        // them, retired ones are deleted in a repeatable order.
+        let (index, files) = shared.withLock { shared in (shared.index, victims.map { shared.files[$0.fileNumber] }) }
         // [CMP-4] A tombstone may go when every segment outside the run holds only newer entries.
         let oldestOutside = writer.withLock { state in
             state.manifest.segments.filter { !victimNumbers.contains($0.fileNumber) }
@@ -119,9 +121,9 @@ extension Engine {
         var tombstones: [[UInt8]: SegmentWriter.Input] = [:]
         var dropped = 0
         var bytesRead: UInt64 = 0
-        for victim in victims {
+        for (victim, file) in zip(victims, files) {
             if !ignoringPause && compaction.withLock({ $0.stats.isPaused }) { return nil }
-            guard let file = files[victim.fileNumber], case .segment(let reader) = file.content else {
+            guard let file, case .segment(let reader) = file.content else {
                 throw StoreError(.notFound, "compaction victim \(victim.fileNumber) is not open", path: path)
             }
             var memo = BlockMemo()
@@ -238,7 +240,8 @@ extension Engine {
                 let retired = shared.withLock { shared -> [LiveFile] in
                     shared.index = index
                     shared.usage = usage
-                    let retired = victimNumbers.compactMap { shared.files.removeValue(forKey: $0) }
+                    // Oldest first (not in Set order), so files are deleted in a repeatable order.
+                    let retired = victims.compactMap { shared.files.removeValue(forKey: $0.fileNumber) }
                     for output in outputs { shared.files[output.file.number] = output.file }
                     return retired
                 }

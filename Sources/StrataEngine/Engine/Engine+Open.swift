@@ -31,7 +31,9 @@ extension Engine {
         guard options.readOnly else {
             let lock = try writerLock(lockPath, fileSystem: fs)
             do throws(StoreError) {
-                return try recover(path: path, options: options, lock: lock)
+                let engine = try recover(path: path, options: options, lock: lock)
+                try engine.finishOpening()
+                return engine
             } catch {
                 lock.unlock()
                 throw error
@@ -42,7 +44,9 @@ extension Engine {
             return try recoverUnlocked(path: path, options: options)
         }
         do throws(StoreError) {
-            return try recover(path: path, options: options, lock: shared)
+            let engine = try recover(path: path, options: options, lock: shared)
+            try engine.finishOpening()
+            return engine
         } catch {
             shared.unlock()
             throw error
@@ -74,7 +78,9 @@ extension Engine {
         while true {
             let before = try? readWholeFile(manifestPath, fileSystem: options.fileSystem)
             do throws(StoreError) {
-                return try recover(path: path, options: options, lock: NoFileLock())
+                let engine = try recover(path: path, options: options, lock: NoFileLock())
+                try engine.finishOpening()
+                return engine
             } catch {
                 let after = try? readWholeFile(manifestPath, fileSystem: options.fileSystem)
                 guard attempt < 3, before != after else { throw error }
@@ -322,22 +328,28 @@ extension Engine {
                 manifest: manifest, wal: active, walEnd: activeEnd, walSynced: activeEnd, lastSequence: lastSequence,
                 pendingFlushes: Array(manifest.wals.dropLast()), segmentMinSequence: segmentMinSequence,
                 durableBound: durable))
-        if options.repair && !options.readOnly && !report.isClean {
+        return engine
+    }
+
+    /// The rest of opening, run once ``recover(path:options:lock:)`` has returned (so the files
+    /// it held are released, and files retired here are deleted in a repeatable order): a
+    /// repair rewrites what it salvaged; older WALs are flushed; the sync timer starts.
+    private func finishOpening() throws(StoreError) {
+        if options.repair && !options.readOnly, let report = repairReport, !report.isClean {
             // Rewrite what was salvaged into a clean segment and a clean manifest.
             // A fresh WAL even when the damaged one holds no record: appends must never follow
             // a damaged header or damaged bytes.
-            try engine.writer.withLock { (state) throws(StoreError) in
-                try state.manifest.install(fileSystem: fs, directory: path)
-                try engine.rollOver(&state)
+            try writer.withLock { (state) throws(StoreError) in
+                try state.manifest.install(fileSystem: fileSystem, directory: path)
+                try rollOver(&state)
             }
-            engine.runPendingFlushes()
-            try engine.checkWritable()
-            try engine.compact(.full)
-        } else if !options.readOnly && manifest.wals.count > 1 {
-            engine.scheduleFlushes()
+            runPendingFlushes()
+            try checkWritable()
+            try compact(.full)
+        } else if !options.readOnly && !writer.withLock({ $0.pendingFlushes.isEmpty }) {
+            scheduleFlushes()
         }
-        engine.startSyncTimer()
-        return engine
+        startSyncTimer()
     }
 
     /// [DUR-2] The `SYNC` file a read-write engine records its durable bound in. A valid `bound`
