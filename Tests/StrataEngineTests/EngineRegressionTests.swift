@@ -28,11 +28,16 @@ import Testing
     }
 
     @Test func findingTheZeroTailIsLinearNotQuadratic() throws {
-        // 64 KiB of zeros then one byte: repair must try every offset cheaply.
+        // 64 KiB of zeros then one byte: repair must try every offset cheaply. In an older WAL
+        // the range is dropped as damage; in the newest it is what a crash leaves of unsynced
+        // appends (a record never written, then one torn after its first byte, [REC-3]).
         let bytes = WALRecord.fileHeader(fileNumber: 1) + [UInt8](repeating: 0, count: 64 << 10) + [1]
-        let reader = WALReader(path: "/w", bytes: bytes, isNewest: true, repair: true)
-        #expect(reader.zeroTailStart == bytes.count)
-        let outcome = try reader.read { _ in }
+        let older = WALReader(path: "/w", bytes: bytes, isNewest: false, repair: true)
+        #expect(older.zeroTailStart == bytes.count)
+        let outcome = try older.read { _ in }
         #expect(outcome.dropped.count == 1)
+        let newest = try WALReader(path: "/w", bytes: bytes, isNewest: true, repair: true).read { _ in }
+        #expect(newest.dropped.isEmpty)
+        #expect(newest.tornTail?.offset == UInt64(Format.walHeaderSize))
     }
 }

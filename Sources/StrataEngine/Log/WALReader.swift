@@ -94,6 +94,12 @@ struct WALReader {
                 outcome.tornTail = (UInt64(position), UInt64(bytes.count - position))
                 return outcome
             case .corrupt(let reason):
+                // [REC-3] Unsynced appends reach the disk in any order: a crash can keep a later
+                // record and lose or tear an earlier one. That shape ends the log here.
+                if isUnwrittenSpace(at: position, lastSequence: lastSequence) {
+                    outcome.tornTail = (UInt64(position), UInt64(bytes.count - position))
+                    return outcome
+                }
                 guard repair else {
                     throw StoreError.corruption(
                         "WAL record is corrupt (\(reason)); open with repair to salvage the records around it",
@@ -171,6 +177,87 @@ struct WALReader {
             }
             guard sequence > lastSequence else { return .corrupt("sequence \(sequence) does not increase") }
             return .valid(Record(offset: UInt64(position), sequence: sequence, entries: entries), end: end)
+        }
+    }
+
+    /// [REC-3] Whether the record at `start` of the newest WAL, which fails its checks, is what
+    /// a crash leaves of appends that were never synced, rather than damage. Unsynced appends
+    /// reach the disk in any order and the last one may be torn, so from the first record not
+    /// written on, the file holds records cut short by zeros (space allocated for writes that
+    /// never reached the disk) and whole records, in any mix, to its end. Each record cut
+    /// short is a plausible prefix of a record followed by zeros: a header cut short and zeros
+    /// up to the next record; or a header whose CRC holds and zeros from some point of its
+    /// payload to its end, every entry before them intact ([ENT-1]). A bit flip in a written
+    /// record does not look like that (a damaged header fails its CRC; a damaged entry fails
+    /// its own), so it stays corruption ([REC-4]). Under `full` durability no record after
+    /// such a gap was acknowledged (each commit is synced before the next is written); under
+    /// `normal` and `none` they are in the unsynced window a crash may lose ([WAL-4]).
+    private func isUnwrittenSpace(at start: Int, lastSequence: UInt64) -> Bool {
+        guard isNewest else { return false }
+        // A depth-first search over where each record cut short may end (a cut header leaves
+        // a few possible starts for the next record); each offset is tried once.
+        var pending = [start]
+        var tried: Set<Int> = [start]
+        while let position = pending.popLast() {
+            guard let candidates = cutRecord(at: position) else { continue }
+            // The end of the file, a whole record or a torn last one ends the search; another
+            // record cut short continues it.
+            for candidate in candidates {
+                if candidate >= bytes.count { return true }
+                switch parseRecord(at: candidate, after: lastSequence) {
+                case .valid, .torn: return true
+                case .corrupt: if tried.insert(candidate).inserted { pending.append(candidate) }
+                }
+            }
+        }
+        return false
+    }
+
+    /// If the record at `position` is a prefix of a record followed by zeros (see
+    /// ``isUnwrittenSpace(at:lastSequence:)``), the offsets where the record after it may
+    /// start; `nil` if it is not.
+    private func cutRecord(at position: Int) -> ClosedRange<Int>? {
+        let headerEnd = position + Format.walRecordHeaderSize
+        guard headerEnd <= bytes.count else { return bytes.count...bytes.count }
+        return bytes.withUnsafeBytes { raw -> ClosedRange<Int>? in
+            var reader = ByteReader(raw, position: position)
+            let payloadCRC = reader.u32() ?? 0
+            let length = Int(reader.u32() ?? 0), type = reader.u8() ?? 0
+            _ = reader.skip(3)
+            let headerCRC = reader.u32() ?? 0
+            if headerCRC == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[position..<position + 12])),
+                type == Format.walRecordBatch, length <= Format.maxRecordPayload
+            {
+                // A whole header: zeros from some point of the payload to the record's end.
+                let end = headerEnd + length
+                guard end <= raw.count else { return raw.count...raw.count }
+                // A record whose payload checksum holds was written whole: its content is damage.
+                guard payloadCRC != CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[headerEnd..<end])) else { return nil }
+                var zeros = end
+                while zeros > headerEnd && raw[zeros - 1] == 0 { zeros -= 1 }
+                guard zeros < end else { return nil }
+                // The entries written before the zeros are intact; the one the zeros cut is short.
+                var entries = ByteReader(UnsafeRawBufferPointer(rebasing: raw[0..<zeros]), position: headerEnd)
+                if let count = entries.varint() {
+                    var cut = false
+                    for _ in 0..<count {
+                        switch LogEntry.decode(from: &entries, keyOnly: true) {
+                        case .success: continue
+                        case .failure(.truncated): cut = true
+                        case .failure: return nil
+                        }
+                        break
+                    }
+                    guard cut else { return nil }  // every entry whole, yet the record failed: damage
+                }
+                return end...end
+            }
+            // A header cut short: zeros to its end, and on to the next record.
+            guard raw[headerEnd - 1] == 0 else { return nil }
+            var nonZero = headerEnd
+            while nonZero < raw.count && raw[nonZero] == 0 { nonZero += 1 }
+            // A header's first non-zero byte is at most its 9th (the type); its CRC may start with zeros.
+            return max(headerEnd, nonZero - 8)...nonZero
         }
     }
 
