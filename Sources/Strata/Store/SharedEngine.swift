@@ -56,6 +56,13 @@ final class SharedEngine: Sendable {
         }
     }
 
+    /// Whether a store in this process has the engine at `path` open (for tests that check
+    /// that a store they removed let go of its engine).
+    static func isOpen(path: String) -> Bool {
+        let key = URL(fileURLWithPath: path).standardizedFileURL.path
+        return registry.withLock { $0[key] != nil }
+    }
+
     /// Gives the engine back; the last user closes it.
     func release() {
         let last = Self.registry.withLock { registry -> Bool in

@@ -105,6 +105,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         if self.options[Self.compactionOption]?.boolValue == false { options.compaction.automatic = false }
         if case .int64(let bytes)? = self.options[Self.rowCacheBytesOption] { options.rowCacheBytes = Int(bytes) }
         options.readOnly = isReadOnly
+        options = engineOptions(options)
         let shared = try SharedEngine.acquire(path: url.path, options: options) { engine in
             try Self.record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
         }
@@ -169,6 +170,12 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         previous?.release()
         metadata = record.metadata
     }
+
+    /// The engine options ``loadMetadata()`` opens the engine with, given those the store's
+    /// options chose. Internal: tests override it in a subclass to open the store on a
+    /// ``FaultInjectingFileSystem`` with deterministic flushes and compactions (the crash-point
+    /// enumeration of StrataStore saves).
+    func engineOptions(_ options: EngineOptions) -> EngineOptions { options }
 
     /// The metadata of the store at `url`, read without adding it to a coordinator (shares the
     /// engine if this process has the store open).
