@@ -305,11 +305,36 @@ import Testing
         }
     }
 
-    // [DUR-1] A damaged SYNC is corruption (open changes nothing); repair rewrites it.
+    // [DUR-1] Damage to one slot of SYNC costs nothing: the other slot's record is a bound
+    // too (the one a crash that tore a slot's write leaves).
+    @Test func aDamagedSlotLeavesTheOtherSlotsBound() throws {
+        for slot in 0..<2 {
+            for (at, mask) in [(0, UInt8(0x01)), (16, 0x80), (28, 0x01), (31, 0xFF)] {
+                let (fs, prefixes) = try Self.store(closed: true)
+                let bytes = fs.contents(of: Self.syncPath) ?? []
+                let other = 1 - slot
+                let otherRecord = try #require(
+                    try SyncRecord.decode(
+                        Array(repeating: 0, count: slot * Format.syncRecordSize) + Array(bytes[(other * 32)..<(other * 32 + 32)])
+                            + Array(repeating: 0, count: other * Format.syncRecordSize),
+                        path: Self.syncPath))
+                fs.flipBits(in: Self.syncPath, at: slot * Format.syncRecordSize + at, mask: mask)
+                #expect(try SyncRecord.decode(fs.contents(of: Self.syncPath) ?? [], path: Self.syncPath) == otherRecord)
+                #expect(try StoreChecker.check(at: "/store", fileSystem: fs).isClean)
+                let engine = try Self.open(fs).get()
+                #expect(try contents(of: engine) == prefixes[Self.commits])
+                try engine.close()
+            }
+        }
+    }
+
+    // [DUR-1] Damage to both slots of SYNC is corruption (open changes nothing); repair
+    // rewrites it.
     @Test func aDamagedBoundIsCorruptionAndRepairRewritesIt() throws {
         for (at, mask) in [(0, UInt8(0x01)), (16, 0x80), (28, 0x01), (31, 0xFF)] {
             let (fs, prefixes) = try Self.store(closed: true)
             fs.flipBits(in: Self.syncPath, at: at, mask: mask)
+            fs.flipBits(in: Self.syncPath, at: Format.syncRecordSize + at, mask: mask)
             let before = fileImage(fs)
             let error = caught { try Self.open(fs).get() }
             #expect(error?.code == .corruption && error?.path == Self.syncPath && error?.offset == 0, "byte \(at): \(String(describing: error))")

@@ -177,7 +177,7 @@ struct DamageFixture {
         #expect(bound.sequence == UInt64(allBatches.count), "the fixture's bound names its last commit")
         fixture.files[path] = SyncRecord(
             walNumber: bound.walNumber, sequence: bound.sequence - 1, walEnd: UInt32(walRecords.last?.lowerBound ?? 0)
-        ).encode()
+        ).encodeFile()
         return fixture
     }
 

@@ -91,5 +91,5 @@ func caught<T>(_ body: () throws -> T) -> StoreError? {
 func setDurableBound(_ fs: FaultInjectingFileSystem, _ sequence: UInt64, store: String = "/store") throws {
     let path = store + "/" + Format.syncFileName
     let current = try #require(try SyncRecord.decode(fs.contents(of: path) ?? [], path: path))
-    fs.setContents(SyncRecord(walNumber: current.walNumber, sequence: sequence, walEnd: current.walEnd).encode(), of: path)
+    fs.setContents(SyncRecord(walNumber: current.walNumber, sequence: sequence, walEnd: current.walEnd).encodeFile(), of: path)
 }

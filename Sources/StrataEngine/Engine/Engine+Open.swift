@@ -130,15 +130,19 @@ extension Engine {
         // installs later, for a reader without a lock) still holds it, in a WAL or a segment.
         let syncPath = path + "/" + Format.syncFileName
         var bound: SyncRecord? = nil
+        /// The slot of `SYNC` holding `bound` ([DUR-1]); the writer writes the other one next.
+        var boundSlot = 0
         /// Whether `SYNC` must be rewritten at this open: missing, empty, damaged or lowered by repair.
         var rewriteBound = false
         do throws(StoreError) {
-            bound = try SyncRecord.load(fileSystem: fs, directory: path)
+            let loaded = try SyncRecord.loadFile(fileSystem: fs, directory: path)
+            bound = loaded?.record
+            boundSlot = loaded?.slot ?? 0
             rewriteBound = bound == nil
         } catch let error where options.repair && error.code == .corruption {
             report.dropped.append(
                 DroppedRange(
-                    path: syncPath, offset: 0, length: UInt64(Format.syncRecordSize),
+                    path: syncPath, offset: 0, length: UInt64(Format.syncFileSize),
                     reason: "durable bound unreadable (\(error.message)); rewritten from the records recovered"))
             rewriteBound = true
         }
@@ -292,7 +296,9 @@ extension Engine {
             let live = Set(manifest.wals + manifest.segments.map(\.fileNumber))
             for name in try fs.contentsOfDirectory(path) {
                 let orphan = Format.parseNumberedFileName(name).map { !live.contains($0.number) } ?? false
-                if orphan || name == Format.manifestTempFileName { try fs.remove(path + "/" + name) }
+                if orphan || name == Format.manifestTempFileName || name == Format.syncTempFileName {
+                    try fs.remove(path + "/" + name)
+                }
             }
             // [DUR-4] Repair keeps the WAL that lost acknowledged data as it found it.
             if let damagedWAL, let file = files[damagedWAL], case .wal(let handle, _) = file.content {
@@ -317,7 +323,7 @@ extension Engine {
                 activeSynced = true
             }
             durable = try openDurableBound(
-                path: path, bound: rewriteBound ? nil : bound, activeNumber: activeNumber, activeEnd: activeEnd,
+                path: path, bound: rewriteBound ? nil : bound, slot: boundSlot, activeNumber: activeNumber, activeEnd: activeEnd,
                 lastSequence: lastSequence, activeHandle: activeSynced ? nil : activeHandle, fileSystem: fs)
         }
 
@@ -353,32 +359,37 @@ extension Engine {
     }
 
     /// [DUR-2] The `SYNC` file a read-write engine records its durable bound in. A valid `bound`
-    /// is kept as it is. Otherwise (no file, an empty one, or one repair rewrites) the record is
-    /// written anew, naming `lastSequence`: every record recovery read is made durable first
-    /// (`activeHandle` synced, unless the caller just did; older WALs were synced at rollover),
-    /// then `SYNC` is written and synced (and its directory entry, when created).
+    /// is kept as it is (the next write goes to the slot after `slot`). Otherwise (no file, an
+    /// empty one, or one repair rewrites) the record is written anew, naming `lastSequence`:
+    /// every record recovery read is made durable first (`activeHandle` synced, unless the
+    /// caller just did; older WALs were synced at rollover), then the record goes into both
+    /// slots of `SYNC.tmp`, which is synced and renamed over `SYNC` (the directory synced): a
+    /// crash leaves the old file or the new one, never a torn one.
     private static func openDurableBound(
-        path: String, bound: SyncRecord?, activeNumber: UInt32, activeEnd: UInt64, lastSequence: UInt64,
+        path: String, bound: SyncRecord?, slot: Int, activeNumber: UInt32, activeEnd: UInt64, lastSequence: UInt64,
         activeHandle: (any FileHandle)?, fileSystem fs: any FileSystem
     ) throws(StoreError) -> DurableBoundFile {
         let syncPath = path + "/" + Format.syncFileName
         if let bound {
-            return DurableBoundFile(handle: try fs.open(syncPath, mode: .readWrite), recorded: bound.sequence, isDirty: false)
+            return DurableBoundFile(
+                handle: try fs.open(syncPath, mode: .readWrite), recorded: bound.sequence, nextSlot: 1 - slot, isDirty: false)
         }
         try activeHandle?.sync()
-        let created = try fs.kind(of: syncPath) == nil
-        let handle = try fs.open(syncPath, mode: created ? .createNew : .readWrite)
+        let tempPath = path + "/" + Format.syncTempFileName
+        if try fs.kind(of: tempPath) != nil { try fs.remove(tempPath) }
+        let temp = try fs.open(tempPath, mode: .createNew)
         do throws(StoreError) {
             let record = SyncRecord(walNumber: activeNumber, sequence: lastSequence, walEnd: UInt32(clamping: activeEnd))
-            try handle.truncate(to: 0)
-            try handle.write(record.encode(), at: 0)
-            try handle.sync()
-            if created { try fs.syncDirectory(path) }
+            try temp.write(record.encodeFile(), at: 0)
+            try temp.sync()
         } catch {
-            handle.close()
+            temp.close()
             throw error
         }
-        return DurableBoundFile(handle: handle, recorded: lastSequence, isDirty: false)
+        temp.close()
+        try fs.rename(tempPath, to: syncPath)
+        try fs.syncDirectory(path)
+        return DurableBoundFile(handle: try fs.open(syncPath, mode: .readWrite), recorded: lastSequence, nextSlot: 1, isDirty: false)
     }
 
     /// [DUR-3] [DUR-4] Writes `bytes` to a new file in the store directory named `name` (or
@@ -427,7 +438,7 @@ extension Engine {
     /// [DIR-4] Throws `notAStore` unless `names` are only a lock file, a temporary manifest and
     /// WALs no longer than a header: the leftovers of a creation that crashed.
     static func checkOnlyCreationLeftovers(_ path: String, names: [String], fileSystem fs: any FileSystem) throws(StoreError) {
-        for name in names where name != Format.lockFileName && name != Format.manifestTempFileName {
+        for name in names where name != Format.lockFileName && name != Format.manifestTempFileName && name != Format.syncTempFileName {
             guard let parsed = Format.parseNumberedFileName(name), parsed.ext == Format.walExtension,
                 case .file(let size)? = try fs.kind(of: path + "/" + name), size <= UInt64(Format.walHeaderSize)
             else {

@@ -213,16 +213,18 @@ public final class Engine: Sendable {
     /// [DUR-2] After a WAL sync (writer lock held): records in `SYNC` that every transaction up to
     /// `sequence` is durable, with one 32-byte write in place that is not synced (the next
     /// writeback or `close()` makes it durable; until then the durable copy is an older, lower
-    /// bound, which is still true). A failed write changes nothing and is ignored: the bound
-    /// only lags, and the next sync writes it again.
+    /// bound, which is still true). The write goes to the slot not holding the newest record,
+    /// so a crash that tears it leaves the other. A failed write is ignored and the slot is
+    /// written again next time: the bound only lags.
     func recordDurable(_ state: inout WriterState, through sequence: UInt64) {
         guard var bound = state.durableBound, sequence > bound.recorded else { return }
         let record = SyncRecord(walNumber: state.wal.number, sequence: sequence, walEnd: UInt32(clamping: state.walSynced))
         let handle = bound.handle
+        let offset = UInt64(bound.nextSlot * Format.syncRecordSize)
         let written = withUnsafeTemporaryAllocation(byteCount: Format.syncRecordSize, alignment: 8) { buffer -> Bool in
             record.encode(into: buffer)
             do throws(StoreError) {
-                try handle.write(UnsafeRawBufferPointer(buffer), at: 0)
+                try handle.write(UnsafeRawBufferPointer(buffer), at: offset)
                 return true
             } catch {
                 return false
@@ -230,6 +232,7 @@ public final class Engine: Sendable {
         }
         guard written else { return }
         bound.recorded = sequence
+        bound.nextSlot = 1 - bound.nextSlot
         bound.isDirty = true
         state.durableBound = bound
     }
@@ -344,10 +347,12 @@ public final class Engine: Sendable {
 
 /// The `SYNC` file of a read-write engine ([DUR-2]), kept in the writer state.
 struct DurableBoundFile: Sendable {
-    /// Open for writing; each WAL sync overwrites its 32 bytes in place.
+    /// Open for writing; each WAL sync overwrites one of its two 32-byte slots in place.
     var handle: any FileHandle
     /// The sequence the file holds (written; durable once synced).
     var recorded: UInt64
+    /// The slot the next record goes to: the one not holding `recorded`.
+    var nextSlot: Int
     /// Whether the file was written since it was last synced.
     var isDirty: Bool
 }

@@ -13,6 +13,8 @@ enum Format {
     static let manifestTempFileName = "MANIFEST.tmp"
     /// The durable bound ([DUR-1]).
     static let syncFileName = "SYNC"
+    /// The new `SYNC` an open writes before renaming it over the old one ([DUR-2]).
+    static let syncTempFileName = "SYNC.tmp"
     static let walExtension = "wal"
     static let segmentExtension = "seg"
     /// Digits in a numbered file's name (zero-padded decimal file number).
@@ -88,8 +90,10 @@ enum Format {
 
     // MARK: Durable bound ([DUR-*])
 
-    /// Bytes of the `SYNC` record.
+    /// Bytes of one `SYNC` record.
     static let syncRecordSize = 32
+    /// Bytes of the `SYNC` file: two record slots, written in turn ([DUR-1]).
+    static let syncFileSize = 64
     /// The version of the `SYNC` record this build writes and the newest it reads. The record
     /// is versioned on its own: a store without `SYNC` is read as before it existed.
     static let syncRecordVersion: UInt32 = 1

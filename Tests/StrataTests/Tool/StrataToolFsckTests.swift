@@ -63,8 +63,12 @@ import Testing
         #expect(repair.stdout.contains("  dropped \(walPath) [\(damaged.lowerBound), +\(damaged.count))"), "the repair lists the dropped record: \(repair)")
     }
 
-    /// The sequence the store's durable bound names ([DUR-1]: `SYNC`, u64 at offset 16).
-    static func durableBound(_ store: String) throws -> UInt64 { OnDisk.u64(try OnDisk.read(store + "/SYNC"), 16) }
+    /// The sequence the store's durable bound names ([DUR-1]: `SYNC`, two slots of 32 bytes,
+    /// the sequence a u64 at offset 16 of each; both hold valid records here).
+    static func durableBound(_ store: String) throws -> UInt64 {
+        let bytes = try OnDisk.read(store + "/SYNC")
+        return max(OnDisk.u64(bytes, 16), OnDisk.u64(bytes, 48))
+    }
 
     // [DUR-3] [DUR-4] The last record of the newest WAL damaged (its payload CRC fails at the end
     // of the file) after the commit was acknowledged: not a torn tail but a lost transaction.
