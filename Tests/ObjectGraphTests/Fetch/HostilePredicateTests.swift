@@ -107,6 +107,25 @@ struct HostilePredicateTests {
         #expect(failure { _ = try FetchPredicate(format: String(repeating: "(", count: limit) + "age == 1" + String(repeating: ")", count: limit)) }?.code == .malformedPredicate)
     }
 
+    /// Built in code past the limit (deep enough to overflow a recursive walk without it):
+    /// evaluation throws, printing elides what lies deeper, the fetch refuses it.
+    @Test func deepPredicateBuiltInCodeIsRefusedByEvaluationAndPrintedShort() {
+        var predicate = FetchPredicate.equal("name", "Ada")
+        for _ in 0..<20_000 { predicate = .not(predicate) }
+        let row = FetchValueRow(["name": .attribute("Ada")])
+        #expect(failure { _ = try predicate.evaluate(with: row) }?.code == .invalidFetchRequest)
+        #expect(predicate.description.hasSuffix("NOT …"))
+        #expect(predicate.description.count < 1_000)
+        var expression = FetchExpression.keyPath("tags")
+        for _ in 0..<20_000 { expression = .index(expression, .first) }
+        #expect(failure { _ = try expression.evaluate(with: FetchValueRow(["tags": .collection([])])) }?.code == .invalidFetchRequest)
+        #expect(expression.description.hasPrefix("…[FIRST]"))
+        // Taken apart level by level: dropping a 20,000-deep value recursively could itself
+        // overflow the stack of a debug build.
+        while case .not(let inner) = predicate { predicate = inner }
+        while case .index(let base, _) = expression { expression = base }
+    }
+
     @Test(arguments: allStoreFixtures)
     func deepPredicateBuiltInCodeIsRefusedByTheFetch(fixture: any StoreFixture) throws {
         let (stack, _) = try FetchGraph.make(in: fixture)

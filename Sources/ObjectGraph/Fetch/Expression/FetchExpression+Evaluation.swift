@@ -9,7 +9,15 @@ extension FetchExpression {
     /// - Throws: ``ObjectGraphError/Code/unknownKey`` for a key path the subject does not
     ///   have, ``ObjectGraphError/Code/invalidFetchRequest`` for an unbound variable or an
     ///   unknown collection operator.
+    ///   ``ObjectGraphError/Code/invalidFetchRequest`` too for an expression nested deeper than
+    ///   ``FetchPredicate/maximumDepth`` (built in code: the parser refuses one).
     public func evaluate<S: FetchEvaluable>(with subject: S, variables: [String: FetchValue] = [:]) throws -> FetchValue {
+        try evaluate(with: subject, variables: variables, depth: 1)
+    }
+
+    /// ``evaluate(with:variables:)`` at nesting `depth`, which bounds the recursion.
+    func evaluate<S: FetchEvaluable>(with subject: S, variables: [String: FetchValue], depth: Int) throws -> FetchValue {
+        guard depth <= FetchPredicate.maximumDepth else { throw FetchPredicate.tooDeep() }
         switch self {
         case .constant(let value):
             return value
@@ -23,9 +31,9 @@ extension FetchExpression {
             }
             return value
         case .member(let base, let path):
-            return try Self.read(path, from: try base.evaluate(with: subject, variables: variables), subject: subject)
+            return try Self.read(path, from: try base.evaluate(with: subject, variables: variables, depth: depth + 1), subject: subject)
         case .index(let base, let index):
-            let elements = try base.evaluate(with: subject, variables: variables).indexableElements
+            let elements = try base.evaluate(with: subject, variables: variables, depth: depth + 1).indexableElements
             switch index {
             case .size: return .attribute(.int64(Int64(elements.count)))
             case .first: return elements.first ?? .null
@@ -33,19 +41,19 @@ extension FetchExpression {
             case .position(let position): return elements.indices.contains(position) ? elements[position] : .null
             }
         case .aggregate(let parts):
-            return .collection(try parts.map { try $0.evaluate(with: subject, variables: variables) })
+            return .collection(try parts.map { try $0.evaluate(with: subject, variables: variables, depth: depth + 1) })
         case .function(let function, let arguments):
             var values: [FetchValue] = []
-            for argument in arguments { values += try argument.evaluate(with: subject, variables: variables).elements }
+            for argument in arguments { values += try argument.evaluate(with: subject, variables: variables, depth: depth + 1).elements }
             return FetchAggregation.apply(function, to: values)
         case .subquery(let collection, let variable, let predicate):
-            let candidates = try collection.evaluate(with: subject, variables: variables)
+            let candidates = try collection.evaluate(with: subject, variables: variables, depth: depth + 1)
             if candidates.isNull { return .collection([]) }
             var inner = variables
             var kept: [FetchValue] = []
             for element in candidates.elements {
                 inner[variable] = element
-                if try predicate.evaluate(with: ElementSubject(base: subject, element: element), variables: inner) {
+                if try predicate.evaluate(with: ElementSubject(base: subject, element: element), variables: inner, depth: depth + 1) {
                     kept.append(element)
                 }
             }

@@ -30,11 +30,7 @@ extension FetchPredicate {
     static func checkDepth(from root: DepthNode) throws {
         var stack: [(node: DepthNode, depth: Int)] = [(root, 1)]
         while let (node, depth) = stack.popLast() {
-            guard depth <= Self.maximumDepth else {
-                throw ObjectGraphError(
-                    .invalidFetchRequest,
-                    "The predicate nests deeper than \(Self.maximumDepth) levels; build it as flat AND/OR lists or split the fetch.")
-            }
+            guard depth <= Self.maximumDepth else { throw tooDeep() }
             switch node {
             case .predicate(.value): break
             case .predicate(.comparison(let lhs, _, let rhs, _, _)):
@@ -55,6 +51,13 @@ extension FetchPredicate {
                 stack.append((.predicate(predicate), depth + 1))
             }
         }
+    }
+
+    /// The error of a predicate nested deeper than ``maximumDepth``.
+    static func tooDeep() -> ObjectGraphError {
+        ObjectGraphError(
+            .invalidFetchRequest,
+            "The predicate nests deeper than \(maximumDepth) levels; build it as flat AND/OR lists or split the fetch.")
     }
 
     /// A node of the depth walk.

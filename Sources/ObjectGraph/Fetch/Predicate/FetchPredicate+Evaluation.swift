@@ -10,25 +10,33 @@ extension FetchPredicate {
     /// - Throws: ``ObjectGraphError/Code/unknownKey`` for a key path the subject does not
     ///   have; ``ObjectGraphError/Code/invalidFetchRequest`` for an unbound variable or a
     ///   malformed regular expression.
+    ///   ``ObjectGraphError/Code/invalidFetchRequest`` too for a predicate nested deeper than
+    ///   ``maximumDepth`` (built in code: the parser refuses one).
     public func evaluate<S: FetchEvaluable>(with subject: S, variables: [String: FetchValue] = [:]) throws -> Bool {
+        try evaluate(with: subject, variables: variables, depth: 1)
+    }
+
+    /// ``evaluate(with:variables:)`` at nesting `depth`, which bounds the recursion.
+    func evaluate<S: FetchEvaluable>(with subject: S, variables: [String: FetchValue], depth: Int) throws -> Bool {
+        guard depth <= Self.maximumDepth else { throw Self.tooDeep() }
         switch self {
         case .value(let constant):
             return constant
         case .and(let parts):
-            for part in parts where try !part.evaluate(with: subject, variables: variables) { return false }
+            for part in parts where try !part.evaluate(with: subject, variables: variables, depth: depth + 1) { return false }
             return true
         case .or(let parts):
-            for part in parts where try part.evaluate(with: subject, variables: variables) { return true }
+            for part in parts where try part.evaluate(with: subject, variables: variables, depth: depth + 1) { return true }
             return false
         case .not(let inner):
-            return try !inner.evaluate(with: subject, variables: variables)
+            return try !inner.evaluate(with: subject, variables: variables, depth: depth + 1)
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options)
             where !path.utf8.contains(UInt8(ascii: "@")) && path != "self" && path != "SELF":
             // The common `keyPath op constant` shape, without the general expression walk.
             return try Self.compare(try subject.fetchValue(forKeyPath: path).flattened, op, right, modifier: .direct, options: options)
         case .comparison(let lhs, let op, let rhs, let modifier, let options):
-            let left = try lhs.evaluate(with: subject, variables: variables)
-            let right = try rhs.evaluate(with: subject, variables: variables)
+            let left = try lhs.evaluate(with: subject, variables: variables, depth: depth + 1)
+            let right = try rhs.evaluate(with: subject, variables: variables, depth: depth + 1)
             return try Self.compare(left, op, right, modifier: modifier, options: options)
         }
     }

@@ -11,20 +11,25 @@ extension FetchPredicate: CustomStringConvertible {
     /// quotes, and `NONE` as `NOT ANY`.
     public var description: String { canonicalFormat }
 
-    /// The canonical format string; see ``description``.
-    public var canonicalFormat: String {
+    /// The canonical format string; see ``description``. A predicate nested deeper than
+    /// ``maximumDepth`` (built in code) prints `…` for what lies deeper.
+    public var canonicalFormat: String { format(depth: 1) }
+
+    /// ``canonicalFormat`` at nesting `depth`, which bounds the recursion.
+    func format(depth: Int) -> String {
+        guard depth <= Self.maximumDepth else { return "…" }
         switch self {
         case .value(let constant):
             return constant ? "TRUEPREDICATE" : "FALSEPREDICATE"
         case .comparison(let lhs, let op, let rhs, let modifier, let options):
             let prefix = modifier == .direct ? "" : modifier.rawValue + " "
-            return "\(prefix)\(lhs.canonicalFormat) \(op.rawValue)\(options.formatFlags) \(rhs.canonicalFormat)"
+            return "\(prefix)\(lhs.format(depth: depth + 1)) \(op.rawValue)\(options.formatFlags) \(rhs.format(depth: depth + 1))"
         case .and(let parts):
-            return parts.isEmpty ? "TRUEPREDICATE" : "(" + parts.map(\.canonicalFormat).joined(separator: " AND ") + ")"
+            return parts.isEmpty ? "TRUEPREDICATE" : "(" + parts.map { $0.format(depth: depth + 1) }.joined(separator: " AND ") + ")"
         case .or(let parts):
-            return parts.isEmpty ? "FALSEPREDICATE" : "(" + parts.map(\.canonicalFormat).joined(separator: " OR ") + ")"
+            return parts.isEmpty ? "FALSEPREDICATE" : "(" + parts.map { $0.format(depth: depth + 1) }.joined(separator: " OR ") + ")"
         case .not(let inner):
-            return "NOT " + inner.canonicalFormat
+            return "NOT " + inner.format(depth: depth + 1)
         }
     }
 }
@@ -34,25 +39,30 @@ extension FetchExpression: CustomStringConvertible {
     public var description: String { canonicalFormat }
 
     /// The expression in canonical format syntax; see ``FetchPredicate/canonicalFormat``.
-    public var canonicalFormat: String {
+    public var canonicalFormat: String { format(depth: 1) }
+
+    /// ``canonicalFormat`` at nesting `depth`, which bounds the recursion.
+    func format(depth: Int) -> String {
+        guard depth <= FetchPredicate.maximumDepth else { return "…" }
+        let next = depth + 1
         switch self {
         case .constant(let value): return Self.literal(value)
         case .evaluatedObject: return "SELF"
         case .keyPath(let path): return Self.formatKeyPath(path)
         case .variable(let name): return "$" + name
-        case .member(let base, let path): return base.canonicalFormat + "." + Self.formatKeyPath(path)
+        case .member(let base, let path): return base.format(depth: next) + "." + Self.formatKeyPath(path)
         case .index(let base, let index):
             switch index {
-            case .first: return base.canonicalFormat + "[FIRST]"
-            case .last: return base.canonicalFormat + "[LAST]"
-            case .size: return base.canonicalFormat + "[SIZE]"
-            case .position(let n): return base.canonicalFormat + "[\(n)]"
+            case .first: return base.format(depth: next) + "[FIRST]"
+            case .last: return base.format(depth: next) + "[LAST]"
+            case .size: return base.format(depth: next) + "[SIZE]"
+            case .position(let n): return base.format(depth: next) + "[\(n)]"
             }
-        case .aggregate(let parts): return "{" + parts.map(\.canonicalFormat).joined(separator: ", ") + "}"
+        case .aggregate(let parts): return "{" + parts.map { $0.format(depth: next) }.joined(separator: ", ") + "}"
         case .function(let function, let arguments):
-            return function.rawValue + "(" + arguments.map(\.canonicalFormat).joined(separator: ", ") + ")"
+            return function.rawValue + "(" + arguments.map { $0.format(depth: next) }.joined(separator: ", ") + ")"
         case .subquery(let collection, let variable, let predicate):
-            return "SUBQUERY(\(collection.canonicalFormat), $\(variable), \(predicate.canonicalFormat))"
+            return "SUBQUERY(\(collection.format(depth: next)), $\(variable), \(predicate.format(depth: next)))"
         }
     }
 
