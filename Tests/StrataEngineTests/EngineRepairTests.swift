@@ -197,12 +197,12 @@ import Testing
         }
     }
 
-    // [REC-7] A segment whose header, block table or footer is unreadable is dropped whole: the
-    // content is what the WAL alone holds.
-    @Test func anUnreadableSegmentIsDroppedWhole() throws {
+    // [REC-7] [SEG-8] A segment whose header, block table or footer is unreadable keeps every
+    // block: only those bytes are lost (it used to be dropped whole, leaving what the WAL alone
+    // holds). SegmentSalvageTests flips every byte of them.
+    @Test func anUnreadableHeaderTableOrFooterCostsOnlyItsOwnBytes() throws {
         let fixture = try DamageFixture.standard()
         let layout = fixture.segmentLayout
-        let walOnly = Damage.model(fixture.walBatches)
         let damages: [(String, Int)] = [
             ("header CRC", 24), ("header version", 8), ("header magic", 0), ("block table", layout.tableOffset + 3),
             ("footer", layout.footerOffset + 20), ("footer CRC", layout.footerOffset + 56),
@@ -210,18 +210,19 @@ import Testing
         for (what, at) in damages {
             let fs = fixture.makeFileSystem()
             fs.flipBits(in: fixture.segmentPath, at: at, mask: 0x01)
-            expectRepair(fs, what, expected: walOnly, damagedPath: fixture.segmentPath, damagedOffset: at)
+            expectRepair(fs, what, expected: fixture.model, damagedPath: fixture.segmentPath, damagedOffset: at)
         }
     }
 
-    // [REC-2] [REC-7] A missing or truncated segment is dropped.
+    // [REC-2] [REC-7] A missing segment, or one cut before its first block, is dropped; a
+    // segment cut later keeps its blocks before the cut (SegmentSalvageTests).
     @Test func aMissingOrTruncatedSegmentIsDropped() throws {
         let fixture = try DamageFixture.standard()
         let walOnly = Damage.model(fixture.walBatches)
         let missing = fixture.makeFileSystem()
         try missing.remove(fixture.segmentPath)
         expectRepair(missing, "missing segment", expected: walOnly, damagedPath: fixture.segmentPath)
-        for size in [0, 50, fixture.segmentBytes.count / 2, fixture.segmentBytes.count - 1] {
+        for size in [0, 20, 50, fixture.segmentLayout.dataBlocks[0].upperBound - 1] {
             let fs = fixture.makeFileSystem()
             fs.truncateFile(fixture.segmentPath, to: size)
             expectRepair(fs, "segment truncated to \(size)", expected: walOnly, damagedPath: fixture.segmentPath)

@@ -87,13 +87,14 @@ enum FuzzTargets {
 
     // MARK: Segment
 
-    /// [SEG-1]…[SEG-6] [READ-1] [REC-7] `SegmentReader`: open, every data block, the hints
-    /// (with each hint's entry), and salvage.
+    /// [SEG-1]…[SEG-8] [READ-1] [REC-7] `SegmentReader`: the salvage of any bytes, then open,
+    /// every data block, the hints (with each hint's entry), and the hints rebuilt from the data.
     static func segment(_ bytes: [UInt8], numberFromHeader: Bool) {
         let number = numberFromHeader && bytes.count >= 20 ? FuzzChecksums.u32(bytes, 16) : 5
         let path = "/fuzz/" + Format.segmentFileName(number)
         let fs = FaultInjectingFileSystem()
         fs.setContents(bytes, of: path)
+        segmentSalvage(bytes, fs: fs, path: path, number: number)
         let reader: SegmentReader
         do throws(StoreError) {
             reader = try SegmentReader.open(fileSystem: fs, path: path, fileNumber: number)
@@ -152,6 +153,52 @@ enum FuzzTargets {
         }
         for range in dropped {
             fuzzCheck(range.offset + range.length <= footer, "[REC-7] dropped range past the blocks")
+        }
+    }
+
+    /// [SEG-8] [REC-7] `SegmentReader.salvage` of any bytes: it throws only for a newer format,
+    /// its dropped ranges lie in the file (or in the bytes missing up to the recorded size) and
+    /// do not overlap, the blocks it keeps lie in the file, and every hint it rebuilt reads
+    /// back as the entry it names, in strictly ascending key order.
+    static func segmentSalvage(_ bytes: [UInt8], fs: FaultInjectingFileSystem, path: String, number: UInt32) {
+        // The size the manifest would record: sometimes more than the file holds (a cut).
+        let recorded = UInt64(bytes.count) + UInt64(bytes.first ?? 0) % 3 * 40
+        let salvaged: SegmentReader.Salvaged
+        do throws(StoreError) {
+            salvaged = try SegmentReader.salvage(fileSystem: fs, path: path, fileNumber: number, recordedSize: recorded)
+        } catch {
+            fuzzCheck(
+                error.code == .unsupportedVersion && error.path == path,
+                "[SEG-8] salvage threw for damage: \(error)")
+            return
+        }
+        let reader = salvaged.reader
+        var previousEnd: UInt64 = 0
+        for range in salvaged.dropped {
+            fuzzCheck(range.path == path && range.length > 0, "[SEG-8] bad dropped range \(range)")
+            fuzzCheck(range.offset >= previousEnd, "[SEG-8] dropped ranges overlap: \(salvaged.dropped)")
+            fuzzCheck(range.offset + range.length <= max(recorded, UInt64(bytes.count)), "[SEG-8] dropped range past the end: \(range)")
+            previousEnd = range.offset + range.length
+        }
+        for block in reader.dataBlocks + reader.hintBlocks {
+            fuzzCheck(
+                block.offset >= UInt64(min(bytes.count, Format.segmentHeaderSize))
+                    && block.offset + UInt64(Format.blockHeaderSize) + UInt64(block.storedCount) <= UInt64(bytes.count),
+                "[SEG-8] kept a block at \(block.offset) outside the file")
+        }
+        guard let hints = reader.rebuiltHints else { return }
+        for (previous, next) in zip(hints, hints.dropFirst()) {
+            fuzzCheck(previous.key.lexicographicallyPrecedes(next.key), "[SEG-8] rebuilt hints not strictly ascending")
+        }
+        for hint in hints {
+            do throws(StoreError) {
+                let entry = try reader.readEntry(at: hint.location)
+                fuzzCheck(
+                    entry.key == hint.key && entry.sequence == hint.sequence && entry.isDelete == hint.isDelete,
+                    "[SEG-8] rebuilt hint does not match its entry")
+            } catch {
+                fuzzCheck(false, "[SEG-8] rebuilt hint does not read back: \(error)")
+            }
         }
     }
 

@@ -143,7 +143,8 @@ extension Engine {
             report.dropped.append(
                 DroppedRange(
                     path: syncPath, offset: 0, length: UInt64(Format.syncFileSize),
-                    reason: "durable bound unreadable (\(error.message)); rewritten from the records recovered"))
+                    reason: "durable bound unreadable (\(error.message)); rewritten from the records recovered",
+                    heldEntries: false))
             rewriteBound = true
         }
         let names = try fs.contentsOfDirectory(path)
@@ -175,11 +176,13 @@ extension Engine {
         for segment in manifest.segments {
             let segmentPath = path + "/" + Format.segmentFileName(segment.fileNumber)
             do throws(StoreError) {
-                let reader = try openSegment(path: segmentPath, number: segment.fileNumber, fileSystem: fs)
+                let reader: SegmentReader
                 let hints: PackedHints
                 if options.repair {
+                    reader = try salvageSegment(segment, path: segmentPath, fileSystem: fs, report: &report)
                     hints = PackedHints(salvagedHints(of: reader, report: &report))
                 } else {
+                    reader = try openSegment(path: segmentPath, number: segment.fileNumber, fileSystem: fs)
                     hints = try reader.readPackedHints()
                 }
                 hintLists.append(hints)
@@ -224,7 +227,9 @@ extension Engine {
             } catch let error where options.repair && error.code == .corruption {
                 // [REC-7] The manifest says which WAL this is; its records carry their own checks.
                 report.dropped.append(
-                    DroppedRange(path: walPath, offset: 0, length: UInt64(Format.walHeaderSize), reason: "WAL header: \(error.message)"))
+                    DroppedRange(
+                        path: walPath, offset: 0, length: UInt64(Format.walHeaderSize), reason: "WAL header: \(error.message)",
+                        heldEntries: false))
             }
             usage[number] = FileUsage()
             let outcome = try reader.read { (record) throws(StoreError) in
@@ -412,6 +417,22 @@ extension Engine {
         return candidate
     }
 
+    /// Repair: the segment, opened as usual when its header, footer and block table check out,
+    /// else salvaged block by block ([SEG-8]): what could not be used is added to `report`.
+    private static func salvageSegment(
+        _ segment: Manifest.Segment, path: String, fileSystem: any FileSystem, report: inout RepairReport
+    ) throws(StoreError) -> SegmentReader {
+        do throws(StoreError) {
+            return try openSegment(path: path, number: segment.fileNumber, fileSystem: fileSystem)
+        } catch where error.code == .corruption && (try? fileSystem.exists(path)) == true {
+            let salvaged = try SegmentReader.salvage(
+                fileSystem: fileSystem, path: path, fileNumber: segment.fileNumber, recordedSize: segment.size)
+            report.dropped += salvaged.dropped
+            report.lost += salvaged.lost
+            return salvaged.reader
+        }
+    }
+
     private static func openSegment(path: String, number: UInt32, fileSystem: any FileSystem) throws(StoreError) -> SegmentReader {
         guard try fileSystem.exists(path) else {
             throw StoreError.corruption("segment named in the manifest is missing", path: path, offset: 0)
@@ -586,6 +607,8 @@ extension Engine {
     /// Repair: a segment's hints, checked against its data blocks. Hints of a block that fails
     /// its checks are dropped; damaged hint blocks are rebuilt from the data blocks ([REC-7]).
     static func salvagedHints(of reader: SegmentReader, report: inout RepairReport) -> [SegmentReader.Hint] {
+        // A segment salvaged by scanning carries hints rebuilt from its data blocks ([SEG-8]).
+        if let rebuilt = reader.rebuiltHints { return rebuilt }
         var badBlocks: Set<UInt32> = []
         var droppedAt: [UInt32: Int] = [:]  // bad block → its entry in report.dropped
         for (index, block) in reader.dataBlocks.enumerated() {
@@ -628,12 +651,16 @@ extension Engine {
             }
             return hints
         } catch {
+            // The damaged hint block when one failed its checks, else (hints that disagree with
+            // the data or the footer) every hint block: none of them is used.
             let start = reader.hintBlocks.first?.offset ?? 0
             let end = reader.hintBlocks.last.map { $0.offset + UInt64(Format.blockHeaderSize) + UInt64($0.storedCount) } ?? start
+            let damaged = reader.hintBlocks.first { $0.offset == error.offset }
             report.dropped.append(
                 DroppedRange(
-                    path: reader.path, offset: error.offset ?? start, length: end - start,
-                    reason: "hints rebuilt from the data blocks: \(error.message)"))
+                    path: reader.path, offset: damaged?.offset ?? start,
+                    length: damaged.map { UInt64(Format.blockHeaderSize) + UInt64($0.storedCount) } ?? end - start,
+                    reason: "hints rebuilt from the data blocks: \(error.message)", heldEntries: false))
             var ignored: [DroppedRange] = []  // bad data blocks were reported above
             return reader.salvageHints(dropped: &ignored)
         }

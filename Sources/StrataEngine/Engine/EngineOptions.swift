@@ -51,9 +51,12 @@ public struct RepairReport: Sendable, Equatable {
     /// Whether the manifest was rebuilt from the files present.
     public var rebuiltManifest = false
     /// The entries of dropped data blocks whose hints were readable and checked, in key order
-    /// per block: what was lost, by key and sequence. Bytes dropped without trustworthy hints
-    /// (WAL records, unreadable segments, blocks of a segment whose hints were rebuilt) lost
-    /// entries that cannot be listed; their ``DroppedRange/sequences`` say what is known.
+    /// per block: what was lost, by key and sequence. For a segment salvaged by scanning
+    /// (SPEC.md [SEG-8]), the entries its own hint blocks name that no salvaged block holds.
+    /// Bytes dropped without trustworthy hints (WAL records, missing files, blocks of a segment
+    /// whose hints are lost too) lost entries that cannot be listed; their
+    /// ``DroppedRange/sequences`` say what is known, and ``DroppedRange/heldEntries`` whether
+    /// they held any.
     public var lost: [LostEntry] = []
     /// Sequence numbers of acknowledged (synced) transactions the store no longer held: the
     /// durable bound (`SYNC`) names them, but the newest WAL was cut or damaged before them

@@ -286,6 +286,11 @@ public struct DroppedRange: Sendable, Equatable, CustomStringConvertible {
     /// data block's from its hints, a WAL record's from the valid records around it. `nil`
     /// when unknown.
     public var sequences: ClosedRange<UInt64>? = nil
+    /// Whether the bytes held entries: a data block, WAL records, a file lost whole. `false`
+    /// for bytes that describe entries kept elsewhere — a file header, a segment's footer,
+    /// block table or hint blocks (rebuilt from its data blocks), `SYNC` — whose loss loses
+    /// no acknowledged write (SPEC.md [REC-7]).
+    public var heldEntries = true
 
     public var description: String {
         var text = "\(path) [\(offset), +\(length)): \(reason)"

@@ -26,10 +26,13 @@ final class SegmentReader: Sendable {
     let hintBlocks: [Block]
     let entryCount: UInt64
     let maxSequence: UInt64
+    /// For a segment repair found by scanning ([SEG-8]): the hints rebuilt from its salvaged
+    /// data blocks (positions index ``dataBlocks``), which replace its own. `nil` otherwise.
+    let rebuiltHints: [Hint]?
 
-    private init(
+    init(
         path: String, fileNumber: UInt32, fileSize: UInt64, handle: any FileHandle, dataBlocks: [Block],
-        hintBlocks: [Block], entryCount: UInt64, maxSequence: UInt64
+        hintBlocks: [Block], entryCount: UInt64, maxSequence: UInt64, rebuiltHints: [Hint]? = nil
     ) {
         self.path = path
         self.fileNumber = fileNumber
@@ -39,6 +42,7 @@ final class SegmentReader: Sendable {
         self.hintBlocks = hintBlocks
         self.entryCount = entryCount
         self.maxSequence = maxSequence
+        self.rebuiltHints = rebuiltHints
     }
 
     deinit { handle.close() }
@@ -61,99 +65,125 @@ final class SegmentReader: Sendable {
             throw StoreError.corruption("segment is \(size) bytes, shorter than header and footer", path: path, offset: 0)
         }
         let header = try handle.read(exactly: Format.segmentHeaderSize, at: 0)
-        try header.withBytes { (raw) throws(StoreError) in
-            var reader = ByteReader(raw)
-            guard let magic = reader.bytes(8), Array(magic) == Format.segmentMagic else {
-                throw StoreError.corruption("segment does not start with the Strata segment magic", path: path, offset: 0)
-            }
-            let version = reader.u32() ?? 0
-            let reserved = reader.u32() ?? 0
-            let number = reader.u64() ?? 0
-            let crc = reader.u32() ?? 0
-            let reservedTail = reader.u32() ?? 0
-            guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])), reserved == 0,
-                reservedTail == 0
-            else {
-                throw StoreError.corruption("segment header checksum mismatch", path: path, offset: 0)
-            }
-            guard version <= Format.version else {
-                throw StoreError(
-                    .unsupportedVersion, "segment has format version \(version); this build reads up to \(Format.version)",
-                    path: path, offset: 8)
-            }
-            guard number == UInt64(fileNumber) else {
-                throw StoreError.corruption(
-                    "segment header names file number \(number), expected \(fileNumber)", path: path, offset: 16)
-            }
-        }
+        try header.withBytes { (raw) throws(StoreError) in try checkHeader(raw, path: path, fileNumber: fileNumber) }
         let footerOffset = size - UInt64(Format.segmentFooterSize)
         let footer = try handle.read(exactly: Format.segmentFooterSize, at: footerOffset)
-        let parsed = try footer.withBytes {
-            (raw) throws(StoreError) -> (data: Int, hints: Int, table: UInt64, tableCRC: UInt32, entries: UInt64, maxSeq: UInt64) in
-            var reader = ByteReader(raw)
-            let magic = reader.bytes(8).map { Array($0) }
-            let version = reader.u32() ?? 0
-            let flags = reader.u32() ?? 0
-            let data = Int(reader.u32() ?? 0), hints = Int(reader.u32() ?? 0)
-            let table = reader.u64() ?? 0
-            let tableCRC = reader.u32() ?? 0
-            let reserved = reader.u32() ?? 0
-            let entries = reader.u64() ?? 0, maxSeq = reader.u64() ?? 0
-            let crc = reader.u32() ?? 0
-            let reservedTail = reader.u32() ?? 0
-            guard magic == Format.segmentMagic, crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<56])),
-                flags == 0, reserved == 0, reservedTail == 0
-            else { throw StoreError.corruption("segment footer is damaged", path: path, offset: footerOffset) }
-            guard version <= Format.version else {
-                throw StoreError(
-                    .unsupportedVersion, "segment footer has format version \(version)", path: path,
-                    offset: footerOffset + 8)
-            }
-            return (data, hints, table, tableCRC, entries, maxSeq)
+        let parsed = try footer.withBytes { (raw) throws(StoreError) -> Footer in
+            try parseFooter(raw, path: path, footerOffset: footerOffset)
         }
-        let blockCount = parsed.data + parsed.hints
-        let tableLength = UInt64(blockCount) * UInt64(Format.blockTableEntrySize)
-        // Subtractions only: a crafted offset must not overflow ([SEG-5]).
-        guard parsed.table >= UInt64(Format.segmentHeaderSize), parsed.table <= footerOffset,
-            footerOffset - parsed.table == tableLength
-        else {
-            throw StoreError.corruption(
-                "segment footer's block table position disagrees with the file size", path: path,
-                offset: footerOffset + 24)
-        }
+        let tableLength = try parsed.checkTablePosition(footerOffset: footerOffset, path: path)
         let tableBytes = try handle.read(exactly: Int(tableLength), at: parsed.table)
-        guard CRC32C.checksum(tableBytes) == parsed.tableCRC else {
-            throw StoreError.corruption("segment block table checksum mismatch", path: path, offset: parsed.table)
-        }
-        var blocks: [Block] = []
-        blocks.reserveCapacity(blockCount)
-        try tableBytes.withBytes { (raw) throws(StoreError) in
-            var reader = ByteReader(raw)
-            var expected = UInt64(Format.segmentHeaderSize)
-            for index in 0..<blockCount {
-                let block = Block(offset: reader.u64() ?? 0, storedCount: reader.u32() ?? 0, rawCount: reader.u32() ?? 0)
-                // Blocks are contiguous and end where the table starts ([SEG-5]); LZ4 expands at
-                // most 255-fold, which bounds what a crafted raw length can make us allocate.
-                guard block.offset == expected, UInt64(block.rawCount) <= UInt64(block.storedCount) * 255 + 64 else {
-                    throw StoreError.corruption(
-                        "block table entry \(index) points at \(block.offset), expected \(expected)", path: path,
-                        offset: parsed.table + UInt64(index * Format.blockTableEntrySize))
-                }
-                expected = block.offset + UInt64(Format.blockHeaderSize) + UInt64(block.storedCount)
-                guard expected <= parsed.table else {
-                    throw StoreError.corruption(
-                        "block \(index) runs into the block table", path: path, offset: block.offset)
-                }
-                blocks.append(block)
-            }
-            guard expected == parsed.table else {
-                throw StoreError.corruption("blocks do not end where the block table starts", path: path, offset: parsed.table)
-            }
+        let blocks = try tableBytes.withBytes { (raw) throws(StoreError) -> [Block] in
+            try parseTable(raw, footer: parsed, path: path)
         }
         return SegmentReader(
             path: path, fileNumber: fileNumber, fileSize: size, handle: handle,
             dataBlocks: Array(blocks[0..<parsed.data]), hintBlocks: Array(blocks[parsed.data...]),
-            entryCount: parsed.entries, maxSequence: parsed.maxSeq)
+            entryCount: parsed.entries, maxSequence: parsed.maxSequence)
+    }
+
+    /// [SEG-2] Checks a segment header: magic, CRC, reserved bytes, version, file number.
+    static func checkHeader(_ raw: UnsafeRawBufferPointer, path: String, fileNumber: UInt32) throws(StoreError) {
+        var reader = ByteReader(raw)
+        guard let magic = reader.bytes(8), Array(magic) == Format.segmentMagic else {
+            throw StoreError.corruption("segment does not start with the Strata segment magic", path: path, offset: 0)
+        }
+        let version = reader.u32() ?? 0
+        let reserved = reader.u32() ?? 0
+        let number = reader.u64() ?? 0
+        let crc = reader.u32() ?? 0
+        let reservedTail = reader.u32() ?? 0
+        guard raw.count >= Format.segmentHeaderSize, crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<24])),
+            reserved == 0, reservedTail == 0
+        else {
+            throw StoreError.corruption("segment header checksum mismatch", path: path, offset: 0)
+        }
+        guard version <= Format.version else {
+            throw StoreError(
+                .unsupportedVersion, "segment has format version \(version); this build reads up to \(Format.version)",
+                path: path, offset: 8)
+        }
+        guard number == UInt64(fileNumber) else {
+            throw StoreError.corruption(
+                "segment header names file number \(number), expected \(fileNumber)", path: path, offset: 16)
+        }
+    }
+
+    /// The fields of a segment footer ([SEG-6]).
+    struct Footer {
+        var data: Int
+        var hints: Int
+        var table: UInt64
+        var tableCRC: UInt32
+        var entries: UInt64
+        var maxSequence: UInt64
+
+        /// [SEG-5] [SEG-6] The block table's length, checked against the footer's position
+        /// with subtractions only (a crafted offset must not overflow).
+        func checkTablePosition(footerOffset: UInt64, path: String) throws(StoreError) -> UInt64 {
+            let tableLength = UInt64(data + hints) * UInt64(Format.blockTableEntrySize)
+            guard table >= UInt64(Format.segmentHeaderSize), table <= footerOffset, footerOffset - table == tableLength else {
+                throw StoreError.corruption(
+                    "segment footer's block table position disagrees with the file size", path: path,
+                    offset: footerOffset + 24)
+            }
+            return tableLength
+        }
+    }
+
+    /// [SEG-6] Parses and checks the 64 footer bytes `raw`, found at `footerOffset`.
+    static func parseFooter(_ raw: UnsafeRawBufferPointer, path: String, footerOffset: UInt64) throws(StoreError) -> Footer {
+        var reader = ByteReader(raw)
+        let magic = reader.bytes(8).map { Array($0) }
+        let version = reader.u32() ?? 0
+        let flags = reader.u32() ?? 0
+        let data = Int(reader.u32() ?? 0), hints = Int(reader.u32() ?? 0)
+        let table = reader.u64() ?? 0
+        let tableCRC = reader.u32() ?? 0
+        let reserved = reader.u32() ?? 0
+        let entries = reader.u64() ?? 0, maxSeq = reader.u64() ?? 0
+        let crc = reader.u32() ?? 0
+        let reservedTail = reader.u32() ?? 0
+        guard raw.count == Format.segmentFooterSize, magic == Format.segmentMagic,
+            crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<56])), flags == 0, reserved == 0, reservedTail == 0
+        else { throw StoreError.corruption("segment footer is damaged", path: path, offset: footerOffset) }
+        guard version <= Format.version else {
+            throw StoreError(
+                .unsupportedVersion, "segment footer has format version \(version)", path: path, offset: footerOffset + 8)
+        }
+        return Footer(data: data, hints: hints, table: table, tableCRC: tableCRC, entries: entries, maxSequence: maxSeq)
+    }
+
+    /// [SEG-5] The blocks the table bytes `raw` list, checked against the footer's CRC of them:
+    /// contiguous from the header to the table, each within LZ4's largest expansion ([SEG-1]).
+    static func parseTable(_ raw: UnsafeRawBufferPointer, footer: Footer, path: String) throws(StoreError) -> [Block] {
+        guard CRC32C.checksum(raw) == footer.tableCRC else {
+            throw StoreError.corruption("segment block table checksum mismatch", path: path, offset: footer.table)
+        }
+        let blockCount = footer.data + footer.hints
+        var blocks: [Block] = []
+        blocks.reserveCapacity(blockCount)
+        var reader = ByteReader(raw)
+        var expected = UInt64(Format.segmentHeaderSize)
+        for index in 0..<blockCount {
+            let block = Block(offset: reader.u64() ?? 0, storedCount: reader.u32() ?? 0, rawCount: reader.u32() ?? 0)
+            // Blocks are contiguous and end where the table starts ([SEG-5]); LZ4 expands at
+            // most 255-fold, which bounds what a crafted raw length can make us allocate.
+            guard block.offset == expected, UInt64(block.rawCount) <= UInt64(block.storedCount) * 255 + 64 else {
+                throw StoreError.corruption(
+                    "block table entry \(index) points at \(block.offset), expected \(expected)", path: path,
+                    offset: footer.table + UInt64(index * Format.blockTableEntrySize))
+            }
+            expected = block.offset + UInt64(Format.blockHeaderSize) + UInt64(block.storedCount)
+            guard expected <= footer.table else {
+                throw StoreError.corruption("block \(index) runs into the block table", path: path, offset: block.offset)
+            }
+            blocks.append(block)
+        }
+        guard expected == footer.table else {
+            throw StoreError.corruption("blocks do not end where the block table starts", path: path, offset: footer.table)
+        }
+        return blocks
     }
 
     /// Reads, checks and decompresses one block.
@@ -161,25 +191,33 @@ final class SegmentReader: Sendable {
         let total = Format.blockHeaderSize + Int(block.storedCount)
         let bytes = try handle.read(exactly: total, at: block.offset)
         return try bytes.withBytes { (raw) throws(StoreError) -> [UInt8] in
-            var reader = ByteReader(raw)
-            let crc = reader.u32() ?? 0, stored = reader.u32() ?? 0, rawCount = reader.u32() ?? 0
-            let compression = reader.u8() ?? 0
-            let actual = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[4...]))
-            guard crc == actual, stored == block.storedCount, rawCount == block.rawCount else {
-                throw StoreError.corruption("block checksum mismatch", path: path, offset: block.offset)
+            try Self.unpack(raw, block: block, path: path)
+        }
+    }
+
+    /// Checks and decompresses the bytes of `block` (its 16-byte header and stored bytes,
+    /// [SEG-3]): the CRC, the lengths the block table recorded, the compression.
+    static func unpack(_ raw: UnsafeRawBufferPointer, block: Block, path: String) throws(StoreError) -> [UInt8] {
+        var reader = ByteReader(raw)
+        let crc = reader.u32() ?? 0, stored = reader.u32() ?? 0, rawCount = reader.u32() ?? 0
+        let compression = reader.u8() ?? 0
+        guard raw.count == Format.blockHeaderSize + Int(block.storedCount),
+            crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[4...])), stored == block.storedCount,
+            rawCount == block.rawCount
+        else {
+            throw StoreError.corruption("block checksum mismatch", path: path, offset: block.offset)
+        }
+        let payload = UnsafeRawBufferPointer(rebasing: raw[Format.blockHeaderSize...])
+        switch compression {
+        case Format.compressionNone where stored == rawCount:
+            return Array(payload)
+        case Format.compressionLZ4:
+            guard let output = LZ4.decompress(payload, rawCount: Int(rawCount)) else {
+                throw StoreError.corruption("block does not decompress", path: path, offset: block.offset)
             }
-            let payload = UnsafeRawBufferPointer(rebasing: raw[Format.blockHeaderSize...])
-            switch compression {
-            case Format.compressionNone where stored == rawCount:
-                return Array(payload)
-            case Format.compressionLZ4:
-                guard let output = LZ4.decompress(payload, rawCount: Int(rawCount)) else {
-                    throw StoreError.corruption("block does not decompress", path: path, offset: block.offset)
-                }
-                return output
-            default:
-                throw StoreError.corruption("block has unknown compression \(compression)", path: path, offset: block.offset)
-            }
+            return output
+        default:
+            throw StoreError.corruption("block has unknown compression \(compression)", path: path, offset: block.offset)
         }
     }
 

@@ -170,7 +170,8 @@ import Testing
         #expect(repair.stdout.contains("  dropped \(path) [\(block.offset), +\(16 + block.stored)): data block"), "\(repair)")
     }
 
-    // [SEG-6] [SEG-1] A footer byte covered by the footer CRC.
+    // [SEG-6] [SEG-1] [SEG-8] A footer byte covered by the footer CRC: the blocks are found
+    // without it and only the footer is lost (the whole segment used to be dropped).
     @Test func aDamagedSegmentFooterIsNamedAndRepaired() throws {
         let scratch = try ToolScratch()
         let library = try LibraryStore.build(at: scratch.path + "/store")
@@ -181,7 +182,9 @@ import Testing
 
         let (check, repair) = try Self.checkRepairAndRecheck(scratch, library.path, backup: .none, named: [name])
         #expect(check.files.problems.contains { $0.path.hasSuffix(name) && $0.severity == "error" }, "\(check.problemTexts)")
-        #expect(repair.stdout.contains("  dropped \(path) [0, +\(layout.size)): segment unreadable"), "\(repair)")
+        #expect(repair.stdout.contains("  dropped \(path) [\(layout.footer), +64): segment footer"), "\(repair)")
+        let after = try scratch.run("fsck", "--json", library.path).json(FsckJSON.self)
+        #expect(after.objects?.rows == LibraryStore.rows)
     }
 
     // [MAN-3] A manifest byte inside the checksummed body: corruption at the CRC's offset;
@@ -213,7 +216,13 @@ import Testing
 
         let (check, repair) = try Self.checkRepairAndRecheck(
             scratch, library.path, backup: .default, named: [name, "\(bytes.count / 2) bytes", "\(bytes.count)"])
-        #expect(repair.stdout.contains("  dropped \(path) [0, +"), "\(repair)")
+        // [SEG-8] The blocks before the cut are kept: the bytes from the first block the cut
+        // reached are dropped, and the missing rest up to the size the manifest recorded.
+        let cut = bytes.count / 2
+        let layout = OnDisk.segmentLayout(bytes)
+        let firstCut = (layout.dataBlocks + layout.hintBlocks).first { $0.offset + 16 + $0.stored > cut }?.offset ?? cut
+        #expect(repair.stdout.contains("  dropped \(path) [\(min(firstCut, cut)), +"), "\(repair)")
+        #expect(repair.stdout.contains("  dropped \(path) [\(cut), +\(bytes.count - cut)): missing"), "\(repair)")
         #expect(check.files.problems.contains { $0.path.hasSuffix(name) && $0.message.contains("manifest recorded \(bytes.count)") }, "\(check.problemTexts)")
     }
 
