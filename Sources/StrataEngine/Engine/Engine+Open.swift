@@ -155,14 +155,14 @@ extension Engine {
             if let loaded = try Manifest.load(fileSystem: fs, directory: path) {
                 manifest = loaded
             } else if options.repair && !numbered.isEmpty {
-                manifest = try rebuiltManifest(path: path, numbered: numbered, options: options)
+                manifest = try rebuiltManifest(path: path, numbered: numbered, options: options, report: &report)
                 report.rebuiltManifest = true
             } else {
                 manifest = try newStoreManifest(path: path, names: names, numbered: numbered, options: options)
             }
         } catch let error where options.repair && (error.code == .corruption || error.code == .notAStore) && !numbered.isEmpty {
             // [REC-7] A damaged MANIFEST in a directory of Strata files is rebuilt from them.
-            manifest = try rebuiltManifest(path: path, numbered: numbered, options: options)
+            manifest = try rebuiltManifest(path: path, numbered: numbered, options: options, report: &report)
             report.rebuiltManifest = true
         }
 
@@ -204,12 +204,65 @@ extension Engine {
         manifest.lastSequence = lastSequence
         var index = try buildIndex(from: hintLists, usage: &usage)
 
+        // [REC-7] A WAL the manifest names but the directory lacks: without repair the open
+        // fails; repair reports it and, when it was the active WAL, starts a fresh one (appends
+        // never follow a lost tail, and the lost WAL's number is never reused).
+        let namedWALs = manifest.wals
+        var missingWALs: Set<UInt32> = []
+        for number in namedWALs where try !fs.exists(path + "/" + Format.walFileName(number)) {
+            guard options.repair else {
+                throw StoreError.corruption(
+                    "WAL named by the manifest is missing; open with repair to rebuild the store from the files that remain",
+                    path: path + "/" + Format.walFileName(number), offset: 0)
+            }
+            missingWALs.insert(number)
+        }
+        if !missingWALs.isEmpty {
+            manifest.wals.removeAll { missingWALs.contains($0) }
+            if let active = namedWALs.last, missingWALs.contains(active) {
+                guard !options.readOnly else {
+                    throw StoreError.corruption(
+                        "the active WAL named by the manifest is missing, and a read-only repair cannot start a new one",
+                        path: path + "/" + Format.walFileName(active), offset: 0)
+                }
+                let number = manifest.allocateFileNumber()
+                try createEmptyWAL(number, in: path, fileSystem: fs)
+                manifest.wals.append(number)
+            }
+        }
+        /// Missing WALs not yet placed: each held the commits after `after` and before the
+        /// first record of the next WAL that has one.
+        var unplaced: [(number: UInt32, after: UInt64)] = []
+        func placeMissing(before next: UInt64?) {
+            for missing in unplaced {
+                var range = DroppedRange(
+                    path: path + "/" + Format.walFileName(missing.number), offset: 0, length: 0,
+                    reason: "WAL named by the manifest is missing")
+                if let next {
+                    if next > missing.after + 1 {
+                        range.sequences = (missing.after + 1)...(next - 1)
+                        range.reason += "; it held the commits between the records around it"
+                    } else {
+                        range.heldEntries = false
+                        range.reason += "; it held no commit (the records around it are consecutive)"
+                    }
+                }
+                report.dropped.append(range)
+            }
+            unplaced.removeAll()
+        }
+
         // WALs, oldest first; only the newest may have a torn tail ([REC-3], [REC-4]). Nothing is
-        // written until the durable bound is checked below.
+        // written until the durable bound is checked below (but a repair's fresh WAL).
         var activeEnd = UInt64(Format.walHeaderSize)
         var walEnds: [UInt32: (validEnd: UInt64, size: UInt64, torn: (offset: UInt64, length: UInt64)?)] = [:]
-        for (position, number) in manifest.wals.enumerated() {
-            let isNewest = position == manifest.wals.count - 1
+        let walOrder = namedWALs + manifest.wals.filter { !namedWALs.contains($0) }
+        for number in walOrder {
+            if missingWALs.contains(number) {
+                unplaced.append((number, lastSequence))
+                continue
+            }
+            let isNewest = number == manifest.wals.last
             let walPath = path + "/" + Format.walFileName(number)
             let handle = try fs.open(walPath, mode: isNewest && !options.readOnly ? .readWrite : .readOnly)
             // Closed here unless a LiveFile takes it (a failure below leaves nothing open).
@@ -233,6 +286,7 @@ extension Engine {
             }
             usage[number] = FileUsage()
             let outcome = try reader.read { (record) throws(StoreError) in
+                if !unplaced.isEmpty { placeMissing(before: record.sequence) }
                 // A record newer than everything in the segments and in earlier records is the
                 // newest for each of its keys: no index lookup needed before the upsert.
                 let newest = record.sequence > lastSequence
@@ -255,6 +309,7 @@ extension Engine {
             walEnds[number] = (outcome.validEnd, UInt64(bytes.count), outcome.tornTail)
             if isNewest { activeEnd = outcome.validEnd }
         }
+        placeMissing(before: nil)  // what followed them is unknown; the durable bound may say
         if options.checkInvariants {
             do { try index.checkInvariants() } catch {
                 throw StoreError(.corruption, "index invariant failed after recovery: \(error)", path: path)
@@ -272,13 +327,17 @@ extension Engine {
         var damagedWAL: UInt32? = nil
         if let bound, lastSequence < bound.sequence {
             let lost = (lastSequence + 1)...bound.sequence
-            let number = walEnds[bound.walNumber] != nil ? bound.walNumber : activeNumber
+            let boundWALMissing = missingWALs.contains(bound.walNumber)
+            let number = walEnds[bound.walNumber] != nil || boundWALMissing ? bound.walNumber : activeNumber
             let walName = Format.walFileName(number)
             let walPath = path + "/" + walName
             let end = walEnds[number] ?? (UInt64(Format.walHeaderSize), UInt64(Format.walHeaderSize), nil)
-            let tail = end.torn.map { "ends in \($0.length) damaged or cut bytes at offset \($0.offset)" }
-                ?? "ends at offset \(end.validEnd) after its last valid record"
-            let synced = bound.walNumber == number ? " (\(bound.walEnd) bytes of it were synced, it is \(end.size) bytes now)" : ""
+            let tail = boundWALMissing
+                ? "is missing"
+                : end.torn.map { "ends in \($0.length) damaged or cut bytes at offset \($0.offset)" }
+                    ?? "ends at offset \(end.validEnd) after its last valid record"
+            let synced = bound.walNumber == number && !boundWALMissing
+                ? " (\(bound.walEnd) bytes of it were synced, it is \(end.size) bytes now)" : ""
             let message = "acknowledged transactions \(lost.lowerBound)…\(lost.upperBound) are lost: SYNC records every transaction up to sequence \(bound.sequence) as synced, but the store's records end at sequence \(lastSequence) and \(walName) \(tail)\(synced)"
             guard options.repair else {
                 throw StoreError(
@@ -290,7 +349,7 @@ extension Engine {
             if let torn = end.torn {
                 report.dropped.append(DroppedRange(path: walPath, offset: torn.offset, length: torn.length, reason: message))
             }
-            damagedWAL = number
+            damagedWAL = boundWALMissing ? nil : number
             rewriteBound = true
         }
 
@@ -496,14 +555,46 @@ extension Engine {
         return manifest
     }
 
-    /// Repair: a manifest naming every segment and WAL present, in file-number order.
+    /// Repair: creates WAL `number` holding only its header, synced, its directory entry too.
+    private static func createEmptyWAL(_ number: UInt32, in path: String, fileSystem fs: any FileSystem) throws(StoreError) {
+        let handle = try fs.open(path + "/" + Format.walFileName(number), mode: .createNew)
+        defer { handle.close() }
+        try handle.write(WALRecord.fileHeader(fileNumber: number), at: 0)
+        try handle.sync()
+        try fs.syncDirectory(path)
+    }
+
+    /// Repair: a manifest naming every segment and WAL present, in file-number order. A WAL
+    /// whose number a segment also has (never made by the engine: a file copied in) is renamed
+    /// to a fresh number, keeping its place among the WALs ([MAN-2]: a manifest names no
+    /// number twice); a read-only repair, which renames nothing, leaves it out and reports it.
     private static func rebuiltManifest(
-        path: String, numbered: [(number: UInt32, ext: String)], options: EngineOptions
+        path: String, numbered: [(number: UInt32, ext: String)], options: EngineOptions, report: inout RepairReport
     ) throws(StoreError) -> Manifest {
+        let fs = options.fileSystem
         let sorted = numbered.sorted { $0.number < $1.number }
-        var manifest = Manifest(
-            nextFileNumber: (sorted.last?.number ?? 0) + 1, lastSequence: 0,
-            wals: sorted.filter { $0.ext == Format.walExtension }.map(\.number), segments: [])
+        let segmentNumbers = Set(sorted.filter { $0.ext == Format.segmentExtension }.map(\.number))
+        var manifest = Manifest(nextFileNumber: (sorted.last?.number ?? 0) &+ 1, lastSequence: 0, wals: [], segments: [])
+        for item in sorted where item.ext == Format.walExtension {
+            guard segmentNumbers.contains(item.number) else {
+                manifest.wals.append(item.number)
+                continue
+            }
+            let walPath = path + "/" + Format.walFileName(item.number)
+            guard !options.readOnly else {
+                var size: UInt64 = 0
+                if case .file(let bytes)? = try fs.kind(of: walPath) { size = bytes }
+                report.dropped.append(
+                    DroppedRange(
+                        path: walPath, offset: 0, length: size,
+                        reason: "WAL shares its file number with a segment; a read-only repair cannot renumber it, so it is not read"))
+                continue
+            }
+            let number = manifest.allocateFileNumber()
+            try fs.rename(walPath, to: path + "/" + Format.walFileName(number))
+            try fs.syncDirectory(path)
+            manifest.wals.append(number)
+        }
         for item in sorted where item.ext == Format.segmentExtension {
             let size: UInt64
             if case .file(let bytes)? = try options.fileSystem.kind(of: path + "/" + Format.segmentFileName(item.number)) {
@@ -520,10 +611,7 @@ extension Engine {
                     path: path + "/" + Format.manifestFileName, offset: 0)
             }
             let number = manifest.allocateFileNumber()
-            let handle = try options.fileSystem.open(path + "/" + Format.walFileName(number), mode: .createNew)
-            defer { handle.close() }
-            try handle.write(WALRecord.fileHeader(fileNumber: number), at: 0)
-            try handle.sync()
+            try createEmptyWAL(number, in: path, fileSystem: options.fileSystem)
             manifest.wals = [number]
         }
         return manifest
