@@ -82,6 +82,45 @@ import StrataSync
         #expect(report.problems.first?.path == "/store/MANIFEST")
     }
 
+    // [REC-7] Issue 13: a store without its MANIFEST was "not a Strata store" (fsck exit 2).
+    // It is one error, and the files present are checked as the rebuilt manifest names them.
+    @Test func aMissingManifestIsAnErrorAndTheFilesPresentAreChecked() throws {
+        let fs = try Self.store()
+        try fs.remove("/store/MANIFEST")
+        let report = try StoreChecker.check(at: "/store", fileSystem: fs)
+        #expect(report.problems.count == 1, "\(report.problems)")
+        #expect(report.problems.first?.path == "/store/MANIFEST" && report.problems.first?.message.contains("missing") == true)
+        #expect(report.walRecords == 3 && report.liveKeys == 40)
+    }
+
+    // [REC-7] [DUR-3] A missing WAL is an error naming the acknowledged commits it held: an
+    // older one's from the records around it, the active one's from the durable bound.
+    @Test func aMissingWALIsAnErrorNamingTheCommitsItHeld() throws {
+        let store = try MissingFileRepairTests.TwoWALs.build()
+        let older = store.makeFileSystem()
+        try older.remove(store.wals[0])
+        var report = try StoreChecker.check(at: Damage.directory, fileSystem: older)
+        #expect(report.lostSequences == [1...UInt64(store.split)], "\(report.problems)")
+        #expect(report.problems.contains { $0.path == store.wals[0] && $0.message.contains("missing") && $0.message.contains("1…\(store.split)") })
+        let active = store.makeFileSystem()
+        try active.remove(store.wals[1])
+        report = try StoreChecker.check(at: Damage.directory, fileSystem: active)
+        #expect(report.lostSequences == [UInt64(store.split + 1)...UInt64(store.batches.count)], "\(report.problems)")
+        #expect(report.problems.contains { $0.path == store.wals[1] && $0.message.contains("is missing") && $0.message.contains("acknowledged transactions") })
+    }
+
+    // [SEG-8] A segment whose header does not check out is checked as a repair will salvage it:
+    // one error for the header (it held no entry), every block and entry checked.
+    @Test func aSegmentWithADamagedHeaderIsCheckedAsSalvageKeepsIt() throws {
+        let fs = try Self.store()
+        let segment = try #require(Self.segments(fs).last)
+        fs.flipBits(in: segment, at: 3)
+        let report = try StoreChecker.check(at: "/store", fileSystem: fs)
+        #expect(report.problems.count == 1, "\(report.problems)")
+        #expect(report.problems.first?.offset == 0 && report.problems.first?.message.contains("held no entry") == true, "\(report.problems)")
+        #expect(report.liveKeys == 40 && report.blocks > 2)
+    }
+
     @Test func aStoreOpenElsewhereIsNotCheckedAndANonStoreIsRefused() throws {
         let fs = try Self.store()
         let engine = try Engine.open(at: "/store", options: testOptions(fs))

@@ -29,7 +29,10 @@ struct Fsck: ParsableCommand {
             loss of acknowledged transactions (keeping the WAL as found in NNNNNNNN.wal.damaged), rebuilds the \
             manifest, deletes rows that do not decode, removes dangling and one-sided \
             relationship links, rebuilds index entries and metadata counts, checks again, and \
-            lists everything it dropped.
+            lists everything it dropped. It never discards what checks out: a segment whose \
+            header, footer or block table is damaged keeps every block whose own checksum \
+            holds; a missing MANIFEST is rebuilt from the WAL and segment files present; a \
+            missing WAL is replaced by a fresh one and the commits it held are reported.
 
             A StrataStore is recognised by its metadata or model record, or by rows, \
             relationship keys or index entries in its key layout: one that has lost its metadata \
@@ -41,7 +44,9 @@ struct Fsck: ParsableCommand {
             read-write open (which first checks every row against the model), and only it can \
             rebuild a lost model record, so --repair then exits 3. What the files' repair lost \
             is listed in acknowledged terms: the commits' sequence numbers, the records, and the \
-            rows per hierarchy with their references.
+            rows per hierarchy with their references; bytes whose entries cannot be listed are \
+            said to be lost, and when the dropped bytes held no entry (headers, footers, block \
+            tables, hints) the repair says nothing acknowledged was lost.
 
             Exit status: 0 clean; 1 problems found (with --repair: found and repaired, the store \
             now passes; anything acknowledged that was lost makes a run exit 1 or 3, never 0); \
@@ -130,6 +135,9 @@ struct Fsck: ParsableCommand {
                 Output.line("  lost, in acknowledged writes:")
                 for loss in report.losses.prefix(limit) { Output.line("    \(loss)") }
                 if report.losses.count > limit { Output.line("    … \(report.losses.count - limit) more (--json lists all)") }
+            }
+            if report.lostNothing && (!report.dropped.isEmpty || report.rebuiltManifest) {
+                Output.line("  nothing acknowledged was lost: the dropped bytes held no entry (what they described was rebuilt from the data that remains)")
             }
             // Object repairs grouped by kind ("added index entry", "removed", …), a few examples each.
             var groups: [(kind: String, changes: [String])] = []

@@ -107,6 +107,11 @@ public struct FsckReport: Sendable, Equatable, Codable {
     /// What the engine's repair lost, in acknowledged terms (empty when it lost nothing or
     /// when no repair ran).
     public var losses: [FsckLoss] = []
+    /// Whether the repair provably lost no acknowledged write: every byte it dropped held no
+    /// entry (file headers, a segment's footer, block table or hint blocks, `SYNC`: what they
+    /// described was rebuilt from the data that remains), it lost no entry and accepted the
+    /// loss of no transaction. `false` when no repair ran.
+    public var lostNothing = false
     /// The check after the repair, if one ran.
     public var after: FsckSummary?
 
@@ -118,8 +123,11 @@ public struct FsckReport: Sendable, Equatable, Codable {
 /// numbers) whose entries were in the dropped bytes, and the StrataStore records, rows and keys
 /// among those entries, with what the store reads for them now.
 public struct FsckLoss: Sendable, Equatable, Codable, CustomStringConvertible {
-    /// `sequences` (one dropped range's commits), `metadata` (the metadata record), `model`
-    /// (the model record), `rows`, `indexEntries`, `relationshipKeys` or `keys` (any other key).
+    /// `sequences` (one dropped range's commits), `unknown` (dropped bytes that held entries
+    /// no one can list: a segment file lost whole, blocks of a segment whose hints are lost, a
+    /// WAL lost with nothing around it to say which commits it held), `metadata` (the metadata
+    /// record), `model` (the model record), `rows`, `indexEntries`, `relationshipKeys` or
+    /// `keys` (any other key).
     public var kind: String
     /// For rows and keys: the hierarchy root whose key space held them.
     public var hierarchy: String?
@@ -176,10 +184,12 @@ public struct FsckOptions: Sendable {
 /// With ``FsckOptions/repair`` it first takes the store's lock (so it never touches a store
 /// open in another process), copies every file of the store to a backup directory (unless
 /// told not to), opens the engine in repair mode (which truncates torn tails, drops
-/// unreadable WAL records and blocks, rebuilds the manifest, and accepts the loss of
-/// acknowledged transactions a truncated or damaged WAL no longer holds, keeping that WAL as
-/// found in `NNNNNNNN.wal.damaged`), runs the object-level repair, and checks the store again.
-/// The report lists exactly what was dropped and lost.
+/// unreadable WAL records and blocks, keeps every block whose checksum holds in a segment whose
+/// header, footer or block table is damaged, rebuilds a damaged or missing manifest, starts a
+/// fresh WAL for a missing one, and accepts the loss of acknowledged transactions a truncated,
+/// damaged or missing WAL no longer holds, keeping a WAL it cuts as found in
+/// `NNNNNNNN.wal.damaged`), runs the object-level repair, and checks the store again. The
+/// report lists exactly what was dropped and lost, or that nothing acknowledged was.
 ///
 /// For example:
 ///
@@ -218,6 +228,7 @@ public enum StoreFsck {
                 report.losses = try losses(repair, in: try engine.snapshot())
                 report.lostSequences = repair.lostSequences.map(SequenceRange.init)
                 report.keptCopies = repair.keptCopies
+                report.lostNothing = repair.lost.isEmpty && repair.lostSequences.isEmpty && !repair.dropped.contains(where: \.heldEntries)
             }
             let objects = try ObjectChecker.check(engine: engine, repair: true, lost: lost)
             report.objectRepairs = objects.repairs
@@ -247,6 +258,15 @@ public enum StoreFsck {
     /// right after the engine's repair) reads for each key now.
     static func losses(_ repair: RepairReport, in snapshot: Snapshot) throws -> [FsckLoss] {
         var losses: [FsckLoss] = []
+        for range in repair.dropped where range.heldEntries && range.sequences == nil {
+            // What these bytes held is unknown: say so, never stay silent.
+            let what = range.length == 0
+                ? "lost \(range.path) whole (\(range.reason))"
+                : "dropped \(range.length) bytes of \(range.path) at offset \(range.offset) (\(range.reason))"
+            losses.append(FsckLoss(
+                kind: "unknown", count: 0, outcome: "",
+                message: "\(what): the entries they held cannot be listed, and acknowledged writes among them are lost"))
+        }
         for range in repair.dropped {
             guard let sequences = range.sequences else { continue }
             let known = repair.lost.filter { $0.path == range.path && sequences.contains($0.sequence) }.count

@@ -43,7 +43,8 @@ public struct CheckReport: Sendable, Equatable {
     public var bytesChecked: UInt64 = 0
     /// Sequence numbers of acknowledged (synced) transactions the store no longer holds: the
     /// durable bound (`SYNC`) names them, but the WAL's valid records end before them (SPEC.md
-    /// [DUR-3]). Each range is also an error in ``problems``.
+    /// [DUR-3]), or a missing WAL held them (the sequences between the records around it,
+    /// [REC-7]). Each range is also an error in ``problems``.
     public var lostSequences: [ClosedRange<UInt64>] = []
 
     /// Whether no error was found (warnings allowed).
@@ -91,7 +92,9 @@ public enum StoreChecker {
             throw StoreError(.notFound, "no store directory at this path", path: path)
         }
         let names = try fileSystem.contentsOfDirectory(path)
-        guard names.contains(Format.manifestFileName) else {
+        // [REC-7] Without a MANIFEST, Strata's numbered WAL and segment files are a store that
+        // lost it (repair rebuilds it from them); anything else is not a store.
+        guard names.contains(Format.manifestFileName) || names.contains(where: { Format.parseNumberedFileName($0) != nil }) else {
             throw StoreError(.notAStore, "directory has no MANIFEST; it is not a Strata store", path: path)
         }
         let lock = try fileSystem.sharedLock(path + "/" + Format.lockFileName)
@@ -133,14 +136,21 @@ public enum StoreChecker {
 
         mutating func run(names: [String]) throws(StoreError) {
             let manifestPath = path + "/" + Format.manifestFileName
-            let manifest: Manifest
+            var manifest: Manifest
             do throws(StoreError) {
-                guard let loaded = try Manifest.load(fileSystem: fileSystem, directory: path) else { return }
-                manifest = loaded
+                if let loaded = try Manifest.load(fileSystem: fileSystem, directory: path) {
+                    manifest = loaded
+                } else {
+                    manifest = try implied(by: names)
+                    problem(
+                        .error, manifestPath, nil,
+                        "MANIFEST is missing; repair rebuilds it from the \(manifest.wals.count) WAL and \(manifest.segments.count) segment files present, which are checked below as it will name them")
+                }
             } catch where error.code == .corruption || error.code == .notAStore {
                 // A newer version (its checksum holds: [MAN-3]) is not damage: it is thrown.
                 problem(.error, error.path ?? manifestPath, error.offset, error.message)
-                return
+                // [REC-7] Repair rebuilds it from the files present: check those.
+                manifest = try implied(by: names)
             }
             // The manifest against the files present.
             let live = Set(manifest.wals + manifest.segments.map(\.fileNumber))
@@ -171,31 +181,58 @@ public enum StoreChecker {
                 if size != segment.size {
                     problem(.error, segmentPath, nil, "segment is \(size) bytes; the manifest recorded \(segment.size)")
                 }
-                try checkSegment(segmentPath, number: segment.fileNumber)
+                try checkSegment(segmentPath, number: segment.fileNumber, recordedSize: segment.size)
+            }
+            // A missing WAL held the commits between the newest sequence before it and the first
+            // record of the next WAL that has one ([REC-7]); the durable bound may say more.
+            var missing: [(number: UInt32, after: UInt64)] = []
+            var missingNumbers: Set<UInt32> = []
+            func reportMissing(before next: UInt64?) {
+                for wal in missing {
+                    var message = "WAL named by the manifest is missing"
+                    if let next, next > wal.after + 1 {
+                        let lost = (wal.after + 1)...(next - 1)
+                        message += "; it held the acknowledged commits \(lost.lowerBound)…\(lost.upperBound) (between the records around it)"
+                        report.lostSequences.append(lost)
+                    } else if next != nil {
+                        message += "; it held no commit (the records around it are consecutive)"
+                    } else {
+                        message += "; the commits it held cannot be known beyond what SYNC says"
+                    }
+                    problem(.error, path + "/" + Format.walFileName(wal.number), nil, message)
+                }
+                missing.removeAll()
             }
             for (position, number) in manifest.wals.enumerated() {
                 let walPath = path + "/" + Format.walFileName(number)
                 guard sizes[walPath] != nil else {
-                    problem(.error, walPath, nil, "WAL named by the manifest is missing")
+                    let newest = max(manifest.lastSequence, scanned.values.map(\.sequence).max() ?? 0)
+                    missing.append((number, newest))
+                    missingNumbers.insert(number)
                     continue
                 }
-                try checkWAL(walPath, number: number, isNewest: position == manifest.wals.count - 1)
+                let first = try checkWAL(walPath, number: number, isNewest: position == manifest.wals.count - 1)
+                if let first { reportMissing(before: first) }
             }
+            reportMissing(before: nil)
             // [DUR-3] Acknowledged transactions lost, or a torn tail that was never acknowledged.
             let newestSequence = max(
                 manifest.lastSequence, scanned.values.map(\.sequence).max() ?? 0, hinted.values.map(\.sequence).max() ?? 0)
             var lossAt: UInt32? = nil
             if let bound, newestSequence < bound.sequence, let active = manifest.wals.last {
                 let lost = (newestSequence + 1)...bound.sequence
-                let number = walEnds[bound.walNumber] != nil ? bound.walNumber : active
+                let number = walEnds[bound.walNumber] != nil || missingNumbers.contains(bound.walNumber) ? bound.walNumber : active
                 let walName = Format.walFileName(number)
                 let end = walEnds[number] ?? (UInt64(Format.walHeaderSize), UInt64(Format.walHeaderSize), nil)
-                let tail = end.torn.map { "ends in \($0.length) damaged or cut bytes at offset \($0.offset)" }
-                    ?? "ends at offset \(end.validEnd) after its last valid record"
-                let synced = bound.walNumber == number ? " (\(bound.walEnd) bytes of it were synced, it is \(end.size) bytes now)" : ""
+                let isMissing = missingNumbers.contains(number)
+                let tail = isMissing
+                    ? "is missing"
+                    : end.torn.map { "ends in \($0.length) damaged or cut bytes at offset \($0.offset)" }
+                        ?? "ends at offset \(end.validEnd) after its last valid record"
+                let synced = bound.walNumber == number && !isMissing ? " (\(bound.walEnd) bytes of it were synced, it is \(end.size) bytes now)" : ""
                 problem(
-                    .error, path + "/" + walName, end.validEnd,
-                    "acknowledged transactions \(lost.lowerBound)…\(lost.upperBound) are lost: SYNC records every transaction up to sequence \(bound.sequence) as synced, but the store's records end at sequence \(newestSequence) and the WAL \(tail)\(synced); the WAL was truncated or damaged after they were acknowledged")
+                    .error, path + "/" + walName, isMissing ? nil : end.validEnd,
+                    "acknowledged transactions \(lost.lowerBound)…\(lost.upperBound) are lost: SYNC records every transaction up to sequence \(bound.sequence) as synced, but the store's records end at sequence \(newestSequence) and the WAL \(tail)\(synced); \(isMissing ? "it was deleted" : "the WAL was truncated or damaged") after they were acknowledged")
                 report.lostSequences.append(lost)
                 lossAt = number
             }
@@ -219,11 +256,30 @@ public enum StoreChecker {
             table[key] = (sequence, isDelete)
         }
 
-        mutating func checkSegment(_ segmentPath: String, number: UInt32) throws(StoreError) {
+        mutating func checkSegment(_ segmentPath: String, number: UInt32, recordedSize: UInt64) throws(StoreError) {
             let reader: SegmentReader
             do throws(StoreError) {
                 reader = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: number)
-            } catch where error.code == .corruption || error.code == .unsupportedVersion {
+            } catch where error.code == .corruption {
+                // [SEG-8] What a repair will drop, each range an error; what it keeps is checked below.
+                guard
+                    let salvaged = try? SegmentReader.salvage(
+                        fileSystem: fileSystem, path: segmentPath, fileNumber: number, recordedSize: recordedSize),
+                    !salvaged.dropped.isEmpty
+                else {
+                    problem(.error, segmentPath, error.offset, error.message)
+                    return
+                }
+                for range in salvaged.dropped {
+                    var message = range.reason + " (\(range.length) bytes"
+                    if let sequences = range.sequences {
+                        message += sequences.count == 1 ? ", sequence \(sequences.lowerBound)" : ", sequences \(sequences.lowerBound)…\(sequences.upperBound)"
+                    }
+                    message += range.heldEntries ? "; repair loses the entries they held)" : "; they held no entry: repair loses nothing with them)"
+                    problem(.error, segmentPath, range.offset, message)
+                }
+                reader = salvaged.reader
+            } catch where error.code == .unsupportedVersion {
                 problem(.error, segmentPath, error.offset, error.message)
                 return
             }
@@ -261,7 +317,8 @@ public enum StoreChecker {
             report.blocks += reader.hintBlocks.count
             for block in reader.hintBlocks { advance(UInt64(Format.blockHeaderSize) + UInt64(block.storedCount), segmentPath) }
             do throws(StoreError) {
-                let hints = try reader.readHints()
+                let hints: [SegmentReader.Hint]
+                if let rebuilt = reader.rebuiltHints { hints = rebuilt } else { hints = try reader.readHints() }
                 for hint in hints {
                     Self.see(hint.key, hint.sequence, hint.isDelete, into: &hinted)
                     guard let entry = entriesAt[hint.location] else {
@@ -284,7 +341,23 @@ public enum StoreChecker {
             }
         }
 
-        mutating func checkWAL(_ walPath: String, number: UInt32, isNewest: Bool) throws(StoreError) {
+        /// [REC-7] The manifest a repair rebuilds from the numbered files `names`: every WAL
+        /// (oldest first, the last one active) and every segment present.
+        func implied(by names: [String]) throws(StoreError) -> Manifest {
+            let numbered = names.compactMap { Format.parseNumberedFileName($0) }.sorted { $0.number < $1.number }
+            var manifest = Manifest(
+                nextFileNumber: (numbered.last?.number ?? 0) &+ 1, lastSequence: 0,
+                wals: numbered.filter { $0.ext == Format.walExtension }.map(\.number), segments: [])
+            for item in numbered where item.ext == Format.segmentExtension {
+                var size: UInt64 = 0
+                if case .file(let bytes)? = try fileSystem.kind(of: path + "/" + Format.segmentFileName(item.number)) { size = bytes }
+                manifest.segments.append(.init(fileNumber: item.number, size: size))
+            }
+            return manifest
+        }
+
+        /// Checks one WAL and returns the sequence of its first valid record, if it has one.
+        mutating func checkWAL(_ walPath: String, number: UInt32, isNewest: Bool) throws(StoreError) -> UInt64? {
             let handle = try fileSystem.open(walPath, mode: .readOnly)
             defer { handle.close() }
             let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
@@ -313,6 +386,7 @@ public enum StoreChecker {
             for dropped in outcome.dropped { problem(.error, dropped.path, dropped.offset, "WAL record damaged: \(dropped.reason)") }
             walEnds[number] = (outcome.validEnd, UInt64(bytes.count), outcome.tornTail)
             advance(UInt64(bytes.count), walPath)
+            return seen.first?.1
         }
     }
 }

@@ -183,6 +183,7 @@ import Testing
         let (check, repair) = try Self.checkRepairAndRecheck(scratch, library.path, backup: .none, named: [name])
         #expect(check.files.problems.contains { $0.path.hasSuffix(name) && $0.severity == "error" }, "\(check.problemTexts)")
         #expect(repair.stdout.contains("  dropped \(path) [\(layout.footer), +64): segment footer"), "\(repair)")
+        #expect(repair.stdout.contains("  nothing acknowledged was lost"), "\(repair)")
         let after = try scratch.run("fsck", "--json", library.path).json(FsckJSON.self)
         #expect(after.objects?.rows == LibraryStore.rows)
     }
