@@ -15,7 +15,7 @@ enum FuzzTarget: UInt8, CaseIterable, Sendable {
     case manifest = 0
     /// `WALReader.checkHeader` and `WALReader.read` ([WAL-1]…[WAL-3], [REC-3], [REC-4], [REC-7]).
     case wal = 1
-    /// `SegmentReader` open, data blocks, hints, entries and salvage ([SEG-1]…[SEG-6]).
+    /// `SegmentReader` salvage, open, data blocks, hints, entries ([SEG-1]…[SEG-8]).
     case segment = 2
     /// `LogEntry.decode` / `decodeExactly` in a loop over back-to-back entries ([ENT-1]).
     case entries = 3
