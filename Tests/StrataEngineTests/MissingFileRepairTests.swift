@@ -35,7 +35,7 @@ import Testing
             files[wals[1]] = active
             files[Damage.manifestPath] = Manifest(nextFileNumber: 3, lastSequence: 0, wals: [1, 2], segments: []).encode()
             files[Damage.directory + "/" + Format.syncFileName] =
-                SyncRecord(walNumber: 2, sequence: UInt64(records.count), walEnd: UInt32(active.count)).encode()
+                SyncRecord(walNumber: 2, sequence: UInt64(records.count), walEnd: UInt32(active.count)).encodeFile()
             return TwoWALs(files: files, batches: base.walBatches, split: split, wals: wals)
         }
     }
