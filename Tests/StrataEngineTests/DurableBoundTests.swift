@@ -305,6 +305,37 @@ import Testing
         }
     }
 
+    // [REC-7] [DUR-1] A record zeroed in the middle of the newest WAL, synced records after it:
+    // not space a crash left unwritten (the bound names the records after it as synced), so
+    // repair drops only that record and keeps every later one; a normal open refuses.
+    @Test func repairKeepsSyncedRecordsAfterAZeroedOne() throws {
+        var rng = SeededRandom(seed: 0xD0AB1E)
+        let batches = (0..<Self.commits).map { _ in ModelBatch.random(keys: 5, maxOperations: 3, maxValue: 10, using: &rng) }
+        for zeroed in [2, 4] {
+            for wholeRecord in [true, false] {
+                let (fs, prefixes) = try Self.store(closed: true)
+                #expect(prefixes.last == Damage.model(batches), "the batches are the store's")
+                let records = try Self.records(fs)
+                var wal = try #require(fs.contents(of: Self.walPath))
+                let record = records[zeroed - 1]
+                let from = wholeRecord ? record.lowerBound : record.upperBound - 3
+                for offset in from..<record.upperBound { wal[offset] = 0 }
+                fs.setContents(wal, of: Self.walPath)
+                let what = "record \(zeroed) zeroed \(wholeRecord ? "whole" : "at its end")"
+                if case .success(let engine) = Self.open(fs) {
+                    Issue.record("\(what): a normal open accepted synced records behind damage")
+                    try engine.close()
+                }
+                let engine = try Self.open(fs, repair: true).get()
+                let report = try #require(engine.repairReport)
+                #expect(try contents(of: engine) == Damage.model(batches.enumerated().filter { $0.offset != zeroed - 1 }.map(\.element)), "\(what)")
+                #expect(report.dropped.contains { $0.path == Self.walPath && $0.offset == UInt64(record.lowerBound) && $0.sequences == UInt64(zeroed)...UInt64(zeroed) }, "\(what): \(report)")
+                #expect(report.lostSequences.isEmpty, "\(what): every later commit is kept: \(report)")
+                try engine.close()
+            }
+        }
+    }
+
     // [DUR-1] Damage to one slot of SYNC costs nothing: the other slot's record is a bound
     // too (the one a crash that tore a slot's write leaves).
     @Test func aDamagedSlotLeavesTheOtherSlotsBound() throws {

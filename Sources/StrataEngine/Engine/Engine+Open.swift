@@ -271,7 +271,7 @@ extension Engine {
             let bytes = try handle.read(exactly: Int(try handle.size()), at: 0)
             let reader = WALReader(
                 path: walPath, bytes: bytes, isNewest: isNewest, repair: options.repair, keysOnly: true,
-                previousSequence: lastSequence > 0 ? lastSequence : nil)
+                previousSequence: lastSequence > 0 ? lastSequence : nil, durableSequence: bound?.sequence)
             do throws(StoreError) {
                 let headerNumber = try reader.checkHeader()
                 guard headerNumber == number else {

@@ -41,13 +41,22 @@ struct WALReader {
     /// record's sequences are reported as the gap between it and the next valid record.
     let previousSequence: UInt64?
 
-    init(path: String, bytes: [UInt8], isNewest: Bool, repair: Bool, keysOnly: Bool = false, previousSequence: UInt64? = nil) {
+    /// The durable bound ([DUR-1]), if known: every record up to this sequence was synced, so
+    /// a record at or below it after damage is not in the window a crash may lose, and damage
+    /// before it is not an unsynced gap ([REC-3]) but loss that repair salvages around.
+    let durableSequence: UInt64?
+
+    init(
+        path: String, bytes: [UInt8], isNewest: Bool, repair: Bool, keysOnly: Bool = false, previousSequence: UInt64? = nil,
+        durableSequence: UInt64? = nil
+    ) {
         self.path = path
         self.bytes = bytes
         self.isNewest = isNewest
         self.repair = repair
         self.keysOnly = keysOnly
         self.previousSequence = previousSequence
+        self.durableSequence = durableSequence
         self.zeroTailStart = (bytes.lastIndex { $0 != 0 } ?? -1) + 1
     }
 
@@ -96,7 +105,9 @@ struct WALReader {
             case .corrupt(let reason):
                 // [REC-3] Unsynced appends reach the disk in any order: a crash can keep a later
                 // record and lose or tear an earlier one. That shape ends the log here.
-                if isUnwrittenSpace(at: position, lastSequence: lastSequence) {
+                if isUnwrittenSpace(at: position, lastSequence: lastSequence),
+                    !(repair && holdsSyncedRecord(after: position, lastSequence: lastSequence))
+                {
                     outcome.tornTail = (UInt64(position), UInt64(bytes.count - position))
                     return outcome
                 }
@@ -192,6 +203,17 @@ struct WALReader {
     /// its own), so it stays corruption ([REC-4]). Under `full` durability no record after
     /// such a gap was acknowledged (each commit is synced before the next is written); under
     /// `normal` and `none` they are in the unsynced window a crash may lose ([WAL-4]).
+    /// Whether a valid record that the durable bound names as synced follows `position`:
+    /// then what lies before it is not unsynced space a crash left, and repair salvages
+    /// around the damage instead of cutting the log there ([REC-7]).
+    private func holdsSyncedRecord(after position: Int, lastSequence: UInt64) -> Bool {
+        guard let durableSequence, durableSequence > lastSequence,
+            let next = nextValidRecord(after: position, lastSequence: lastSequence),
+            case .valid(let record, _) = parseRecord(at: next, after: lastSequence)
+        else { return false }
+        return record.sequence <= durableSequence
+    }
+
     private func isUnwrittenSpace(at start: Int, lastSequence: UInt64) -> Bool {
         guard isNewest else { return false }
         // A depth-first search over where each record cut short may end (a cut header leaves
