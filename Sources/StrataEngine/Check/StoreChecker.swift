@@ -122,6 +122,8 @@ public enum StoreChecker {
         var hinted: [[UInt8]: (sequence: UInt64, isDelete: Bool)] = [:]
         /// The store's durable bound ([DUR-1]), if it has one.
         var bound: SyncRecord?
+        /// The largest sequence the segments' footers (or their salvage) account for ([SEG-3]).
+        var segmentsMaxSequence: UInt64 = 0
         /// Per WAL: where its valid records end, its size, and its torn tail.
         var walEnds: [UInt32: (validEnd: UInt64, size: UInt64, torn: (offset: UInt64, length: UInt64)?)] = [:]
 
@@ -217,7 +219,8 @@ public enum StoreChecker {
             reportMissing(before: nil)
             // [DUR-3] Acknowledged transactions lost, or a torn tail that was never acknowledged.
             let newestSequence = max(
-                manifest.lastSequence, scanned.values.map(\.sequence).max() ?? 0, hinted.values.map(\.sequence).max() ?? 0)
+                manifest.lastSequence, segmentsMaxSequence, scanned.values.map(\.sequence).max() ?? 0,
+                hinted.values.map(\.sequence).max() ?? 0)
             var lossAt: UInt32? = nil
             if let bound, newestSequence < bound.sequence, let active = manifest.wals.last {
                 let lost = (newestSequence + 1)...bound.sequence
@@ -283,6 +286,7 @@ public enum StoreChecker {
                 problem(.error, segmentPath, error.offset, error.message)
                 return
             }
+            segmentsMaxSequence = max(segmentsMaxSequence, reader.maxSequence)
             // Every data block: checksum, decompression, entries.
             var entriesAt: [ValueLocation: LogEntry] = [:]
             for (index, block) in reader.dataBlocks.enumerated() {

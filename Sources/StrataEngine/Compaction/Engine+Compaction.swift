@@ -121,11 +121,16 @@ extension Engine {
         var tombstones: [[UInt8]: SegmentWriter.Input] = [:]
         var dropped = 0
         var bytesRead: UInt64 = 0
+        // The victims' largest sequence, which the outputs' footers carry on ([SEG-3]): a dropped
+        // tombstone may have been the store's newest entry, and a manifest rebuilt from the
+        // segments must not fall below it ([REC-7], [DUR-3]).
+        var sequenceFloor: UInt64 = 0
         for (victim, file) in zip(victims, files) {
             if !ignoringPause && compaction.withLock({ $0.stats.isPaused }) { return nil }
             guard let file, case .segment(let reader) = file.content else {
                 throw StoreError(.notFound, "compaction victim \(victim.fileNumber) is not open", path: path)
             }
+            sequenceFloor = max(sequenceFloor, reader.maxSequence)
             var memo = BlockMemo()
             var hints: [SegmentReader.Hint]
             if options.repair {
@@ -181,7 +186,7 @@ extension Engine {
                 let segmentPath = filePath(Format.segmentFileName(number))
                 let result = try SegmentWriter(
                     fileSystem: fileSystem, path: segmentPath, fileNumber: number, blockSize: options.blockSize
-                ).write(items.map(\.input)) { syncFailed($0, .compaction) }
+                ).write(items.map(\.input), sequenceFloor: sequenceFloor) { syncFailed($0, .compaction) }
                 let reader = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: number)
                 let file = LiveFile(number: number, path: segmentPath, content: .segment(reader), fileSystem: fileSystem)
                 let minSequence = items.map(\.input.sequence).min() ?? 0

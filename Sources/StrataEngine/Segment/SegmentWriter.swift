@@ -33,7 +33,12 @@ struct SegmentWriter {
     /// Writes and syncs the segment. Throws ``StoreError/Code/invalidArgument`` if keys are not
     /// ascending. A failed sync is passed through `syncFailed`, which gives the error to throw
     /// (the engine is poisoned there, [WAL-4]); the file is left for the next open to remove.
-    func write(_ inputs: [Input], syncFailed: (StoreError) -> StoreError = { $0 }) throws(StoreError) -> Result {
+    /// The footer's largest sequence is at least `sequenceFloor` ([SEG-3]): a compaction's
+    /// outputs account for the sequences of the segments they replace, tombstones it dropped
+    /// included.
+    func write(
+        _ inputs: [Input], sequenceFloor: UInt64 = 0, syncFailed: (StoreError) -> StoreError = { $0 }
+    ) throws(StoreError) -> Result {
         let handle = try fileSystem.open(path, mode: .createNew)
         defer { handle.close() }
         var out = ByteWriter(capacity: 1 << 20)
@@ -64,7 +69,7 @@ struct SegmentWriter {
         locations.reserveCapacity(inputs.count)
         var hints = ByteWriter(capacity: blockSize + 256)
         var block = ByteWriter(capacity: blockSize + 256)
-        var maxSequence: UInt64 = 0
+        var maxSequence: UInt64 = sequenceFloor
         var previousKey: [UInt8]? = nil
         var hintList: [(index: Int, location: ValueLocation)] = []
         hintList.reserveCapacity(inputs.count)
