@@ -106,4 +106,27 @@ import Testing
         try PersistentStoreCoordinator(managedObjectModel: model()).addPersistentStore(type: .inMemory, configuration: "Left", at: url)
         try PersistentStoreCoordinator(managedObjectModel: model()).addPersistentStore(type: .inMemory, at: url)
     }
+
+    // Only the configuration's entities are compared: a change to an entity of another
+    // configuration does not concern the store (Core Data's isConfiguration(withName:
+    // compatibleWithStoreMetadata:)); with every entity (no configuration) it does.
+    @Test func aChangeOutsideTheConfigurationDoesNotRefuseTheStore() throws {
+        let url = try #require(URL(string: "memory://compatibility/\(UUID().uuidString)"))
+        func model(bHasName: Bool) throws -> ManagedObjectModel {
+            try ManagedObjectModel(
+                entities: [
+                    EntityDescription(name: "A", properties: [.attribute("title", .string)]),
+                    EntityDescription(name: "B", properties: bHasName ? [.attribute("name", .string)] : []),
+                ],
+                configurations: ["Left": ["A"], "Right": ["B"]])
+        }
+        try PersistentStoreCoordinator(managedObjectModel: model(bHasName: false)).addPersistentStore(type: .inMemory, configuration: "Left", at: url)
+        try PersistentStoreCoordinator(managedObjectModel: model(bHasName: true)).addPersistentStore(type: .inMemory, configuration: "Left", at: url)
+        do {
+            try PersistentStoreCoordinator(managedObjectModel: model(bHasName: false)).addPersistentStore(type: .inMemory, at: url)
+            Issue.record("B differs from the store's hash once every entity is compared")
+        } catch let error as ObjectGraphError {
+            #expect(error.code == .incompatibleModel && error.detailedErrors.map(\.entityName) == ["B"], "\(error)")
+        }
+    }
 }

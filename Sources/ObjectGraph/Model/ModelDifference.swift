@@ -82,17 +82,20 @@ extension ManagedObjectModel {
     }
 
     /// How this model's entities differ from the version hashes a store's metadata records
-    /// (`NSStoreModelVersionHashes.<Entity>`), entity by entity: an entity of the
-    /// configuration (every entity for `nil`) without a hash, an entity the store has a hash
-    /// for that the model lacks, and an entity whose hash differs. Metadata without any
-    /// version hash (a new store) differs in every entity of the configuration.
+    /// (`NSStoreModelVersionHashes.<Entity>`), entity by entity, over the entities of the
+    /// configuration (Core Data's `isConfiguration(withName:compatibleWithStoreMetadata:)`):
+    /// an entity of the configuration without a hash, or whose hash differs; and, for the
+    /// `nil` configuration (every entity), an entity the store has a hash for that the model
+    /// lacks. Hashes of entities outside a named configuration are not compared: another
+    /// configuration's changes do not concern this store. Metadata without any version hash
+    /// (a new store) differs in every entity of the configuration.
     public func differences(ofConfiguration configuration: String?, fromStoreMetadata metadata: [String: AttributeValue]) -> [ModelDifference] {
         let prefix = PersistentStore.modelVersionHashKeyPrefix
         var stored: [String: AttributeValue] = [:]
         for (key, value) in metadata where key.hasPrefix(prefix) { stored[String(key.dropFirst(prefix.count))] = value }
         var differences: [ModelDifference] = []
         let held = Set(entities(forConfigurationName: configuration).map(\.name))
-        for name in held.union(stored.keys).sorted() {
+        for name in (configuration == nil ? held.union(stored.keys) : held).sorted() {
             guard let entity = entitiesByName[name] else {
                 differences.append(ModelDifference(entityName: name, description: "entity \(name) is in the store but not in the model"))
                 continue
