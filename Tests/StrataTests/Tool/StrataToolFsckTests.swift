@@ -49,7 +49,7 @@ import Testing
     @Test func aDamagedWALRecordBeforeTheLastIsNamedByFileAndOffsetAndRepairDropsIt() throws {
         let scratch = try ToolScratch()
         let library = try LibraryStore.build(at: scratch.path + "/store")
-        let walName = OnDisk.walName(try OnDisk.manifest(of: library.path).wals.last!)
+        let walName = OnDisk.walName(try #require(try OnDisk.manifest(of: library.path).wals.last))
         let walPath = library.path + "/" + walName
         let records = OnDisk.walRecords(try OnDisk.read(walPath))
         try #require(records.count == 3)
@@ -77,7 +77,7 @@ import Testing
     @Test func damageInTheNewestWALsLastAcknowledgedRecordIsALostTransactionThatRepairAccepts() throws {
         let scratch = try ToolScratch()
         let library = try LibraryStore.build(at: scratch.path + "/store")
-        let walName = OnDisk.walName(try OnDisk.manifest(of: library.path).wals.last!)
+        let walName = OnDisk.walName(try #require(try OnDisk.manifest(of: library.path).wals.last))
         let walPath = library.path + "/" + walName
         let records = OnDisk.walRecords(try OnDisk.read(walPath))
         let last = try #require(records.last)
@@ -109,7 +109,7 @@ import Testing
     @Test func aNewestWALCutBeforeItsLastAcknowledgedRecordsIsReportedAsLost() throws {
         let scratch = try ToolScratch()
         let library = try LibraryStore.build(at: scratch.path + "/store")
-        let walPath = library.path + "/" + OnDisk.walName(try OnDisk.manifest(of: library.path).wals.last!)
+        let walPath = library.path + "/" + OnDisk.walName(try #require(try OnDisk.manifest(of: library.path).wals.last))
         let bytes = try OnDisk.read(walPath)
         let records = OnDisk.walRecords(bytes)
         try #require(records.count >= 3)
@@ -128,7 +128,7 @@ import Testing
     @Test func aTornTailAfterTheLastAcknowledgedRecordIsAWarningThatOpeningCutsOff() throws {
         let scratch = try ToolScratch()
         let library = try LibraryStore.build(at: scratch.path + "/store")
-        let walName = OnDisk.walName(try OnDisk.manifest(of: library.path).wals.last!)
+        let walName = OnDisk.walName(try #require(try OnDisk.manifest(of: library.path).wals.last))
         let walPath = library.path + "/" + walName
         let bytes = try OnDisk.read(walPath)
         let tail: [UInt8] = [0x5A, 0x11, 0, 0, 0x40, 0, 0, 0, 1, 0]  // fewer than a record header
