@@ -177,4 +177,21 @@ import StrataSync
         let report = try StoreChecker.check(at: "/store", fileSystem: fs)
         #expect(report.problems.contains { $0.path == path && $0.message.contains("hint disagrees") && $0.key == hints[0].key })
     }
+
+    // [DIR-4] A lock file and a WAL without a record are what an interrupted creation leaves:
+    // not a store that lost its MANIFEST (which repair would rebuild) but no store yet.
+    @Test func theLeftoversOfAnInterruptedCreationAreNoStoreYet() throws {
+        let fs = FaultInjectingFileSystem()
+        fs.setContents([], of: "/store/LOCK")
+        fs.setContents(WALRecord.fileHeader(fileNumber: 1), of: "/store/00000001.wal")
+        do throws(StoreError) {
+            _ = try StoreChecker.check(at: "/store", fileSystem: fs)
+            Issue.record("the leftovers were checked as a damaged store")
+        } catch {
+            #expect(error.code == .notAStore && error.message.contains("interrupted store creation"), "\(error)")
+        }
+        let engine = try Engine.open(at: "/store", options: testOptions(fs, rollover: 1 << 20))
+        try engine.close()
+        #expect(try StoreChecker.check(at: "/store", fileSystem: fs).isClean)
+    }
 }

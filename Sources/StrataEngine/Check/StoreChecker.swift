@@ -97,6 +97,17 @@ public enum StoreChecker {
         guard names.contains(Format.manifestFileName) || names.contains(where: { Format.parseNumberedFileName($0) != nil }) else {
             throw StoreError(.notAStore, "directory has no MANIFEST; it is not a Strata store", path: path)
         }
+        // [DIR-4] Only what an interrupted creation leaves (a lock file, a temporary manifest,
+        // WALs without a record): no store yet, which an open creates, not one that lost its
+        // manifest.
+        if !names.contains(Format.manifestFileName),
+            (try? Engine.checkOnlyCreationLeftovers(path, names: names, fileSystem: fileSystem)) != nil
+        {
+            throw StoreError(
+                .notAStore,
+                "directory holds only the leftovers of an interrupted store creation (no MANIFEST, no record); opening it creates a new store",
+                path: path)
+        }
         let lock = try fileSystem.sharedLock(path + "/" + Format.lockFileName)
         defer { lock?.unlock() }
         var checker = Run(path: path, fileSystem: fileSystem, progress: progress)
