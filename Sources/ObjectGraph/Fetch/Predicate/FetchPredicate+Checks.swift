@@ -198,15 +198,17 @@ extension FetchPredicate {
         var reachesToMany = false
         var pendingOperator: FetchCollectionOperator?
         var last: PropertyDescription?
-        for component in keyPath.split(separator: ".") {
-            if component.hasPrefix("@") {
-                guard let op = FetchCollectionOperator(rawValue: String(component)) else { return nil }
+        // Split on the UTF-8 dots (a split by `Character` costs more than the whole check).
+        for bytes in keyPath.utf8.split(separator: UInt8(ascii: ".")) {
+            let component = String(Substring(bytes))
+            if component.utf8.first == UInt8(ascii: "@") {
+                guard let op = FetchCollectionOperator(rawValue: component) else { return nil }
                 pendingOperator = op
                 continue
             }
             if component == "self" || component == "SELF" { continue }
             guard let here = current else { return nil }
-            let property = try here.property(named: String(component))
+            let property = try here.property(named: component)
             last = property
             if property.slotKind == .attribute {
                 current = nil
