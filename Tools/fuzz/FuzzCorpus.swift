@@ -5,21 +5,6 @@
 /// ``FaultInjectingFileSystem``. Starting from valid files lets libFuzzer mutate its way into
 /// the parsers at once instead of rediscovering magic numbers and checksums.
 enum FuzzCorpus {
-    /// A deterministic generator (SplitMix64), so the corpus is the same on every run.
-    struct SplitMix {
-        private var state: UInt64
-        init(seed: UInt64) { state = seed }
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-        mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: next()) } }
-    }
-
     /// One seed input: a file name and its bytes.
     typealias Seed = (name: String, bytes: [UInt8])
 
@@ -61,7 +46,8 @@ enum FuzzCorpus {
         var options = FuzzTargets.options(fs, repair: false, readOnly: false)
         options.walRolloverBytes = 1024
         options.blockSize = 256
-        var random = SplitMix(seed: 0x5354_5241_5441)
+        // The crash model's SplitMix64: the corpus is the same on every run.
+        var random = CrashRandom(seed: 0x5354_5241_5441)
         func capture() -> [StoreImage.File] {
             fs.listFiles(under: directory).sorted().compactMap { path in
                 guard let name = path.split(separator: "/").last.map(String.init), name != Format.lockFileName,
@@ -79,7 +65,7 @@ enum FuzzCorpus {
                 switch random.below(6) {
                 case 0: batch.delete(key)
                 case 1, 2: batch.put(key, Array(repeating: UInt8(ascii: "a") + UInt8(round % 26), count: 20 + random.below(60)))
-                default: batch.put(key, random.bytes(random.below(24)))
+                default: batch.put(key, (0..<random.below(24)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
                 }
             }
             _ = try engine.commit(batch)

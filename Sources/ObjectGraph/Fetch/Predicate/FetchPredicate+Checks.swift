@@ -108,26 +108,11 @@ extension FetchPredicate {
             }
             // A key path against constants: the constants must be of a kind the key path's
             // values compare with. (With a modifier the values are the members' values.)
-            if let left, let constant = Self.constant(rhs) {
+            if let left, let constant = Self.constantValue(rhs) {
                 try check(left, op, constant, entity: entity)
-            } else if let right, let constant = Self.constant(lhs), op.isOrdering {
+            } else if let right, let constant = Self.constantValue(lhs), op.isOrdering {
                 try check(right, op, constant, entity: entity)
             }
-        }
-    }
-
-    /// The value of a constant expression: a constant, or a list of constants (`{1, 2}`).
-    private static func constant(_ expression: FetchExpression) -> FetchValue? {
-        switch expression {
-        case .constant(let value): return value
-        case .aggregate(let parts):
-            var values: [FetchValue] = []
-            for part in parts {
-                guard case .constant(let value) = part else { return nil }
-                values.append(value)
-            }
-            return .collection(values)
-        default: return nil
         }
     }
 

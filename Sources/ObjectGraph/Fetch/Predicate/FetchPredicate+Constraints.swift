@@ -56,7 +56,8 @@ extension FetchPredicate {
         }
     }
 
-    private static func constantValue(_ expression: FetchExpression) -> FetchValue? {
+    /// The value of a constant expression: a constant, or a list of constants (`{1, 2}`).
+    static func constantValue(_ expression: FetchExpression) -> FetchValue? {
         switch expression {
         case .constant(let value): return value
         case .aggregate(let parts):
