@@ -327,14 +327,41 @@ extension StrataStore {
         // [FETCH-S5] Through a to-many, more matching destinations than a few per row of the
         // fetched entity make the row-by-row test cheaper (each row's members are read until
         // one matches): the inner fetch stops past that many, and the comparison is left to it.
-        let cap = relationship.isToMany
-            ? max(64, 4 * (try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)))) : nil
+        let rowCount = relationship.isToMany ? try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)) : 0
+        let cap = relationship.isToMany ? max(64, 4 * rowCount) : nil
         if let cap { inner.fetchLimit = cap + 1 }
         guard case .objectIDs(let ids) = try execute(inner, with: nil, reading: snapshot) else { return nil }
         if let cap, ids.count > cap { return nil }
         var references = Set<Int64>(minimumCapacity: ids.count)
         for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
-        return SemiJoin(relationship: relationship, references: references, exact: Flag())
+        return SemiJoin(
+            relationship: relationship, references: references,
+            owners: try semiJoinOwners(relationship, matches: ids, rowCount: rowCount, in: snapshot, layout: layout),
+            exact: Flag())
+    }
+
+    /// [FETCH-S1] The owners of the matching destinations of a one-to-many (keys kept from the
+    /// members' to-one, [REL-2]): each match's to-one, read from its row. A row then satisfies
+    /// the semi-join exactly when it is one of them, with none of its keys read. `nil` for
+    /// other relationships, and when the matches outnumber the fetched entities' rows
+    /// (`rowCount`): reading each match's row would then cost more than the rows' keys.
+    private func semiJoinOwners(
+        _ relationship: RelationshipDescription, matches: [ManagedObjectID], rowCount: Int, in snapshot: Snapshot, layout: StoreLayout
+    ) throws -> Set<Int64>? {
+        guard relationship.isToMany, case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship),
+            matches.count <= rowCount
+        else { return nil }
+        let source = RowSource(snapshot: snapshot, store: self, layout: layout)
+        var owners = Set<Int64>(minimumCapacity: matches.count)
+        for id in matches {
+            guard case .int64(let reference)? = id.referenceObject, let number = layout.number(of: id.entity) else { continue }
+            let owner = try source.withRowOnce(of: StoredObject(entity: number, reference: reference)) { fields, entity -> Int64? in
+                guard let toOne = entity.relationshipsByName[inverse.name], toOne.ordinal >= 0 else { return nil }
+                return try fields.object(atOrdinal: toOne.ordinal)?.reference
+            }
+            if let owner { owners.insert(owner) }
+        }
+        return owners
     }
 
     /// The semi-joins a fetch's compiled predicate found, by the leaf they answer.
@@ -360,6 +387,9 @@ extension StrataStore {
         let relationship: RelationshipDescription
         /// The references of the destination rows that satisfy the rest of the key path.
         let references: Set<Int64>
+        /// For a one-to-many, the references of the rows those destinations belong to, when
+        /// they were read: the rows that satisfy the comparison.
+        let owners: Set<Int64>?
         /// Set when the rows tested are known to satisfy the comparison (they are candidates
         /// read from this join's relationship keys, [FETCH-S2]): the test then answers true.
         let exact: Flag
@@ -367,6 +397,7 @@ extension StrataStore {
         /// Whether a row's destinations include one of them.
         func test<Row: StoredRowAccess>(_ row: Row) throws -> Bool {
             if exact.value { return true }
+            if let owners { return owners.contains(row.reference) }
             if relationship.isToOne {
                 guard let target = try row.storedObject(atOrdinal: relationship.ordinal) else { return false }
                 return references.contains(target.reference)

@@ -201,6 +201,11 @@ extension StrataStore {
         /// The root name and row prefix ([KEY-1]) of each entity's hierarchy, by entity instance.
         @exclusivity(unchecked) private var hierarchies: [ObjectIdentifier: (root: String, prefix: [UInt8])] = [:]
 
+        /// [FETCH-S10] What member reads of one-to-many relationships have cost so far, and the
+        /// member values grouped by owner once a scan became cheaper: by relationship and key
+        /// path. A fetch names a few; a linear search finds them.
+        @exclusivity(unchecked) var memberGroups: [MemberGroups] = []
+
         /// The view of the row of `reference` in the hierarchy of `entity` (kept for later
         /// reads unless `keeping` is false).
         private func view(of entity: EntityDescription, reference: Int64, keeping: Bool = true) throws -> RowView? {
@@ -383,12 +388,22 @@ extension StrataStore {
                 // No field: keyed members, or (not keyed) no value, which reads as null: no
                 // member either way for ANY and ALL.
                 guard RelationshipKeys.isKeyed(relationship) else { return true }
+                // [FETCH-S10] Once reading members one by one has cost a share of their rows,
+                // every owner's members come from one scan of the members' rows.
+                let group = source.memberGroup(relationship, keyPath: keyPath)
+                if let group, let values = try source.groupedMemberValues(group) {
+                    for value in values[reference] ?? [] where try !body(value) { break }
+                    return true
+                }
                 let prefix = source.store.ownerPrefix(relationship, owner: entity, reference: reference)
+                var read = 0
                 try source.snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
                     guard key.count == prefix.count + 10, let member = RelationshipKeys.member(fromKeyBytes: key) else { return true }
+                    read += 1
                     guard let value = try reader.value(of: member, in: source) else { return true }
                     return try body(value)
                 }
+                if let group { source.noteMemberReads(read, in: group) }
                 return true
             }
             guard case .objects(let targets) = try row.value(field) else { return true }
@@ -490,6 +505,8 @@ extension StrataStore {
 
 /// The destinations a row stores, as a semi-join's test reads them ([FETCH-S1]).
 protocol StoredRowAccess {
+    /// The row's reference ([KEY-2]).
+    var reference: Int64 { get }
     /// The destination stored in the to-one relationship at `ordinal`, if any.
     func storedObject(atOrdinal ordinal: Int) throws -> StoredObject?
     /// The destinations of the to-many relationship at `ordinal`.

@@ -1,0 +1,131 @@
+import ObjectGraph
+import StrataEngine
+
+extension StrataStore.RowSource {
+    /// [FETCH-S10] One fetch's reads of one attribute of a one-to-many relationship's members
+    /// (`ALL tracks.milliseconds > 60000`, `tracks.@avg.milliseconds`): how many members were
+    /// read one by one so far, and, once that passed a share of the members' rows, the values
+    /// of every owner's members from one scan of those rows.
+    struct MemberGroups {
+        /// The to-many relationship and the key path read from its members.
+        let relationship: ObjectIdentifier
+        let keyPath: String
+        /// What the fetch reads, or `nil` when the relationship or key path do not qualify.
+        var plan: Plan?
+
+        struct Plan {
+            /// The members' entity (its subentities' rows are members too).
+            let destination: EntityDescription
+            /// The inverse to-one, whose field in each member's row names its owner.
+            let inverse: RelationshipDescription
+            /// The members read one by one so far, and how many make a scan cheaper.
+            var read = 0
+            let threshold: Int
+            /// The capacity each owner's values start with: the average number of members.
+            let membersPerOwner: Int
+            /// Each owner's member values in member reference order, by owner reference,
+            /// once the scan ran.
+            var values: [Int64: [FetchValue]]?
+        }
+    }
+
+    /// The most rows of a members' hierarchy a fetch groups (above that, members are read one
+    /// by one: the grouped values would hold too much memory).
+    static let memberGroupRowCap = 1_000_000
+
+    /// The index in ``memberGroups`` of the reads of `keyPath` through `relationship`.
+    func memberGroup(_ relationship: RelationshipDescription, keyPath: String) -> Int? {
+        let id = ObjectIdentifier(relationship)
+        if let index = memberGroups.firstIndex(where: { $0.relationship == id && $0.keyPath == keyPath }) {
+            return memberGroups[index].plan == nil ? nil : index
+        }
+        guard memberGroups.count < 16 else { return nil }
+        memberGroups.append(MemberGroups(relationship: id, keyPath: keyPath, plan: memberGroupPlan(relationship, keyPath: keyPath)))
+        return memberGroups[memberGroups.count - 1].plan == nil ? nil : memberGroups.count - 1
+    }
+
+    /// The plan for reading `keyPath` from the members of `relationship`: a one-to-many
+    /// (keys maintained from the members' to-one, [REL-2]) whose key path is a stored
+    /// attribute of the members, and whose members' hierarchy holds at most
+    /// ``memberGroupRowCap`` rows.
+    private func memberGroupPlan(_ relationship: RelationshipDescription, keyPath: String) -> MemberGroups.Plan? {
+        guard case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship),
+            let destination = relationship.destinationEntity,
+            let attribute = destination.attributesByName[keyPath], !attribute.isTransient, attribute.ordinal >= 0,
+            let root = try? store.model().entity(named: destination.rootEntityName),
+            let rows = try? store.cachedRecord(in: snapshot).rowCount(of: root.selfAndAllSubentities.map(\.name)),
+            rows <= Self.memberGroupRowCap
+        else { return nil }
+        // A scanned row costs about a fifth of a member read by key (callgrind, the real-data
+        // suite's `tracks.@avg.milliseconds`): once a sixteenth of the rows were read one by one,
+        // the scan is at most that much again, and a fetch that reads most members (every
+        // owner of a whole entity) pays little before it.
+        let owners = (try? store.cachedRecord(in: snapshot).rowCount(of: (relationship.entity?.selfAndAllSubentities ?? []).map(\.name))) ?? 0
+        return MemberGroups.Plan(
+            destination: destination, inverse: inverse, threshold: max(64, rows / 16),
+            membersPerOwner: min(64, max(1, rows / max(1, owners))))
+    }
+
+    /// Counts `count` members read one by one for the plan at `index`.
+    func noteMemberReads(_ count: Int, in index: Int) {
+        memberGroups[index].plan?.read += count
+    }
+
+    /// Each owner's member values for the plan at `index`, scanning the members' rows once
+    /// when the members read one by one reached the plan's threshold; `nil` before that.
+    func groupedMemberValues(_ index: Int) throws -> [Int64: [FetchValue]]? {
+        guard let plan = memberGroups[index].plan else { return nil }
+        if let values = plan.values { return values }
+        guard plan.read >= plan.threshold else { return nil }
+        let values = try groupMemberValues(
+            of: plan.destination, inverse: plan.inverse, keyPath: memberGroups[index].keyPath, capacity: plan.membersPerOwner)
+        memberGroups[index].plan?.values = values
+        return values
+    }
+
+    /// One scan of the hierarchy of `destination`: for each row of it or a subentity, its
+    /// `inverse` to-one's owner and its `keyPath` attribute, as a member read one by one gives
+    /// it (a row without the attribute's field is no member value), in reference order.
+    private func groupMemberValues(
+        of destination: EntityDescription, inverse: RelationshipDescription, keyPath: String, capacity: Int
+    ) throws -> [Int64: [FetchValue]] {
+        // Per entity number: the ordinals of the inverse and the attribute in that entity (an
+        // entity outside `destination`'s subtree holds no members).
+        var ordinals = [(inverse: Int, attribute: Int)?](repeating: nil, count: layout.entities.count)
+        for entity in destination.selfAndAllSubentities {
+            guard let number = layout.number(of: entity), let owner = entity.relationshipsByName[inverse.name],
+                let attribute = entity.attributesByName[keyPath], owner.ordinal >= 0, attribute.ordinal >= 0
+            else { continue }
+            ordinals[Int(number)] = (owner.ordinal, attribute.ordinal)
+        }
+        let root = destination.rootEntityName
+        let layout = self.layout
+        var groups: [Int64: [FetchValue]] = [:]
+        var failure: (any Error)? = nil
+        _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+            try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
+                do {
+                    guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                    let fields = try RowFields(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+                    guard Int(fields.entityNumber) < ordinals.count, let (inverse, attribute) = ordinals[Int(fields.entityNumber)],
+                        let owner = try fields.object(atOrdinal: inverse), let member = try fields.attribute(atOrdinal: attribute)
+                    else { return true }
+                    if let index = groups.index(forKey: owner.reference) {
+                        groups.values[index].append(.attribute(member))
+                    } else {
+                        var values: [FetchValue] = []
+                        values.reserveCapacity(capacity)
+                        values.append(.attribute(member))
+                        groups[owner.reference] = values
+                    }
+                    return true
+                } catch {
+                    failure = error
+                    return false
+                }
+            }
+        }
+        if let failure { throw failure }
+        return groups
+    }
+}
