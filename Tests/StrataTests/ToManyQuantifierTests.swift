@@ -166,6 +166,10 @@ import Testing
             EntityDescription(name: "Reel", superentity: "Tape", properties: [
                 .attribute("gauge", .integer16),
             ]),
+            EntityDescription(name: "Note", properties: [
+                .attribute("text", .string),
+                .toOne("tape", "Tape"),
+            ]),
         ])
     }
 
@@ -179,6 +183,7 @@ import Testing
             try shelf.setValue(.string("shelf \(index)"), forKey: "label")
             return shelf
         }
+        var tapes: [ManagedObject] = []
         for index in 0..<800 {
             if index % 4 == 3 {
                 let poster = try context.insertNewObject(forEntityName: "Poster")
@@ -192,6 +197,13 @@ import Testing
             if index % 11 != 4 { try tape.setValue(.int32(Int32(10 + (index * 53) % 170)), forKey: "minutes") }
             if index % 5 == 0 { try tape.setValue(.int16(Int16(index % 3)), forKey: "gauge") }
             if index % 97 != 13 { try tape.setValue(shelves[(index * 7) % 27], forKey: "shelf") }
+            tapes.append(tape)
+        }
+        // Notes on most tapes (many tapes, each named by a note or two; some notes on none).
+        for index in 0..<700 {
+            let note = try context.insertNewObject(forEntityName: "Note")
+            try note.setValue(.string("note \(index)"), forKey: "text")
+            if index % 31 != 9 { try note.setValue(tapes[(index * 13) % tapes.count], forKey: "tape") }
         }
         try context.save()
     }
@@ -238,6 +250,47 @@ import Testing
         request.sortDescriptors = [FetchSortDescriptor(keyPath: "label", ascending: false)]
         request.fetchLimit = 5
         #expect(try Self.labels(request, strata) == Array(expected.sorted(by: >).prefix(5)))
+    }
+
+    /// [FETCH-S11] Key paths through a to-one whose destinations are many (each note names
+    /// its own tape): sorts, dictionary columns and grouping read every tape's value once,
+    /// from one scan of the tapes' hierarchy once enough were read by key, and answer as the
+    /// InMemoryStore does (reels among the tapes, notes without a tape, tapes without a shelf).
+    @Test func keyPathsThroughToOnesWithManyDestinationsMatchTheInMemoryStore() throws {
+        let model = try Self.model()
+        let reference = PersistentStoreCoordinator(managedObjectModel: model)
+        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
+        let store = TemporaryStore()
+        let strata = try store.coordinator(model: model)
+        try Self.populate(reference)
+        try Self.populate(strata)
+        func texts(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            return try context.fetch(request).map { note in
+                if case .string(let text) = try note.value(forKey: "text") { return text }
+                return "-"
+            }
+        }
+        var sorted = FetchRequest(entityName: "Note")
+        sorted.sortDescriptors = [
+            FetchSortDescriptor(keyPath: "tape.minutes"), FetchSortDescriptor(keyPath: "tape.shelf.label", ascending: false),
+            FetchSortDescriptor(keyPath: "text"),
+        ]
+        #expect(try texts(sorted, strata) == texts(sorted, reference))
+        sorted.fetchLimit = 25
+        #expect(try texts(sorted, strata) == texts(sorted, reference))
+        var grouped = FetchRequest(entityName: "Note")
+        grouped.resultType = .dictionary
+        grouped.propertiesToFetch = ["tape.shelf.label", .aggregate(.count, of: "text", as: "notes", type: .integer64)]
+        grouped.propertiesToGroupBy = ["tape.shelf.label"]
+        func rows(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+            try ManagedObjectContext(persistentStoreCoordinator: coordinator).fetchDictionaries(grouped).map { row in
+                "\(String(describing: row["tape.shelf.label"]?.attributeValue)) \(String(describing: row["notes"]?.attributeValue))"
+            }.sorted()
+        }
+        let expected = try rows(reference)
+        #expect(expected.count > 20)
+        #expect(try rows(strata) == expected)
     }
 
     /// A member that moves to another owner, or leaves, in a later save is grouped under its

@@ -27,8 +27,21 @@ extension StrataStore {
         private let step: Step
         /// Values of `next` by destination, for a to-one step.
         @exclusivity(unchecked) private var destinations: [StoredObject: FetchValue] = [:]
+        /// For a to-one step: destination rows read one by one so far, and how many make one
+        /// scan of the destination's hierarchy cheaper ([FETCH-S11]); `nil` until the first
+        /// read, and once the scan ran (or cannot run).
+        @exclusivity(unchecked) private var pointReads: (count: Int, threshold: Int)?
+        /// Whether the scan ran: ``destinations`` holds every destination row of the snapshot.
+        @exclusivity(unchecked) private var scanned = false
+        /// The rows of the destination's hierarchy, known once ``pointReads`` is.
+        @exclusivity(unchecked) private var destinationRows = 0
+        /// The destination entity of a to-one step.
+        private let destination: EntityDescription?
 
-        private init(_ step: Step) { self.step = step }
+        private init(_ step: Step, destination: EntityDescription? = nil) {
+            self.step = step
+            self.destination = destination
+        }
 
         /// The reader of `keyPath` for rows of `entity` (and its subentities: inherited
         /// properties keep their ordinals), or `nil` when the key path is not one it reads.
@@ -55,7 +68,7 @@ extension StrataStore {
                 let destination = relationship.destinationEntity,
                 let next = make(parts.dropFirst(), entity: destination)
             else { return nil }
-            return KeyPathReader(.toOne(property.ordinal, next: next))
+            return KeyPathReader(.toOne(property.ordinal, next: next), destination: destination)
         }
 
         /// The key path's value in `view`'s row: an attribute's value, or `.null` when a
@@ -71,11 +84,44 @@ extension StrataStore {
             case .toOne(let ordinal, let next):
                 guard let target = try view.storedObject(atOrdinal: ordinal) else { return .null }
                 if let known = destinations[target] { return known }
+                if try scanDestinations(next, source: view.source), let known = destinations[target] { return known }
                 // The value is kept here, so the destination's row is not kept by the source.
                 let value = try view.source.view(of: target, keeping: false).map { try next.value(of: $0) } ?? .null
                 destinations[target] = value
                 return value
             }
+        }
+
+        /// [FETCH-S11] Counts a destination about to be read by key; once such reads reach a
+        /// sixteenth of the destination hierarchy's rows (at least 64), reads `next` from every
+        /// row of the destination (or a subentity) in one scan of that hierarchy and keeps the
+        /// values, and answers true. Hierarchies above ``RowSource/memberGroupRowCap`` rows are
+        /// read by key throughout.
+        private func scanDestinations(_ next: KeyPathReader, source: RowSource) throws -> Bool {
+            guard !scanned, let destination else { return false }
+            if pointReads == nil {
+                let root = (try? source.store.model().entity(named: destination.rootEntityName)) ?? destination
+                let rows = (try? source.store.cachedRecord(in: source.snapshot).rowCount(of: root.selfAndAllSubentities.map(\.name))) ?? 0
+                pointReads = (0, rows <= RowSource.memberGroupRowCap ? max(64, rows / 16) : .max)
+                destinationRows = rows
+            }
+            guard var reads = pointReads else { return false }
+            reads.count += 1
+            pointReads = reads
+            guard reads.count >= reads.threshold else { return false }
+            scanned = true
+            pointReads = nil
+            destinations.reserveCapacity(destinationRows)
+            var kinds = [Bool](repeating: false, count: source.layout.entities.count)
+            for entity in destination.selfAndAllSubentities {
+                if let number = source.layout.number(of: entity) { kinds[Int(number)] = true }
+            }
+            try source.forEachRow(ofHierarchy: destination.rootEntityName) { row in
+                guard Int(row.fields.entityNumber) < kinds.count, kinds[Int(row.fields.entityNumber)] else { return }
+                // The same snapshot as the values read by key: the scan's value is theirs.
+                destinations[StoredObject(entity: row.fields.entityNumber, reference: row.reference)] = try next.value(of: row)
+            }
+            return true
         }
     }
 

@@ -98,26 +98,37 @@ extension StrataStore.RowSource {
             else { continue }
             ordinals[Int(number)] = (owner.ordinal, attribute.ordinal)
         }
-        let root = destination.rootEntityName
-        let layout = self.layout
         var groups: [Int64: [FetchValue]] = [:]
+        try forEachRow(ofHierarchy: destination.rootEntityName) { row in
+            let fields = row.fields
+            guard Int(fields.entityNumber) < ordinals.count, let (inverse, attribute) = ordinals[Int(fields.entityNumber)],
+                let owner = try fields.object(atOrdinal: inverse), let member = try fields.attribute(atOrdinal: attribute)
+            else { return }
+            if let index = groups.index(forKey: owner.reference) {
+                groups.values[index].append(.attribute(member))
+            } else {
+                var values: [FetchValue] = []
+                values.reserveCapacity(capacity)
+                values.append(.attribute(member))
+                groups[owner.reference] = values
+            }
+        }
+        return groups
+    }
+
+    /// Calls `body` with every row of the hierarchy rooted at `root`, in reference order,
+    /// each checked ([ROW-1]) and seen where the engine holds it ([FETCH-S7]); an error from
+    /// a row or from `body` stops the scan and is thrown.
+    func forEachRow(ofHierarchy root: String, _ body: (StrataStore.BorrowedRowView) throws -> Void) throws {
+        let layout = self.layout
         var failure: (any Error)? = nil
         _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
             try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                 do {
                     guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
                     let fields = try RowFields(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
-                    guard Int(fields.entityNumber) < ordinals.count, let (inverse, attribute) = ordinals[Int(fields.entityNumber)],
-                        let owner = try fields.object(atOrdinal: inverse), let member = try fields.attribute(atOrdinal: attribute)
-                    else { return true }
-                    if let index = groups.index(forKey: owner.reference) {
-                        groups.values[index].append(.attribute(member))
-                    } else {
-                        var values: [FetchValue] = []
-                        values.reserveCapacity(capacity)
-                        values.append(.attribute(member))
-                        groups[owner.reference] = values
-                    }
+                    guard let entity = layout.unretainedEntity(number: fields.entityNumber) else { return true }
+                    try body(StrataStore.BorrowedRowView(fields: fields, reference: reference, entity: entity.takeUnretainedValue(), source: self))
                     return true
                 } catch {
                     failure = error
@@ -126,6 +137,5 @@ extension StrataStore.RowSource {
             }
         }
         if let failure { throw failure }
-        return groups
     }
 }
