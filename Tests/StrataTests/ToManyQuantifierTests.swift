@@ -162,13 +162,14 @@ import Testing
             EntityDescription(name: "Tape", superentity: "Medium", properties: [
                 .attribute("minutes", .integer32),
                 .toOne("shelf", "Shelf", inverse: "tapes"),
+                .toMany("notes", "Note", inverse: "tape"),
             ]),
             EntityDescription(name: "Reel", superentity: "Tape", properties: [
                 .attribute("gauge", .integer16),
             ]),
             EntityDescription(name: "Note", properties: [
                 .attribute("text", .string),
-                .toOne("tape", "Tape"),
+                .toOne("tape", "Tape", inverse: "notes"),
             ]),
         ])
     }
@@ -291,6 +292,38 @@ import Testing
         let expected = try rows(reference)
         #expect(expected.count > 20)
         #expect(try rows(strata) == expected)
+    }
+
+    /// [FETCH-S10] Counts of a one-to-many with about one member per owner (notes of
+    /// tapes): once enough owners were counted from their keys, the rest come from one scan
+    /// of the notes, and predicates, sorts and counts answer as the InMemoryStore does.
+    @Test func memberCountsOverManyOwnersMatchTheInMemoryStore() throws {
+        let model = try Self.model()
+        let reference = PersistentStoreCoordinator(managedObjectModel: model)
+        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
+        let store = TemporaryStore()
+        let strata = try store.coordinator(model: model)
+        try Self.populate(reference)
+        try Self.populate(strata)
+        func titles(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            return try context.fetch(request).map { tape in
+                if case .string(let text) = try tape.value(forKey: "title") { return text }
+                return "-"
+            }
+        }
+        for format in ["notes.@count >= 2", "notes.@count == 0", "notes.@count == 1 AND minutes > 90"] {
+            var request = FetchRequest(entityName: "Tape")
+            request.predicate = try FetchPredicate(format: format)
+            let expected = try titles(request, reference).sorted()
+            #expect(!expected.isEmpty, "\(format) decides between tapes")
+            #expect(try titles(request, strata).sorted() == expected, "\(format)")
+            #expect(try ManagedObjectContext(persistentStoreCoordinator: strata).count(for: request) == expected.count, "\(format)")
+        }
+        var sorted = FetchRequest(entityName: "Tape")
+        sorted.sortDescriptors = [FetchSortDescriptor(keyPath: "notes.@count", ascending: false), FetchSortDescriptor(keyPath: "title")]
+        sorted.fetchLimit = 40
+        #expect(try titles(sorted, strata) == titles(sorted, reference))
     }
 
     /// A member that moves to another owner, or leaves, in a later save is grouped under its

@@ -28,6 +28,10 @@ public struct ObjectGraphProbe {
         /// `count` random customers from a just-reopened store, each faulted in, its orders
         /// followed and every order's total read: the comparison's traverse row. Strata only.
         case traverse
+        /// `count` saves of two customers with four orders each into a new store, full
+        /// durability, one context throughout: the comparison's durable-saves row (instructions
+        /// only: the time spent waiting for the disk is not counted).
+        case saves
     }
 
     /// Which system runs the phase.
@@ -66,6 +70,7 @@ public struct ObjectGraphProbe {
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         StrataStore.register()
+        if phase == .saves { return try saves() }
         let data = ShopData.graph(objects: objects, seed: 42)
         switch system {
         case .strata:
@@ -116,6 +121,23 @@ public struct ObjectGraphProbe {
         }
     }
 
+    /// The durable-saves phase: `count` saves, each of two customers and their orders.
+    private func saves() throws -> Work {
+        let perSave = 2
+        let data = ShopData.customers(0..<count * perSave, seed: 42 ^ 0x5A7E5)
+        switch system {
+        case .strata:
+            let shop = try StrataShop(path: directory + "/strata", model: try Shop.model(), durability: "full")
+            try probePhase { try shop.insertInSaves(data, perSave: perSave) }
+            try shop.close()
+        case .sqlite:
+            let shop = try SQLiteShop(path: directory + "/sqlite.db", synchronous: "FULL")
+            try probePhase { try shop.insertInSaves(data, perSave: perSave) }
+            try shop.close()
+        }
+        return Work(operations: count, rows: count * perSave * Shop.objectsPerCustomer)
+    }
+
     /// Heap bytes per registered object and per fetched row, printed; the objects stay alive
     /// while measured.
     private func memory(_ data: ShopData, _ shop: StrataShop) throws -> Work {
@@ -137,7 +159,7 @@ public struct ObjectGraphProbe {
 
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert, .memory, .delete, .traverse:
+        case .insert, .memory, .delete, .traverse, .saves:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)

@@ -14,11 +14,11 @@ let usage = """
     usage: objectgraph-probe PHASE [--system strata|sqlite] [--objects N] [--count N] [--dir PATH]
 
       PHASE        insert | fault | fetch-indexed | fetch-unindexed | memory | delete | traverse
-                   (delete and traverse: Strata only)
+                   | saves (delete and traverse: Strata only)
       --system     strata (default) or sqlite, the peer through GRDB
       --objects N  objects of the shop graph (default 20000)
       --count N    faults (default 2000), fetches (default 20) or parents traversed (default
-                   1000) of a read phase
+                   1000) of a read phase; saves (default 200)
       --dir PATH   where the store goes (default /tmp/objectgraph-probe)
     """
 
@@ -53,7 +53,7 @@ while !arguments.isEmpty {
     }
 }
 let probe = ObjectGraphProbe(
-    phase: phase, system: system, objects: objects, count: count ?? (phase == .fault ? 2000 : phase == .traverse ? 1000 : 20), directory: directory)
+    phase: phase, system: system, objects: objects, count: count ?? (phase == .fault ? 2000 : phase == .traverse ? 1000 : phase == .saves ? 200 : 20), directory: directory)
 do {
     let work = try probe.run()
     print("\(phase.rawValue) \(system.rawValue): \(work.operations) operations, \(work.rows) rows")

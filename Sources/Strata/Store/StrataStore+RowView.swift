@@ -92,7 +92,10 @@ extension StrataStore {
         /// The number of members of the keyed to-many `relationship` of the `owner` row of
         /// `reference`, counted in the index ([REL-3]): no member is decoded or kept, and the
         /// bounds are built in buffers reused from count to count.
-        func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> Int {
+        func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> Int {
+            // [FETCH-S10] Once counting keys owner by owner has cost a share of the members'
+            // rows, every owner's count comes from one scan of them.
+            if let counts = try groupedMemberCounts(relationship) { return counts[reference] ?? 0 }
             countLower.removeAll(keepingCapacity: true)
             countLower.append(contentsOf: store.relationshipPrefix(relationship, owner: owner))
             KeyLayout.appendReference(reference, to: &countLower)
@@ -205,6 +208,20 @@ extension StrataStore {
         /// member values grouped by owner once a scan became cheaper: by relationship and key
         /// path. A fetch names a few; a linear search finds them.
         @exclusivity(unchecked) var memberGroups: [MemberGroups] = []
+        /// [FETCH-S10] The same for member counts, by relationship.
+        @exclusivity(unchecked) var memberCounts: [MemberCounts] = []
+        /// The keyed to-many relationships `fetchCount(forKeyPath:)` was asked for, by entity
+        /// and key path (`nil`: not a keyed relationship); a linear search finds them.
+        @exclusivity(unchecked) private var countedRelationships: [(entity: ObjectIdentifier, keyPath: String, relationship: RelationshipDescription?)] = []
+
+        /// The keyed to-many of `entity` named `keyPath`, if it is one ([REL-3]).
+        func keyedRelationship(of entity: EntityDescription, named keyPath: String) -> RelationshipDescription? {
+            let id = ObjectIdentifier(entity)
+            for entry in countedRelationships where entry.entity == id && entry.keyPath == keyPath { return entry.relationship }
+            let relationship = entity.relationshipsByName[keyPath].flatMap { RelationshipKeys.isKeyed($0) ? $0 : nil }
+            if countedRelationships.count < 16 { countedRelationships.append((id, keyPath, relationship)) }
+            return relationship
+        }
 
         /// The view of the row of `reference` in the hierarchy of `entity` (kept for later
         /// reads unless `keeping` is false).
@@ -417,8 +434,8 @@ extension StrataStore {
         /// The members of a keyed to-many relationship named by `keyPath`, counted from its
         /// keys ([REL-3]); `nil` for anything else.
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
-            guard let relationship = entity.relationshipsByName[keyPath], RelationshipKeys.isKeyed(relationship) else { return nil }
-            return source.memberCount(relationship, of: entity, reference: reference)
+            guard let relationship = source.keyedRelationship(of: entity, named: keyPath) else { return nil }
+            return try source.memberCount(relationship, of: entity, reference: reference)
         }
 
         /// A key path of another row of the same snapshot (subqueries, `$x.name`).
@@ -493,8 +510,8 @@ extension StrataStore {
 
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
             // Counted from the keys alone, as the row's view counts them: the row is not copied.
-            guard let relationship = entity.relationshipsByName[keyPath], RelationshipKeys.isKeyed(relationship) else { return nil }
-            return source.memberCount(relationship, of: entity, reference: reference)
+            guard let relationship = source.keyedRelationship(of: entity, named: keyPath) else { return nil }
+            return try source.memberCount(relationship, of: entity, reference: reference)
         }
 
         func forEachMemberValue(ofToMany name: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {
