@@ -28,7 +28,8 @@ extension StrataStore {
         try shared.saveLock.withLock { saves in
             defer { saves += 1 }
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
-            var record = try Self.record(in: snapshot)
+            // The record the last save wrote is cached under its sequence: no decode per save.
+            var record = try cachedRecord(in: snapshot)
             record.nextReference = max(record.nextReference, shared.nextReference.withLock { $0 })
             record.metadata = metadata
             var conflicts: [SaveConflict] = []
@@ -98,8 +99,13 @@ extension StrataStore {
                     batch.put(KeyLayout.modelKey, encoded)
                 }
             }
-            _ = try mappingEngineErrors("commit the save") { () throws(StoreError) in try engine.commit(batch) }
-            state.withLock { $0.modelRecordCurrent = true }
+            let sequence = try mappingEngineErrors("commit the save") { () throws(StoreError) in try engine.commit(batch) }
+            state.withLock {
+                $0.modelRecordCurrent = true
+                // The record as written, under the commit's sequence (the sequence of every
+                // key of the batch): the next save and fetch read it without decoding.
+                $0.metadataCache = (sequence, record)
+            }
         }
         return .saved
     }
