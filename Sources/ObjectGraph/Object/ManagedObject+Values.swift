@@ -115,7 +115,10 @@ extension ManagedObject: FetchEvaluable {
     /// The destinations of a to-many relationship, in order for ordered relationships.
     public func objects(forKey key: String) throws -> [ManagedObject] {
         let relationship = try relationship(named: key, toMany: true)
-        return try (currentValue(for: relationship).relationshipValue?.objectIDs ?? []).map(resolve)
+        let ids = try currentValue(for: relationship).relationshipValue?.objectIDs ?? []
+        guard let context = managedObjectContext, ids.count > 1 else { return try ids.map(resolve) }
+        // The destinations' rows are registered with their store in one call, not one each.
+        return context.withRegistrationBatch { ids.map { context.object(with: $0) } }
     }
 
     /// The destination IDs of any relationship, without creating the objects.
