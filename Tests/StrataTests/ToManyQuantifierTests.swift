@@ -354,3 +354,116 @@ import Testing
         }
     }
 }
+
+/// [FETCH-S12] Comparisons of a relationship with objects (`album == %@`, `album IN %@`,
+/// `ANY playlists == %@`, `playlists CONTAINS %@`, `%@ IN playlists`), answered from the
+/// objects' relationship keys: every result type, with other conjuncts, sorts and limits, and
+/// objects that match nothing (a temporary ID, a deleted object, an object of another entity
+/// or store), as the InMemoryStore answers them.
+@Suite struct ObjectComparisonTests {
+    /// The object of `entity` whose `key` is `value` in `context`.
+    static func object(_ entity: String, _ key: String, _ value: String, in context: ManagedObjectContext) throws -> ManagedObject {
+        var request = FetchRequest(entityName: entity)
+        request.predicate = try FetchPredicate(format: "%K == %@", key, value)
+        return try #require(try context.fetch(request).first)
+    }
+
+    /// The cases, as a format and the objects filling it, found in each store's context.
+    static let cases: [(entity: String, format: String, arguments: [(entity: String, key: String, value: String)])] = [
+        ("Track", "album == %@", [("Album", "title", "album 7")]),
+        ("Track", "album IN %@", [("Album", "title", "album 7"), ("Album", "title", "album 30"), ("Album", "title", "album 39")]),
+        ("Track", "album == %@ AND length > 150", [("Album", "title", "album 12")]),
+        ("Track", "genre == %@ OR album == %@", [("Genre", "name", "Blues"), ("Album", "title", "album 3")]),
+        ("Track", "ANY playlists == %@", [("Playlist", "name", "list 2")]),
+        ("Track", "playlists CONTAINS %@", [("Playlist", "name", "list 1")]),
+        ("Track", "%@ IN playlists", [("Playlist", "name", "list 3")]),
+        ("Track", "ANY playlists IN %@", [("Playlist", "name", "list 0"), ("Playlist", "name", "list 3")]),
+        ("Track", "NOT (ANY playlists == %@)", [("Playlist", "name", "list 0")]),
+        ("Album", "ANY tracks == %@", [("Track", "name", "Angel 10")]),
+        ("Playlist", "ANY tracks == %@", [("Track", "name", "blue 26")]),
+        ("Track", "album == %@", [("Album", "title", "album 38")]),
+    ]
+
+    static func names(_ request: FetchRequest, _ context: ManagedObjectContext) throws -> [String] {
+        let key = ["Album": "title"][request.entityName] ?? "name"
+        return try context.fetch(request).map { object in
+            if case .string(let text) = try object.value(forKey: key) { return text }
+            return "-"
+        }
+    }
+
+    @Test(arguments: 0..<12)
+    func objectComparisonsMatchTheInMemoryStore(case index: Int) throws {
+        let model = try ToManyQuantifierTests.model()
+        let reference = PersistentStoreCoordinator(managedObjectModel: model)
+        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
+        let store = TemporaryStore()
+        let strata = try store.coordinator(model: model)
+        try ToManyQuantifierTests.populate(reference)
+        try ToManyQuantifierTests.populate(strata)
+        let (entity, format, arguments) = Self.cases[index]
+        func request(in context: ManagedObjectContext) throws -> FetchRequest {
+            let objects = try arguments.map { try Self.object($0.entity, $0.key, $0.value, in: context) }
+            var request = FetchRequest(entityName: entity)
+            // `IN` takes the objects as one list; every other format one object per `%@`.
+            if format.contains("IN %@") {
+                request.predicate = try FetchPredicate(format: format, argumentArray: [objects.map(\.objectID)])
+            } else {
+                request.predicate = try FetchPredicate(format: format, argumentArray: objects.map(\.objectID))
+            }
+            return request
+        }
+        let expectedContext = ManagedObjectContext(persistentStoreCoordinator: reference)
+        let strataContext = ManagedObjectContext(persistentStoreCoordinator: strata)
+        var expectedRequest = try request(in: expectedContext)
+        var strataRequest = try request(in: strataContext)
+        let expected = try Self.names(expectedRequest, expectedContext).sorted()
+        #expect(try Self.names(strataRequest, strataContext).sorted() == expected, "\(entity) \(format)")
+        #expect(try strataContext.count(for: strataRequest) == expected.count, "count of \(entity) \(format)")
+        #expect(try strataContext.fetchObjectIDs(strataRequest).count == expected.count, "IDs of \(entity) \(format)")
+        let key = entity == "Album" ? "title" : "name"
+        expectedRequest.sortDescriptors = [FetchSortDescriptor(keyPath: key, ascending: false)]
+        strataRequest.sortDescriptors = expectedRequest.sortDescriptors
+        expectedRequest.fetchLimit = 4
+        strataRequest.fetchLimit = 4
+        #expect(try Self.names(strataRequest, strataContext) == Self.names(expectedRequest, expectedContext), "\(format) sorted, limit 4")
+    }
+
+    /// Objects that no stored row points at: a temporary ID (the object is not saved), a
+    /// deleted object (its row is gone; rows whose to-one it was were nullified), an object
+    /// of another store; and an object of another entity than the relationship's destination.
+    @Test func objectsNoRowPointsAtMatchNothing() throws {
+        let model = try ToManyQuantifierTests.model()
+        let store = TemporaryStore()
+        let strata = try store.coordinator(model: model)
+        try ToManyQuantifierTests.populate(strata)
+        let other = TemporaryStore()
+        let otherCoordinator = try other.coordinator(model: model)
+        try ToManyQuantifierTests.populate(otherCoordinator)
+        let context = ManagedObjectContext(persistentStoreCoordinator: strata)
+        let unsaved = try context.insertNewObject(forEntityName: "Album")
+        let foreign = try Self.object("Album", "title", "album 7", in: ManagedObjectContext(persistentStoreCoordinator: otherCoordinator))
+        let genre = try Self.object("Genre", "name", "Jazz", in: context)
+        var tracks = FetchRequest(entityName: "Track")
+        for id in [foreign.objectID, genre.objectID] {
+            tracks.predicate = try FetchPredicate(format: "album == %@", id)
+            #expect(try context.fetch(tracks).isEmpty, "album == \(id)")
+            #expect(try context.count(for: tracks) == 0)
+        }
+        // An unsaved album: the context's own evaluation sees its pending tracks (none).
+        tracks.predicate = try FetchPredicate(format: "album == %@", unsaved.objectID)
+        #expect(try context.fetch(tracks).isEmpty)
+        // A deleted album, saved: its tracks no longer point at it (nullify), so nothing matches.
+        let doomed = try Self.object("Album", "title", "album 5", in: context)
+        let doomedID = doomed.objectID
+        context.delete(doomed)
+        context.delete(unsaved)
+        try context.save()
+        let fresh = ManagedObjectContext(persistentStoreCoordinator: strata)
+        tracks.predicate = try FetchPredicate(format: "album == %@", doomedID)
+        #expect(try fresh.fetch(tracks).isEmpty)
+        #expect(try fresh.count(for: tracks) == 0)
+        tracks.predicate = try FetchPredicate(format: "album IN %@", [doomedID, try Self.object("Album", "title", "album 6", in: fresh).objectID])
+        #expect(try fresh.count(for: tracks) == 300 / 36 + (6 < 300 % 36 ? 1 : 0))
+    }
+}

@@ -185,6 +185,18 @@ final class SQLiteMusic {
                 WHERE invoice_date >= \(Query.yearStart.timeIntervalSince1970) AND invoice_date < \(Query.yearEnd.timeIntervalSince1970)
                 ORDER BY total DESC LIMIT 10
                 """
+        case .tracksOfAlbumObject: return "SELECT name FROM track WHERE album_id = \(Query.album + 1)"
+        case .countTracksOfGenreObject: return "SELECT COUNT(*) FROM track WHERE genre_id = \(Query.genre + 1)"
+        case .tracksOfAlbumsIn:
+            return "SELECT name FROM track WHERE album_id IN (\(Query.albums.map { String($0 + 1) }.joined(separator: ", ")))"
+        case .tracksOfArtistObject:
+            return "SELECT t.name FROM track t JOIN album al ON al.id = t.album_id WHERE al.artist_id = \(Query.artistIndex + 1)"
+        case .tracksOfPlaylistObject:
+            return "SELECT t.name FROM playlist_track pt JOIN track t ON t.id = pt.track_id WHERE pt.playlist_id = \(Query.playlist + 1)"
+        case .albumTracksByName: return "SELECT name FROM track WHERE album_id = \(Query.album + 1) ORDER BY name"
+        case .tracksPageByName: return "SELECT name FROM track ORDER BY name LIMIT 25 OFFSET 100"
+        case .genresByName: return "SELECT name FROM genre ORDER BY name"
+        case .tracksBetween: return "SELECT name FROM track WHERE milliseconds BETWEEN 200000 AND 210000"
         case .reportsTo:
             return """
                 SELECT e.first_name || ' ' || e.last_name FROM employee e JOIN employee m ON m.id = e.reports_to

@@ -79,6 +79,13 @@ final class StrataMusic {
 
     private let coordinator: PersistentStoreCoordinator
     private let store: PersistentStore
+    /// The IDs of ``Query/album`` and ``Query/genre``, kept from the insert (an app holds the
+    /// parent object whose children it fetches).
+    private var albumID: ManagedObjectID?
+    private var genreID: ManagedObjectID?
+    private var albumIDs: [ManagedObjectID] = []
+    private var artistID: ManagedObjectID?
+    private var playlistID: ManagedObjectID?
 
     /// Creates a StrataStore at `path` (durability normal).
     init(path: String) throws {
@@ -120,9 +127,11 @@ final class StrataMusic {
             try object.setValue(mediaTypes[track.mediaType], forKey: "mediaType")
             return object
         }
+        var playlists: [ManagedObject] = []
         for playlist in data.playlists {
             let object = try make("Playlist", ["name": .string(playlist.name)])
             try object.setValue(playlist.tracks.map { tracks[$0] }, forKey: "tracks")
+            playlists.append(object)
         }
         let employees = try data.employees.map { employee in
             try make("Employee", [
@@ -155,6 +164,11 @@ final class StrataMusic {
             try object.setValue(tracks[line.track], forKey: "track")
         }
         try context.save()
+        albumID = albums[Query.album].objectID
+        genreID = genres[Query.genre].objectID
+        albumIDs = Query.albums.map { albums[$0].objectID }
+        artistID = artists[Query.artistIndex].objectID
+        playlistID = playlists[Query.playlist].objectID
     }
 
     // MARK: Fetches
@@ -255,6 +269,40 @@ final class StrataMusic {
             request.sortDescriptors = [FetchSortDescriptor(keyPath: "total", ascending: false)]
             request.fetchLimit = 10
             return try context.fetch(request).map { cents(try $0.value(forKey: "total").doubleValue) }
+        case .tracksOfAlbumObject:
+            guard let albumID else { throw BenchmarkError("no album inserted") }
+            return try strings(context, "Track", "name", "album == %@", albumID).sorted()
+        case .countTracksOfGenreObject:
+            guard let genreID else { throw BenchmarkError("no genre inserted") }
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "genre == %@", genreID)
+            return [String(try context.count(for: request))]
+        case .tracksOfAlbumsIn:
+            return try strings(context, "Track", "name", "album IN %@", albumIDs).sorted()
+        case .tracksOfArtistObject:
+            guard let artistID else { throw BenchmarkError("no artist inserted") }
+            return try strings(context, "Track", "name", "album.artist == %@", artistID).sorted()
+        case .tracksOfPlaylistObject:
+            guard let playlistID else { throw BenchmarkError("no playlist inserted") }
+            return try strings(context, "Track", "name", "ANY playlists == %@", playlistID).sorted()
+        case .albumTracksByName:
+            guard let albumID else { throw BenchmarkError("no album inserted") }
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "album == %@", albumID)
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+            return try context.fetch(request).map { try string($0.value(forKey: "name")) }
+        case .tracksPageByName:
+            var request = FetchRequest(entityName: "Track")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+            request.fetchOffset = 100
+            request.fetchLimit = 25
+            return try context.fetch(request).map { try string($0.value(forKey: "name")) }
+        case .genresByName:
+            var request = FetchRequest(entityName: "Genre")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+            return try context.fetch(request).map { try string($0.value(forKey: "name")) }
+        case .tracksBetween:
+            return try strings(context, "Track", "name", "milliseconds BETWEEN %@", [200_000, 210_000]).sorted()
         case .reportsTo:
             var request = FetchRequest(entityName: "Employee")
             request.predicate = try FetchPredicate(format: "reportsTo.lastName == %@", "Edwards")

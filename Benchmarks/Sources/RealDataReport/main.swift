@@ -15,9 +15,20 @@ enum Query: String, CaseIterable {
     case albumsManyTracks, artistsManyAlbums, artistsByAlbumCount, albumsLongAverage
     case likeLove, likeLoveCaseInsensitive, gmailMatches
     case customersOfCountry, priceSortedLimit, invoicesInYear, reportsTo
+    case tracksOfAlbumObject, countTracksOfGenreObject, tracksOfAlbumsIn, tracksOfArtistObject, tracksOfPlaylistObject
+    case albumTracksByName, tracksPageByName, genresByName, tracksBetween
 
     /// An artist that exists and has albums.
     static let artist = "Black Sabbath"
+    /// The album (by position in ``MusicData/albums``) of ``tracksOfAlbumObject``.
+    static let album = 42
+    /// The genre (by position in ``MusicData/genres``) of ``countTracksOfGenreObject``.
+    static let genre = 1
+    /// The albums of ``tracksOfAlbumsIn``, the artist of ``tracksOfArtistObject`` and the
+    /// playlist of ``tracksOfPlaylistObject`` (by position).
+    static let albums = [40, 41, 42]
+    static let artistIndex = 7
+    static let playlist = 3
     /// The year of ``invoicesInYear``: 2012.
     static let yearStart = Date(timeIntervalSince1970: 1_325_376_000)
     static let yearEnd = Date(timeIntervalSince1970: 1_356_998_400)
@@ -50,13 +61,24 @@ enum Query: String, CaseIterable {
         case .priceSortedLimit: return "Track unitPrice > 0.99 by name; limit 100"
         case .invoicesInYear: return "Invoice in 2012 by total desc; limit 10"
         case .reportsTo: return "Employee reportsTo.lastName == 'Edwards'"
+        case .tracksOfAlbumObject: return "Track album == <album \(Self.album)>"
+        case .countTracksOfGenreObject: return "count Track genre == <genre \(Self.genre)>"
+        case .tracksOfAlbumsIn: return "Track album IN <albums \(Self.albums.map(String.init).joined(separator: ","))>"
+        case .tracksOfArtistObject: return "Track album.artist == <artist \(Self.artistIndex)>"
+        case .tracksOfPlaylistObject: return "Track ANY playlists == <playlist \(Self.playlist)>"
+        case .albumTracksByName: return "Track album == <album \(Self.album)> by name"
+        case .tracksPageByName: return "Track by name; offset 100, limit 25"
+        case .genresByName: return "Genre by name"
+        case .tracksBetween: return "Track milliseconds BETWEEN {200000, 210000}"
         }
     }
 
     /// Whether the answer's order is part of it (sorted fetches); the others are compared sorted.
     var ordered: Bool {
         switch self {
-        case .sortByGenreLimit, .artistsByAlbumCount, .customersOfCountry, .priceSortedLimit, .invoicesInYear: return true
+        case .sortByGenreLimit, .artistsByAlbumCount, .customersOfCountry, .priceSortedLimit, .invoicesInYear,
+            .albumTracksByName, .tracksPageByName, .genresByName:
+            return true
         default: return false
         }
     }

@@ -310,6 +310,18 @@ extension StrataStore {
     func semiJoin(
         _ leaf: FetchPredicate, entity: EntityDescription, in snapshot: Snapshot, layout: StoreLayout
     ) throws -> SemiJoin? {
+        if let (path, op, constant) = Self.objectComparison(leaf), !path.utf8.contains(UInt8(ascii: ".")),
+            let relationship = entity.relationshipsByName[path], !relationship.isTransient, relationship.ordinal >= 0,
+            relationship.isToOne || RelationshipKeys.isKeyed(relationship)
+        {
+            // A to-one compares as itself: `album == %@` or `album IN %@`, not CONTAINS.
+            if relationship.isToOne {
+                guard case .comparison(.keyPath, let written, .constant, .direct, _) = leaf, written == .equal || written == .in else {
+                    return nil
+                }
+            }
+            return try objectSemiJoin(relationship, op: op, constant: constant, in: snapshot, layout: layout)
+        }
         guard case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, let options) = leaf,
             let dot = path.utf8.firstIndex(of: UInt8(ascii: ".")), !path.utf8.contains(UInt8(ascii: "@")), !path.utf8.contains(UInt8(ascii: "$"))
         else { return nil }
@@ -338,6 +350,65 @@ extension StrataStore {
             relationship: relationship, references: references,
             owners: try semiJoinOwners(relationship, matches: ids, rowCount: rowCount, in: snapshot, layout: layout),
             exact: Flag())
+    }
+
+    /// A comparison of a relationship with objects, as (key path, `==` or `IN`, constant):
+    /// `album == %@`, `album IN %@`, and for a to-many `ANY playlists == %@`, `playlists
+    /// CONTAINS %@`, `%@ IN playlists`, `ANY playlists IN %@` (a to-many's `==` without `ANY`
+    /// is `ANY` too, [PRED]). `nil` for anything else.
+    static func objectComparison(_ leaf: FetchPredicate) -> (path: String, op: FetchComparisonOperator, constant: FetchValue)? {
+        switch leaf {
+        case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, _)
+        where modifier == .direct || modifier == .any:
+            switch (op, constant, modifier) {
+            case (.equal, .object, _), (.in, .collection, _): return (path, op, constant)
+            case (.contains, .object, .direct): return (path, .equal, constant)
+            default: return nil
+            }
+        case .comparison(.constant(let constant), .in, .keyPath(let path), .direct, _):
+            guard case .object = constant else { return nil }
+            return (path, .equal, constant)
+        default:
+            return nil
+        }
+    }
+
+    /// [FETCH-S12] `album == %@` and `album IN %@` with objects of this store: a semi-join whose
+    /// destinations are those objects, with no inner fetch. Each object's row is read to check
+    /// that it exists and is of the entity its ID names (a row's to-one then equals the ID
+    /// exactly when it holds the object's reference); an object whose row is of another entity,
+    /// an object of another store and a temporary ID match no row. `nil`, leaving the
+    /// comparison to row-by-row evaluation, when a constant is not an object or an object's
+    /// row is missing (rows may still point at it).
+    private func objectSemiJoin(
+        _ relationship: RelationshipDescription, op: FetchComparisonOperator, constant: FetchValue, in snapshot: Snapshot,
+        layout: StoreLayout
+    ) throws -> SemiJoin? {
+        let values: [FetchValue]
+        switch (op, constant) {
+        case (.equal, .object): values = [constant]
+        case (.in, .collection(let list)): values = list
+        default: return nil
+        }
+        guard values.count <= 1_024 else { return nil }
+        var ids: [ManagedObjectID] = []
+        for value in values {
+            guard case .object(let id) = value else { return nil }
+            ids.append(id)
+        }
+        let source = RowSource(snapshot: snapshot, store: self, layout: layout)
+        var references = Set<Int64>(minimumCapacity: ids.count)
+        for id in ids {
+            guard id.persistentStore === self || id.storeIdentifier == identifier, case .int64(let reference)? = id.referenceObject,
+                let number = layout.number(of: id.entity)
+            else { continue }
+            let found = try source.withRowOnce(of: StoredObject(entity: number, reference: reference)) { fields, _ in
+                fields.entityNumber == number
+            }
+            guard let found else { return nil }
+            if found { references.insert(reference) }
+        }
+        return SemiJoin(relationship: relationship, references: references, owners: nil, exact: Flag())
     }
 
     /// [FETCH-S1] The owners of the matching destinations of a one-to-many (keys kept from the
