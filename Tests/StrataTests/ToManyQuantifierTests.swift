@@ -467,3 +467,59 @@ import Testing
         #expect(try fresh.count(for: tracks) == 300 / 36 + (6 < 300 % 36 ? 1 : 0))
     }
 }
+
+/// [FETCH-S13] `SELF IN %@` and `SELF == %@`: the objects' rows are read by reference, and
+/// the answers are the InMemoryStore's, with objects of other entities, other stores,
+/// temporary and deleted ones among them, other conjuncts, sorts, limits and counts.
+@Suite struct SelfComparisonTests {
+    @Test func selfComparisonsMatchTheInMemoryStore() throws {
+        let model = try ToManyQuantifierTests.model()
+        let reference = PersistentStoreCoordinator(managedObjectModel: model)
+        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
+        let store = TemporaryStore()
+        let strata = try store.coordinator(model: model)
+        let other = TemporaryStore()
+        let otherCoordinator = try other.coordinator(model: model)
+        try ToManyQuantifierTests.populate(reference)
+        try ToManyQuantifierTests.populate(strata)
+        try ToManyQuantifierTests.populate(otherCoordinator)
+        let foreign = try ObjectComparisonTests.object("Track", "name", "echo 9", in: ManagedObjectContext(persistentStoreCoordinator: otherCoordinator))
+        var deleted: [ObjectIdentifier: ManagedObjectID] = [:]
+        for coordinator in [reference, strata] {
+            // One saved delete in each store: its ID goes in the list.
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            let doomed = try ObjectComparisonTests.object("Track", "name", "Alone 12", in: context)
+            deleted[ObjectIdentifier(coordinator)] = doomed.objectID
+            context.delete(doomed)
+            try context.save()
+        }
+        func answers(_ coordinator: PersistentStoreCoordinator) throws -> [[String]] {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            let all = try context.fetch(FetchRequest(entityName: "Track"))
+            let picks = stride(from: 3, to: all.count, by: 17).map { all[$0].objectID }
+            let album = try ObjectComparisonTests.object("Album", "title", "album 9", in: context).objectID
+            let unsaved = try context.insertNewObject(forEntityName: "Track").objectID
+            let gone = try #require(deleted[ObjectIdentifier(coordinator)])
+            let list = picks + picks.prefix(3) + [album, unsaved, foreign.objectID, gone]
+            var results: [[String]] = []
+            for (format, arguments) in [
+                ("SELF IN %@", [list] as [any FetchArgument]),
+                ("SELF IN %@ AND length > 150", [list]),
+                ("SELF == %@", [picks[4]]),
+                ("SELF IN %@ OR name BEGINSWITH 'Z'", [list]),
+            ] {
+                var request = FetchRequest(entityName: "Track")
+                request.predicate = try FetchPredicate(format: format, argumentArray: arguments)
+                results.append(try ObjectComparisonTests.names(request, context).sorted())
+                results.append([String(try context.count(for: request))])
+                request.sortDescriptors = [FetchSortDescriptor(keyPath: "length", ascending: false), FetchSortDescriptor(keyPath: "name")]
+                request.fetchLimit = 5
+                results.append(try ObjectComparisonTests.names(request, context))
+            }
+            return results
+        }
+        let expected = try answers(reference)
+        #expect(expected[0].count > 10)
+        #expect(try answers(strata) == expected)
+    }
+}

@@ -197,6 +197,12 @@ final class SQLiteMusic {
         case .tracksPageByName: return "SELECT name FROM track ORDER BY name LIMIT 25 OFFSET 100"
         case .genresByName: return "SELECT name FROM genre ORDER BY name"
         case .tracksBetween: return "SELECT name FROM track WHERE milliseconds BETWEEN 200000 AND 210000"
+        case .tracksByIDs: return "SELECT name FROM track WHERE id IN (\(Query.trackIDs.map { String($0 + 1) }.joined(separator: ", ")))"
+        case .tracksWithoutPlaylist:
+            return "SELECT name FROM track t WHERE NOT EXISTS (SELECT 1 FROM playlist_track pt WHERE pt.track_id = t.id)"
+        case .tracksOfGenresIn:
+            return "SELECT t.name FROM track t JOIN genre g ON g.id = t.genre_id WHERE g.name IN ('Rock', 'Jazz')"
+        case .trackColumns: return "SELECT name || ' ' || milliseconds FROM track"
         case .reportsTo:
             return """
                 SELECT e.first_name || ' ' || e.last_name FROM employee e JOIN employee m ON m.id = e.reports_to

@@ -86,6 +86,7 @@ final class StrataMusic {
     private var albumIDs: [ManagedObjectID] = []
     private var artistID: ManagedObjectID?
     private var playlistID: ManagedObjectID?
+    private var trackIDs: [ManagedObjectID] = []
 
     /// Creates a StrataStore at `path` (durability normal).
     init(path: String) throws {
@@ -169,6 +170,7 @@ final class StrataMusic {
         albumIDs = Query.albums.map { albums[$0].objectID }
         artistID = artists[Query.artistIndex].objectID
         playlistID = playlists[Query.playlist].objectID
+        trackIDs = Query.trackIDs.map { tracks[$0].objectID }
     }
 
     // MARK: Fetches
@@ -303,6 +305,19 @@ final class StrataMusic {
             return try context.fetch(request).map { try string($0.value(forKey: "name")) }
         case .tracksBetween:
             return try strings(context, "Track", "name", "milliseconds BETWEEN %@", [200_000, 210_000]).sorted()
+        case .tracksByIDs:
+            return try strings(context, "Track", "name", "SELF IN %@", trackIDs).sorted()
+        case .tracksWithoutPlaylist:
+            return try strings(context, "Track", "name", "playlists.@count == 0").sorted()
+        case .tracksOfGenresIn:
+            return try strings(context, "Track", "name", "genre.name IN %@", ["Rock", "Jazz"]).sorted()
+        case .trackColumns:
+            var request = FetchRequest(entityName: "Track")
+            request.resultType = .dictionary
+            request.propertiesToFetch = ["name", "milliseconds"]
+            return try context.fetchDictionaries(request).map { row in
+                "\(try string(row["name"]?.attributeValue)) \(row["milliseconds"]?.attributeValue?.doubleValue.map { String(Int($0)) } ?? "nil")"
+            }.sorted()
         case .reportsTo:
             var request = FetchRequest(entityName: "Employee")
             request.predicate = try FetchPredicate(format: "reportsTo.lastName == %@", "Edwards")

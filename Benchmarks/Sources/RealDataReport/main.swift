@@ -17,6 +17,7 @@ enum Query: String, CaseIterable {
     case customersOfCountry, priceSortedLimit, invoicesInYear, reportsTo
     case tracksOfAlbumObject, countTracksOfGenreObject, tracksOfAlbumsIn, tracksOfArtistObject, tracksOfPlaylistObject
     case albumTracksByName, tracksPageByName, genresByName, tracksBetween
+    case tracksByIDs, tracksWithoutPlaylist, tracksOfGenresIn, trackColumns
 
     /// An artist that exists and has albums.
     static let artist = "Black Sabbath"
@@ -29,6 +30,8 @@ enum Query: String, CaseIterable {
     static let albums = [40, 41, 42]
     static let artistIndex = 7
     static let playlist = 3
+    /// The tracks (by position) of ``tracksByIDs``.
+    static let trackIDs = stride(from: 5, to: 3500, by: 175).map { $0 }
     /// The year of ``invoicesInYear``: 2012.
     static let yearStart = Date(timeIntervalSince1970: 1_325_376_000)
     static let yearEnd = Date(timeIntervalSince1970: 1_356_998_400)
@@ -70,6 +73,10 @@ enum Query: String, CaseIterable {
         case .tracksPageByName: return "Track by name; offset 100, limit 25"
         case .genresByName: return "Genre by name"
         case .tracksBetween: return "Track milliseconds BETWEEN {200000, 210000}"
+        case .tracksByIDs: return "Track SELF IN <\(Self.trackIDs.count) tracks>"
+        case .tracksWithoutPlaylist: return "Track playlists.@count == 0"
+        case .tracksOfGenresIn: return "Track genre.name IN {'Rock', 'Jazz'}"
+        case .trackColumns: return "Track name, milliseconds (dictionary)"
         }
     }
 

@@ -135,7 +135,13 @@ extension StrataStore {
         }
         // Whether the rows are in the fetch's order already (an ordered walk of its only sort).
         var presorted = false
-        if indexed, let (root, entity, plans) = hierarchy,
+        if let (root, _, _) = hierarchy, let predicate = request.predicate, let found = selfCandidates(predicate, root: root, layout: layout),
+            found.count <= max(64, try cachedRecord(in: snapshot).rowCount(of: names()) / 3)
+        {
+            // [FETCH-S13] `SELF IN %@`: the objects' rows are the candidates, read by reference;
+            // the whole predicate (that conjunct included) decides on each.
+            try readCandidates(found, root: root)
+        } else if indexed, let (root, entity, plans) = hierarchy,
             let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root, plans: plans)
         {
             // Index order is the sort's order, ties in reference order (as a stable sort of a
@@ -512,6 +518,43 @@ extension StrataStore {
         }
         let members = candidates.map { StoredObject(entity: $0.value, reference: $0.key) }.sorted { $0.reference < $1.reference }
         return (members, best, leaf)
+    }
+
+    /// [FETCH-S13] The references a top-level conjunct `SELF == %@` or `SELF IN %@` (objects)
+    /// allows in the hierarchy rooted at `root`, ascending and each once: the integer
+    /// references of this store's objects of that hierarchy (an object of another store or
+    /// hierarchy, or a temporary ID, is no row of it). `nil` when no conjunct has that shape,
+    /// or a constant is not an object. (The fetch reads them only while they are at most a third
+    /// of the rows: more, and a scan costs less.)
+    func selfCandidates(_ predicate: FetchPredicate, root: String, layout: StoreLayout) -> [Int64]? {
+        func conjuncts(_ predicate: FetchPredicate) -> [FetchPredicate] {
+            if case .and(let parts) = predicate { return parts.flatMap(conjuncts) }
+            return [predicate]
+        }
+        for conjunct in conjuncts(predicate) {
+            let values: [FetchValue]
+            switch conjunct {
+            case .comparison(.evaluatedObject, .equal, .constant(let value), .direct, _),
+                .comparison(.constant(let value), .equal, .evaluatedObject, .direct, _):
+                values = [value]
+            case .comparison(.evaluatedObject, .in, .constant(.collection(let list)), .direct, _):
+                values = list
+            default:
+                continue
+            }
+            var references: [Int64] = []
+            references.reserveCapacity(values.count)
+            for value in values {
+                guard case .object(let id) = value else { return nil }
+                guard id.persistentStore === self || id.storeIdentifier == identifier, case .int64(let reference)? = id.referenceObject,
+                    id.entity.rootEntityName == root
+                else { continue }
+                references.append(reference)
+            }
+            references.sort()
+            return references.indices.compactMap { $0 > 0 && references[$0] == references[$0 - 1] ? nil : references[$0] }
+        }
+        return nil
     }
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).
