@@ -203,6 +203,17 @@ final class SQLiteMusic {
         case .tracksOfGenresIn:
             return "SELECT t.name FROM track t JOIN genre g ON g.id = t.genre_id WHERE g.name IN ('Rock', 'Jazz')"
         case .trackColumns: return "SELECT name || ' ' || milliseconds FROM track"
+        case .tracksWithAlbumsPrefetched:
+            return """
+                SELECT t.name || ' | ' || al.title FROM track t JOIN genre g ON g.id = t.genre_id
+                JOIN album al ON al.id = t.album_id WHERE g.name = 'Jazz'
+                """
+        case .distinctComposers: return "SELECT DISTINCT composer FROM track WHERE composer IS NOT NULL"
+        case .totalOfInvoices: return "SELECT printf('%.2f', SUM(total)) FROM invoice"
+        case .firstTrackNamed: return "SELECT name FROM track WHERE name GLOB 'Heart*' ORDER BY id LIMIT 1"
+        case .tracksByAlbumTitle:
+            return "SELECT t.name FROM track t LEFT JOIN album al ON al.id = t.album_id ORDER BY al.title, t.name LIMIT 20"
+        case .recentInvoices: return "SELECT printf('%.2f', total) FROM invoice ORDER BY invoice_date DESC LIMIT 20"
         case .reportsTo:
             return """
                 SELECT e.first_name || ' ' || e.last_name FROM employee e JOIN employee m ON m.id = e.reports_to

@@ -318,6 +318,40 @@ final class StrataMusic {
             return try context.fetchDictionaries(request).map { row in
                 "\(try string(row["name"]?.attributeValue)) \(row["milliseconds"]?.attributeValue?.doubleValue.map { String(Int($0)) } ?? "nil")"
             }.sorted()
+        case .tracksWithAlbumsPrefetched:
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "genre.name == %@", "Jazz")
+            request.relationshipKeyPathsForPrefetching = ["album"]
+            return try context.fetch(request).map { track in
+                "\(try string(track.value(forKey: "name"))) | \(try string(track.value(forKeyPath: "album.title").attributeValue))"
+            }.sorted()
+        case .distinctComposers:
+            var request = FetchRequest(entityName: "Track")
+            request.resultType = .dictionary
+            request.propertiesToFetch = ["composer"]
+            request.returnsDistinctResults = true
+            request.predicate = try FetchPredicate(format: "composer != nil")
+            return try context.fetchDictionaries(request).map { try string($0["composer"]?.attributeValue) }.sorted()
+        case .totalOfInvoices:
+            var request = FetchRequest(entityName: "Invoice")
+            request.resultType = .dictionary
+            request.propertiesToFetch = [.aggregate(.sum, of: "total", as: "sum", type: .double)]
+            return try context.fetchDictionaries(request).map { cents($0["sum"]?.attributeValue?.doubleValue) }
+        case .firstTrackNamed:
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "name BEGINSWITH %@", "Heart")
+            request.fetchLimit = 1
+            return try context.fetch(request).map { try string($0.value(forKey: "name")) }
+        case .tracksByAlbumTitle:
+            var request = FetchRequest(entityName: "Track")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "album.title"), FetchSortDescriptor(keyPath: "name")]
+            request.fetchLimit = 20
+            return try context.fetch(request).map { try string($0.value(forKey: "name")) }
+        case .recentInvoices:
+            var request = FetchRequest(entityName: "Invoice")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "invoiceDate", ascending: false)]
+            request.fetchLimit = 20
+            return try context.fetch(request).map { cents(try $0.value(forKey: "total").doubleValue) }
         case .reportsTo:
             var request = FetchRequest(entityName: "Employee")
             request.predicate = try FetchPredicate(format: "reportsTo.lastName == %@", "Edwards")

@@ -18,6 +18,7 @@ enum Query: String, CaseIterable {
     case tracksOfAlbumObject, countTracksOfGenreObject, tracksOfAlbumsIn, tracksOfArtistObject, tracksOfPlaylistObject
     case albumTracksByName, tracksPageByName, genresByName, tracksBetween
     case tracksByIDs, tracksWithoutPlaylist, tracksOfGenresIn, trackColumns
+    case tracksWithAlbumsPrefetched, distinctComposers, totalOfInvoices, firstTrackNamed, tracksByAlbumTitle, recentInvoices
 
     /// An artist that exists and has albums.
     static let artist = "Black Sabbath"
@@ -77,6 +78,12 @@ enum Query: String, CaseIterable {
         case .tracksWithoutPlaylist: return "Track playlists.@count == 0"
         case .tracksOfGenresIn: return "Track genre.name IN {'Rock', 'Jazz'}"
         case .trackColumns: return "Track name, milliseconds (dictionary)"
+        case .tracksWithAlbumsPrefetched: return "Track genre.name == 'Jazz', album prefetched, album.title read"
+        case .distinctComposers: return "distinct Track.composer (dictionary)"
+        case .totalOfInvoices: return "sum Invoice.total (dictionary)"
+        case .firstTrackNamed: return "Track name BEGINSWITH 'Heart' limit 1"
+        case .tracksByAlbumTitle: return "Track by album.title, name; limit 20"
+        case .recentInvoices: return "Invoice by invoiceDate desc; limit 20"
         }
     }
 
@@ -84,7 +91,7 @@ enum Query: String, CaseIterable {
     var ordered: Bool {
         switch self {
         case .sortByGenreLimit, .artistsByAlbumCount, .customersOfCountry, .priceSortedLimit, .invoicesInYear,
-            .albumTracksByName, .tracksPageByName, .genresByName:
+            .albumTracksByName, .tracksPageByName, .genresByName, .tracksByAlbumTitle, .recentInvoices:
             return true
         default: return false
         }

@@ -280,18 +280,48 @@ extension ManagedObjectContext {
         for keyPath in request.relationshipKeyPathsForPrefetching {
             var level = loaded
             for key in keyPath.split(separator: ".").map(String.init) {
+                // Each destination once; the faults among them are loaded by one fetch per
+                // destination entity (`SELF IN` their IDs), as Core Data prefetches.
                 var next: [ManagedObject] = []
+                var seen = Set<ObjectIdentifier>()
+                var faults: [(destination: EntityDescription, ids: [ManagedObjectID])] = []
                 for object in level {
                     guard let relationship = object.entity.relationshipsByName[key] else { continue }
                     let ids = try object.currentValue(for: relationship).relationshipValue?.objectIDs ?? []
+                    guard let destination = relationship.destinationEntity else { continue }
                     for id in ids {
-                        let destination = self.object(with: id)
-                        try destination.fulfillFault()
-                        next.append(destination)
+                        let object = self.object(with: id)
+                        guard seen.insert(ObjectIdentifier(object)).inserted else { continue }
+                        next.append(object)
+                        guard object.isFault, object.cachedRow == nil else { continue }
+                        if let index = faults.firstIndex(where: { $0.destination === destination }) {
+                            faults[index].ids.append(id)
+                        } else {
+                            faults.append((destination, [id]))
+                        }
                     }
+                }
+                for (destination, ids) in faults where ids.count > 1 { try prefetchRows(of: ids, entity: destination) }
+                for object in next { try object.fulfillFault() }
+                // The rows stay with the context: an object released before it is read again
+                // comes back as a fault holding its row.
+                if prefetchedRows.count + next.count > Self.prefetchedRowLimit { prefetchedRows.removeAll() }
+                for object in next {
+                    if let row = object.snapshot?.cachedRow(for: object.objectID) { prefetchedRows[object.objectID] = row }
                 }
                 level = next
             }
         }
+    }
+
+    /// Loads the rows of the faults `ids` (objects of `entity` or its subentities) in one fetch:
+    /// the stores hand the rows to the registered faults. A row that cannot be read is left to
+    /// its fault, which reports the error when it fires.
+    private func prefetchRows(of ids: [ManagedObjectID], entity: EntityDescription) throws {
+        var fetch = FetchRequest(entityName: entity.name)
+        fetch.entity = entity
+        fetch.predicate = .comparison(.evaluatedObject, .in, .constant(.collection(ids.map(FetchValue.object))), modifier: .direct, options: [])
+        fetch.returnsObjectsAsFaults = false
+        _ = try? coordinatorExecute(fetch)
     }
 }

@@ -113,6 +113,7 @@ extension ManagedObjectContext {
         }
         registry = [:]
         retainedObjects = [:]
+        prefetchedRows = [:]
         if !registered.isEmpty { persistentStoreCoordinator?.contextDidUnregister(registered) }
         NotificationCenter.default.post(
             name: Self.objectsDidChangeNotification, object: self,

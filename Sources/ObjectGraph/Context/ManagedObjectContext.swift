@@ -57,6 +57,14 @@ public final class ManagedObjectContext {
     /// whether the ID's row is registered with its store. Owned by the context's thread.
     @exclusivity(unchecked) var registry: [ManagedObjectID: Registration] = [:]
     @exclusivity(unchecked) var retainedObjects: [ManagedObjectID: ManagedObject] = [:]
+    /// Rows a fetch prefetched (``FetchRequest/relationshipKeyPathsForPrefetching``), by ID:
+    /// a fault made later for one of them (its object was released in between) starts with
+    /// the row, so firing it reads nothing, within the rules every cached row follows (no save
+    /// through the coordinator since, the staleness interval). At most
+    /// ``prefetchedRowLimit``; emptied by ``reset()``.
+    @exclusivity(unchecked) var prefetchedRows: [ManagedObjectID: CachedRow] = [:]
+    /// The most rows ``prefetchedRows`` keeps.
+    static let prefetchedRowLimit = 8_192
     /// Store registrations collected by ``withRegistrationBatch(_:)``, not yet sent.
     @exclusivity(unchecked) var pendingStoreRegistrations: [ManagedObjectID] = []
     @exclusivity(unchecked) var registrationBatchDepth = 0
@@ -118,6 +126,8 @@ public final class ManagedObjectContext {
     /// A new fault for an ID that has no registered object, registered here; with `row`, the
     /// fault keeps the row a fetch read for it (or, `loaded`, has its values at once).
     func makeFault(for objectID: ManagedObjectID, row: consuming CachedRow? = nil, loaded: Bool = false) -> ManagedObject {
+        var row = row
+        if row == nil, !prefetchedRows.isEmpty { row = prefetchedRows[objectID] }
         // A subclass's initializer may have set values: a fault starts without any.
         let object = objectID.entity.managedObjectClass.init(entity: objectID.entity, insertInto: nil)
         object.objectID = objectID

@@ -140,7 +140,11 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
         get { box.fields.returnsObjectsAsFaults }
         set { fields.returnsObjectsAsFaults = newValue }
     }
-    /// Relationship key paths whose destinations are loaded with the results.
+    /// Relationship key paths whose destinations are loaded with the results: for each step
+    /// of a key path, the destinations that are faults are read by one fetch per destination
+    /// entity (`SELF IN` their IDs), and the context keeps their rows (up to 8,192), so a
+    /// destination released and reached again later fires without a read while no save came
+    /// through the coordinator.
     public var relationshipKeyPathsForPrefetching: [String] {
         get { box.fields.relationshipKeyPathsForPrefetching }
         set { fields.relationshipKeyPathsForPrefetching = newValue }

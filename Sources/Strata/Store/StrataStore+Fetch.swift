@@ -316,6 +316,19 @@ extension StrataStore {
     func semiJoin(
         _ leaf: FetchPredicate, entity: EntityDescription, in snapshot: Snapshot, layout: StoreLayout
     ) throws -> SemiJoin? {
+        if let objects = Self.selfComparison(leaf) {
+            // [FETCH-S13] `SELF IN %@` on a scanned row: a set lookup by entity and reference.
+            var rows = Set<StoredObject>(minimumCapacity: objects.count)
+            for id in objects {
+                guard id.persistentStore === self || id.storeIdentifier == identifier, case .int64(let reference)? = id.referenceObject,
+                    let number = layout.number(of: id.entity)
+                else { continue }
+                rows.insert(StoredObject(entity: number, reference: reference))
+            }
+            var join = SemiJoin(relationship: nil, references: [], owners: nil, exact: Flag())
+            join.selfObjects = rows
+            return join
+        }
         if let (path, op, constant) = Self.objectComparison(leaf), !path.utf8.contains(UInt8(ascii: ".")),
             let relationship = entity.relationshipsByName[path], !relationship.isTransient, relationship.ordinal >= 0,
             relationship.isToOne || RelationshipKeys.isKeyed(relationship)
@@ -460,8 +473,8 @@ extension StrataStore {
 
     /// A comparison through a relationship answered from the destination's matches ([FETCH-S1]).
     struct SemiJoin {
-        /// The relationship the key path starts with.
-        let relationship: RelationshipDescription
+        /// The relationship the key path starts with (for `SELF IN %@`, [FETCH-S13], `nil`).
+        let relationship: RelationshipDescription?
         /// The references of the destination rows that satisfy the rest of the key path.
         let references: Set<Int64>
         /// For a one-to-many, the references of the rows those destinations belong to, when
@@ -470,10 +483,14 @@ extension StrataStore {
         /// Set when the rows tested are known to satisfy the comparison (they are candidates
         /// read from this join's relationship keys, [FETCH-S2]): the test then answers true.
         let exact: Flag
+        /// For `SELF IN %@`: the objects' rows, by concrete entity number and reference.
+        var selfObjects: Set<StoredObject>? = nil
 
         /// Whether a row's destinations include one of them.
         func test<Row: StoredRowAccess>(_ row: Row) throws -> Bool {
             if exact.value { return true }
+            if let selfObjects { return selfObjects.contains(StoredObject(entity: row.entityNumber, reference: row.reference)) }
+            guard let relationship else { return false }
             if let owners { return owners.contains(row.reference) }
             if relationship.isToOne {
                 guard let target = try row.storedObject(atOrdinal: relationship.ordinal) else { return false }
@@ -497,11 +514,11 @@ extension StrataStore {
             return [predicate]
         }
         let usable = conjuncts(predicate).compactMap { leaf in joins.join(for: leaf).map { (leaf, $0) } }.filter { _, join in
-            guard let inverse = join.relationship.inverseRelationship else { return false }
-            return RelationshipKeys.isKeyed(inverse) && join.relationship.destinationEntity != nil
+            guard let inverse = join.relationship?.inverseRelationship else { return false }
+            return RelationshipKeys.isKeyed(inverse) && join.relationship?.destinationEntity != nil
         }
         guard let (leaf, best) = usable.min(by: { $0.1.references.count < $1.1.references.count }),
-            let inverse = best.relationship.inverseRelationship, let destination = best.relationship.destinationEntity
+            let inverse = best.relationship?.inverseRelationship, let destination = best.relationship?.destinationEntity
         else { return nil }
         let cap = max(rowCount / 3, 64)
         if best.references.count == 1, let owner = best.references.first {
@@ -532,20 +549,10 @@ extension StrataStore {
             return [predicate]
         }
         for conjunct in conjuncts(predicate) {
-            let values: [FetchValue]
-            switch conjunct {
-            case .comparison(.evaluatedObject, .equal, .constant(let value), .direct, _),
-                .comparison(.constant(let value), .equal, .evaluatedObject, .direct, _):
-                values = [value]
-            case .comparison(.evaluatedObject, .in, .constant(.collection(let list)), .direct, _):
-                values = list
-            default:
-                continue
-            }
+            guard let ids = Self.selfComparison(conjunct) else { continue }
             var references: [Int64] = []
-            references.reserveCapacity(values.count)
-            for value in values {
-                guard case .object(let id) = value else { return nil }
+            references.reserveCapacity(ids.count)
+            for id in ids {
                 guard id.persistentStore === self || id.storeIdentifier == identifier, case .int64(let reference)? = id.referenceObject,
                     id.entity.rootEntityName == root
                 else { continue }
@@ -555,6 +562,28 @@ extension StrataStore {
             return references.indices.compactMap { $0 > 0 && references[$0] == references[$0 - 1] ? nil : references[$0] }
         }
         return nil
+    }
+
+    /// The objects of `SELF == %@`, `%@ == SELF` or `SELF IN %@` when every constant is an
+    /// object; `nil` for anything else.
+    static func selfComparison(_ leaf: FetchPredicate) -> [ManagedObjectID]? {
+        let values: [FetchValue]
+        switch leaf {
+        case .comparison(.evaluatedObject, .equal, .constant(let value), .direct, _),
+            .comparison(.constant(let value), .equal, .evaluatedObject, .direct, _):
+            values = [value]
+        case .comparison(.evaluatedObject, .in, .constant(.collection(let list)), .direct, _):
+            values = list
+        default:
+            return nil
+        }
+        var ids: [ManagedObjectID] = []
+        ids.reserveCapacity(values.count)
+        for value in values {
+            guard case .object(let id) = value else { return nil }
+            ids.append(id)
+        }
+        return ids
     }
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).

@@ -246,6 +246,8 @@ extension StrataStore {
 
         var objectID: ManagedObjectID { source.ids.id(for: entity, reference: reference) }
 
+        var entityNumber: UInt16 { row.entityNumber }
+
         /// The node of the row: every stored attribute and to-one destination, by ordinal.
         func node() -> IncrementalStoreNode {
             source.store.node(from: row, objectID: objectID, layout: source.layout, ids: source.ids)
@@ -461,6 +463,8 @@ extension StrataStore {
         /// Where the row came from, for errors.
         private var origin: RowOrigin { .key(root: entity.name, reference: reference) }
 
+        var entityNumber: UInt16 { fields.entityNumber }
+
         /// The row as a view that owns a copy of its bytes.
         func view() -> RowView {
             RowView(reference: reference, row: RowBytes(copying: fields, context: origin, values: source.values), entity: entity, source: source)
@@ -524,6 +528,8 @@ extension StrataStore {
 protocol StoredRowAccess {
     /// The row's reference ([KEY-2]).
     var reference: Int64 { get }
+    /// The row's concrete entity number ([ROW-1]).
+    var entityNumber: UInt16 { get }
     /// The destination stored in the to-one relationship at `ordinal`, if any.
     func storedObject(atOrdinal ordinal: Int) throws -> StoredObject?
     /// The destinations of the to-many relationship at `ordinal`.

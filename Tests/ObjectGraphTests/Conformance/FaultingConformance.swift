@@ -122,6 +122,50 @@ struct FaultingConformance {
         #expect(people.count == 1)
     }
 
+    /// Prefetching many destinations (one fetch per destination entity, [FETCH-S13]) loads
+    /// each of them, managers among the people included, through a to-one, a to-many and a
+    /// two-step key path; the rows it kept are not served after a save changed them.
+    @Test(arguments: allStoreFixtures)
+    func prefetchingManyDestinationsLoadsEachAndFollowsLaterSaves(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let writer = stack.context()
+        let departments = try (0..<6).map { try writer.makeDepartment("D\($0)") }
+        for index in 0..<30 {
+            let person = try writer.makePerson("P\(index)", entity: index % 4 == 0 ? "Manager" : "Person")
+            if index % 7 != 3 { try person.setValue(departments[index % 5], forKey: "department") }
+        }
+        try writer.save()
+
+        let context = stack.context()
+        context.retainsRegisteredObjects = true
+        var request = FetchRequest(entityName: "Person")
+        request.relationshipKeyPathsForPrefetching = ["department", "department.employees"]
+        let people = try context.fetch(request)
+        #expect(people.count == 30)
+        for department in departments.prefix(5) {
+            let registered = try #require(context.registeredObject(for: department.objectID))
+            #expect(!registered.isFault, "\(department.objectID) loaded")
+            #expect(!registered.hasFault(forRelationshipNamed: "employees"))
+        }
+        #expect(context.registeredObject(for: departments[5].objectID) == nil, "no one works in D5")
+        for person in people {
+            #expect(!person.isFault)
+            let name = try person.value(forKeyPath: "department.name")
+            let expected = try person.value(forKey: "name").stringValue.flatMap { Int($0.dropFirst()) }.map { $0 % 7 == 3 ? FetchValue.null : .attribute(.string("D\($0 % 5)")) }
+            #expect(name == expected, "\(String(describing: try? person.value(forKey: "name")))")
+        }
+
+        // Without keeping the objects: the departments are released, then read again.
+        let reader = stack.context()
+        let fetched = try reader.fetch(request)
+        let renamer = stack.context()
+        let renamed = try renamer.existingObject(with: departments[1].objectID)
+        try renamed.setValue(.string("Renamed"), forKey: "name")
+        try renamer.save()
+        let moved = fetched.filter { (try? $0.value(forKeyPath: "department.name")) == .attribute(.string("Renamed")) }
+        #expect(moved.count == 6, "the people of D1 see its saved name")
+    }
+
     @Test(arguments: allStoreFixtures)
     func keyPathsFollowRelationships(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())
