@@ -102,6 +102,9 @@ import Testing
         ("Album", "tracks.@max.genre.name == 'Rock'"),
         ("Album", "highlights.@avg.length > 150"),
         ("Playlist", "tracks.@min.name BEGINSWITH 'A'"),
+        ("Track", "playlists.@count == 0"),
+        ("Track", "playlists.@count >= 2 AND length > 100"),
+        ("Album", "tracks.@count >= 9"),
     ]
 
     static func names(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
@@ -113,7 +116,7 @@ import Testing
         }
     }
 
-    @Test(arguments: 0..<22)
+    @Test(arguments: 0..<25)
     func quantifiersThroughToManysMatchTheInMemoryStore(case index: Int) throws {
         let model = try Self.model()
         let reference = PersistentStoreCoordinator(managedObjectModel: model)

@@ -68,7 +68,9 @@ extension StrataStore {
         }
         var rows: [RowView] = []
         /// A dictionary fetch's columns, when the scan read them from the rows it met.
-        var scannedColumns: [[FetchValue]]? = nil
+        // (A plain array and a flag: appending through an optional copied the array per row.)
+        var scannedColumns: [[FetchValue]] = []
+        var columnsScanned = false
         // A plain count keeps no row: the matches are counted as they are read.
         let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
             && request.fetchOffset == 0 && request.fetchLimit == 0
@@ -239,7 +241,10 @@ extension StrataStore {
                 } : nil
             // A dictionary fetch's columns are read as the scan meets its rows: no row is copied.
             let columnPaths = request.resultType == .dictionary && top == nil && !countsOnly ? request.dictionaryRowKeyPaths : nil
-            if columnPaths != nil { scannedColumns = [] }
+            if columnPaths != nil {
+                columnsScanned = true
+                scannedColumns.reserveCapacity(try cachedRecord(in: snapshot).rowCount(of: names()))
+            }
             for root in roots where rows.count < enough {
                 var failure: Error? = nil
                 _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
@@ -256,8 +261,8 @@ extension StrataStore {
                                         counted += 1
                                     } else if let top {
                                         try top.offer(borrowed)
-                                    } else if scannedColumns != nil {
-                                        scannedColumns?.append(try (columnPaths ?? []).map { try borrowed.fetchValue(forKeyPath: $0) })
+                                    } else if columnsScanned {
+                                        scannedColumns.append(try (columnPaths ?? []).map { try borrowed.fetchValue(forKeyPath: $0) })
                                     } else {
                                         rows.append(borrowed.view())
                                     }
@@ -300,7 +305,7 @@ extension StrataStore {
         if request.resultType == .dictionary, let paths = request.dictionaryRowKeyPaths {
             // Each row's key paths read once, through compiled readers; the grouping and
             // aggregation then work on plain values.
-            let columns = try scannedColumns ?? rows.map { row in try paths.map { try row.fetchValue(forKeyPath: $0) } }
+            let columns = columnsScanned ? scannedColumns : try rows.map { row in try paths.map { try row.fetchValue(forKeyPath: $0) } }
             return .dictionaries(try request.dictionaries(fromColumns: columns))
         }
         return try request.apply(to: rows, objectID: \.objectID)

@@ -93,9 +93,9 @@ extension StrataStore {
         /// `reference`, counted in the index ([REL-3]): no member is decoded or kept, and the
         /// bounds are built in buffers reused from count to count.
         func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> Int {
-            // [FETCH-S10] Once counting keys owner by owner has cost a share of the members'
-            // rows, every owner's count comes from one scan of them.
-            if let counts = try groupedMemberCounts(relationship) { return counts[reference] ?? 0 }
+            // [FETCH-S10] Once counting keys owner by owner has cost a share of the
+            // relationship's keys, every owner's count comes from one walk of them.
+            if let counts = try groupedMemberCounts(relationship, of: owner) { return counts[reference] ?? 0 }
             countLower.removeAll(keepingCapacity: true)
             countLower.append(contentsOf: store.relationshipPrefix(relationship, owner: owner))
             KeyLayout.appendReference(reference, to: &countLower)
