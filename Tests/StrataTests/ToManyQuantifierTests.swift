@@ -105,6 +105,11 @@ import Testing
         ("Track", "playlists.@count == 0"),
         ("Track", "playlists.@count >= 2 AND length > 100"),
         ("Album", "tracks.@count >= 9"),
+        ("Album", "SUBQUERY(tracks, $t, $t.length > 150).@count >= 6"),
+        ("Album", "SUBQUERY(tracks, $t, $t.length > 240 AND $t.genre.name == 'Rock').@count == 1"),
+        ("Album", "SUBQUERY(tracks, $t, $t.name BEGINSWITH 'A' OR $t.length == nil).@count == 3 OR title ENDSWITH '3'"),
+        ("Genre", "SUBQUERY(tracks, $t, $t.album.title == 'album 7').@count == 1"),
+        ("Playlist", "SUBQUERY(tracks, $t, $t.length > 200).@count > 20"),
     ]
 
     static func names(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
@@ -116,7 +121,7 @@ import Testing
         }
     }
 
-    @Test(arguments: 0..<25)
+    @Test(arguments: 0..<30)
     func quantifiersThroughToManysMatchTheInMemoryStore(case index: Int) throws {
         let model = try Self.model()
         let reference = PersistentStoreCoordinator(managedObjectModel: model)

@@ -214,6 +214,12 @@ final class SQLiteMusic {
         case .tracksByAlbumTitle:
             return "SELECT t.name FROM track t LEFT JOIN album al ON al.id = t.album_id ORDER BY al.title, t.name LIMIT 20"
         case .recentInvoices: return "SELECT printf('%.2f', total) FROM invoice ORDER BY invoice_date DESC LIMIT 20"
+        case .albumsSubquery:
+            return "SELECT a.title FROM album a WHERE (SELECT COUNT(*) FROM track t WHERE t.album_id = a.id AND t.milliseconds > 300000) >= 3"
+        case .customersInvoiceSum:
+            return "SELECT c.email FROM customer c WHERE (SELECT SUM(i.total) FROM invoice i WHERE i.customer_id = c.id) > 40"
+        case .invoicesOfRep:
+            return "SELECT printf('%.2f', i.total) FROM invoice i JOIN customer c ON c.id = i.customer_id WHERE c.support_rep_id = 4"
         case .reportsTo:
             return """
                 SELECT e.first_name || ' ' || e.last_name FROM employee e JOIN employee m ON m.id = e.reports_to

@@ -87,6 +87,7 @@ final class StrataMusic {
     private var artistID: ManagedObjectID?
     private var playlistID: ManagedObjectID?
     private var trackIDs: [ManagedObjectID] = []
+    private var employeeID: ManagedObjectID?
 
     /// Creates a StrataStore at `path` (durability normal).
     init(path: String) throws {
@@ -171,6 +172,7 @@ final class StrataMusic {
         artistID = artists[Query.artistIndex].objectID
         playlistID = playlists[Query.playlist].objectID
         trackIDs = Query.trackIDs.map { tracks[$0].objectID }
+        employeeID = employees[3].objectID
     }
 
     // MARK: Fetches
@@ -352,6 +354,15 @@ final class StrataMusic {
             request.sortDescriptors = [FetchSortDescriptor(keyPath: "invoiceDate", ascending: false)]
             request.fetchLimit = 20
             return try context.fetch(request).map { cents(try $0.value(forKey: "total").doubleValue) }
+        case .albumsSubquery:
+            return try strings(context, "Album", "title", "SUBQUERY(tracks, $t, $t.milliseconds > 300000).@count >= 3").sorted()
+        case .customersInvoiceSum:
+            return try strings(context, "Customer", "email", "invoices.@sum.total > 40").sorted()
+        case .invoicesOfRep:
+            guard let employeeID else { throw BenchmarkError("no employee inserted") }
+            var request = FetchRequest(entityName: "Invoice")
+            request.predicate = try FetchPredicate(format: "customer.supportRep == %@", employeeID)
+            return try context.fetch(request).map { cents(try $0.value(forKey: "total").doubleValue) }.sorted()
         case .reportsTo:
             var request = FetchRequest(entityName: "Employee")
             request.predicate = try FetchPredicate(format: "reportsTo.lastName == %@", "Edwards")

@@ -19,6 +19,7 @@ enum Query: String, CaseIterable {
     case albumTracksByName, tracksPageByName, genresByName, tracksBetween
     case tracksByIDs, tracksWithoutPlaylist, tracksOfGenresIn, trackColumns
     case tracksWithAlbumsPrefetched, distinctComposers, totalOfInvoices, firstTrackNamed, tracksByAlbumTitle, recentInvoices
+    case albumsSubquery, customersInvoiceSum, invoicesOfRep
 
     /// An artist that exists and has albums.
     static let artist = "Black Sabbath"
@@ -84,6 +85,9 @@ enum Query: String, CaseIterable {
         case .firstTrackNamed: return "Track name BEGINSWITH 'Heart' limit 1"
         case .tracksByAlbumTitle: return "Track by album.title, name; limit 20"
         case .recentInvoices: return "Invoice by invoiceDate desc; limit 20"
+        case .albumsSubquery: return "Album SUBQUERY(tracks, $t, $t.milliseconds > 300000).@count >= 3"
+        case .customersInvoiceSum: return "Customer invoices.@sum.total > 40"
+        case .invoicesOfRep: return "Invoice customer.supportRep == <employee 3>"
         }
     }
 

@@ -321,6 +321,27 @@ extension StrataStore {
     func semiJoin(
         _ leaf: FetchPredicate, entity: EntityDescription, in snapshot: Snapshot, layout: StoreLayout
     ) throws -> SemiJoin? {
+        if case .comparison(.member(.subquery(.keyPath(let path), let variable, let inner), "@count"), let op, .constant(let constant), .direct, let options) = leaf,
+            let relationship = entity.relationshipsByName[path], !relationship.isTransient, relationship.ordinal >= 0,
+            case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship), let destination = relationship.destinationEntity,
+            let element = FetchPredicate.elementPredicate(inner, variable: variable)
+        {
+            // [FETCH-S14] One fetch of the members that match, read for their owner.
+            var members = FetchRequest(entityName: destination.name)
+            members.entity = destination
+            members.predicate = element
+            members.resultType = .dictionary
+            members.propertiesToFetch = [.keyPath(inverse.name)]
+            guard case .dictionaries(let rows) = try execute(members, with: nil, reading: snapshot) else { return nil }
+            var counts: [Int64: Int] = [:]
+            for row in rows {
+                guard case .object(let owner)? = row[inverse.name], case .int64(let reference)? = owner.referenceObject else { continue }
+                counts[reference, default: 0] += 1
+            }
+            var join = SemiJoin(relationship: nil, references: [], owners: nil, exact: Flag())
+            join.subqueryCounts = (counts, op, constant, options)
+            return join
+        }
         if let objects = Self.selfComparison(leaf) {
             // [FETCH-S13] `SELF IN %@` on a scanned row: a set lookup by entity and reference.
             var rows = Set<StoredObject>(minimumCapacity: objects.count)
@@ -490,11 +511,18 @@ extension StrataStore {
         let exact: Flag
         /// For `SELF IN %@`: the objects' rows, by concrete entity number and reference.
         var selfObjects: Set<StoredObject>? = nil
+        /// For `SUBQUERY(rel, $x, …).@count op constant` ([FETCH-S14]): each owner's number of
+        /// matching members, and the comparison.
+        var subqueryCounts: (counts: [Int64: Int], op: FetchComparisonOperator, constant: FetchValue, options: ComparisonOptions)? = nil
 
         /// Whether a row's destinations include one of them.
         func test<Row: StoredRowAccess>(_ row: Row) throws -> Bool {
             if exact.value { return true }
             if let selfObjects { return selfObjects.contains(StoredObject(entity: row.entityNumber, reference: row.reference)) }
+            if let subqueryCounts {
+                let count = FetchValue.attribute(.int64(Int64(subqueryCounts.counts[row.reference] ?? 0)))
+                return try FetchPredicate.compareValues(count, subqueryCounts.op, subqueryCounts.constant, options: subqueryCounts.options)
+            }
             guard let relationship else { return false }
             if let owners { return owners.contains(row.reference) }
             if relationship.isToOne {

@@ -103,6 +103,60 @@ extension FetchPredicate {
         CompiledFetchPredicate(body: try compiledBody(for: entity, specializing))
     }
 
+    /// Whether `value op constant` holds, as a comparison without modifier evaluates it: for a
+    /// store's specialized comparisons (a count it computed itself, for example).
+    ///
+    /// - Throws: ``ObjectGraphError/Code/invalidFetchRequest`` when the operator does not apply
+    ///   to the values, as evaluation throws.
+    public static func compareValues(
+        _ value: FetchValue, _ op: FetchComparisonOperator, _ constant: FetchValue, options: ComparisonOptions = []
+    ) throws -> Bool {
+        try compare(value, op, constant, modifier: .direct, options: options)
+    }
+
+    /// The predicate `SUBQUERY(collection, $variable, inner)` tests its elements with, rewritten
+    /// to be evaluated on each element itself (`$t.milliseconds` becomes `milliseconds`, `$t`
+    /// becomes `SELF`); `nil` when it reads anything other than the variable (the enclosing
+    /// object's key paths, other variables, nested subqueries).
+    public static func elementPredicate(_ inner: FetchPredicate, variable: String) -> FetchPredicate? {
+        func rewrite(_ expression: FetchExpression) -> FetchExpression? {
+            switch expression {
+            case .constant: return expression
+            case .variable(let name): return name == variable ? .evaluatedObject : nil
+            case .member(.variable(let name), let path): return name == variable ? .keyPath(path) : nil
+            case .member(let base, let path):
+                switch rewrite(base) {
+                case .keyPath(let head)?: return .keyPath(head + "." + path)
+                case .evaluatedObject?: return .keyPath(path)
+                case let other?: return .member(other, path)
+                case nil: return nil
+                }
+            case .index(let base, let index): return rewrite(base).map { .index($0, index) }
+            case .aggregate(let parts):
+                let rewritten = parts.compactMap(rewrite)
+                return rewritten.count == parts.count ? .aggregate(rewritten) : nil
+            case .function(let function, let parts):
+                let rewritten = parts.compactMap(rewrite)
+                return rewritten.count == parts.count ? .function(function, rewritten) : nil
+            case .evaluatedObject, .keyPath, .subquery: return nil
+            }
+        }
+        switch inner {
+        case .value: return inner
+        case .comparison(let left, let op, let right, let modifier, let options):
+            guard let left = rewrite(left), let right = rewrite(right) else { return nil }
+            return .comparison(left, op, right, modifier: modifier, options: options)
+        case .and(let parts):
+            let rewritten = parts.compactMap { elementPredicate($0, variable: variable) }
+            return rewritten.count == parts.count ? .and(rewritten) : nil
+        case .or(let parts):
+            let rewritten = parts.compactMap { elementPredicate($0, variable: variable) }
+            return rewritten.count == parts.count ? .or(rewritten) : nil
+        case .not(let part):
+            return elementPredicate(part, variable: variable).map { .not($0) }
+        }
+    }
+
     /// Whether a comparison `null op constant` holds: a relationship without destination (or a
     /// destination whose value is null) satisfies the comparison exactly when this is true.
     public static func comparisonHoldsForNull(
