@@ -239,10 +239,12 @@ extension FetchRequest {
         }
         // Groups in the order of their first row, as in dictionaries(from:); a single key is
         // hashed alone (keys are equal exactly when their values are).
-        var groups = keys.count == 1
-            ? Self.groups(of: rows) { keys[0].value(over: CollectionOfOne($0)) }
-            : Self.groups(of: rows) { row in keys.map { $0.value(over: CollectionOfOne(row)) } }
-        if keys.isEmpty && groups.isEmpty { groups = [[]] }
+        // No key (aggregates of the whole result): one group, every row, nothing hashed.
+        let groups = keys.isEmpty
+            ? [rows]
+            : keys.count == 1
+                ? Self.groups(of: rows) { keys[0].value(over: CollectionOfOne($0)) }
+                : Self.groups(of: rows) { row in keys.map { $0.value(over: CollectionOfOne(row)) } }
         var results = groups.map { members in
             Dictionary(uniqueKeysWithValues: zip(names, compiled.map { $0.value(over: members) }))
         }
