@@ -190,7 +190,10 @@ final class SQLiteMusic {
         case .tracksOfAlbumsIn:
             return "SELECT name FROM track WHERE album_id IN (\(Query.albums.map { String($0 + 1) }.joined(separator: ", ")))"
         case .tracksOfArtistObject:
-            return "SELECT t.name FROM track t JOIN album al ON al.id = t.album_id WHERE al.artist_id = \(Query.artistIndex + 1)"
+            return """
+                SELECT t.name FROM track t JOIN album al ON al.id = t.album_id
+                WHERE al.artist_id = (SELECT artist_id FROM album WHERE id = \(Query.album + 1))
+                """
         case .tracksOfPlaylistObject:
             return "SELECT t.name FROM playlist_track pt JOIN track t ON t.id = pt.track_id WHERE pt.playlist_id = \(Query.playlist + 1)"
         case .albumTracksByName: return "SELECT name FROM track WHERE album_id = \(Query.album + 1) ORDER BY name"

@@ -169,7 +169,7 @@ final class StrataMusic {
         albumID = albums[Query.album].objectID
         genreID = genres[Query.genre].objectID
         albumIDs = Query.albums.map { albums[$0].objectID }
-        artistID = artists[Query.artistIndex].objectID
+        artistID = artists[data.albums[Query.album].artist].objectID
         playlistID = playlists[Query.playlist].objectID
         trackIDs = Query.trackIDs.map { tracks[$0].objectID }
         employeeID = employees[3].objectID

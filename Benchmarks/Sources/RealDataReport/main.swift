@@ -27,10 +27,9 @@ enum Query: String, CaseIterable {
     static let album = 42
     /// The genre (by position in ``MusicData/genres``) of ``countTracksOfGenreObject``.
     static let genre = 1
-    /// The albums of ``tracksOfAlbumsIn``, the artist of ``tracksOfArtistObject`` and the
-    /// playlist of ``tracksOfPlaylistObject`` (by position).
+    /// The albums of ``tracksOfAlbumsIn`` and the playlist of ``tracksOfPlaylistObject`` (by
+    /// position); ``tracksOfArtistObject`` reads the artist of ``album``.
     static let albums = [40, 41, 42]
-    static let artistIndex = 7
     static let playlist = 3
     /// The tracks (by position) of ``tracksByIDs``.
     static let trackIDs = stride(from: 5, to: 3500, by: 175).map { $0 }
@@ -69,7 +68,7 @@ enum Query: String, CaseIterable {
         case .tracksOfAlbumObject: return "Track album == <album \(Self.album)>"
         case .countTracksOfGenreObject: return "count Track genre == <genre \(Self.genre)>"
         case .tracksOfAlbumsIn: return "Track album IN <albums \(Self.albums.map(String.init).joined(separator: ","))>"
-        case .tracksOfArtistObject: return "Track album.artist == <artist \(Self.artistIndex)>"
+        case .tracksOfArtistObject: return "Track album.artist == <artist of album \(Self.album)>"
         case .tracksOfPlaylistObject: return "Track ANY playlists == <playlist \(Self.playlist)>"
         case .albumTracksByName: return "Track album == <album \(Self.album)> by name"
         case .tracksPageByName: return "Track by name; offset 100, limit 25"
