@@ -324,7 +324,9 @@ extension StrataStore {
         if case .comparison(.member(.subquery(.keyPath(let path), let variable, let inner), "@count"), let op, .constant(let constant), .direct, let options) = leaf,
             let relationship = entity.relationshipsByName[path], !relationship.isTransient, relationship.ordinal >= 0,
             case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship), let destination = relationship.destinationEntity,
-            let element = FetchPredicate.elementPredicate(inner, variable: variable)
+            let element = FetchPredicate.elementPredicate(inner, variable: variable),
+            let root = try? model().entity(named: destination.rootEntityName),
+            try cachedRecord(in: snapshot).rowCount(of: root.selfAndAllSubentities.map(\.name)) <= RowSource.memberGroupRowCap
         {
             // [FETCH-S14] One fetch of the members that match, read for their owner.
             var members = FetchRequest(entityName: destination.name)
@@ -400,7 +402,7 @@ extension StrataStore {
     /// A comparison of a relationship with objects, as (key path, `==` or `IN`, constant):
     /// `album == %@`, `album IN %@`, and for a to-many `ANY playlists == %@`, `playlists
     /// CONTAINS %@`, `%@ IN playlists`, `ANY playlists IN %@` (a to-many's `==` without `ANY`
-    /// is `ANY` too, [PRED]). `nil` for anything else.
+    /// is `ANY` too, as the fetch language evaluates it). `nil` for anything else.
     static func objectComparison(_ leaf: FetchPredicate) -> (path: String, op: FetchComparisonOperator, constant: FetchValue)? {
         switch leaf {
         case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, _)

@@ -47,14 +47,15 @@ extension StrataStore.RowSource {
     /// counted in one walk of the relationship's keys once owners counted one key range at a
     /// time reached a seventh of those keys (at least 32; callgrind on the real-data suite:
     /// an owner's key range costs ~2.6k instructions, a key met in the walk ~0.35k); `nil`
-    /// before that.
-    func groupedMemberCounts(_ relationship: RelationshipDescription, of owner: EntityDescription) throws -> [Int64: Int]? {
+    /// before that, and for relationships of more than ``memberGroupRowCap`` keys.
+    func groupedMemberCounts(_ relationship: RelationshipDescription, of owner: EntityDescription) -> [Int64: Int]? {
         let id = ObjectIdentifier(relationship)
         guard let index = memberCounts.firstIndex(where: { $0.relationship == id }) else {
             guard memberCounts.count < 16 else { return nil }
             let prefix = store.relationshipPrefix(relationship, owner: owner)
             let keys = snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix))
-            memberCounts.append(MemberCounts(relationship: id, prefix: prefix, counted: 1, keys: keys, threshold: max(32, keys / 7)))
+            let threshold = keys <= Self.memberGroupRowCap ? max(32, keys / 7) : .max
+            memberCounts.append(MemberCounts(relationship: id, prefix: prefix, counted: 1, keys: keys, threshold: threshold))
             return nil
         }
         if let counts = memberCounts[index].counts { return counts }
@@ -74,8 +75,9 @@ extension StrataStore.RowSource {
         return counts
     }
 
-    /// The most rows of a members' hierarchy a fetch groups (above that, members are read one
-    /// by one: the grouped values would hold too much memory).
+    /// The most rows of a members' hierarchy (or keys of a relationship) a fetch groups (above
+    /// that, members are read and counted one owner at a time: the groups would hold too
+    /// much memory).
     static let memberGroupRowCap = 1_000_000
 
     /// The index in ``memberGroups`` of the reads of `keyPath` through `relationship`.

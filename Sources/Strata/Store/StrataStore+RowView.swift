@@ -92,10 +92,10 @@ extension StrataStore {
         /// The number of members of the keyed to-many `relationship` of the `owner` row of
         /// `reference`, counted in the index ([REL-3]): no member is decoded or kept, and the
         /// bounds are built in buffers reused from count to count.
-        func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> Int {
+        func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> Int {
             // [FETCH-S10] Once counting keys owner by owner has cost a share of the
             // relationship's keys, every owner's count comes from one walk of them.
-            if let counts = try groupedMemberCounts(relationship, of: owner) { return counts[reference] ?? 0 }
+            if let counts = groupedMemberCounts(relationship, of: owner) { return counts[reference] ?? 0 }
             countLower.removeAll(keepingCapacity: true)
             countLower.append(contentsOf: store.relationshipPrefix(relationship, owner: owner))
             KeyLayout.appendReference(reference, to: &countLower)
@@ -437,7 +437,7 @@ extension StrataStore {
         /// keys ([REL-3]); `nil` for anything else.
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
             guard let relationship = source.keyedRelationship(of: entity, named: keyPath) else { return nil }
-            return try source.memberCount(relationship, of: entity, reference: reference)
+            return source.memberCount(relationship, of: entity, reference: reference)
         }
 
         /// A key path of another row of the same snapshot (subqueries, `$x.name`).
@@ -515,7 +515,7 @@ extension StrataStore {
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
             // Counted from the keys alone, as the row's view counts them: the row is not copied.
             guard let relationship = source.keyedRelationship(of: entity, named: keyPath) else { return nil }
-            return try source.memberCount(relationship, of: entity, reference: reference)
+            return source.memberCount(relationship, of: entity, reference: reference)
         }
 
         func forEachMemberValue(ofToMany name: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {
