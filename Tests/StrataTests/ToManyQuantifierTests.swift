@@ -110,6 +110,7 @@ import Testing
         ("Album", "SUBQUERY(tracks, $t, $t.name BEGINSWITH 'A' OR $t.length == nil).@count == 3 OR title ENDSWITH '3'"),
         ("Genre", "SUBQUERY(tracks, $t, $t.album.title == 'album 7').@count == 1"),
         ("Playlist", "SUBQUERY(tracks, $t, $t.length > 200).@count > 20"),
+        ("Album", "SUBQUERY(tracks, $t, length > 150 AND $t.name BEGINSWITH 'A').@count == 1"),
     ]
 
     static func names(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
@@ -121,7 +122,7 @@ import Testing
         }
     }
 
-    @Test(arguments: 0..<30)
+    @Test(arguments: 0..<31)
     func quantifiersThroughToManysMatchTheInMemoryStore(case index: Int) throws {
         let model = try Self.model()
         let reference = PersistentStoreCoordinator(managedObjectModel: model)

@@ -116,8 +116,8 @@ extension FetchPredicate {
 
     /// The predicate `SUBQUERY(collection, $variable, inner)` tests its elements with, rewritten
     /// to be evaluated on each element itself (`$t.milliseconds` becomes `milliseconds`, `$t`
-    /// becomes `SELF`); `nil` when it reads anything other than the variable (the enclosing
-    /// object's key paths, other variables, nested subqueries).
+    /// becomes `SELF`; a bare key path and `SELF` already read the element); `nil` when it
+    /// reads other variables or holds a nested subquery.
     public static func elementPredicate(_ inner: FetchPredicate, variable: String) -> FetchPredicate? {
         func rewrite(_ expression: FetchExpression) -> FetchExpression? {
             switch expression {
@@ -138,7 +138,8 @@ extension FetchPredicate {
             case .function(let function, let parts):
                 let rewritten = parts.compactMap(rewrite)
                 return rewritten.count == parts.count ? .function(function, rewritten) : nil
-            case .evaluatedObject, .keyPath, .subquery: return nil
+            case .evaluatedObject, .keyPath: return expression
+            case .subquery: return nil
             }
         }
         switch inner {
