@@ -112,13 +112,8 @@ import Testing
 
     @Test(arguments: 0..<8)
     func sortsThroughToOnesGiveTheOrderOfKeyPaths(case index: Int) throws {
-        let model = try Self.model()
-        let reference = PersistentStoreCoordinator(managedObjectModel: model)
-        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()
-        let strata = try store.coordinator(model: model)
-        try Self.populate(reference)
-        try Self.populate(strata)
+        let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)
         for (limit, offset) in [(0, 0), (5, 0), (7, 3)] {
             for entity in ["Record", "Single"] {
                 var request = FetchRequest(entityName: entity)

@@ -40,6 +40,19 @@ final class TemporaryStore {
         try coordinator.addPersistentStore(type: .strata, at: url, options: options)
         return coordinator
     }
+
+    /// A coordinator on an InMemoryStore (the reference) and one on this store, both with
+    /// `model` and both filled by `populate`: the two sides of a differential test.
+    func referenceAndStrata(
+        model: ManagedObjectModel, populate: (PersistentStoreCoordinator) throws -> Void
+    ) throws -> (reference: PersistentStoreCoordinator, strata: PersistentStoreCoordinator) {
+        let reference = PersistentStoreCoordinator(managedObjectModel: model)
+        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
+        let strata = try coordinator(model: model)
+        try populate(reference)
+        try populate(strata)
+        return (reference, strata)
+    }
 }
 
 func fetch(_ entity: String, in context: ManagedObjectContext, where predicate: FetchPredicate? = nil) throws -> [ManagedObject] {

@@ -124,13 +124,8 @@ import Testing
 
     @Test(arguments: 0..<31)
     func quantifiersThroughToManysMatchTheInMemoryStore(case index: Int) throws {
-        let model = try Self.model()
-        let reference = PersistentStoreCoordinator(managedObjectModel: model)
-        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()
-        let strata = try store.coordinator(model: model)
-        try Self.populate(reference)
-        try Self.populate(strata)
+        let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)
         let (entity, format) = Self.cases[index]
         var request = FetchRequest(entityName: entity)
         request.predicate = try FetchPredicate(format: format)
@@ -243,13 +238,8 @@ import Testing
 
     @Test(arguments: 0..<12)
     func memberComparisonsOverAWholeEntityMatchTheInMemoryStore(case index: Int) throws {
-        let model = try Self.model()
-        let reference = PersistentStoreCoordinator(managedObjectModel: model)
-        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()
-        let strata = try store.coordinator(model: model)
-        try Self.populate(reference)
-        try Self.populate(strata)
+        let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)
         var request = FetchRequest(entityName: "Shelf")
         request.predicate = try FetchPredicate(format: Self.cases[index])
         let expected = try Self.labels(request, reference).sorted()
@@ -267,13 +257,8 @@ import Testing
     /// from one scan of the tapes' hierarchy once enough were read by key, and answer as the
     /// InMemoryStore does (reels among the tapes, notes without a tape, tapes without a shelf).
     @Test func keyPathsThroughToOnesWithManyDestinationsMatchTheInMemoryStore() throws {
-        let model = try Self.model()
-        let reference = PersistentStoreCoordinator(managedObjectModel: model)
-        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()
-        let strata = try store.coordinator(model: model)
-        try Self.populate(reference)
-        try Self.populate(strata)
+        let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)
         func texts(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
             return try context.fetch(request).map { note in
@@ -307,13 +292,8 @@ import Testing
     /// tapes): once enough owners were counted from their keys, the rest come from one scan
     /// of the notes, and predicates, sorts and counts answer as the InMemoryStore does.
     @Test func memberCountsOverManyOwnersMatchTheInMemoryStore() throws {
-        let model = try Self.model()
-        let reference = PersistentStoreCoordinator(managedObjectModel: model)
-        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()
-        let strata = try store.coordinator(model: model)
-        try Self.populate(reference)
-        try Self.populate(strata)
+        let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)
         func titles(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
             return try context.fetch(request).map { tape in
@@ -338,13 +318,9 @@ import Testing
     /// A member that moves to another owner, or leaves, in a later save is grouped under its
     /// new owner: the scan reads the snapshot the fetch reads.
     @Test func groupedMembersFollowSavedMoves() throws {
-        let model = try Self.model()
-        let reference = PersistentStoreCoordinator(managedObjectModel: model)
-        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()
-        let strata = try store.coordinator(model: model)
+        let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)
         for coordinator in [reference, strata] {
-            try Self.populate(coordinator)
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
             var tapes = FetchRequest(entityName: "Tape")
             tapes.predicate = try FetchPredicate(format: "minutes < 30")
@@ -403,13 +379,8 @@ import Testing
 
     @Test(arguments: 0..<12)
     func objectComparisonsMatchTheInMemoryStore(case index: Int) throws {
-        let model = try ToManyQuantifierTests.model()
-        let reference = PersistentStoreCoordinator(managedObjectModel: model)
-        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()
-        let strata = try store.coordinator(model: model)
-        try ToManyQuantifierTests.populate(reference)
-        try ToManyQuantifierTests.populate(strata)
+        let (reference, strata) = try store.referenceAndStrata(model: try ToManyQuantifierTests.model(), populate: ToManyQuantifierTests.populate)
         let (entity, format, arguments) = Self.cases[index]
         func request(in context: ManagedObjectContext) throws -> FetchRequest {
             let objects = try arguments.map { try Self.object($0.entity, $0.key, $0.value, in: context) }
@@ -483,14 +454,10 @@ import Testing
 @Suite struct SelfComparisonTests {
     @Test func selfComparisonsMatchTheInMemoryStore() throws {
         let model = try ToManyQuantifierTests.model()
-        let reference = PersistentStoreCoordinator(managedObjectModel: model)
-        try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()
-        let strata = try store.coordinator(model: model)
+        let (reference, strata) = try store.referenceAndStrata(model: model, populate: ToManyQuantifierTests.populate)
         let other = TemporaryStore()
         let otherCoordinator = try other.coordinator(model: model)
-        try ToManyQuantifierTests.populate(reference)
-        try ToManyQuantifierTests.populate(strata)
         try ToManyQuantifierTests.populate(otherCoordinator)
         let foreign = try ObjectComparisonTests.object("Track", "name", "echo 9", in: ManagedObjectContext(persistentStoreCoordinator: otherCoordinator))
         var deleted: [ObjectIdentifier: ManagedObjectID] = [:]
