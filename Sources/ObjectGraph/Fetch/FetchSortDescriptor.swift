@@ -118,9 +118,20 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         guard !descriptors.isEmpty, items.count > 1 else { return keeping.map { Array(items.prefix($0)) } ?? items }
         precondition(keys.count == items.count * descriptors.count, "one sort value per item and descriptor")
         let stride = descriptors.count
+        // A first key that is an ASCII string for every item, compared without options, orders
+        // as its bytes do (ASCII is its own normal form): those bytes are compared instead.
+        let firstBytes = descriptors[0].options.isEmpty ? Self.asciiBytes(keys, stride: stride, count: items.count) : nil
+        let firstAscending = descriptors[0].ascending
         // A strict total order: ties keep their original order.
         func precedes(_ a: Int, _ b: Int) -> Bool {
-            for (index, descriptor) in descriptors.enumerated() {
+            var start = 0
+            if let firstBytes {
+                let order = Self.byteOrder(firstBytes[a], firstBytes[b])
+                if order != 0 { return firstAscending ? order < 0 : order > 0 }
+                start = 1
+            }
+            for index in start..<stride {
+                let descriptor = descriptors[index]
                 switch descriptor.order(keys[a * stride + index], keys[b * stride + index]) {
                 case .orderedAscending: return true
                 case .orderedDescending: return false
@@ -147,5 +158,28 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         }
         let order = items.indices.sorted(by: precedes)
         return (keeping.map { Array(order.prefix($0)) } ?? order).map { items[$0] }
+    }
+
+    /// The UTF-8 bytes of each item's first key (`keys[i * stride]`) when every one is an
+    /// ASCII string; `nil` otherwise.
+    private static func asciiBytes(_ keys: [FetchValue], stride: Int, count: Int) -> [[UInt8]]? {
+        var bytes: [[UInt8]] = []
+        bytes.reserveCapacity(count)
+        for item in 0..<count {
+            guard case .attribute(.string(let text)) = keys[item * stride] else { return nil }
+            let utf8 = Array(text.utf8)
+            guard !utf8.contains(where: { $0 >= 0x80 }) else { return nil }
+            bytes.append(utf8)
+        }
+        return bytes
+    }
+
+    /// The byte order of two byte strings: negative, zero or positive.
+    private static func byteOrder(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        let common = min(a.count, b.count)
+        let order = a.withUnsafeBufferPointer { x in
+            b.withUnsafeBufferPointer { y in common == 0 ? 0 : Int(memcmp(x.baseAddress!, y.baseAddress!, common)) }
+        }
+        return order != 0 ? order : a.count - b.count
     }
 }

@@ -32,6 +32,36 @@ struct SortDescriptorTests {
         }
     }
 
+    // Oracle: ASCII string keys (sorted on their bytes) order as Swift's `String` order does,
+    // with prefixes, case, empty strings, ties broken by the next descriptor and then by
+    // position, in both directions; one non-ASCII key among them takes the general path.
+    @Test func asciiStringKeysOrderAsStringsDo() throws {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+        let words = ["", "a", "ab", "abc", "B", "b", "Ba", "z", "Z", "a b", "a-b", "~", "0", "09", "9"]
+        for round in 0..<60 {
+            let count = next(40) + 2
+            var rows = (0..<count).map { index -> [String: AttributeValue] in
+                ["s": .string(words[next(words.count)]), "n": .int64(Int64(next(3))), "i": .int64(Int64(index))]
+            }
+            if round % 10 == 9 { rows[next(count)]["s"] = .string("é") }
+            for ascending in [true, false] {
+                let descriptors = [FetchSortDescriptor(keyPath: "s", ascending: ascending), FetchSortDescriptor(keyPath: "n")]
+                let got = try FetchSortDescriptor.sort(rows, by: descriptors).compactMap { $0["i"]?.doubleValue.map(Int.init) }
+                let expected = rows.indices.sorted { a, b in
+                    let (x, y) = (rows[a]["s"]?.stringValue ?? "", rows[b]["s"]?.stringValue ?? "")
+                    if x != y { return ascending ? x < y : x > y }
+                    let (m, n) = (rows[a]["n"]?.doubleValue ?? 0, rows[b]["n"]?.doubleValue ?? 0)
+                    return m != n ? m < n : a < b
+                }
+                #expect(got == expected, "round \(round), ascending \(ascending)")
+            }
+        }
+    }
+
     @Test func defaultStringOrderIsByUnicodeScalars() throws {
         #expect(try sorted(["b", "A", "a", "B"], FetchSortDescriptor(keyPath: "v")) == ["A", "B", "a", "b"])
         #expect(try sorted(["é", "f", "e"], FetchSortDescriptor(keyPath: "v")) == ["e", "f", "é"])
