@@ -111,6 +111,9 @@ import Testing
         ("Genre", "SUBQUERY(tracks, $t, $t.album.title == 'album 7').@count == 1"),
         ("Playlist", "SUBQUERY(tracks, $t, $t.length > 200).@count > 20"),
         ("Album", "SUBQUERY(tracks, $t, length > 150 AND $t.name BEGINSWITH 'A').@count == 1"),
+        ("Track", "genre == nil"),
+        ("Track", "genre != nil AND length < 100"),
+        ("Track", "NOT (genre == nil) AND name BEGINSWITH 'e'"),
     ]
 
     static func names(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
@@ -122,7 +125,7 @@ import Testing
         }
     }
 
-    @Test(arguments: 0..<31)
+    @Test(arguments: 0..<34)
     func quantifiersThroughToManysMatchTheInMemoryStore(case index: Int) throws {
         let store = TemporaryStore()
         let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)
@@ -367,6 +370,8 @@ import Testing
         ("Album", "ANY tracks == %@", [("Track", "name", "Angel 10")]),
         ("Playlist", "ANY tracks == %@", [("Track", "name", "blue 26")]),
         ("Track", "album == %@", [("Album", "title", "album 38")]),
+        ("Track", "genre != %@", [("Genre", "name", "Rock")]),
+        ("Track", "genre != %@ AND album == %@", [("Genre", "name", "Jazz"), ("Album", "title", "album 4")]),
     ]
 
     static func names(_ request: FetchRequest, _ context: ManagedObjectContext) throws -> [String] {
@@ -377,7 +382,7 @@ import Testing
         }
     }
 
-    @Test(arguments: 0..<12)
+    @Test(arguments: 0..<14)
     func objectComparisonsMatchTheInMemoryStore(case index: Int) throws {
         let store = TemporaryStore()
         let (reference, strata) = try store.referenceAndStrata(model: try ToManyQuantifierTests.model(), populate: ToManyQuantifierTests.populate)

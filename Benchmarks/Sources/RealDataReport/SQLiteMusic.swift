@@ -221,6 +221,8 @@ final class SQLiteMusic {
             return "SELECT a.title FROM album a WHERE (SELECT COUNT(*) FROM track t WHERE t.album_id = a.id AND t.milliseconds > 300000) >= 3"
         case .customersInvoiceSum:
             return "SELECT c.email FROM customer c WHERE (SELECT SUM(i.total) FROM invoice i WHERE i.customer_id = c.id) > 40"
+        case .tracksNotOfGenre: return "SELECT COUNT(*) FROM track WHERE genre_id IS NOT \(Query.genre + 1)"
+        case .tracksWithoutAlbumCount: return "SELECT COUNT(*) FROM track WHERE album_id IS NULL"
         case .invoicesOfRep:
             return "SELECT printf('%.2f', i.total) FROM invoice i JOIN customer c ON c.id = i.customer_id WHERE c.support_rep_id = 4"
         case .reportsTo:

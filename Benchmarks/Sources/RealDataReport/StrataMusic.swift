@@ -354,6 +354,15 @@ final class StrataMusic {
             request.sortDescriptors = [FetchSortDescriptor(keyPath: "invoiceDate", ascending: false)]
             request.fetchLimit = 20
             return try context.fetch(request).map { cents(try $0.value(forKey: "total").doubleValue) }
+        case .tracksNotOfGenre:
+            guard let genreID else { throw BenchmarkError("no genre inserted") }
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "genre != %@", genreID)
+            return [String(try context.count(for: request))]
+        case .tracksWithoutAlbumCount:
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "album == nil")
+            return [String(try context.count(for: request))]
         case .albumsSubquery:
             return try strings(context, "Album", "title", "SUBQUERY(tracks, $t, $t.milliseconds > 300000).@count >= 3").sorted()
         case .customersInvoiceSum:

@@ -20,6 +20,7 @@ enum Query: String, CaseIterable {
     case tracksByIDs, tracksWithoutPlaylist, tracksOfGenresIn, trackColumns
     case tracksWithAlbumsPrefetched, distinctComposers, totalOfInvoices, firstTrackNamed, tracksByAlbumTitle, recentInvoices
     case albumsSubquery, customersInvoiceSum, invoicesOfRep
+    case tracksNotOfGenre, tracksWithoutAlbumCount
 
     /// An artist that exists and has albums.
     static let artist = "Black Sabbath"
@@ -87,6 +88,8 @@ enum Query: String, CaseIterable {
         case .albumsSubquery: return "Album SUBQUERY(tracks, $t, $t.milliseconds > 300000).@count >= 3"
         case .customersInvoiceSum: return "Customer invoices.@sum.total > 40"
         case .invoicesOfRep: return "Invoice customer.supportRep == <employee 3>"
+        case .tracksNotOfGenre: return "count Track genre != <genre \(Self.genre)>"
+        case .tracksWithoutAlbumCount: return "count Track album == nil"
         }
     }
 

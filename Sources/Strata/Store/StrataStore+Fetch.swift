@@ -344,6 +344,31 @@ extension StrataStore {
             join.subqueryCounts = (counts, op, constant, options)
             return join
         }
+        if case .comparison(.keyPath(let path), let op, .constant(let constant), .direct, _) = leaf, op == .equal || op == .notEqual,
+            !path.utf8.contains(UInt8(ascii: ".")), let relationship = entity.relationshipsByName[path], relationship.isToOne,
+            !relationship.isTransient, relationship.ordinal >= 0
+        {
+            // [FETCH-S15] A to-one against nil, or not equal to an object: its stored reference
+            // tested in place, no ID made per row.
+            switch constant {
+            case .attribute(.null):
+                var join = SemiJoin(relationship: nil, references: [], owners: nil, exact: Flag())
+                join.toOne = (relationship.ordinal, nil, op == .equal)
+                return join
+            case .object(let id) where op == .notEqual:
+                var objects = Set<StoredObject>()
+                if id.persistentStore === self || id.storeIdentifier == identifier, case .int64(let reference)? = id.referenceObject,
+                    let number = layout.number(of: id.entity)
+                {
+                    objects.insert(StoredObject(entity: number, reference: reference))
+                }
+                var join = SemiJoin(relationship: nil, references: [], owners: nil, exact: Flag())
+                join.toOne = (relationship.ordinal, objects, false)
+                return join
+            default:
+                break
+            }
+        }
         if let objects = Self.selfComparison(leaf) {
             // [FETCH-S13] `SELF IN %@` on a scanned row: a set lookup by entity and reference.
             var rows = Set<StoredObject>(minimumCapacity: objects.count)
@@ -513,6 +538,9 @@ extension StrataStore {
         let exact: Flag
         /// For `SELF IN %@`: the objects' rows, by concrete entity number and reference.
         var selfObjects: Set<StoredObject>? = nil
+        /// For `album == nil`, `album != nil` and `album != %@` ([FETCH-S15]): the to-one's
+        /// ordinal, the objects compared with (`nil` for nil), and whether the comparison is `==`.
+        var toOne: (ordinal: Int, objects: Set<StoredObject>?, equal: Bool)? = nil
         /// For `SUBQUERY(rel, $x, …).@count op constant` ([FETCH-S14]): each owner's number of
         /// matching members, and the comparison.
         var subqueryCounts: (counts: [Int64: Int], op: FetchComparisonOperator, constant: FetchValue, options: ComparisonOptions)? = nil
@@ -521,6 +549,11 @@ extension StrataStore {
         func test<Row: StoredRowAccess>(_ row: Row) throws -> Bool {
             if exact.value { return true }
             if let selfObjects { return selfObjects.contains(StoredObject(entity: row.entityNumber, reference: row.reference)) }
+            if let toOne {
+                let target = try row.storedObject(atOrdinal: toOne.ordinal)
+                guard let objects = toOne.objects else { return (target == nil) == toOne.equal }
+                return !(target.map(objects.contains) ?? false)
+            }
             if let subqueryCounts {
                 let count = FetchValue.attribute(.int64(Int64(subqueryCounts.counts[row.reference] ?? 0)))
                 return try FetchPredicate.compareValues(count, subqueryCounts.op, subqueryCounts.constant, options: subqueryCounts.options)
