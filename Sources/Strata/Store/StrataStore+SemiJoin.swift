@@ -1,0 +1,333 @@
+import ObjectGraph
+import StrataEngine
+
+extension StrataStore {
+    /// [FETCH-S1] A comparison through a relationship (`artist.name == "X"`, `ANY tags.name ==
+    /// "jazz"`) answered from the destination's matches: one fetch of the destination entity
+    /// for `rest op constant` (through its indexes when it has them), then each row's
+    /// destination reference is looked up in that set instead of reading the destination row.
+    /// Only comparisons that no row without a destination satisfies (`null op constant` is
+    /// false) qualify, so a missing or dangling destination answers false either way; `nil`
+    /// leaves the comparison to the default evaluation.
+    func semiJoin(
+        _ leaf: FetchPredicate, entity: EntityDescription, in snapshot: Snapshot, layout: StoreLayout
+    ) throws -> SemiJoin? {
+        if case .comparison(.member(.subquery(.keyPath(let path), let variable, let inner), "@count"), let op, .constant(let constant), .direct, let options) = leaf,
+            let relationship = entity.relationshipsByName[path], !relationship.isTransient, relationship.ordinal >= 0,
+            case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship), let destination = relationship.destinationEntity,
+            let element = FetchPredicate.elementPredicate(inner, variable: variable),
+            let root = try? model().entity(named: destination.rootEntityName),
+            try cachedRecord(in: snapshot).rowCount(of: root.selfAndAllSubentities.map(\.name)) <= RowSource.memberGroupRowCap
+        {
+            // [FETCH-S14] One fetch of the members that match, read for their owner.
+            var members = FetchRequest(entityName: destination.name)
+            members.entity = destination
+            members.predicate = element
+            members.resultType = .dictionary
+            members.propertiesToFetch = [.keyPath(inverse.name)]
+            guard case .dictionaries(let rows) = try execute(members, with: nil, reading: snapshot) else { return nil }
+            var counts: [Int64: Int] = [:]
+            for row in rows {
+                guard case .object(let owner)? = row[inverse.name], case .int64(let reference)? = owner.referenceObject else { continue }
+                counts[reference, default: 0] += 1
+            }
+            return SemiJoin(.subqueryCount(counts: counts, op: op, constant: constant, options: options))
+        }
+        if case .comparison(.keyPath(let path), let op, .constant(let constant), .direct, _) = leaf, op == .equal || op == .notEqual,
+            !path.utf8.contains(UInt8(ascii: ".")), let relationship = entity.relationshipsByName[path], relationship.isToOne,
+            !relationship.isTransient, relationship.ordinal >= 0
+        {
+            // [FETCH-S15] A to-one against nil, or not equal to an object: its stored reference
+            // tested in place, no ID made per row.
+            switch constant {
+            case .attribute(.null):
+                return SemiJoin(.toOne(ordinal: relationship.ordinal, objects: nil, equal: op == .equal))
+            case .object(let id) where op == .notEqual:
+                // An object of another store, or a temporary one, no row names.
+                let objects = Set((try? storedObject(id, layout: layout)).map { [$0] } ?? [])
+                return SemiJoin(.toOne(ordinal: relationship.ordinal, objects: objects, equal: false))
+            default:
+                break
+            }
+        }
+        if let objects = Self.selfComparison(leaf) {
+            // [FETCH-S13] `SELF IN %@` on a scanned row: a set lookup by entity and reference.
+            return SemiJoin(.selfObjects(Set(objects.compactMap { try? storedObject($0, layout: layout) })))
+        }
+        if let (path, op, constant) = Self.objectComparison(leaf), !path.utf8.contains(UInt8(ascii: ".")),
+            let relationship = entity.relationshipsByName[path], !relationship.isTransient, relationship.ordinal >= 0,
+            relationship.isToOne || RelationshipKeys.isKeyed(relationship)
+        {
+            // A to-one compares as itself: `album == %@` or `album IN %@`, not CONTAINS.
+            if relationship.isToOne {
+                guard case .comparison(.keyPath, let written, .constant, .direct, _) = leaf, written == .equal || written == .in else {
+                    return nil
+                }
+            }
+            return try objectSemiJoin(relationship, op: op, constant: constant, in: snapshot, layout: layout)
+        }
+        guard case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, let options) = leaf,
+            let dot = path.utf8.firstIndex(of: UInt8(ascii: ".")), !path.utf8.contains(UInt8(ascii: "@")), !path.utf8.contains(UInt8(ascii: "$"))
+        else { return nil }
+        // By UTF-8 position: a search by `Character` costs more than the rest of the plan.
+        let head = String(path[..<dot]), rest = String(path[path.utf8.index(after: dot)...])
+        guard let relationship = entity.relationshipsByName[head], !relationship.isTransient, relationship.ordinal >= 0,
+            let destination = relationship.destinationEntity, !rest.isEmpty, rest != "self", rest != "SELF",
+            (relationship.isToOne && modifier == .direct) || (relationship.isToMany && modifier == .any),
+            !FetchPredicate.comparisonHoldsForNull(op, constant, options: options)
+        else { return nil }
+        var inner = FetchRequest(entityName: destination.name)
+        inner.entity = destination
+        inner.predicate = .comparison(.keyPath(rest), op, .constant(constant), modifier: .direct, options: options)
+        inner.resultType = .managedObjectID
+        // [FETCH-S5] Through a to-many, more matching destinations than a few per row of the
+        // fetched entity make the row-by-row test cheaper (each row's members are read until
+        // one matches): the inner fetch stops past that many, and the comparison is left to it.
+        let rowCount = relationship.isToMany ? try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)) : 0
+        let cap = relationship.isToMany ? max(64, 4 * rowCount) : nil
+        if let cap { inner.fetchLimit = cap + 1 }
+        guard case .objectIDs(let ids) = try execute(inner, with: nil, reading: snapshot) else { return nil }
+        if let cap, ids.count > cap { return nil }
+        var references = Set<Int64>(minimumCapacity: ids.count)
+        for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
+        let owners = try semiJoinOwners(relationship, matches: ids, rowCount: rowCount, in: snapshot, layout: layout)
+        return SemiJoin(.destinations(relationship, references: references, owners: owners))
+    }
+
+    /// A comparison of a relationship with objects, as (key path, `==` or `IN`, constant):
+    /// `album == %@`, `album IN %@`, and for a to-many `ANY playlists == %@`, `playlists
+    /// CONTAINS %@`, `%@ IN playlists`, `ANY playlists IN %@` (a to-many's `==` without `ANY`
+    /// is `ANY` too, as the fetch language evaluates it). `nil` for anything else.
+    static func objectComparison(_ leaf: FetchPredicate) -> (path: String, op: FetchComparisonOperator, constant: FetchValue)? {
+        switch leaf {
+        case .comparison(.keyPath(let path), let op, .constant(let constant), let modifier, _)
+        where modifier == .direct || modifier == .any:
+            switch (op, constant, modifier) {
+            case (.equal, .object, _), (.in, .collection, _): return (path, op, constant)
+            case (.contains, .object, .direct): return (path, .equal, constant)
+            default: return nil
+            }
+        case .comparison(.constant(let constant), .in, .keyPath(let path), .direct, _):
+            guard case .object = constant else { return nil }
+            return (path, .equal, constant)
+        default:
+            return nil
+        }
+    }
+
+    /// [FETCH-S12] `album == %@` and `album IN %@` with objects of this store: a semi-join whose
+    /// destinations are those objects, with no inner fetch. Each object's row is read to check
+    /// that it exists and is of the entity its ID names (a row's to-one then equals the ID
+    /// exactly when it holds the object's reference); an object whose row is of another entity,
+    /// an object of another store and a temporary ID match no row. `nil`, leaving the
+    /// comparison to row-by-row evaluation, when a constant is not an object or an object's
+    /// row is missing (rows may still point at it).
+    private func objectSemiJoin(
+        _ relationship: RelationshipDescription, op: FetchComparisonOperator, constant: FetchValue, in snapshot: Snapshot,
+        layout: StoreLayout
+    ) throws -> SemiJoin? {
+        let values: [FetchValue]
+        switch (op, constant) {
+        case (.equal, .object): values = [constant]
+        case (.in, .collection(let list)): values = list
+        default: return nil
+        }
+        guard values.count <= 1_024 else { return nil }
+        var ids: [ManagedObjectID] = []
+        for value in values {
+            guard case .object(let id) = value else { return nil }
+            ids.append(id)
+        }
+        let source = RowSource(snapshot: snapshot, store: self, layout: layout)
+        var references = Set<Int64>(minimumCapacity: ids.count)
+        for id in ids {
+            guard let object = try? storedObject(id, layout: layout) else { continue }
+            let found = try source.withRowOnce(of: object) { fields, _ in fields.entityNumber == object.entity }
+            guard let found else { return nil }
+            if found { references.insert(object.reference) }
+        }
+        return SemiJoin(.destinations(relationship, references: references, owners: nil))
+    }
+
+    /// [FETCH-S1] The owners of the matching destinations of a one-to-many (keys kept from the
+    /// members' to-one, [REL-2]): each match's to-one, read from its row. A row then satisfies
+    /// the semi-join exactly when it is one of them, with none of its keys read. `nil` for
+    /// other relationships, and when the matches outnumber the fetched entities' rows
+    /// (`rowCount`): reading each match's row would then cost more than the rows' keys.
+    private func semiJoinOwners(
+        _ relationship: RelationshipDescription, matches: [ManagedObjectID], rowCount: Int, in snapshot: Snapshot, layout: StoreLayout
+    ) throws -> Set<Int64>? {
+        guard relationship.isToMany, case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship),
+            matches.count <= rowCount
+        else { return nil }
+        let source = RowSource(snapshot: snapshot, store: self, layout: layout)
+        var owners = Set<Int64>(minimumCapacity: matches.count)
+        for id in matches {
+            guard case .int64(let reference)? = id.referenceObject, let number = layout.number(of: id.entity) else { continue }
+            let owner = try source.withRowOnce(of: StoredObject(entity: number, reference: reference)) { fields, entity -> Int64? in
+                guard let toOne = entity.relationshipsByName[inverse.name], toOne.ordinal >= 0 else { return nil }
+                return try fields.object(atOrdinal: toOne.ordinal)?.reference
+            }
+            if let owner { owners.insert(owner) }
+        }
+        return owners
+    }
+
+    /// The semi-joins a fetch's compiled predicate found, by the leaf they answer.
+    struct SemiJoins {
+        private var entries: [(leaf: FetchPredicate, join: SemiJoin)] = []
+
+        mutating func add(_ join: SemiJoin, for leaf: FetchPredicate) {
+            if let index = entries.firstIndex(where: { $0.leaf == leaf }) { entries[index].join = join } else { entries.append((leaf, join)) }
+        }
+
+        func join(for leaf: FetchPredicate) -> SemiJoin? { entries.first { $0.leaf == leaf }?.join }
+    }
+
+    /// A Boolean shared between a fetch's plan and the closures it compiled; one fetch, one
+    /// thread.
+    final class Flag {
+        var value = false
+    }
+
+    /// A comparison a fetch answers from what it read before the rows ([FETCH-S1]), tested on
+    /// each row's stored references.
+    struct SemiJoin {
+        enum Test {
+            /// Through `relationship` to the destination rows of `references` ([FETCH-S1],
+            /// [FETCH-S12]); for a one-to-many whose matches' owners were read, the rows that
+            /// satisfy the comparison are `owners`.
+            case destinations(RelationshipDescription, references: Set<Int64>, owners: Set<Int64>?)
+            /// `SELF IN %@` ([FETCH-S13]): the objects' rows, by concrete entity number and reference.
+            case selfObjects(Set<StoredObject>)
+            /// `album == nil`, `album != nil`, `album != %@` ([FETCH-S15]): the to-one's ordinal,
+            /// the objects compared with (`nil` for nil), and whether the comparison is `==`.
+            case toOne(ordinal: Int, objects: Set<StoredObject>?, equal: Bool)
+            /// `SUBQUERY(rel, $x, …).@count op constant` ([FETCH-S14]): each owner's number of
+            /// matching members, and the comparison.
+            case subqueryCount(counts: [Int64: Int], op: FetchComparisonOperator, constant: FetchValue, options: ComparisonOptions)
+        }
+
+        let kind: Test
+        /// Set when the rows tested are known to satisfy the comparison (they are candidates
+        /// read from this join's relationship keys, [FETCH-S2]): the test then answers true.
+        let exact = Flag()
+
+        init(_ kind: Test) { self.kind = kind }
+
+        /// The relationship of a join through one, whose destinations' keys can give candidates.
+        var relationship: RelationshipDescription? {
+            if case .destinations(let relationship, _, _) = kind { return relationship }
+            return nil
+        }
+
+        /// The destination rows of a join through a relationship.
+        var references: Set<Int64> {
+            if case .destinations(_, let references, _) = kind { return references }
+            return []
+        }
+
+        /// Whether a row satisfies the comparison.
+        func test<Row: StoredRowAccess>(_ row: Row) throws -> Bool {
+            if exact.value { return true }
+            switch kind {
+            case .selfObjects(let objects):
+                return objects.contains(StoredObject(entity: row.entityNumber, reference: row.reference))
+            case .toOne(let ordinal, let objects, let equal):
+                let target = try row.storedObject(atOrdinal: ordinal)
+                guard let objects else { return (target == nil) == equal }
+                return !(target.map(objects.contains) ?? false)
+            case .subqueryCount(let counts, let op, let constant, let options):
+                return try FetchPredicate.compareValues(.attribute(.int64(Int64(counts[row.reference] ?? 0))), op, constant, options: options)
+            case .destinations(let relationship, let references, let owners):
+                if let owners { return owners.contains(row.reference) }
+                if relationship.isToOne {
+                    guard let target = try row.storedObject(atOrdinal: relationship.ordinal) else { return false }
+                    return references.contains(target.reference)
+                }
+                return try row.storedObjects(atOrdinal: relationship.ordinal).contains { references.contains($0.reference) }
+            }
+        }
+    }
+
+    /// [FETCH-S2] The candidate rows of a fetch one of whose top-level conjuncts is a semi-join
+    /// through a relationship whose inverse is keyed ([REL-1]): the members of each matching
+    /// destination, read from its keys, in reference order, with the semi-join and the conjunct
+    /// they satisfy; `nil` when no conjunct qualifies or the candidates would be more than a
+    /// third of the rows `rowCount` (a scan is cheaper). Of several qualifying conjuncts, the
+    /// one with the fewest destinations is used.
+    func keyCandidates(
+        _ predicate: FetchPredicate, entity: EntityDescription, joins: SemiJoins, snapshot: Snapshot, rowCount: Int
+    ) throws -> (members: [StoredObject], join: SemiJoin, leaf: FetchPredicate)? {
+        let usable = Self.conjuncts(predicate).compactMap { leaf in joins.join(for: leaf).map { (leaf, $0) } }.filter { _, join in
+            guard let inverse = join.relationship?.inverseRelationship else { return false }
+            return RelationshipKeys.isKeyed(inverse) && join.relationship?.destinationEntity != nil
+        }
+        guard let (leaf, best) = usable.min(by: { $0.1.references.count < $1.1.references.count }),
+            let inverse = best.relationship?.inverseRelationship, let destination = best.relationship?.destinationEntity
+        else { return nil }
+        let cap = max(rowCount / 3, 64)
+        if best.references.count == 1, let owner = best.references.first {
+            // One destination: its members' keys are in reference order, each once.
+            let members = RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot)
+            return members.count > cap ? nil : (members, best, leaf)
+        }
+        var candidates: [Int64: UInt16] = [:]
+        for owner in best.references {
+            for member in RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot) {
+                candidates[member.reference] = member.entity
+                if candidates.count > cap { return nil }
+            }
+        }
+        let members = candidates.map { StoredObject(entity: $0.value, reference: $0.key) }.sorted { $0.reference < $1.reference }
+        return (members, best, leaf)
+    }
+
+    /// [FETCH-S13] The references a top-level conjunct `SELF == %@` or `SELF IN %@` (objects)
+    /// allows in the hierarchy rooted at `root`, ascending and each once: the integer
+    /// references of this store's objects of that hierarchy (an object of another store or
+    /// hierarchy, or a temporary ID, is no row of it). `nil` when no conjunct has that shape,
+    /// or a constant is not an object. (The fetch reads them only while they are at most a third
+    /// of the rows: more, and a scan costs less.)
+    func selfCandidates(_ predicate: FetchPredicate, root: String, layout: StoreLayout) -> [Int64]? {
+        for conjunct in Self.conjuncts(predicate) {
+            guard let ids = Self.selfComparison(conjunct) else { continue }
+            var references: [Int64] = []
+            references.reserveCapacity(ids.count)
+            for id in ids where id.entity.rootEntityName == root {
+                if let object = try? storedObject(id, layout: layout) { references.append(object.reference) }
+            }
+            references.sort()
+            return references.indices.compactMap { $0 > 0 && references[$0] == references[$0 - 1] ? nil : references[$0] }
+        }
+        return nil
+    }
+
+    /// The top-level conjuncts of a predicate (itself, unless it is an `AND`).
+    static func conjuncts(_ predicate: FetchPredicate) -> [FetchPredicate] {
+        if case .and(let parts) = predicate { return parts.flatMap(conjuncts) }
+        return [predicate]
+    }
+
+    /// The objects of `SELF == %@`, `%@ == SELF` or `SELF IN %@` when every constant is an
+    /// object; `nil` for anything else.
+    static func selfComparison(_ leaf: FetchPredicate) -> [ManagedObjectID]? {
+        let values: [FetchValue]
+        switch leaf {
+        case .comparison(.evaluatedObject, .equal, .constant(let value), .direct, _),
+            .comparison(.constant(let value), .equal, .evaluatedObject, .direct, _):
+            values = [value]
+        case .comparison(.evaluatedObject, .in, .constant(.collection(let list)), .direct, _):
+            values = list
+        default:
+            return nil
+        }
+        var ids: [ManagedObjectID] = []
+        ids.reserveCapacity(values.count)
+        for value in values {
+            guard case .object(let id) = value else { return nil }
+            ids.append(id)
+        }
+        return ids
+    }
+}
