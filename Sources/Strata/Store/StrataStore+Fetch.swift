@@ -42,6 +42,15 @@ extension StrataStore {
             if let number = layout.number(of: entity) { wanted[Int(number)] = true }
         }
         func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
+        // [FETCH-S16] A count of a to-one against nil, from its one-to-many's keys.
+        if request.resultType == .count, request.sortDescriptors.isEmpty, request.fetchOffset == 0, request.fetchLimit == 0,
+            let entity = request.entity,
+            let count = try foreignKeyNullCount(
+                request.predicate, entity: entity, wanted: wanted, rowCount: { try cachedRecord(in: snapshot).rowCount(of: names()) },
+                layout: layout, in: snapshot)
+        {
+            return .count(count)
+        }
         // The predicate, compiled once: key paths to ordinals. Rows are filtered as they are
         // read, so the result shaping below sees matches only.
         // Semi-joins found while compiling, by leaf: their destination sets also choose

@@ -149,6 +149,45 @@ extension StrataStore {
         return SemiJoin(.destinations(relationship, references: references, owners: nil))
     }
 
+    /// [FETCH-S16] The count of `toOne == nil` or `toOne != nil` from the one-to-many's keys
+    /// ([REL-2]): a row names a destination exactly when its key is under that destination,
+    /// so the rows with one are the keys of the fetched entities and the rest are `nil`. The
+    /// keys are counted a leaf at a time when only fetched entities write them, else walked
+    /// for their member's entity. `nil` when the predicate is not that comparison alone, or
+    /// when the inverse's delete rule is no action (a deleted destination's keys go with it
+    /// while its members still name it: they are neither `nil` nor keyed).
+    func foreignKeyNullCount(
+        _ predicate: FetchPredicate?, entity: EntityDescription, wanted: [Bool], rowCount: () throws -> Int,
+        layout: StoreLayout, in snapshot: Snapshot
+    ) throws -> Int? {
+        guard case .comparison(.keyPath(let path), let op, .constant(.attribute(.null)), .direct, _)? = predicate,
+            op == .equal || op == .notEqual,
+            let relationship = entity.relationshipsByName[path], relationship.isToOne, !relationship.isTransient,
+            relationship.ordinal >= 0, let inverse = relationship.inverseRelationship, inverse.deleteRule != .noAction,
+            RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: relationship), let owner = inverse.entity
+        else { return nil }
+        let prefix = RelationshipKeys.relationshipPrefix(root: owner.rootEntityName, relationship: inverse.name)
+        // The entities whose rows write keys under this prefix: a one-to-many of the owner's
+        // hierarchy with this name, kept by their to-one.
+        let writesKeys = layout.layouts.map { rowLayout in
+            rowLayout.foreignKeys.contains { $0.inverse.name == inverse.name && $0.inverse.entity?.rootEntityName == owner.rootEntityName }
+        }
+        let keyed: Int
+        if zip(writesKeys, wanted).allSatisfy({ !$0 || $1 }) {
+            keyed = snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix))
+        } else {
+            var counted = 0
+            snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
+                if let member = RelationshipKeys.member(fromKeyBytes: key), Int(member.entity) < wanted.count, wanted[Int(member.entity)] {
+                    counted += 1
+                }
+                return true
+            }
+            keyed = counted
+        }
+        return op == .notEqual ? keyed : max(0, try rowCount() - keyed)
+    }
+
     /// [FETCH-S1] The owners of the matching destinations of a one-to-many (keys kept from the
     /// members' to-one, [REL-2]): each match's to-one, read from its row. A row then satisfies
     /// the semi-join exactly when it is one of them, with none of its keys read. `nil` for
