@@ -116,70 +116,95 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
     /// - Precondition: `keys.count == items.count * descriptors.count`.
     public static func sort<T>(_ items: [T], keys: [FetchValue], by descriptors: [FetchSortDescriptor], keeping: Int? = nil) -> [T] {
         guard !descriptors.isEmpty, items.count > 1 else { return keeping.map { Array(items.prefix($0)) } ?? items }
-        precondition(keys.count == items.count * descriptors.count, "one sort value per item and descriptor")
+        return sortedIndices(keys: keys, count: items.count, by: descriptors, keeping: keeping).map { items[$0] }
+    }
+
+    /// The order of ``sort(_:keys:by:keeping:)`` as positions: the first (or the first
+    /// `keeping`) of `0..<count` in sorted order. Not generic, so a store's sort of its own
+    /// row type runs this code compiled once, not a generic version per call.
+    ///
+    /// - Precondition: `keys.count == count * descriptors.count`.
+    public static func sortedIndices(keys: [FetchValue], count: Int, by descriptors: [FetchSortDescriptor], keeping: Int? = nil) -> [Int] {
+        guard !descriptors.isEmpty, count > 1 else { return Array(0..<(keeping.map { min(max($0, 0), count) } ?? count)) }
+        precondition(keys.count == count * descriptors.count, "one sort value per item and descriptor")
         let stride = descriptors.count
         // A first key that is an ASCII string for every item, compared without options, orders
-        // as its bytes do (ASCII is its own normal form): those bytes are compared instead.
-        let firstBytes = descriptors[0].options.isEmpty ? Self.asciiBytes(keys, stride: stride, count: items.count) : nil
+        // as its bytes do (ASCII is its own normal form): those bytes are compared instead,
+        // from one buffer holding them all.
+        let first = descriptors[0].options.isEmpty ? Self.asciiBytes(keys, stride: stride, count: count) : nil
         let firstAscending = descriptors[0].ascending
-        // A strict total order: ties keep their original order.
-        func precedes(_ a: Int, _ b: Int) -> Bool {
-            var start = 0
-            if let firstBytes {
-                let order = Self.byteOrder(firstBytes[a], firstBytes[b])
-                if order != 0 { return firstAscending ? order < 0 : order > 0 }
-                start = 1
-            }
-            for index in start..<stride {
-                let descriptor = descriptors[index]
-                switch descriptor.order(keys[a * stride + index], keys[b * stride + index]) {
-                case .orderedAscending: return true
-                case .orderedDescending: return false
-                case .orderedSame: continue
+        let hasFirst = first != nil
+        return (first?.bytes ?? []).withUnsafeBufferPointer { bytes in
+            (first?.ends ?? []).withUnsafeBufferPointer { ends in
+            // A strict total order: ties keep their original order.
+            func precedes(_ a: Int, _ b: Int) -> Bool {
+                var start = 0
+                if hasFirst {
+                    let order = Self.byteOrder(bytes, a == 0 ? 0 : ends[a - 1], ends[a], b == 0 ? 0 : ends[b - 1], ends[b])
+                    if order != 0 { return firstAscending ? order < 0 : order > 0 }
+                    start = 1
                 }
-            }
-            return a < b
-        }
-        if let keeping, keeping >= 0, keeping * 4 < items.count {
-            guard keeping > 0 else { return [] }
-            var page: [Int] = []  // the best so far, in order
-            page.reserveCapacity(keeping + 1)
-            for index in items.indices {
-                if page.count == keeping, let last = page.last, !precedes(index, last) { continue }
-                var low = 0, high = page.count
-                while low < high {
-                    let middle = (low + high) / 2
-                    if precedes(page[middle], index) { low = middle + 1 } else { high = middle }
+                for index in start..<stride {
+                    let descriptor = descriptors[index]
+                    switch descriptor.order(keys[a * stride + index], keys[b * stride + index]) {
+                    case .orderedAscending: return true
+                    case .orderedDescending: return false
+                    case .orderedSame: continue
+                    }
                 }
-                page.insert(index, at: low)
-                if page.count > keeping { page.removeLast() }
+                return a < b
             }
-            return page.map { items[$0] }
+            if let keeping, keeping >= 0, keeping * 4 < count {
+                guard keeping > 0 else { return [] }
+                var page: [Int] = []  // the best so far, in order
+                page.reserveCapacity(keeping + 1)
+                for index in 0..<count {
+                    if page.count == keeping, let last = page.last, !precedes(index, last) { continue }
+                    var low = 0, high = page.count
+                    while low < high {
+                        let middle = (low + high) / 2
+                        if precedes(page[middle], index) { low = middle + 1 } else { high = middle }
+                    }
+                    page.insert(index, at: low)
+                    if page.count > keeping { page.removeLast() }
+                }
+                return page
+            }
+            var order = Array(0..<count)
+            order.withUnsafeMutableBufferPointer { $0.sort(by: precedes) }
+            return keeping.map { Array(order.prefix(max($0, 0))) } ?? order
+            }
         }
-        let order = items.indices.sorted(by: precedes)
-        return (keeping.map { Array(order.prefix($0)) } ?? order).map { items[$0] }
     }
 
     /// The UTF-8 bytes of each item's first key (`keys[i * stride]`) when every one is an
-    /// ASCII string; `nil` otherwise.
-    private static func asciiBytes(_ keys: [FetchValue], stride: Int, count: Int) -> [[UInt8]]? {
-        var bytes: [[UInt8]] = []
-        bytes.reserveCapacity(count)
+    /// ASCII string, one after another, with where each ends; `nil` otherwise.
+    private static func asciiBytes(_ keys: [FetchValue], stride: Int, count: Int) -> (bytes: [UInt8], ends: [Int])? {
+        var bytes: [UInt8] = []
+        var ends: [Int] = []
+        ends.reserveCapacity(count)
         for item in 0..<count {
-            guard case .attribute(.string(let text)) = keys[item * stride] else { return nil }
-            let utf8 = Array(text.utf8)
-            guard !utf8.contains(where: { $0 >= 0x80 }) else { return nil }
-            bytes.append(utf8)
+            guard case .attribute(.string(var text)) = keys[item * stride] else { return nil }
+            let ascii = text.withUTF8 { utf8 in
+                guard !utf8.contains(where: { $0 >= 0x80 }) else { return false }
+                bytes.append(contentsOf: utf8)
+                return true
+            }
+            guard ascii else { return nil }
+            ends.append(bytes.count)
         }
-        return bytes
+        return (bytes, ends)
     }
 
-    /// The byte order of two byte strings: negative, zero or positive.
-    private static func byteOrder(_ a: [UInt8], _ b: [UInt8]) -> Int {
-        let common = min(a.count, b.count)
-        let order = a.withUnsafeBufferPointer { x in
-            b.withUnsafeBufferPointer { y in common == 0 ? 0 : Int(memcmp(x.baseAddress!, y.baseAddress!, common)) }
+    /// The byte order of `bytes[aStart..<aEnd]` and `bytes[bStart..<bEnd]`: negative, zero or
+    /// positive.
+    private static func byteOrder(_ bytes: UnsafeBufferPointer<UInt8>, _ aStart: Int, _ aEnd: Int, _ bStart: Int, _ bEnd: Int) -> Int {
+        let aCount = aEnd - aStart, bCount = bEnd - bStart
+        let common = min(aCount, bCount)
+        if common > 0, let base = bytes.baseAddress {
+            let order = Int(memcmp(base + aStart, base + bStart, common))
+            if order != 0 { return order }
         }
-        return order != 0 ? order : a.count - b.count
+        return aCount - bCount
     }
 }

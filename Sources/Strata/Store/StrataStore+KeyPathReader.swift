@@ -143,7 +143,8 @@ extension StrataStore {
                 keys.append(try reader?.value(of: row) ?? descriptor.sortValue(of: row))
             }
         }
-        return FetchSortDescriptor.sort(rows, keys: keys, by: descriptors, keeping: keeping)
+        // The order as positions, then the rows: no generic sort of row views across modules.
+        return FetchSortDescriptor.sortedIndices(keys: keys, count: rows.count, by: descriptors, keeping: keeping).map { rows[$0] }
     }
 }
 
