@@ -277,41 +277,60 @@ extension ManagedObjectContext {
         if !request.returnsObjectsAsFaults {
             for object in loaded { try object.fulfillFault() }
         }
-        for keyPath in request.relationshipKeyPathsForPrefetching {
-            var level = loaded
-            for key in keyPath.split(separator: ".").map(String.init) {
-                // Each destination once; the faults among them are loaded by one fetch per
-                // destination entity (`SELF IN` their IDs), as Core Data prefetches.
-                var next: [ManagedObject] = []
-                var seen = Set<ObjectIdentifier>()
-                var faults: [(destination: EntityDescription, ids: [ManagedObjectID])] = []
-                for object in level {
-                    guard let relationship = object.entity.relationshipsByName[key] else { continue }
-                    let ids = try object.currentValue(for: relationship).relationshipValue?.objectIDs ?? []
-                    guard let destination = relationship.destinationEntity else { continue }
-                    for id in ids {
-                        let object = self.object(with: id)
-                        guard seen.insert(ObjectIdentifier(object)).inserted else { continue }
-                        next.append(object)
-                        guard object.isFault, object.cachedRow == nil else { continue }
-                        if let index = faults.firstIndex(where: { $0.destination === destination }) {
-                            faults[index].ids.append(id)
-                        } else {
-                            faults.append((destination, [id]))
-                        }
-                    }
+        guard !request.relationshipKeyPathsForPrefetching.isEmpty else { return }
+        // The destinations' registrations go to their stores in one call.
+        try withRegistrationBatch {
+            for keyPath in request.relationshipKeyPathsForPrefetching {
+                var level = loaded
+                for key in keyPath.split(separator: ".").map(String.init) {
+                    level = try prefetch(key, of: level)
                 }
-                for (destination, ids) in faults where ids.count > 1 { try prefetchRows(of: ids, entity: destination) }
-                for object in next { try object.fulfillFault() }
-                // The rows stay with the context: an object released before it is read again
-                // comes back as a fault holding its row.
-                if prefetchedRows.count + next.count > Self.prefetchedRowLimit { prefetchedRows.removeAll() }
-                for object in next {
-                    if let row = object.snapshot?.cachedRow(for: object.objectID) { prefetchedRows[object.objectID] = row }
-                }
-                level = next
             }
         }
+    }
+
+    /// Prefetches one relationship of `objects`: each destination once, the faults among them
+    /// loaded by one fetch per destination entity (`SELF IN` their IDs), as Core Data
+    /// prefetches; each object then holds its destinations (as a loaded relationship does in
+    /// Core Data), so reading them makes no object again. Returns the destinations.
+    private func prefetch(_ key: String, of objects: [ManagedObject]) throws -> [ManagedObject] {
+        var next: [ManagedObject] = []
+        var seen = Set<ObjectIdentifier>()
+        var faults: [(destination: EntityDescription, ids: [ManagedObjectID])] = []
+        for source in objects {
+            guard let relationship = source.entity.relationshipsByName[key], let destination = relationship.destinationEntity else { continue }
+            let ids = try source.currentValue(for: relationship).relationshipValue?.objectIDs ?? []
+            var held: [ManagedObject] = []
+            held.reserveCapacity(ids.count)
+            for id in ids {
+                let object = self.object(with: id)
+                held.append(object)
+                guard seen.insert(ObjectIdentifier(object)).inserted else { continue }
+                next.append(object)
+                guard object.isFault, object.cachedRow == nil else { continue }
+                if let index = faults.firstIndex(where: { $0.destination === destination }) {
+                    faults[index].ids.append(id)
+                } else {
+                    faults.append((destination, [id]))
+                }
+            }
+            if source.prefetchedDestinations.isEmpty {
+                source.prefetchedDestinations = held
+            } else {
+                // Prefetched again (another key path through the same relationship): each once.
+                let present = Set(source.prefetchedDestinations.map(ObjectIdentifier.init))
+                source.prefetchedDestinations += held.filter { !present.contains(ObjectIdentifier($0)) }
+            }
+        }
+        for (destination, ids) in faults where ids.count > 1 { try prefetchRows(of: ids, entity: destination) }
+        for object in next { try object.fulfillFault() }
+        // The rows stay with the context too: an object refreshed, or released with its
+        // sources, comes back as a fault holding its row.
+        if prefetchedRows.count + next.count > Self.prefetchedRowLimit { prefetchedRows.removeAll() }
+        for object in next {
+            if let row = object.snapshot?.cachedRow(for: object.objectID) { prefetchedRows[object.objectID] = row }
+        }
+        return next
     }
 
     /// Loads the rows of the faults `ids` (objects of `entity` or its subentities) in one fetch:

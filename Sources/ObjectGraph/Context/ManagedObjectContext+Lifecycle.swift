@@ -110,6 +110,7 @@ extension ManagedObjectContext {
             object.managedObjectContext = nil
             object.inserted = false
             object.deleted = false
+            object.prefetchedDestinations = []
         }
         registry = [:]
         retainedObjects = [:]

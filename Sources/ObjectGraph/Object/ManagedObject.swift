@@ -52,6 +52,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Uncommitted values. Attribute and to-one values that return to their committed
     /// value are dropped; to-many ones stay pending once changed.
     @exclusivity(unchecked) var changes = PendingChanges()
+    /// The destinations a fetch prefetched through this object's relationships
+    /// (``FetchRequest/relationshipKeyPathsForPrefetching``), held as Core Data's loaded
+    /// relationships hold theirs: they live while this object does, until it turns into a
+    /// fault or its context resets. Objects that prefetched each other hold each other until
+    /// one of them is refreshed, as related objects do in Core Data.
+    @exclusivity(unchecked) var prefetchedDestinations: [ManagedObject] = []
     /// Values of transient attributes, by ordinal; never given to a store.
     @exclusivity(unchecked) var transientValues: [Int: AttributeValue] = [:]
     /// Whether the object is inserted and not yet saved.
@@ -365,6 +371,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if let snapshot { cachedRow = snapshot.cachedRow(for: objectID) }
         snapshot = nil
         changes.removeAll()
+        prefetchedDestinations = []
         transientValues = [:]
         didTurnIntoFault()
     }

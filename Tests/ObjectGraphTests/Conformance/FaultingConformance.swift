@@ -155,15 +155,54 @@ struct FaultingConformance {
             #expect(name == expected, "\(String(describing: try? person.value(forKey: "name")))")
         }
 
-        // Without keeping the objects: the departments are released, then read again.
+        // Without retaining registered objects: the people hold their prefetched departments
+        // (as Core Data's loaded relationships do), which keep the values they were fetched
+        // with until refreshed; refreshed, they read the saved name.
         let reader = stack.context()
         let fetched = try reader.fetch(request)
+        let held = try #require(reader.registeredObject(for: departments[1].objectID), "held by its people")
+        #expect(!held.isFault)
         let renamer = stack.context()
         let renamed = try renamer.existingObject(with: departments[1].objectID)
         try renamed.setValue(.string("Renamed"), forKey: "name")
         try renamer.save()
-        let moved = fetched.filter { (try? $0.value(forKeyPath: "department.name")) == .attribute(.string("Renamed")) }
-        #expect(moved.count == 6, "the people of D1 see its saved name")
+        func moved() -> Int { fetched.filter { (try? $0.value(forKeyPath: "department.name")) == .attribute(.string("Renamed")) }.count }
+        #expect(moved() == 0, "loaded departments keep their fetched values")
+        reader.refresh(held, mergeChanges: false)
+        #expect(moved() == 6, "the people of D1 see its saved name once it is refreshed")
+    }
+
+    /// Prefetched destinations live as long as the objects that prefetched them: released
+    /// with them, and not before.
+    @Test(arguments: allStoreFixtures)
+    func prefetchedDestinationsLiveAsLongAsTheirSources(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let writer = stack.context()
+        let department = try writer.makeDepartment("Sales")
+        for index in 0..<3 { try writer.makePerson("P\(index)").setValue(department, forKey: "department") }
+        try writer.save()
+        let departmentID = department.objectID
+        let context = stack.context()
+        var request = FetchRequest(entityName: "Person")
+        request.relationshipKeyPathsForPrefetching = ["department"]
+        var people: [ManagedObject]? = try context.fetch(request)
+        #expect(people?.count == 3)
+        #expect(context.registeredObject(for: departmentID)?.isFault == false, "held and loaded")
+        people = nil
+        #expect(context.registeredObject(for: departmentID) == nil, "released with the people")
+
+        // A person turned into a fault lets go of its destinations, and so does a reset.
+        people = try context.fetch(request)
+        weak var held = context.registeredObject(for: departmentID)
+        #expect(held != nil)
+        for person in people ?? [] { context.refresh(person, mergeChanges: false) }
+        #expect(held == nil, "released when its people are refreshed")
+        people = try context.fetch(request)
+        held = context.registeredObject(for: departmentID)
+        #expect(held != nil)
+        context.reset()
+        #expect(held == nil, "released by a reset")
+        #expect(people?.count == 3)
     }
 
     @Test(arguments: allStoreFixtures)
