@@ -46,28 +46,65 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// context's staleness interval allows it. With the snapshots' rows these are the object
     /// graph's row cache, one row per object. `nil` while the object is not a fault.
     @exclusivity(unchecked) var cachedRow: CachedRow?
-    /// A fault from a fetch with a batch size, past its first batch: its batch and position
-    /// there. Firing it loads the rows of its batch. `nil` otherwise.
-    @exclusivity(unchecked) var faultBatch: (batch: FaultBatch, index: Int)?
     /// Uncommitted values. Attribute and to-one values that return to their committed
     /// value are dropped; to-many ones stay pending once changed.
     @exclusivity(unchecked) var changes = PendingChanges()
+    /// Whether the object is inserted and not yet saved.
+    @exclusivity(unchecked) var inserted = false
+    /// Whether the object is deleted and the delete not yet saved.
+    @exclusivity(unchecked) var deleted = false
+    /// What few objects need (see ``Extras``), made when first set: a fetched object that
+    /// never uses them stays small and has one field less to release.
+    @exclusivity(unchecked) private var extras: Extras?
+
+    /// The state most objects never have, kept apart from the object.
+    private final class Extras {
+        var faultBatch: (batch: FaultBatch, index: Int)?
+        var prefetchedDestinations: [ManagedObject] = []
+        var transientValues: [Int: AttributeValue] = [:]
+        weak var assignedStore: PersistentStore?
+        var lastAccessError: ObjectGraphError?
+    }
+
+    /// The side storage, made on first use.
+    private func ensureExtras() -> Extras {
+        if let extras { return extras }
+        let made = Extras()
+        extras = made
+        return made
+    }
+
+    /// A fault from a fetch with a batch size, past its first batch: its batch and position
+    /// there. Firing it loads the rows of its batch. `nil` otherwise.
+    var faultBatch: (batch: FaultBatch, index: Int)? {
+        get { extras?.faultBatch }
+        set { if newValue != nil || extras != nil { ensureExtras().faultBatch = newValue } }
+    }
     /// The destinations a fetch prefetched through this object's relationships
     /// (``FetchRequest/relationshipKeyPathsForPrefetching``), held as Core Data's loaded
     /// relationships hold theirs: they live while this object does, until it turns into a
     /// fault or its context resets. Objects that prefetched each other hold each other until
     /// one of them is refreshed, as related objects do in Core Data.
-    @exclusivity(unchecked) var prefetchedDestinations: [ManagedObject] = []
+    var prefetchedDestinations: [ManagedObject] {
+        get { extras?.prefetchedDestinations ?? [] }
+        set { if !newValue.isEmpty || extras != nil { ensureExtras().prefetchedDestinations = newValue } }
+    }
     /// Values of transient attributes, by ordinal; never given to a store.
-    @exclusivity(unchecked) var transientValues: [Int: AttributeValue] = [:]
-    /// Whether the object is inserted and not yet saved.
-    @exclusivity(unchecked) var inserted = false
-    /// Whether the object is deleted and the delete not yet saved.
-    @exclusivity(unchecked) var deleted = false
+    var transientValues: [Int: AttributeValue] {
+        get { extras?.transientValues ?? [:] }
+        _modify { yield &ensureExtras().transientValues }
+        set { if !newValue.isEmpty || extras != nil { ensureExtras().transientValues = newValue } }
+    }
     /// The store an inserted object was assigned to with ``ManagedObjectContext/assign(_:to:)``.
-    weak var assignedStore: PersistentStore?
+    var assignedStore: PersistentStore? {
+        get { extras?.assignedStore }
+        set { if newValue != nil || extras != nil { ensureExtras().assignedStore = newValue } }
+    }
     /// The last error a non-throwing accessor (``Managed``) met, if any.
-    public internal(set) var lastAccessError: ObjectGraphError?
+    public internal(set) var lastAccessError: ObjectGraphError? {
+        get { extras?.lastAccessError }
+        set { if newValue != nil || extras != nil { ensureExtras().lastAccessError = newValue } }
+    }
 
     /// Creates an object of `entity`, inserted into `context` if given.
     ///
