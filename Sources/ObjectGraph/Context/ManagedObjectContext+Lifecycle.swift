@@ -98,9 +98,10 @@ extension ManagedObjectContext {
     /// ``NotificationKey/invalidatedAllObjects``.
     public func reset() {
         flushStoreRegistrations()
-        let objects = registry.values.map(\.object)
-        let ids = Array(registry.keys)
-        let registered = registry.compactMap { $0.value.inStore ? $0.key : nil }
+        let entries = registry.entries
+        let objects = entries.map(\.registration.object)
+        let ids = entries.map(\.id)
+        let registered = entries.compactMap { $0.registration.inStore ? $0.id : nil }
         insertedInOrder = []
         updatedSet = []
         deletedSet = []
@@ -112,7 +113,7 @@ extension ManagedObjectContext {
             object.deleted = false
             object.prefetchedDestinations = []
         }
-        registry = [:]
+        registry.removeAll()
         retainedObjects = [:]
         prefetchedRows = [:]
         if !registered.isEmpty { persistentStoreCoordinator?.contextDidUnregister(registered) }

@@ -42,7 +42,7 @@ public final class ManagedObjectContext {
     @exclusivity(unchecked) public var retainsRegisteredObjects = false {
         didSet {
             if retainsRegisteredObjects {
-                for (id, entry) in registry { retainedObjects[id] = entry.object }
+                for (id, entry) in registry.entries { retainedObjects[id] = entry.object }
             } else {
                 retainedObjects = [:]
             }
@@ -55,7 +55,7 @@ public final class ManagedObjectContext {
 
     /// The object registry, the context's only one: one object per ID (uniquing), and
     /// whether the ID's row is registered with its store. Owned by the context's thread.
-    @exclusivity(unchecked) var registry: [ManagedObjectID: Registration] = [:]
+    @exclusivity(unchecked) var registry = ObjectRegistry()
     @exclusivity(unchecked) var retainedObjects: [ManagedObjectID: ManagedObject] = [:]
     /// Rows a fetch prefetched (``FetchRequest/relationshipKeyPathsForPrefetching``), by ID:
     /// a fault made later for one of them (its object was released in between) starts with
@@ -97,7 +97,7 @@ public final class ManagedObjectContext {
 
     deinit {
         flushStoreRegistrations()
-        let ids = registry.compactMap { $0.value.inStore ? $0.key : nil }
+        let ids = registry.entries.compactMap { $0.registration.inStore ? $0.id : nil }
         if !ids.isEmpty { persistentStoreCoordinator?.contextDidUnregister(ids) }
     }
 
@@ -110,7 +110,7 @@ public final class ManagedObjectContext {
     /// The objects whose deletion the next save makes (not inserted ones).
     public var deletedObjects: Set<ManagedObject> { deletedSet.filter { !$0.inserted } }
     /// Every object registered in the context.
-    public var registeredObjects: Set<ManagedObject> { Set(registry.values.map(\.object)) }
+    public var registeredObjects: Set<ManagedObject> { Set(registry.entries.map(\.registration.object)) }
     /// Whether there are unsaved changes.
     public var hasChanges: Bool { !insertedInOrder.isEmpty || !updatedSet.isEmpty || !deletedSet.isEmpty }
 
@@ -263,7 +263,7 @@ public final class ManagedObjectContext {
         for (old, new) in replaced {
             guard let object = registry.removeValue(forKey: old)?.object else { continue }
             object.objectID = new
-            registry[new] = Registration(object)
+            registry.update(Registration(object), for: new)
             if retainsRegisteredObjects {
                 retainedObjects[old] = nil
                 retainedObjects[new] = object
@@ -307,7 +307,7 @@ public final class ManagedObjectContext {
         // A permanent ID's row is registered with its store with the entry, in one lookup; a
         // replaced entry's registration carries over to the new object.
         let permanent = !id.isTemporaryID
-        let replaced = registry.updateValue(Registration(object, inStore: permanent), forKey: id)
+        let replaced = registry.update(Registration(object, inStore: permanent), for: id)
         if retainsRegisteredObjects { retainedObjects[id] = object }
         guard permanent, replaced?.inStore != true else { return }
         if registrationBatchDepth > 0 {
@@ -321,8 +321,9 @@ public final class ManagedObjectContext {
     func unregister(_ object: ManagedObject) {
         let id = object.objectID
         var inStore = false
-        if let index = registry.index(forKey: id), registry.values[index].holds(object) {
-            inStore = registry.remove(at: index).value.inStore
+        let slot = Int(object.registrySlot)
+        if let registration = registry.registration(at: slot), registration.holds(object) {
+            inStore = registry.remove(at: slot).inStore
         }
         retainedObjects[id] = nil
         object.managedObjectContext = nil
@@ -334,8 +335,8 @@ public final class ManagedObjectContext {
         var fresh: [ManagedObjectID] = []
         fresh.reserveCapacity(ids.count)
         for id in ids {
-            guard let index = registry.index(forKey: id), !registry.values[index].inStore else { continue }
-            registry.values[index].inStore = true
+            guard let index = registry.slot(of: id), registry.registration(at: index)?.inStore == false else { continue }
+            registry.setInStore(at: index)
             fresh.append(id)
         }
         guard !fresh.isEmpty else { return }
@@ -401,9 +402,11 @@ public final class ManagedObjectContext {
     /// Called from a managed object's `deinit`: the object is gone, so its entry goes and
     /// its row is unregistered. Touches only the registry, never the collections holding
     /// objects (they hold none that is being deallocated).
-    func objectDidDeallocate(_ id: ManagedObjectID, _ object: UnsafeMutableRawPointer) {
-        guard let index = registry.index(forKey: id), registry.values[index].pointer == object else { return }
-        if registry.remove(at: index).value.inStore { storeUnregister(id, deferred: true) }
+    func objectDidDeallocate(_ id: ManagedObjectID, slot: Int, _ object: UnsafeMutableRawPointer) {
+        // The object's own slot: no ID is hashed, no probe made.
+        guard let registration = registry.registration(at: slot), registration.pointer == object else { return }
+        registry.remove(at: slot)
+        if registration.inStore { storeUnregister(id, deferred: true) }
     }
 
     /// Loads a fault's values through the coordinator.
@@ -463,6 +466,12 @@ struct Registration {
 
     init(_ object: ManagedObject, inStore: Bool = false) {
         unmanaged = .passUnretained(object)
+        self.inStore = inStore
+    }
+
+    /// The entry of the object at `pointer` (a registered object's address).
+    init(pointer: UnsafeMutableRawPointer, inStore: Bool) {
+        unmanaged = .fromOpaque(pointer)
         self.inStore = inStore
     }
 

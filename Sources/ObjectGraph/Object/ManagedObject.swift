@@ -53,6 +53,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     @exclusivity(unchecked) var inserted = false
     /// Whether the object is deleted and the delete not yet saved.
     @exclusivity(unchecked) var deleted = false
+    /// The object's slot in its context's registry (``ObjectRegistry``), kept by the
+    /// registry; meaningful only while the object is registered.
+    @exclusivity(unchecked) var registrySlot: Int32 = -1
     /// What few objects need (see ``Extras``), made when first set: a fetched object that
     /// never uses them stays small and has one field less to release.
     @exclusivity(unchecked) private var extras: Extras?
@@ -130,7 +133,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     deinit {
-        managedObjectContext?.objectDidDeallocate(objectID, Unmanaged.passUnretained(self).toOpaque())
+        if let assignedID { managedObjectContext?.objectDidDeallocate(assignedID, slot: Int(registrySlot), Unmanaged.passUnretained(self).toOpaque()) }
     }
 
     /// Identity: two managed objects are equal only if they are the same instance.

@@ -19,23 +19,18 @@ final class RowPins: RowPinSource {
     /// One row, by reference.
     struct Row: Hashable {
         let reference: Int64
-
-        /// The reference mixed with the table's seed (``seededHash(_:seed:)``; references
-        /// are allocated by the store, not chosen by callers): one per register and unregister.
-        func _rawHashValue(seed: Int) -> Int {
-            seededHash(Int(truncatingIfNeeded: reference), seed: seed)
-        }
     }
 
-    /// Every row whose count is above zero, with its count (never 0: a row at 0 is removed).
-    let counts = Locked<[Row: Int]>([:])
+    /// Every row whose count is above zero, with its count.
+    let counts = Locked(PinCounts())
 
     /// Adds 1 to the count of `row(i)` for each `i` in `0..<count` that has a row (a row
     /// given twice gets 2), under one lock and with no array of rows. O(count).
     func register(_ count: Int, _ row: (Int) -> Row?) {
         counts.withLock { counts in
+            counts.reserveCapacity(counts.count + count)
             for index in 0..<count {
-                if let row = row(index) { counts[row, default: 0] += 1 }
+                if let row = row(index) { counts.increment(row.reference) }
             }
         }
     }
@@ -47,28 +42,17 @@ final class RowPins: RowPinSource {
         counts.withLock { counts in
             var failed: [Int] = []
             for index in 0..<count {
-                if let row = row(index), !Self.decrement(row, in: &counts) { failed.append(index) }
+                if let row = row(index), !counts.decrement(row.reference) { failed.append(index) }
             }
             return failed
         }
-    }
-
-    /// Removes 1 from the count of `row` in `counts`; `false`, changing nothing, if it is 0.
-    private static func decrement(_ row: Row, in counts: inout [Row: Int]) -> Bool {
-        guard let index = counts.index(forKey: row) else { return false }
-        if counts.values[index] > 1 {
-            counts.values[index] -= 1
-        } else {
-            counts.remove(at: index)
-        }
-        return true
     }
 
     /// Whether `key` is the row key ([KEY-1]) of a row whose count is above zero. O(key
     /// length).
     func isPinned(_ key: [UInt8]) -> Bool {
         guard let row = Self.row(ofKey: key) else { return false }
-        return counts.withLock { $0[row] != nil }
+        return counts.withLock { $0.count(of: row.reference) > 0 }
     }
 
     /// How many rows have a count above zero.
@@ -81,5 +65,131 @@ final class RowPins: RowPinSource {
             let reference = KeyLayout.reference(fromRowKey: key)
         else { return nil }
         return Row(reference: reference)
+    }
+}
+
+/// Register counts by row reference: an open-addressing table (linear probing from a
+/// Fibonacci hash of the reference, at most half full; a removed entry's successors shift
+/// back, so there are no tombstones). A register or unregister is a multiply and a probe or
+/// two, where a dictionary hashes a seeded value and moves its storage around.
+///
+/// References are allocated by the store, never chosen by callers, so their spread is not an
+/// attacker's to choose. Thread safety: a value, kept in ``RowPins/counts``'s lock.
+struct PinCounts {
+    /// One slot: a reference and its count; a count of 0 marks an empty slot.
+    private struct Entry {
+        var key: Int64 = 0
+        var count = 0
+    }
+    private var entries: [Entry] = []
+    /// Rows with a count above zero.
+    private(set) var count = 0
+    private var mask = -1
+    /// `64 - log2(capacity)`.
+    private var shift = 64
+    /// The table keeps this many slots however few rows are left (256 KiB): fetches of up
+    /// to some thousand rows come and go without rebuilding it.
+    private static let retainedCapacity = 16_384
+
+    /// Whether no row is pinned.
+    var isEmpty: Bool { count == 0 }
+    /// Slots in the table.
+    var capacity: Int { entries.count }
+
+    private static func home(of key: Int64, shift: Int) -> Int {
+        Int(truncatingIfNeeded: (UInt64(bitPattern: key) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
+    }
+
+    /// The slot of `key`, or `nil`.
+    private func slot(of key: Int64) -> Int? {
+        guard count > 0 else { return nil }
+        return entries.withUnsafeBufferPointer { entries in
+            var index = Self.home(of: key, shift: shift)
+            while entries[index].count != 0 {
+                if entries[index].key == key { return index }
+                index = (index + 1) & mask
+            }
+            return nil
+        }
+    }
+
+    /// The count of `key` (0 when absent).
+    func count(of key: Int64) -> Int { slot(of: key).map { entries[$0].count } ?? 0 }
+
+    /// Makes room for `count` rows without growing on the way.
+    mutating func reserveCapacity(_ count: Int) {
+        if count * 2 > entries.count { resize(to: count) }
+    }
+
+    /// Adds 1 to the count of `key`.
+    mutating func increment(_ key: Int64) {
+        if (count + 1) * 2 > entries.count { resize(to: count + 1) }
+        let (mask, shift) = (self.mask, self.shift)
+        let added = entries.withUnsafeMutableBufferPointer { entries in
+            var index = Self.home(of: key, shift: shift)
+            while entries[index].count != 0 {
+                if entries[index].key == key {
+                    entries[index].count += 1
+                    return false
+                }
+                index = (index + 1) & mask
+            }
+            entries[index] = Entry(key: key, count: 1)
+            return true
+        }
+        if added { count += 1 }
+    }
+
+    /// Removes 1 from the count of `key`, removing it at 0; `false`, changing nothing, if
+    /// its count is 0.
+    mutating func decrement(_ key: Int64) -> Bool {
+        guard let found = slot(of: key) else { return false }
+        let (mask, shift) = (self.mask, self.shift)
+        let removed = entries.withUnsafeMutableBufferPointer { entries in
+            if entries[found].count > 1 {
+                entries[found].count -= 1
+                return false
+            }
+            // Backward shift: each later entry of the run whose probe would pass the hole
+            // moves into it, so lookups never meet a gap inside their run.
+            var hole = found
+            var index = (found + 1) & mask
+            while entries[index].count != 0 {
+                let wanted = Self.home(of: entries[index].key, shift: shift)
+                // The entry stays when its home lies cyclically in (hole, index].
+                let stays = hole <= index ? (wanted > hole && wanted <= index) : (wanted > hole || wanted <= index)
+                if !stays {
+                    entries[hole] = entries[index]
+                    hole = index
+                }
+                index = (index + 1) & mask
+            }
+            entries[hole].count = 0
+            return true
+        }
+        guard removed else { return true }
+        count -= 1
+        // A table that held a very large fetch's rows shrinks once they are gone.
+        if entries.count > Self.retainedCapacity && count * 8 < entries.count { resize(to: max(count, Self.retainedCapacity / 2)) }
+        return true
+    }
+
+    /// Rebuilds the table at the smallest power of two (at least 16) at most half full with
+    /// `minimumCount` rows.
+    private mutating func resize(to minimumCount: Int) {
+        var capacity = 16
+        while capacity < minimumCount * 2 { capacity *= 2 }
+        let old = entries
+        entries = Array(repeating: Entry(), count: capacity)
+        mask = capacity - 1
+        shift = 64 - capacity.trailingZeroBitCount
+        let (mask, shift) = (self.mask, self.shift)
+        entries.withUnsafeMutableBufferPointer { entries in
+            for entry in old where entry.count != 0 {
+                var slot = Self.home(of: entry.key, shift: shift)
+                while entries[slot].count != 0 { slot = (slot + 1) & mask }
+                entries[slot] = entry
+            }
+        }
     }
 }

@@ -1,0 +1,189 @@
+/// A context's object registry: one entry per registered ID (uniquing), each with its object
+/// unretained and whether the ID's row is registered with its store.
+///
+/// An open-addressing table (linear probing from a Fibonacci hash of the ID's field hash,
+/// tombstones for removed entries) whose objects know their slot
+/// (``ManagedObject/registrySlot``): an object that goes away clears its own slot with no
+/// hashing and no probe, where a dictionary would hash its ID and search for it. The table
+/// keeps that slot up to date as entries move (only when it grows or drops its tombstones).
+///
+/// Thread safety: owned by its context's thread, as the context is.
+struct ObjectRegistry {
+    /// One slot, 32 bytes and no reference to count: empty (no object, tag 0), a tombstone
+    /// (no object, ``tombstoneBit``) or an entry: its object, unretained; its ID's home
+    /// (compared by address, never read) and reference; and a tag holding the ID's field hash
+    /// (``hashBits``) and whether the row is registered with its store. The entry's ID is its
+    /// object's ``ManagedObject/objectID``, which does not change while the object is
+    /// registered (a save's new IDs re-register their objects), so the home stays alive.
+    private struct Slot {
+        var object: UnsafeMutableRawPointer?
+        var home: UnsafeMutableRawPointer?
+        var reference: Int64 = 0
+        var tag: UInt64 = 0
+    }
+    private static let inStoreBit: UInt64 = 1
+    private static let tombstoneBit: UInt64 = 2
+    private static let hashBits: UInt64 = ~3
+
+    private var slots: [Slot] = []
+    /// Entries in the table.
+    private(set) var count = 0
+    /// Slots in the table (entries, tombstones and empty slots).
+    var capacity: Int { slots.count }
+    /// Removed entries whose slots are not reused yet: probes pass over them.
+    private var tombstones = 0
+    /// `slots.count - 1`; `slots.count` is a power of two (or zero).
+    private var mask = -1
+    /// `64 - log2(slots.count)`: the shift that takes a Fibonacci hash's top bits.
+    private var shift = 64
+
+    /// The tag bits of an ID's hash.
+    private static func hashTag(_ id: ManagedObjectID) -> UInt64 { UInt64(bitPattern: Int64(id.fieldHash)) & hashBits }
+
+    /// The first slot of a hash tag's probe (the top bits of a Fibonacci hash: references in
+    /// sequence spread over the table instead of filling one run).
+    private func home(of hash: UInt64) -> Int {
+        Int(truncatingIfNeeded: (hash &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
+    }
+
+    /// The object at an entry's slot (alive: an entry never outlives its object).
+    private static func object(_ pointer: UnsafeMutableRawPointer) -> ManagedObject {
+        Unmanaged<ManagedObject>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// Whether the entry in `slot` (whose object is at `pointer`) is `id`'s: one shared home
+    /// and the references decide (a boxed home is one ID's own); else the IDs are compared.
+    private static func matches(_ slot: Slot, _ pointer: UnsafeMutableRawPointer, _ id: ManagedObjectID) -> Bool {
+        if slot.home == Unmanaged.passUnretained(id.home).toOpaque() { return slot.reference == id.reference }
+        return object(pointer).objectID == id
+    }
+
+    /// The slot holding `id`, if it is registered.
+    func slot(of id: ManagedObjectID) -> Int? {
+        guard count > 0 else { return nil }
+        let hash = Self.hashTag(id)
+        var index = home(of: hash)
+        while true {
+            let slot = slots[index]
+            if let pointer = slot.object {
+                if slot.tag & Self.hashBits == hash && Self.matches(slot, pointer, id) { return index }
+            } else if slot.tag & Self.tombstoneBit == 0 {
+                return nil
+            }
+            index = (index + 1) & mask
+        }
+    }
+
+    /// The registration of `id`, if any.
+    subscript(id: ManagedObjectID) -> Registration? {
+        slot(of: id).flatMap { registration(at: $0) }
+    }
+
+    /// The registration at a slot that holds an entry; `nil` for any other slot. Reads no
+    /// object: safe with the slot of an object whose `deinit` is running.
+    func registration(at index: Int) -> Registration? {
+        guard index >= 0, index < slots.count, let pointer = slots[index].object else { return nil }
+        return Registration(pointer: pointer, inStore: slots[index].tag & Self.inStoreBit != 0)
+    }
+
+    /// Registers `registration` for `id` (its object's ID), replacing (and returning) an
+    /// entry it had; the object learns its slot.
+    @discardableResult
+    mutating func update(_ registration: Registration, for id: ManagedObjectID) -> Registration? {
+        if let index = slot(of: id) {
+            let replaced = self.registration(at: index)
+            // The new object's ID is equal, its home maybe another instance: the slot keeps
+            // the home that stays alive with the object.
+            slots[index].object = registration.pointer
+            slots[index].home = Unmanaged.passUnretained(id.home).toOpaque()
+            slots[index].reference = id.reference
+            slots[index].tag = slots[index].tag & Self.hashBits | (registration.inStore ? Self.inStoreBit : 0)
+            registration.object.registrySlot = Int32(truncatingIfNeeded: index)
+            return replaced
+        }
+        if (count + tombstones + 1) * 10 > slots.count * 7 { grow(minimumCount: count + 1) }
+        insertNew(Slot(
+            object: registration.pointer, home: Unmanaged.passUnretained(id.home).toOpaque(), reference: id.reference,
+            tag: Self.hashTag(id) | (registration.inStore ? Self.inStoreBit : 0)))
+        return nil
+    }
+
+    /// Removes the entry at `index` (which holds one) and returns its registration. No probe
+    /// and no object read: the slot becomes a tombstone.
+    @discardableResult
+    mutating func remove(at index: Int) -> Registration {
+        guard let registration = registration(at: index) else { preconditionFailure("no registry entry at slot \(index)") }
+        slots[index] = Slot(tag: Self.tombstoneBit)
+        count -= 1
+        tombstones += 1
+        return registration
+    }
+
+    /// Removes `id`'s entry, if any, and returns its registration.
+    @discardableResult
+    mutating func removeValue(forKey id: ManagedObjectID) -> Registration? {
+        slot(of: id).map { remove(at: $0) }
+    }
+
+    /// Marks the entry at `index` as registered with its store.
+    mutating func setInStore(at index: Int) {
+        if slots[index].object != nil { slots[index].tag |= Self.inStoreBit }
+    }
+
+    /// Makes room for `count` entries in all without growing on the way.
+    mutating func reserveCapacity(_ count: Int) {
+        if (count + tombstones) * 10 > slots.count * 7 { grow(minimumCount: count) }
+    }
+
+    /// Forgets every entry.
+    mutating func removeAll(keepingCapacity: Bool = false) {
+        if keepingCapacity && !slots.isEmpty {
+            for index in slots.indices { slots[index] = Slot() }
+        } else {
+            slots = []
+            mask = -1
+            shift = 64
+        }
+        count = 0
+        tombstones = 0
+    }
+
+    /// Every entry, in slot order.
+    var entries: [(id: ManagedObjectID, registration: Registration)] {
+        var entries: [(id: ManagedObjectID, registration: Registration)] = []
+        entries.reserveCapacity(count)
+        for index in slots.indices {
+            if let registration = registration(at: index) { entries.append((registration.object.objectID, registration)) }
+        }
+        return entries
+    }
+
+    /// Puts an entry known to be absent in the first free slot of its probe.
+    private mutating func insertNew(_ entry: Slot) {
+        guard let pointer = entry.object else { return }
+        var index = home(of: entry.tag & Self.hashBits)
+        while slots[index].object != nil { index = (index + 1) & mask }
+        if slots[index].tag & Self.tombstoneBit != 0 { tombstones -= 1 }
+        slots[index] = entry
+        Self.object(pointer).registrySlot = Int32(truncatingIfNeeded: index)
+        count += 1
+    }
+
+    /// Rebuilds the table with room for `minimumCount` entries below the load limit and no
+    /// tombstones; every object learns its new slot.
+    private mutating func grow(minimumCount: Int) {
+        var capacity = max(16, slots.count)
+        while minimumCount * 10 > capacity * 7 { capacity *= 2 }
+        // At the same size, a rebuild pays when tombstones are most of the load; else double.
+        if capacity == slots.count && count * 20 > capacity * 7 { capacity *= 2 }
+        let old = slots
+        slots = Array(repeating: Slot(), count: capacity)
+        mask = capacity - 1
+        shift = 64 - capacity.trailingZeroBitCount
+        count = 0
+        tombstones = 0
+        for slot in old {
+            if slot.object != nil { insertNew(slot) }
+        }
+    }
+}
