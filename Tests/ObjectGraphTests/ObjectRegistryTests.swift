@@ -31,7 +31,7 @@ import Testing
         for reference in 1...300 { ids.append(ManagedObjectID(entity: reference % 3 == 0 ? tag : item, store: token, kind: .permanent(.int64(Int64(reference))))) }
         for reference in 1...40 { ids.append(ManagedObjectID(entity: item, store: nil, kind: .permanent(.int64(Int64(reference))))) }
         for _ in 0..<40 { ids.append(ManagedObjectID.temporary(for: tag)) }
-        var registry = ObjectRegistry()
+        let registry = ObjectRegistry()
         var model: [ManagedObjectID: (object: ManagedObject, inStore: Bool)] = [:]
         var steps = 0
         for _ in 0..<6_000 {
@@ -87,7 +87,7 @@ import Testing
     @Test func churnKeepsTheTableBounded() throws {
         let item = try Self.model.entity(named: "Item")
         let token = StoreToken(identifier: "churn", store: nil)
-        var registry = ObjectRegistry()
+        let registry = ObjectRegistry()
         var reference: Int64 = 0
         for _ in 0..<200 {
             var objects: [(ManagedObject, ManagedObjectID)] = []

@@ -55,7 +55,7 @@ public final class ManagedObjectContext {
 
     /// The object registry, the context's only one: one object per ID (uniquing), and
     /// whether the ID's row is registered with its store. Owned by the context's thread.
-    @exclusivity(unchecked) var registry = ObjectRegistry()
+    let registry = ObjectRegistry()
     @exclusivity(unchecked) var retainedObjects: [ManagedObjectID: ManagedObject] = [:]
     /// Rows a fetch prefetched (``FetchRequest/relationshipKeyPathsForPrefetching``), by ID:
     /// a fault made later for one of them (its object was released in between) starts with

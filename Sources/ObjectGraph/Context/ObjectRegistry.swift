@@ -7,8 +7,11 @@
 /// hashing and no probe, where a dictionary would hash its ID and search for it. The table
 /// keeps that slot up to date as entries move (only when it grows or drops its tombstones).
 ///
+/// A class, not a value: the context's calls reach the table without copying (and retaining)
+/// it.
+///
 /// Thread safety: owned by its context's thread, as the context is.
-struct ObjectRegistry {
+final class ObjectRegistry {
     /// One slot, 32 bytes and no reference to count: empty (no object, tag 0), a tombstone
     /// (no object, ``tombstoneBit``) or an entry: its object, unretained; its ID's home
     /// (compared by address, never read) and reference; and a tag holding the ID's field hash
@@ -25,17 +28,17 @@ struct ObjectRegistry {
     private static let tombstoneBit: UInt64 = 2
     private static let hashBits: UInt64 = ~3
 
-    private var slots: [Slot] = []
+    @exclusivity(unchecked) private var slots: [Slot] = []
     /// Entries in the table.
-    private(set) var count = 0
+    @exclusivity(unchecked) private(set) var count = 0
     /// Slots in the table (entries, tombstones and empty slots).
     var capacity: Int { slots.count }
     /// Removed entries whose slots are not reused yet: probes pass over them.
-    private var tombstones = 0
+    @exclusivity(unchecked) private var tombstones = 0
     /// `slots.count - 1`; `slots.count` is a power of two (or zero).
-    private var mask = -1
+    @exclusivity(unchecked) private var mask = -1
     /// `64 - log2(slots.count)`: the shift that takes a Fibonacci hash's top bits.
-    private var shift = 64
+    @exclusivity(unchecked) private var shift = 64
 
     /// The tag bits of an ID's hash.
     private static func hashTag(_ id: ManagedObjectID) -> UInt64 { UInt64(bitPattern: Int64(id.fieldHash)) & hashBits }
@@ -89,29 +92,45 @@ struct ObjectRegistry {
     /// Registers `registration` for `id` (its object's ID), replacing (and returning) an
     /// entry it had; the object learns its slot.
     @discardableResult
-    mutating func update(_ registration: Registration, for id: ManagedObjectID) -> Registration? {
-        if let index = slot(of: id) {
-            let replaced = self.registration(at: index)
-            // The new object's ID is equal, its home maybe another instance: the slot keeps
-            // the home that stays alive with the object.
-            slots[index].object = registration.pointer
-            slots[index].home = Unmanaged.passUnretained(id.home).toOpaque()
-            slots[index].reference = id.reference
-            slots[index].tag = slots[index].tag & Self.hashBits | (registration.inStore ? Self.inStoreBit : 0)
-            registration.object.registrySlot = Int32(truncatingIfNeeded: index)
-            return replaced
-        }
+    func update(_ registration: Registration, for id: ManagedObjectID) -> Registration? {
         if (count + tombstones + 1) * 10 > slots.count * 7 { grow(minimumCount: count + 1) }
-        insertNew(Slot(
+        let hash = Self.hashTag(id)
+        // The slot keeps the new ID's home (equal IDs may have distinct homes): it stays alive
+        // with the object.
+        let entry = Slot(
             object: registration.pointer, home: Unmanaged.passUnretained(id.home).toOpaque(), reference: id.reference,
-            tag: Self.hashTag(id) | (registration.inStore ? Self.inStoreBit : 0)))
+            tag: hash | (registration.inStore ? Self.inStoreBit : 0))
+        // One probe: `id`'s entry, or the first tombstone or empty slot on its path.
+        var index = home(of: hash)
+        var free: Int? = nil
+        while true {
+            let slot = slots[index]
+            if let pointer = slot.object {
+                if slot.tag & Self.hashBits == hash && Self.matches(slot, pointer, id) {
+                    let replaced = self.registration(at: index)
+                    slots[index] = entry
+                    registration.object.registrySlot = Int32(truncatingIfNeeded: index)
+                    return replaced
+                }
+            } else if slot.tag & Self.tombstoneBit != 0 {
+                if free == nil { free = index }
+            } else {
+                break
+            }
+            index = (index + 1) & mask
+        }
+        let target = free ?? index
+        if slots[target].tag & Self.tombstoneBit != 0 { tombstones -= 1 }
+        slots[target] = entry
+        registration.object.registrySlot = Int32(truncatingIfNeeded: target)
+        count += 1
         return nil
     }
 
     /// Removes the entry at `index` (which holds one) and returns its registration. No probe
     /// and no object read: the slot becomes a tombstone.
     @discardableResult
-    mutating func remove(at index: Int) -> Registration {
+    func remove(at index: Int) -> Registration {
         guard let registration = registration(at: index) else { preconditionFailure("no registry entry at slot \(index)") }
         slots[index] = Slot(tag: Self.tombstoneBit)
         count -= 1
@@ -121,22 +140,22 @@ struct ObjectRegistry {
 
     /// Removes `id`'s entry, if any, and returns its registration.
     @discardableResult
-    mutating func removeValue(forKey id: ManagedObjectID) -> Registration? {
+    func removeValue(forKey id: ManagedObjectID) -> Registration? {
         slot(of: id).map { remove(at: $0) }
     }
 
     /// Marks the entry at `index` as registered with its store.
-    mutating func setInStore(at index: Int) {
+    func setInStore(at index: Int) {
         if slots[index].object != nil { slots[index].tag |= Self.inStoreBit }
     }
 
     /// Makes room for `count` entries in all without growing on the way.
-    mutating func reserveCapacity(_ count: Int) {
+    func reserveCapacity(_ count: Int) {
         if (count + tombstones) * 10 > slots.count * 7 { grow(minimumCount: count) }
     }
 
     /// Forgets every entry.
-    mutating func removeAll(keepingCapacity: Bool = false) {
+    func removeAll(keepingCapacity: Bool = false) {
         if keepingCapacity && !slots.isEmpty {
             for index in slots.indices { slots[index] = Slot() }
         } else {
@@ -159,7 +178,7 @@ struct ObjectRegistry {
     }
 
     /// Puts an entry known to be absent in the first free slot of its probe.
-    private mutating func insertNew(_ entry: Slot) {
+    private func insertNew(_ entry: Slot) {
         guard let pointer = entry.object else { return }
         var index = home(of: entry.tag & Self.hashBits)
         while slots[index].object != nil { index = (index + 1) & mask }
@@ -171,7 +190,7 @@ struct ObjectRegistry {
 
     /// Rebuilds the table with room for `minimumCount` entries below the load limit and no
     /// tombstones; every object learns its new slot.
-    private mutating func grow(minimumCount: Int) {
+    private func grow(minimumCount: Int) {
         var capacity = max(16, slots.count)
         while minimumCount * 10 > capacity * 7 { capacity *= 2 }
         // At the same size, a rebuild pays when tombstones are most of the load; else double.
