@@ -76,9 +76,10 @@ extension StrataStore {
             }
         }
         var rows: [RowView] = []
-        /// A dictionary fetch's columns, when the scan read them from the rows it met.
+        /// A dictionary fetch's values, row after row, when the scan read them from the rows
+        /// it met: one buffer, no array per row.
         // (A plain array and a flag: appending through an optional copied the array per row.)
-        var scannedColumns: [[FetchValue]] = []
+        var scannedValues: [FetchValue] = []
         var columnsScanned = false
         // A plain count keeps no row: the matches are counted as they are read.
         let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
@@ -127,7 +128,7 @@ extension StrataStore {
             // order, each value's keys together; one row per value gives its stored form.
             let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
             let rowPrefix = KeyLayout.rowPrefix(root: root)
-            var columns: [[FetchValue]] = []
+            var values: [FetchValue] = []
             var last: [UInt8]? = nil
             try snapshot.forEachKeyBytes(from: prefix, to: Self.prefixEnd(prefix)) { key in
                 guard key.count >= prefix.count + 8 else { return true }
@@ -138,11 +139,11 @@ extension StrataStore {
                     matches(row), let rowEntity = layout.entity(number: row.entityNumber)
                 else { return true }
                 let view = RowView(reference: reference, row: row, entity: rowEntity, source: source)
-                columns.append([try view.fetchValue(forKeyPath: attribute.name)])
+                values.append(try view.fetchValue(forKeyPath: attribute.name))
                 last = Array(value)
                 return true
             }
-            return .dictionaries(try request.dictionaries(fromColumns: columns))
+            return .dictionaries(try request.dictionaries(fromValues: values))
         }
         // Whether the rows are in the fetch's order already (an ordered walk of its only sort).
         var presorted = false
@@ -252,7 +253,7 @@ extension StrataStore {
             let columnPaths = request.resultType == .dictionary && top == nil && !countsOnly ? request.dictionaryRowKeyPaths : nil
             if columnPaths != nil {
                 columnsScanned = true
-                scannedColumns.reserveCapacity(try cachedRecord(in: snapshot).rowCount(of: names()))
+                scannedValues.reserveCapacity(try cachedRecord(in: snapshot).rowCount(of: names()) * (columnPaths?.count ?? 0))
             }
             for root in roots where rows.count < enough {
                 var failure: Error? = nil
@@ -271,7 +272,7 @@ extension StrataStore {
                                     } else if let top {
                                         try top.offer(borrowed)
                                     } else if columnsScanned {
-                                        scannedColumns.append(try (columnPaths ?? []).map { try borrowed.fetchValue(forKeyPath: $0) })
+                                        for path in columnPaths ?? [] { scannedValues.append(try borrowed.fetchValue(forKeyPath: path)) }
                                     } else {
                                         rows.append(borrowed.view())
                                     }
@@ -314,8 +315,11 @@ extension StrataStore {
         if request.resultType == .dictionary, let paths = request.dictionaryRowKeyPaths {
             // Each row's key paths read once, through compiled readers; the grouping and
             // aggregation then work on plain values.
-            let columns = columnsScanned ? scannedColumns : try rows.map { row in try paths.map { try row.fetchValue(forKeyPath: $0) } }
-            return .dictionaries(try request.dictionaries(fromColumns: columns))
+            if !columnsScanned {
+                scannedValues.reserveCapacity(rows.count * paths.count)
+                for row in rows { for path in paths { scannedValues.append(try row.fetchValue(forKeyPath: path)) } }
+            }
+            return .dictionaries(try request.dictionaries(fromValues: scannedValues))
         }
         return try request.apply(to: rows, objectID: \.objectID)
     }

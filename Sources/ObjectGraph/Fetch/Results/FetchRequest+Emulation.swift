@@ -216,7 +216,36 @@ extension FetchRequest {
         guard let paths = dictionaryRowKeyPaths else {
             throw ObjectGraphError(.invalidFetchRequest, "The fetch request reads more than plain key paths; it has no columns.", entityName: entityName)
         }
-        func byName() -> [FetchValueRow] { rows.map { FetchValueRow(Dictionary(zip(paths, $0), uniquingKeysWith: { first, _ in first })) } }
+        var values: [FetchValue] = []
+        values.reserveCapacity(rows.count * paths.count)
+        for row in rows {
+            guard row.count == paths.count else {
+                throw ObjectGraphError(.invalidArgument, "A row has \(row.count) values for \(paths.count) key paths.", entityName: entityName)
+            }
+            values += row
+        }
+        return try dictionaries(fromValues: values)
+    }
+
+    /// ``dictionaries(fromColumns:)`` for rows laid end to end: row `i`'s value of
+    /// `dictionaryRowKeyPaths[j]` is `values[i * paths.count + j]`. A store that reads many
+    /// rows keeps one buffer instead of an array per row.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/invalidArgument`` when `values` is not a whole number
+    ///   of rows.
+    public func dictionaries(fromValues values: [FetchValue]) throws -> [[String: FetchValue]] {
+        guard let paths = dictionaryRowKeyPaths else {
+            throw ObjectGraphError(.invalidFetchRequest, "The fetch request reads more than plain key paths; it has no columns.", entityName: entityName)
+        }
+        let stride = paths.count
+        guard stride > 0 ? values.count % stride == 0 : values.isEmpty else {
+            throw ObjectGraphError(.invalidArgument, "\(values.count) values do not make rows of \(stride) key paths.", entityName: entityName)
+        }
+        let rowCount = stride > 0 ? values.count / stride : 0
+        func row(_ index: Int) -> ArraySlice<FetchValue> { values[(index * stride)..<((index + 1) * stride)] }
+        func byName() -> [FetchValueRow] {
+            (0..<rowCount).map { index in FetchValueRow(Dictionary(zip(paths, row(index)), uniquingKeysWith: { first, _ in first })) }
+        }
         guard sortDescriptors.isEmpty, havingPredicate == nil else { return try dictionaries(from: byName()) }
         let (properties, grouping) = try dictionaryShape()
         var column: [String: Int] = [:]
@@ -227,11 +256,11 @@ extension FetchRequest {
         let names = properties.map(\.name)
         guard grouping != nil else {
             var seen: Set<[FetchValue]> = []
-            if returnsDistinctResults { seen.reserveCapacity(rows.count) }
+            if returnsDistinctResults { seen.reserveCapacity(rowCount) }
             var results: [[String: FetchValue]] = []
-            results.reserveCapacity(rows.count)
-            for row in rows {
-                let values = compiled.map { $0.value(over: CollectionOfOne(row)) }
+            results.reserveCapacity(rowCount)
+            for index in 0..<rowCount {
+                let values = compiled.map { $0.value(over: CollectionOfOne(row(index))) }
                 if returnsDistinctResults, !seen.insert(values).inserted { continue }
                 results.append(Dictionary(uniqueKeysWithValues: zip(names, values)))
             }
@@ -240,29 +269,30 @@ extension FetchRequest {
         // Groups in the order of their first row, as in dictionaries(from:); a single key is
         // hashed alone (keys are equal exactly when their values are).
         // No key (aggregates of the whole result): one group, every row, nothing hashed.
-        let groups = keys.isEmpty
-            ? [rows]
+        let groups: [[Int]] = keys.isEmpty
+            ? [Array(0..<rowCount)]
             : keys.count == 1
-                ? Self.groups(of: rows) { keys[0].value(over: CollectionOfOne($0)) }
-                : Self.groups(of: rows) { row in keys.map { $0.value(over: CollectionOfOne(row)) } }
+                ? Self.groups(rowCount) { keys[0].value(over: CollectionOfOne(row($0))) }
+                : Self.groups(rowCount) { index in keys.map { $0.value(over: CollectionOfOne(row(index))) } }
         var results = groups.map { members in
-            Dictionary(uniqueKeysWithValues: zip(names, compiled.map { $0.value(over: members) }))
+            Dictionary(uniqueKeysWithValues: zip(names, compiled.map { $0.value(over: members.lazy.map(row)) }))
         }
         if returnsDistinctResults { results = Self.distinct(results) }
         return page(results)
     }
 
-    /// `rows` grouped by `key`, the groups in the order of their first row.
-    private static func groups<Key: Hashable>(of rows: [[FetchValue]], by key: ([FetchValue]) -> Key) -> [[[FetchValue]]] {
+    /// Rows `0..<count` grouped by `key`, as row numbers, the groups in the order of their
+    /// first row.
+    private static func groups<Key: Hashable>(_ count: Int, by key: (Int) -> Key) -> [[Int]] {
         var groupOfKey: [Key: Int] = [:]
-        var groups: [[[FetchValue]]] = []
-        for row in rows {
-            let key = key(row)
-            if let index = groupOfKey[key] {
-                groups[index].append(row)
+        var groups: [[Int]] = []
+        for index in 0..<count {
+            let key = key(index)
+            if let group = groupOfKey[key] {
+                groups[group].append(index)
             } else {
                 groupOfKey[key] = groups.count
-                groups.append([row])
+                groups.append([index])
             }
         }
         return groups
@@ -312,16 +342,17 @@ private enum ColumnProperty {
 
     /// The property's value over `rows` (one row when not grouping); `.null` for no row
     /// unless a function.
-    func value<Rows: Collection<[FetchValue]>>(over rows: Rows) -> FetchValue {
+    func value<Rows: Collection<ArraySlice<FetchValue>>>(over rows: Rows) -> FetchValue {
         switch self {
         case .column(let index):
             guard let first = rows.first else { return .null }
-            return first[index].flattened
+            return first[first.startIndex + index].flattened
         case .converted(let argument, let description):
             guard let first = rows.first else { return .null }
             return description.converted(argument.value(in: first))
         case .function(let function, let arguments, let description):
             var values: [FetchValue] = []
+            values.reserveCapacity(rows.count * arguments.count)
             for row in rows {
                 for argument in arguments {
                     let value = argument.value(in: row)
@@ -349,9 +380,9 @@ private enum ColumnArgument {
     }
 
     /// The argument's value in one row (a key path's value flattened, as a read gives it).
-    func value(in row: [FetchValue]) -> FetchValue {
+    func value(in row: ArraySlice<FetchValue>) -> FetchValue {
         switch self {
-        case .column(let index): return row[index].flattened
+        case .column(let index): return row[row.startIndex + index].flattened
         case .constant(let value): return value
         }
     }
