@@ -346,6 +346,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if !isNew, let committed = try? committedValue(for: property), sameValue(committed, value, for: property) {
             changes.set(nil, for: property)
         } else {
+            changes.reserve(entity.properties.count)
             changes.set(value, for: property)
         }
         managedObjectContext?.objectDidChange(self, property: property, change: .value(old: old, new: value), notify: notify)
@@ -371,6 +372,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Gives a new object its attributes' default values and empty relationships, as
     /// pending changes (a new object has nothing committed).
     func applyDefaultValues() {
+        changes.reserve(entity.properties.count)
         for property in entity.initialProperties {
             // The slot kind says which properties are attributes: no dynamic cast per property.
             if property.slotKind == .attribute {

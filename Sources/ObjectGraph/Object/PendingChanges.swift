@@ -124,6 +124,12 @@ struct PendingChanges {
         return result
     }
 
+    /// Makes the slots for an entity of `count` properties before the first change, so
+    /// later changes never grow the table one property at a time.
+    mutating func reserve(_ count: Int) {
+        if slots.count < count { slots.append(contentsOf: repeatElement(nil, count: count - slots.count)) }
+    }
+
     /// Sets (or, with `nil`, clears) the pending value of a property.
     mutating func set(_ value: PropertyValue?, for property: PropertyDescription) {
         let ordinal = property.ordinal
@@ -133,9 +139,9 @@ struct PendingChanges {
         }
         let had = slots[ordinal] != nil
         if let value {
-            if let relationship = property as? RelationshipDescription, relationship.isToMany,
-                case .relationship(.toMany(let ids)) = value
-            {
+            // The slot kind says which properties are to-many: no dynamic cast per change.
+            if property.slotKind == .toMany, case .relationship(.toMany(let ids)) = value {
+                let relationship = unsafeDowncast(property, to: RelationshipDescription.self)
                 slots[ordinal] = .members(ObjectIDList(ids, ordered: relationship.isOrdered))
             } else {
                 slots[ordinal] = .value(value)
