@@ -45,7 +45,7 @@ struct ObjectIDTests {
                 #expect((a == b) == (i == j), "\(a) vs \(b)")
             }
             // A second ID made the same way (or parsed back from its URI) equals it and hashes alike.
-            let again = a.isTemporaryID ? a : try #require(coordinator.managedObjectID(forURIRepresentation: a.uriRepresentation()))
+            let again = try #require(coordinator.managedObjectID(forURIRepresentation: a.uriRepresentation()))
             #expect(again == a && again.hashValue == a.hashValue && Set([a, again]).count == 1)
             #expect(again.referenceObject == a.referenceObject && again.entity === a.entity && again.storeIdentifier == a.storeIdentifier)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import StrataSync
 
 /// An object of the object graph (Core Data's `NSManagedObject`): an instance of an
 /// entity, owned by one context, whose values load on demand and whose changes the
@@ -140,6 +141,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public static func == (lhs: ManagedObject, rhs: ManagedObject) -> Bool { lhs === rhs }
     /// Hashes the instance's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The hash sets of objects use (a context's changed objects, its events): the address
+    /// mixed with the set's seed (``seededHash(_:seed:)``), not a full hasher run per object.
+    public func _rawHashValue(seed: Int) -> Int {
+        seededHash(Int(bitPattern: Unmanaged.passUnretained(self).toOpaque()), seed: seed)
+    }
 
     /// The entity, the ID and the state.
     public var description: String {

@@ -83,8 +83,18 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
 
     /// The hash of a kind: an integer reference is its own hash, so both forms of an ID agree.
     fileprivate static func kindHash(_ kind: Kind) -> Int {
-        if case .permanent(.int64(let reference)) = kind { return Int(truncatingIfNeeded: reference) }
-        return kind.hashValue
+        switch kind {
+        case .permanent(.int64(let reference)):
+            return Int(truncatingIfNeeded: reference)
+        case .temporary(let uuid):
+            // The two halves mixed with the process's seeds: made for every inserted object,
+            // so no hasher run; the seeds keep the spread from being chosen from outside.
+            let (high, low) = withUnsafeBytes(of: uuid.uuid) { ($0.load(as: UInt64.self), $0.load(fromByteOffset: 8, as: UInt64.self)) }
+            let first = seededHash(Int(truncatingIfNeeded: high), seed: TemporaryIDs.hashSeeds.0)
+            return seededHash(first ^ Int(truncatingIfNeeded: low), seed: TemporaryIDs.hashSeeds.1)
+        default:
+            return kind.hashValue
+        }
     }
 
     /// The hash of entity name, store identifier and kind.
@@ -252,6 +262,8 @@ final class StoreToken: Sendable {
 /// are replaced by a counter.
 enum TemporaryIDs {
     private static let base = UUID().uuid
+    /// Per-process seeds for temporary IDs' hashes.
+    static let hashSeeds = (Int.random(in: .min ... .max), Int.random(in: .min ... .max))
     private static let counter = Atomic<UInt64>(0)
 
     static func next() -> UUID {
