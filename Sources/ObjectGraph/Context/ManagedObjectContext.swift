@@ -97,8 +97,13 @@ public final class ManagedObjectContext {
 
     deinit {
         flushStoreRegistrations()
-        let ids = registry.entries.compactMap { $0.registration.inStore ? $0.id : nil }
+        let entries = registry.entries
+        let ids = entries.compactMap { $0.registration.inStore ? $0.id : nil }
         if !ids.isEmpty { persistentStoreCoordinator?.contextDidUnregister(ids) }
+        // Objects that prefetched each other would keep each other alive past the context:
+        // each lets go of its prefetched destinations (held here while it does).
+        let holders = entries.map(\.registration.object).filter(\.holdsPrefetchedDestinations)
+        for holder in holders { holder.prefetchedDestinations = [] }
     }
 
     // MARK: Change sets

@@ -93,6 +93,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         get { extras?.prefetchedDestinations ?? [] }
         set { if !newValue.isEmpty || extras != nil { ensureExtras().prefetchedDestinations = newValue } }
     }
+    /// Whether the object holds destinations a fetch prefetched for it.
+    var holdsPrefetchedDestinations: Bool { !(extras?.prefetchedDestinations.isEmpty ?? true) }
     /// Values of transient attributes, by ordinal; never given to a store.
     var transientValues: [Int: AttributeValue] {
         get { extras?.transientValues ?? [:] }

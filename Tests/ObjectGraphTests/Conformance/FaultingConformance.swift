@@ -205,6 +205,30 @@ struct FaultingConformance {
         #expect(people?.count == 3)
     }
 
+    /// Objects that prefetched each other (people their department, the department its
+    /// people) hold each other, as related objects do in Core Data, until the context goes:
+    /// then they let go, and nothing is left.
+    @Test(arguments: allStoreFixtures)
+    func prefetchCyclesEndWithTheirContext(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let writer = stack.context()
+        let department = try writer.makeDepartment("Sales")
+        for index in 0..<3 { try writer.makePerson("P\(index)").setValue(department, forKey: "department") }
+        try writer.save()
+        weak var person: ManagedObject?
+        weak var sales: ManagedObject?
+        do {
+            let context = stack.context()
+            var request = FetchRequest(entityName: "Person")
+            request.relationshipKeyPathsForPrefetching = ["department.employees"]
+            let people = try context.fetch(request)
+            person = people.first
+            sales = context.registeredObject(for: department.objectID)
+            #expect(person != nil && sales != nil)
+        }
+        #expect(person == nil && sales == nil, "the cycle ended with its context")
+    }
+
     @Test(arguments: allStoreFixtures)
     func keyPathsFollowRelationships(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())
