@@ -117,3 +117,45 @@ import Testing
         #expect(thrown > 0)
     }
 }
+
+/// The metadata record a store keeps across saves encodes, with the name order and the
+/// metadata bytes it keeps, exactly as a record made afresh from the same values: random
+/// changes of counts (names added, removed, swapped at the same count), of the next
+/// reference and of the metadata, the same value set again, after every change.
+@Suite struct MetadataRecordEncodingTests {
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func keptRecordEncodesAsAFreshOne(seed: UInt64) throws {
+        var state = seed
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+        let names = ["Album", "Artist", "Genre", "Track", "Ω", "a", "Z"]
+        var kept = MetadataRecord()
+        var changes = 0
+        for _ in 0..<400 {
+            switch next(6) {
+            case 0: kept.rowCounts[names[next(names.count)], default: 0] += 1 + next(3)
+            case 1: kept.rowCounts[names[next(names.count)]] = nil
+            case 2:
+                // A name swapped for another at the same count.
+                if let first = kept.rowCounts.keys.sorted().first, let other = names.first(where: { kept.rowCounts[$0] == nil }) {
+                    var swapped = kept.rowCounts
+                    swapped[other] = swapped.removeValue(forKey: first)
+                    kept.rowCounts = swapped
+                }
+            case 3: kept.nextReference = Int64(next(1 << 20))
+            case 4: kept.metadata["key\(next(4))"] = .string("v\(next(3))")
+            default:
+                // The same metadata set again, as every save does.
+                let same = kept.metadata
+                kept.metadata = same
+            }
+            changes += 1
+            let fresh = MetadataRecord(nextReference: kept.nextReference, rowCounts: kept.rowCounts, metadata: kept.metadata)
+            let bytes = kept.encodeKeepingCaches()
+            #expect(bytes == fresh.encode(), "after change \(changes)")
+            #expect(try MetadataRecord.decode(bytes) == fresh)
+        }
+    }
+}

@@ -117,27 +117,70 @@ extension StoredRow {
 /// ```
 struct MetadataRecord: Equatable {
     var nextReference: Int64 = 1
-    var rowCounts: [String: Int] = [:]
-    var metadata: [String: AttributeValue] = [:]
+    var rowCounts: [String: Int] = [:] {
+        didSet { if rowCounts.count != oldValue.count { sortedNames = nil } }
+    }
+    var metadata: [String: AttributeValue] = [:] {
+        didSet { if encodedMetadata != nil, metadata != oldValue { encodedMetadata = nil } }
+    }
+    /// ``rowCounts``'s names in order, kept while the set of names is the same (every save
+    /// encodes the record; its entities rarely change).
+    private var sortedNames: [String]?
+    /// ``metadata`` encoded, kept until it changes (a save re-encodes the record, not the
+    /// store's metadata).
+    private var encodedMetadata: [UInt8]?
+
+    init(nextReference: Int64 = 1, rowCounts: [String: Int] = [:], metadata: [String: AttributeValue] = [:]) {
+        self.nextReference = nextReference
+        self.rowCounts = rowCounts
+        self.metadata = metadata
+    }
+
+    static func == (a: MetadataRecord, b: MetadataRecord) -> Bool {
+        a.nextReference == b.nextReference && a.rowCounts == b.rowCounts && a.metadata == b.metadata
+    }
 
     /// The rows of the named entities, summed.
     func rowCount<Names: Sequence<String>>(of names: Names) -> Int {
         names.reduce(0) { $0 + (rowCounts[$1] ?? 0) }
     }
 
+    /// The record's bytes.
     func encode() -> [UInt8] {
+        var copy = self
+        return copy.encodeKeepingCaches()
+    }
+
+    /// The record's bytes, keeping the order of the names and the encoded metadata for the
+    /// next encoding while they still hold (every save encodes the record; its entities and
+    /// the store's metadata rarely change). The bytes are those of ``encode()``.
+    mutating func encodeKeepingCaches() -> [UInt8] {
         var writer = RowWriter()
         writer.u8(StoredRow.formatVersion)
         writer.varint(UInt64(nextReference))
         writer.varint(UInt64(rowCounts.count))
-        for name in rowCounts.keys.sorted() {
+        let names: [String]
+        if let sortedNames, sortedNames.count == rowCounts.count, sortedNames.allSatisfy({ rowCounts[$0] != nil }) {
+            names = sortedNames
+        } else {
+            names = rowCounts.keys.sorted()
+            sortedNames = names
+        }
+        for name in names {
             writer.string(name)
             writer.varint(UInt64(max(0, rowCounts[name] ?? 0)))
         }
-        writer.varint(UInt64(metadata.count))
-        for key in metadata.keys.sorted() {
-            writer.string(key)
-            writer.value(metadata[key] ?? .null)
+        if let encodedMetadata {
+            writer.bytes += encodedMetadata
+        } else {
+            var tail = RowWriter()
+            tail.varint(UInt64(metadata.count))
+            for key in metadata.keys.sorted() {
+                tail.string(key)
+                tail.value(metadata[key] ?? .null)
+            }
+            encodedMetadata = tail.bytes
+            writer.bytes += tail.bytes
         }
         return writer.bytes
     }

@@ -91,7 +91,7 @@ extension StrataStore {
                 error.conflicts = conflicts
                 throw error
             }
-            batch.put(KeyLayout.metadataKey, record.encode())
+            batch.put(KeyLayout.metadataKey, record.encodeKeepingCaches())
             // [ROW-5] The model travels with the data, for tools that have no application code.
             if !modelRecordCurrent {
                 let encoded = ModelRecord.encode(model)
