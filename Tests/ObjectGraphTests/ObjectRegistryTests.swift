@@ -22,7 +22,8 @@ import Testing
 
     @Test(arguments: [1, 2, 3, 4] as [UInt64])
     func registryMatchesADictionaryUnderRandomOperations(seed: UInt64) throws {
-        var random = SplitMix(seed: seed)
+        var random = RandomizedConformance.SeededGenerator(state: seed)
+        func below(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
         let item = try Self.model.entity(named: "Item"), tag = try Self.model.entity(named: "Tag")
         let token = StoreToken(identifier: "store-\(seed)", store: nil)
         // A pool of IDs: one store's references (shared homes), boxed permanent IDs without a
@@ -36,12 +37,12 @@ import Testing
         var steps = 0
         for _ in 0..<6_000 {
             steps += 1
-            let id = ids[random.below(ids.count)]
-            switch random.below(100) {
+            let id = ids[below(ids.count)]
+            switch below(100) {
             case 0..<45:
                 let object = ManagedObject(entity: id.entity, insertInto: nil)
                 object.objectID = id
-                let inStore = random.below(2) == 0
+                let inStore = below(2) == 0
                 let replaced = registry.update(Registration(object, inStore: inStore), for: id)
                 #expect(replaced?.pointer == model[id].map { Unmanaged.passUnretained($0.object).toOpaque() })
                 model[id] = (object, inStore)
@@ -62,9 +63,9 @@ import Testing
                     model[id]?.inStore = true
                 }
             case 85..<88:
-                registry.reserveCapacity(registry.count + random.below(500))
+                registry.reserveCapacity(registry.count + below(500))
             case 88:
-                registry.removeAll(keepingCapacity: random.below(2) == 0)
+                registry.removeAll(keepingCapacity: below(2) == 0)
                 model = [:]
             default:
                 #expect(registry[id]?.pointer == model[id].map { Unmanaged.passUnretained($0.object).toOpaque() })
@@ -108,18 +109,4 @@ import Testing
         #expect(registry.count == 0)
         #expect(registry.capacity <= 512, "20,000 registrations, never more than 100 at once")
     }
-}
-
-/// SplitMix64, seeded: the tests' deterministic generator.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

@@ -7,14 +7,8 @@ import Testing
 @Suite struct PinCountsTests {
     @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
     func pinCountsMatchADictionary(seed: UInt64) {
-        var state = seed
-        func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
+        var random = DiffRandom(seed: seed)
+        func next() -> UInt64 { random.next() }
         // References in a run (as a store allocates them), far apart, and multiples of a
         // large power of two (equal low bits).
         let pool: [Int64] = (1...400).map { Int64($0) } + (0..<100).map { _ in Int64(bitPattern: next()) } + (1...100).map { Int64($0) << 40 }

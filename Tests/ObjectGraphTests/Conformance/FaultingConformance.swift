@@ -172,15 +172,21 @@ struct FaultingConformance {
         #expect(moved() == 6, "the people of D1 see its saved name once it is refreshed")
     }
 
-    /// Prefetched destinations live as long as the objects that prefetched them: released
-    /// with them, and not before.
-    @Test(arguments: allStoreFixtures)
-    func prefetchedDestinationsLiveAsLongAsTheirSources(fixture: any StoreFixture) throws {
+    /// A stack whose store holds a department ("Sales") with three people, saved.
+    static func salesWithThreePeople(_ fixture: any StoreFixture) throws -> (stack: TestStack, department: ManagedObject) {
         let stack = try fixture.makeStack(model: try TestModel.make())
         let writer = stack.context()
         let department = try writer.makeDepartment("Sales")
         for index in 0..<3 { try writer.makePerson("P\(index)").setValue(department, forKey: "department") }
         try writer.save()
+        return (stack, department)
+    }
+
+    /// Prefetched destinations live as long as the objects that prefetched them: released
+    /// with them, and not before.
+    @Test(arguments: allStoreFixtures)
+    func prefetchedDestinationsLiveAsLongAsTheirSources(fixture: any StoreFixture) throws {
+        let (stack, department) = try Self.salesWithThreePeople(fixture)
         let departmentID = department.objectID
         let context = stack.context()
         var request = FetchRequest(entityName: "Person")
@@ -210,11 +216,7 @@ struct FaultingConformance {
     /// then they let go, and nothing is left.
     @Test(arguments: allStoreFixtures)
     func prefetchCyclesEndWithTheirContext(fixture: any StoreFixture) throws {
-        let stack = try fixture.makeStack(model: try TestModel.make())
-        let writer = stack.context()
-        let department = try writer.makeDepartment("Sales")
-        for index in 0..<3 { try writer.makePerson("P\(index)").setValue(department, forKey: "department") }
-        try writer.save()
+        let (stack, department) = try Self.salesWithThreePeople(fixture)
         weak var person: ManagedObject?
         weak var sales: ManagedObject?
         do {
