@@ -1,7 +1,9 @@
+import StrataSync
+
 /// A context's object registry: one entry per registered ID (uniquing), each with its object
 /// unretained and whether the ID's row is registered with its store.
 ///
-/// An open-addressing table (linear probing from a Fibonacci hash of the ID's field hash,
+/// An open-addressing table (linear probing from a seeded mix of the ID's field hash,
 /// tombstones for removed entries) whose objects know their slot
 /// (``ManagedObject/registrySlot``): an object that goes away clears its own slot with no
 /// hashing and no probe, where a dictionary would hash its ID and search for it. The table
@@ -43,11 +45,13 @@ final class ObjectRegistry {
     /// The tag bits of an ID's hash.
     private static func hashTag(_ id: ManagedObjectID) -> UInt64 { UInt64(bitPattern: Int64(id.fieldHash)) & hashBits }
 
-    /// The first slot of a hash tag's probe (the top bits of a Fibonacci hash: references in
-    /// sequence spread over the table instead of filling one run).
+    /// The first slot of a hash tag's probe: the top bits of the tag mixed with a per-process
+    /// seed (``seededHash(_:seed:)``), so that references in sequence spread over the table
+    /// and references chosen from outside (object IDs from URIs) cannot be made to collide.
     private func home(of hash: UInt64) -> Int {
-        Int(truncatingIfNeeded: (hash &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
+        Int(truncatingIfNeeded: UInt64(bitPattern: Int64(seededHash(Int(truncatingIfNeeded: hash), seed: Self.seed))) >> UInt64(shift))
     }
+    private static let seed = Int.random(in: .min ... .max)
 
     /// The object at an entry's slot (alive: an entry never outlives its object).
     private static func object(_ pointer: UnsafeMutableRawPointer) -> ManagedObject {

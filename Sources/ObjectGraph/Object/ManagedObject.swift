@@ -87,8 +87,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The destinations a fetch prefetched through this object's relationships
     /// (``FetchRequest/relationshipKeyPathsForPrefetching``), held as Core Data's loaded
     /// relationships hold theirs: they live while this object does, until it turns into a
-    /// fault or its context resets. Objects that prefetched each other hold each other until
-    /// one of them is refreshed, as related objects do in Core Data.
+    /// fault, its context resets or its context goes. Objects that prefetched each other hold
+    /// each other until then, as related objects do in Core Data.
     var prefetchedDestinations: [ManagedObject] {
         get { extras?.prefetchedDestinations ?? [] }
         set { if !newValue.isEmpty || extras != nil { ensureExtras().prefetchedDestinations = newValue } }
@@ -143,8 +143,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public static func == (lhs: ManagedObject, rhs: ManagedObject) -> Bool { lhs === rhs }
     /// Hashes the instance's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
-    /// The hash sets of objects use (a context's changed objects, its events): the address
-    /// mixed with the set's seed (``seededHash(_:seed:)``), not a full hasher run per object.
+    /// The hash sets of objects use (a context's changed objects, its events): the object's
+    /// address mixed with the set's seed, not a full hasher run per object. Equal objects are
+    /// the same instance, so they hash alike.
     public func _rawHashValue(seed: Int) -> Int {
         seededHash(Int(bitPattern: Unmanaged.passUnretained(self).toOpaque()), seed: seed)
     }

@@ -68,13 +68,12 @@ final class RowPins: RowPinSource {
     }
 }
 
-/// Register counts by row reference: an open-addressing table (linear probing from a
-/// Fibonacci hash of the reference, at most half full; a removed entry's successors shift
-/// back, so there are no tombstones). A register or unregister is a multiply and a probe or
-/// two, where a dictionary hashes a seeded value and moves its storage around.
+/// Register counts by row reference: an open-addressing table (linear probing from a seeded
+/// mix of the reference, at most half full; a removed entry's successors shift back, so
+/// there are no tombstones). A register or unregister is a mix and a probe or two, where a
+/// dictionary runs its hasher and moves its storage around.
 ///
-/// References are allocated by the store, never chosen by callers, so their spread is not an
-/// attacker's to choose. Thread safety: a value, kept in ``RowPins/counts``'s lock.
+/// Thread safety: a value, kept in ``RowPins/counts``'s lock.
 struct PinCounts {
     /// One slot: a reference and its count; a count of 0 marks an empty slot.
     private struct Entry {
@@ -96,9 +95,14 @@ struct PinCounts {
     /// Slots in the table.
     var capacity: Int { entries.count }
 
+    /// The first slot of `key`'s probe: the top bits of the reference mixed with a
+    /// per-process seed (``seededHash(_:seed:)``), so that references in sequence spread over
+    /// the table and references chosen from outside (object IDs from URIs, registered as
+    /// faults) cannot be made to collide.
     private static func home(of key: Int64, shift: Int) -> Int {
-        Int(truncatingIfNeeded: (UInt64(bitPattern: key) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
+        Int(truncatingIfNeeded: UInt64(bitPattern: Int64(seededHash(Int(truncatingIfNeeded: key), seed: seed))) >> UInt64(shift))
     }
+    private static let seed = Int.random(in: .min ... .max)
 
     /// The slot of `key`, or `nil`.
     private func slot(of key: Int64) -> Int? {
