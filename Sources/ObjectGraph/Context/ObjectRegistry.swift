@@ -39,7 +39,7 @@ final class ObjectRegistry {
     @exclusivity(unchecked) private var tombstones = 0
     /// `slots.count - 1`; `slots.count` is a power of two (or zero).
     @exclusivity(unchecked) private var mask = -1
-    /// `64 - log2(slots.count)`: the shift that takes a Fibonacci hash's top bits.
+    /// `64 - log2(slots.count)`: the shift that takes a mixed hash's top bits.
     @exclusivity(unchecked) private var shift = 64
 
     /// The tag bits of an ID's hash.
