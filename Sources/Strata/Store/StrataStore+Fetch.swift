@@ -42,9 +42,11 @@ extension StrataStore {
             if let number = layout.number(of: entity) { wanted[Int(number)] = true }
         }
         func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
+        // A plain count keeps no row: the matches are counted as they are read.
+        let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
+            && request.fetchOffset == 0 && request.fetchLimit == 0
         // [FETCH-S16] A count of a to-one against nil, from its one-to-many's keys.
-        if request.resultType == .count, request.sortDescriptors.isEmpty, request.fetchOffset == 0, request.fetchLimit == 0,
-            let entity = request.entity,
+        if countsOnly, let entity = request.entity,
             let count = try foreignKeyNullCount(
                 request.predicate, entity: entity, wanted: wanted, rowCount: { try cachedRecord(in: snapshot).rowCount(of: names()) },
                 layout: layout, in: snapshot)
@@ -81,9 +83,6 @@ extension StrataStore {
         // (A plain array and a flag: appending through an optional copied the array per row.)
         var scannedValues: [FetchValue] = []
         var columnsScanned = false
-        // A plain count keeps no row: the matches are counted as they are read.
-        let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
-            && request.fetchOffset == 0 && request.fetchLimit == 0
         var counted = 0
         // A fetch of objects or IDs: its rows are the results, sorted and paged as they are.
         let returnsRows = request.resultType == .managedObject || request.resultType == .managedObjectID

@@ -66,9 +66,10 @@ extension StrataStore.RowSource {
         counts.reserveCapacity(min(memberCounts[index].keys, 1 << 16))
         snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
             // `prefix owner member memberEntity`: the owner's 8 bytes come before the member's 10.
-            guard key.count == prefix.count + 18 else { return true }
-            let ordered = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: prefix.count, as: UInt64.self))
-            counts[Int64(bitPattern: ordered ^ (1 << 63)), default: 0] += 1
+            guard key.count == prefix.count + 18,
+                let owner = KeyLayout.reference(fromKeyBytes: UnsafeRawBufferPointer(rebasing: key[..<(key.count - 10)]))
+            else { return true }
+            counts[owner, default: 0] += 1
             return true
         }
         memberCounts[index].counts = counts
