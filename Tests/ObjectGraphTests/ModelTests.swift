@@ -241,7 +241,8 @@ struct ModelReflectionTests {
     }
 
     @Test func everyPropertyIsFoundByItsNameAndByACanonicallyEquivalentSpelling() throws {
-        let names = (0..<40).map { "p\($0)" } + ["caf\u{E9}", "\u{3A3}\u{3C9}", "a", "ab", "zz", "emoji\u{1F600}"]
+        let long = ["aPropertyNameLongerThanFifteenBytes", "fifteenBytes123", "sixteenBytes1234", "prefix8_a", "prefix8_b"]
+        let names = (0..<40).map { "p\($0)" } + ["caf\u{E9}", "\u{3A3}\u{3C9}", "a", "ab", "zz", "emoji\u{1F600}"] + long
         let model = try ManagedObjectModel(entities: [
             EntityDescription(name: "Wide", properties: names.map { .attribute($0, .string) }),
         ])
@@ -253,8 +254,23 @@ struct ModelReflectionTests {
         }
         // The decomposed spelling of "café" names the same property, as String equality says.
         #expect(try entity.property(named: "cafe\u{301}").name == "caf\u{E9}")
-        for unknown in ["", "p40", "P1", "caf", "cafe"] {
+        for unknown in ["", "p40", "P1", "caf", "cafe", "aPropertyNameLongerThanFifteenByte", "sixteenBytes123", "prefix8_c"] {
             #expect(throws: ObjectGraphError.self) { try entity.property(named: unknown) }
+        }
+        // Keys in large storage: a short name in a grown buffer, the model's own long name
+        // (the same storage) and that name changed after it was copied (its own storage).
+        for name in ["p7", "a"] + long {
+            var grown = String()
+            grown.reserveCapacity(64)
+            grown += name
+            #expect(try entity.property(named: grown).name == name)
+        }
+        for property in entity.properties where long.contains(property.name) {
+            #expect(try entity.property(named: property.name) === property)
+            var changed = property.name
+            changed.removeLast()
+            changed.append("!")
+            #expect(throws: ObjectGraphError.self) { try entity.property(named: changed) }
         }
     }
 }

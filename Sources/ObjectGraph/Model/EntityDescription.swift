@@ -191,26 +191,63 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 /// key spelled with other code units than the name (a canonically equivalent string) is not
 /// found here; callers fall back to ``EntityDescription/propertiesByName``.
 ///
+/// Before hashing any byte, a key is looked up by its representation: the two words of the
+/// `String` value. A name of up to 15 UTF-8 bytes is stored in those words (a small string),
+/// so a key with the same words has the same bytes, and most keys are found with one mix of
+/// two words and one comparison. A longer name's words hold a pointer to its storage, which
+/// the table keeps alive through the property, so equal words still mean the same storage
+/// (a shared buffer is copied, not changed, when written to). A key not found that way (a
+/// long name in other storage, a name built as a large string) goes the FNV-1a way.
+///
 /// Thread safety: immutable once built (with the model).
 struct PropertyNameTable {
     /// Power-of-two slots, at most half full; `nil` where empty.
     private let slots: [PropertyDescription?]
     private let hashes: [UInt64]
+    /// The same properties by the representation of their names, in as many slots.
+    private let representations: [Representation]
+
+    /// A property and the two words of its name.
+    private struct Representation {
+        var words: (UInt64, UInt64) = (0, 0)
+        var property: PropertyDescription?
+    }
 
     init(_ properties: [PropertyDescription]) {
         var capacity = 8
         while capacity < 2 * properties.count { capacity *= 2 }
         var slots = [PropertyDescription?](repeating: nil, count: capacity)
         var hashes = [UInt64](repeating: 0, count: capacity)
+        var representations = [Representation](repeating: Representation(), count: capacity)
         for property in properties {
             let hash = Self.hash(property.name)
             var index = Int(truncatingIfNeeded: hash) & (capacity - 1)
             while slots[index] != nil { index = (index + 1) & (capacity - 1) }
             slots[index] = property
             hashes[index] = hash
+            let words = Self.words(of: property.name)
+            index = Self.slot(of: words, mask: capacity - 1)
+            while representations[index].property != nil { index = (index + 1) & (capacity - 1) }
+            representations[index] = Representation(words: words, property: property)
         }
         self.slots = slots
         self.hashes = hashes
+        self.representations = representations
+    }
+
+    /// The two words of a `String` value, as they are (nothing is retained or read).
+    @inline(__always)
+    private static func words(of string: String) -> (UInt64, UInt64) {
+        unsafeBitCast(string, to: (UInt64, UInt64).self)
+    }
+
+    /// The first slot to probe for a representation: the words mixed (SplitMix's finalizer).
+    @inline(__always)
+    private static func slot(of words: (UInt64, UInt64), mask: Int) -> Int {
+        var mixed = words.0 ^ (words.1 &* 0x9E37_79B9_7F4A_7C15)
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE9_E4B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int(truncatingIfNeeded: mixed ^ (mixed >> 31)) & mask
     }
 
     /// FNV-1a over the name's UTF-8 bytes.
@@ -224,8 +261,14 @@ struct PropertyNameTable {
     /// The property whose name has exactly the bytes of `key`, if any.
     func property(named key: String) -> PropertyDescription? {
         guard !slots.isEmpty else { return nil }
-        let hash = Self.hash(key)
         let mask = slots.count - 1
+        let words = Self.words(of: key)
+        var probe = Self.slot(of: words, mask: mask)
+        while let property = representations[probe].property {
+            if representations[probe].words == words { return property }
+            probe = (probe + 1) & mask
+        }
+        let hash = Self.hash(key)
         var index = Int(truncatingIfNeeded: hash) & mask
         while let property = slots[index] {
             if hashes[index] == hash, property.name == key { return property }

@@ -206,6 +206,21 @@ package struct ObjectIDMaker: Sendable {
     package func id(for entity: EntityDescription, reference: Int64) -> ManagedObjectID {
         ManagedObjectID(home: token.home(for: entity), reference: reference)
     }
+
+    /// A maker of the IDs of `entity` alone: its home is found once, not once per ID.
+    package func maker(for entity: EntityDescription) -> EntityIDMaker {
+        EntityIDMaker(entity: entity, home: token.home(for: entity))
+    }
+}
+
+/// Makes the permanent IDs of one entity of one store (``ObjectIDMaker/maker(for:)``).
+package struct EntityIDMaker {
+    /// The entity whose IDs this makes.
+    package let entity: EntityDescription
+    let home: ManagedObjectID.Home
+
+    /// The ID of the object with the integer reference `reference`.
+    package func id(reference: Int64) -> ManagedObjectID { ManagedObjectID(home: home, reference: reference) }
 }
 
 /// A store's identity as object IDs hold it: its identifier and that identifier's hash,

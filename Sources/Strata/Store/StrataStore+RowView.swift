@@ -20,6 +20,17 @@ extension StrataStore {
 
         /// The store layout and ID maker every row read here keeps for its node.
         let values: RowStorage.Values
+        /// The maker of the IDs of the entity whose ID was made last: a fetch's rows are
+        /// mostly of one entity, whose home is then found once.
+        @exclusivity(unchecked) private var lastIDs: EntityIDMaker?
+
+        /// The ID of the row `reference` of `entity`.
+        func id(for entity: EntityDescription, reference: Int64) -> ManagedObjectID {
+            if let lastIDs, lastIDs.entity === entity { return lastIDs.id(reference: reference) }
+            let maker = ids.maker(for: entity)
+            lastIDs = maker
+            return maker.id(reference: reference)
+        }
 
         init(snapshot: Snapshot, store: StrataStore, layout: StoreLayout) {
             self.snapshot = snapshot
@@ -161,7 +172,7 @@ extension StrataStore {
         func objectID(_ object: StoredObject) -> ManagedObjectID? {
             if let id = destinationIDs[object] { return id }
             guard let entity = layout.entity(number: object.entity) else { return nil }
-            let id = ids.id(for: entity, reference: object.reference)
+            let id = self.id(for: entity, reference: object.reference)
             if destinationIDs.count < 65_536 { destinationIDs[object] = id }
             return id
         }
@@ -244,7 +255,7 @@ extension StrataStore {
         let entity: EntityDescription
         let source: RowSource
 
-        var objectID: ManagedObjectID { source.ids.id(for: entity, reference: reference) }
+        var objectID: ManagedObjectID { source.id(for: entity, reference: reference) }
 
         var entityNumber: UInt16 { row.entityNumber }
 
