@@ -250,6 +250,11 @@ extension StrataStore {
                 } : nil
             // A dictionary fetch's columns are read as the scan meets its rows: no row is copied.
             let columnPaths = request.resultType == .dictionary && top == nil && !countsOnly ? request.dictionaryRowKeyPaths : nil
+            // Each column's reader, found once for the entity of the rows last met (a scan meets
+            // one entity's rows, or a few entities' in turn).
+            let paths = columnPaths ?? []
+            var columnEntity: ObjectIdentifier? = nil
+            var columnReaders: [KeyPathReader?] = []
             if columnPaths != nil {
                 columnsScanned = true
                 scannedValues.reserveCapacity(try cachedRecord(in: snapshot).rowCount(of: names()) * (columnPaths?.count ?? 0))
@@ -271,7 +276,17 @@ extension StrataStore {
                                     } else if let top {
                                         try top.offer(borrowed)
                                     } else if columnsScanned {
-                                        for path in columnPaths ?? [] { scannedValues.append(try borrowed.fetchValue(forKeyPath: path)) }
+                                        if columnEntity != ObjectIdentifier(borrowed.entity) {
+                                            columnEntity = ObjectIdentifier(borrowed.entity)
+                                            columnReaders = paths.map { source.reader(of: borrowed.entity, keyPath: $0) }
+                                        }
+                                        for index in paths.indices {
+                                            if let reader = columnReaders[index] {
+                                                scannedValues.append(try reader.value(of: borrowed))
+                                            } else {
+                                                scannedValues.append(try borrowed.fetchValue(forKeyPath: paths[index]))
+                                            }
+                                        }
                                     } else {
                                         rows.append(borrowed.view())
                                     }

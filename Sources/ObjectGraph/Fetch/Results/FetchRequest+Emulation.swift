@@ -260,22 +260,23 @@ extension FetchRequest {
             var results: [[String: FetchValue]] = []
             results.reserveCapacity(rowCount)
             for index in 0..<rowCount {
-                let values = compiled.map { $0.value(over: CollectionOfOne(row(index))) }
+                let values = compiled.map { $0.value(over: CollectionOfOne(index), in: values, stride: stride) }
                 if returnsDistinctResults, !seen.insert(values).inserted { continue }
                 results.append(Dictionary(uniqueKeysWithValues: zip(names, values)))
             }
             return page(results)
         }
+        // No key (aggregates of the whole result): one group, every row, nothing hashed.
+        if keys.isEmpty {
+            return page([Dictionary(uniqueKeysWithValues: zip(names, compiled.map { $0.value(over: 0..<rowCount, in: values, stride: stride) }))])
+        }
         // Groups in the order of their first row, as in dictionaries(from:); a single key is
         // hashed alone (keys are equal exactly when their values are).
-        // No key (aggregates of the whole result): one group, every row, nothing hashed.
-        let groups: [[Int]] = keys.isEmpty
-            ? [Array(0..<rowCount)]
-            : keys.count == 1
-                ? Self.groups(rowCount) { keys[0].value(over: CollectionOfOne(row($0))) }
-                : Self.groups(rowCount) { index in keys.map { $0.value(over: CollectionOfOne(row(index))) } }
+        let groups: [[Int]] = keys.count == 1
+            ? Self.groups(rowCount) { keys[0].value(over: CollectionOfOne($0), in: values, stride: stride) }
+            : Self.groups(rowCount) { index in keys.map { $0.value(over: CollectionOfOne(index), in: values, stride: stride) } }
         var results = groups.map { members in
-            Dictionary(uniqueKeysWithValues: zip(names, compiled.map { $0.value(over: members.lazy.map(row)) }))
+            Dictionary(uniqueKeysWithValues: zip(names, compiled.map { $0.value(over: members, in: values, stride: stride) }))
         }
         if returnsDistinctResults { results = Self.distinct(results) }
         return page(results)
@@ -340,22 +341,32 @@ private enum ColumnProperty {
         return compiled
     }
 
-    /// The property's value over `rows` (one row when not grouping); `.null` for no row
+    /// The property's value over the rows numbered `rows` (one row when not grouping) of
+    /// `table`, whose row `i` is `table[i * stride ..< (i + 1) * stride]`; `.null` for no row
     /// unless a function.
-    func value<Rows: Collection<ArraySlice<FetchValue>>>(over rows: Rows) -> FetchValue {
+    func value<Rows: Collection<Int>>(over rows: Rows, in table: [FetchValue], stride: Int) -> FetchValue {
         switch self {
         case .column(let index):
             guard let first = rows.first else { return .null }
-            return first[first.startIndex + index].flattened
+            return table[first * stride + index].flattened
         case .converted(let argument, let description):
             guard let first = rows.first else { return .null }
-            return description.converted(argument.value(in: first))
+            return description.converted(argument.value(in: table, row: first * stride))
         case .function(let function, let arguments, let description):
             var values: [FetchValue] = []
             values.reserveCapacity(rows.count * arguments.count)
             for row in rows {
+                let start = row * stride
                 for argument in arguments {
-                    let value = argument.value(in: row)
+                    // A column's plain value is appended as it is; collections are flattened.
+                    if case .column(let index) = argument {
+                        let value = table[start + index]
+                        if case .collection = value {} else {
+                            values.append(value)
+                            continue
+                        }
+                    }
+                    let value = argument.value(in: table, row: start)
                     if case .collection(let members) = value { values += members } else { values.append(value) }
                 }
             }
@@ -379,10 +390,11 @@ private enum ColumnArgument {
         }
     }
 
-    /// The argument's value in one row (a key path's value flattened, as a read gives it).
-    func value(in row: ArraySlice<FetchValue>) -> FetchValue {
+    /// The argument's value in the row starting at `table[start]` (a key path's value
+    /// flattened, as a read gives it).
+    func value(in table: [FetchValue], row start: Int) -> FetchValue {
         switch self {
-        case .column(let index): return row[row.startIndex + index].flattened
+        case .column(let index): return table[start + index].flattened
         case .constant(let value): return value
         }
     }
