@@ -233,9 +233,19 @@ extension ManagedObject: FetchEvaluable {
 
     // MARK: Helpers
 
+    /// The first name of a dotted key path and the rest, if any.
     static func split(_ keyPath: String) -> (String, String?) {
-        guard let dot = keyPath.utf8.firstIndex(of: UInt8(ascii: ".")) else { return (keyPath, nil) }
-        return (String(keyPath[..<dot]), String(keyPath[keyPath.utf8.index(after: dot)...]))
+        // On the UTF-8 bytes: a short key path's are on the stack, and each part is made from
+        // its bytes without a substring (a dot is never part of a multi-byte character).
+        var bytes = keyPath
+        let parts = bytes.withUTF8 { bytes -> (String, String)? in
+            guard let dot = bytes.firstIndex(of: UInt8(ascii: ".")) else { return nil }
+            return (
+                String(decoding: UnsafeBufferPointer(rebasing: bytes[..<dot]), as: UTF8.self),
+                String(decoding: UnsafeBufferPointer(rebasing: bytes[(dot + 1)...]), as: UTF8.self)
+            )
+        }
+        return parts ?? (keyPath, nil)
     }
 
     func relationship(named key: String, toMany: Bool) throws -> RelationshipDescription {

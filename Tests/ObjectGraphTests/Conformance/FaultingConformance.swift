@@ -248,6 +248,37 @@ struct FaultingConformance {
     }
 
     @Test(arguments: allStoreFixtures)
+    func keyPathsWithNonASCIIAndLongNamesFollowRelationships(fixture: any StoreFixture) throws {
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Pièce", properties: [
+                .attribute("nom", .string),
+                .toOne("propriétaireDeCettePièce", "Personne", inverse: "pièces"),
+            ]),
+            EntityDescription(name: "Personne", properties: [
+                .attribute("prénom", .string),
+                .attribute("aVeryLongAttributeNameIndeed", .string),
+                .toMany("pièces", "Pièce", inverse: "propriétaireDeCettePièce"),
+            ]),
+        ])
+        let stack = try fixture.makeStack(model: model)
+        let context = stack.context()
+        let owner = try context.insertNewObject(forEntityName: "Personne")
+        try owner.setValue(.string("Zoë"), forKey: "prénom")
+        try owner.setValue(.string("long"), forKey: "aVeryLongAttributeNameIndeed")
+        let room = try context.insertNewObject(forEntityName: "Pièce")
+        try room.setValue(.string("salon"), forKey: "nom")
+        try room.setValue(owner, forKey: "propriétaireDeCettePièce")
+        try context.save()
+        let reader = stack.context()
+        let fetched = try #require(try reader.fetch(FetchRequest(entityName: "Pièce")).first)
+        #expect(try fetched.value(forKeyPath: "propriétaireDeCettePièce.prénom") == .attribute("Zoë"))
+        #expect(try fetched.value(forKeyPath: "propriétaireDeCettePièce.aVeryLongAttributeNameIndeed") == .attribute("long"))
+        #expect(try fetched.value(forKeyPath: "propriétaireDeCettePièce.pièces.nom") == .collection([.attribute("salon")]))
+        #expect(throws: ObjectGraphError.self) { try fetched.value(forKeyPath: "propriétaireDeCettePièce.prénomx") }
+        #expect(throws: ObjectGraphError.self) { try fetched.value(forKeyPath: "nom.prénom") }
+    }
+
+    @Test(arguments: allStoreFixtures)
     func unchangedObjectsAreReleasedUnlessRetained(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())
         let id = try savedPerson(stack)
