@@ -35,13 +35,6 @@ public struct IncrementalStoreNode: Sendable, Hashable {
         self.slots = Self.slots(from: values, entity: objectID.entity)
     }
 
-    /// Creates a node from values in the order of the entity's
-    /// ``EntityDescription/properties`` (`nil` where the node holds nothing, such as a
-    /// to-many relationship or a transient attribute). The array is kept as given: no
-    /// dictionary is built.
-    ///
-    /// - Precondition: `valuesByOrdinal.count` is the entity's property count; a different
-    ///   count is treated as holding nothing.
     /// Creates a node whose values stay in `lazyValues` until read: an object that reads one
     /// property decodes one, not the whole row.
     package init(objectID: ManagedObjectID, lazyValues: any LazyNodeValues, version: UInt64) {
@@ -51,6 +44,13 @@ public struct IncrementalStoreNode: Sendable, Hashable {
         self.lazyValues = lazyValues
     }
 
+    /// Creates a node from values in the order of the entity's
+    /// ``EntityDescription/properties`` (`nil` where the node holds nothing, such as a
+    /// to-many relationship or a transient attribute). The array is kept as given: no
+    /// dictionary is built.
+    ///
+    /// - Precondition: `valuesByOrdinal.count` is the entity's property count; a different
+    ///   count is treated as holding nothing.
     public init(objectID: ManagedObjectID, valuesByOrdinal: [PropertyValue?], version: UInt64) {
         self.objectID = objectID
         self.version = version
