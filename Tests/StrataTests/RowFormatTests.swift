@@ -102,6 +102,35 @@ import Testing
 
     // [ROW-1] Rows carry no names: a row is its header, bitmap, fixed fields, ends table, the
     // variable bytes and the checksum, nothing more.
+    @Test func aRowKeyIsTheTagTheRootANulAndTheOrderedReference() {
+        // [KEY-1], [KEY-2]: the key written in one allocation is the key built from its parts.
+        let roots = ["A", "Customer", "Caf\u{E9}", "\u{1F600}Emoji", String(repeating: "Long", count: 20)]
+        let references: [Int64] = [0, 1, -1, 42, .max, .min, 1 << 40]
+        for root in roots {
+            for reference in references {
+                let key = KeyLayout.rowKey(root: root, reference: reference)
+                #expect(key == KeyLayout.rowPrefix(root: root) + KeyLayout.referenceBytes(reference))
+                #expect(KeyLayout.reference(fromRowKey: key) == reference)
+            }
+        }
+        #expect(KeyLayout.rowKey(root: "T", reference: 1) == [KeyLayout.rowTag, 0x54, 0x00, 0x80, 0, 0, 0, 0, 0, 0, 1])
+    }
+
+    @Test func aStoreLayoutKeysARowUnderItsHierarchysRoot() throws {
+        let model = try StoreTestModel.make()
+        let layout = try StoreLayout(model: model)
+        for entity in model.entities {
+            for reference: Int64 in [0, 7, -3, .max] {
+                #expect(layout.rowKey(of: entity, reference: reference) == KeyLayout.rowKey(root: entity.rootEntityName, reference: reference))
+            }
+        }
+        // A subentity's rows are its root's ([KEY-1]); another model's entity object has none.
+        let captain = try #require(model.entitiesByName["Captain"])
+        #expect(layout.rowKey(of: captain, reference: 1) == KeyLayout.rowKey(root: "Member", reference: 1))
+        let other = try StoreTestModel.make()
+        #expect(layout.rowKey(of: try #require(other.entitiesByName["Team"]), reference: 1) == nil)
+    }
+
     @Test func rowsHoldNoPropertyOrEntityNames() throws {
         let model = try Self.model()
         let layout = try StoreLayout(model: model)

@@ -161,6 +161,9 @@ final class StoreLayout: Sendable {
     private let numbers: [String: UInt16]
     /// Numbers by entity object, for the entities of ``model`` (a pointer hash, not a name's).
     private let numbersByEntity: [ObjectIdentifier: UInt16]
+    /// A row key ([KEY-1]) of each entity's hierarchy with a zero reference, by entity number:
+    /// a row's key is a copy with its reference written in.
+    private let rowKeyTemplates: [[UInt8]]
 
     /// - Throws: ``ObjectGraphError/Code/invalidModel`` for a model of more than 65,536
     ///   entities (rows number entities in 16 bits).
@@ -182,6 +185,17 @@ final class StoreLayout: Sendable {
         }
         self.numbers = numbers
         self.numbersByEntity = numbersByEntity
+        rowKeyTemplates = sorted.map { KeyLayout.rowKey(root: $0.rootEntityName, reference: 0) }
+    }
+
+    /// The key of the row `reference` of `entity` ([KEY-1], [KEY-2]): a copy of the
+    /// hierarchy's key made with the layout, its reference replaced; `nil` for an entity of
+    /// another model.
+    func rowKey(of entity: EntityDescription, reference: Int64) -> [UInt8]? {
+        guard let number = numbersByEntity[ObjectIdentifier(entity)] else { return nil }
+        var key = rowKeyTemplates[Int(number)]
+        KeyLayout.replaceReference(reference, in: &key)
+        return key
     }
 
     /// The number of an entity (by name), if the model has it.

@@ -415,7 +415,7 @@ extension StrataStore {
     }
 
     func storedRow(_ objectID: ManagedObjectID, layout: StoreLayout) throws -> RowBytes {
-        let key = try rowKey(objectID)
+        let key = try rowKey(objectID, layout: layout)
         let engine = try openEngine()
         // Checked where the engine holds the bytes and copied once, into the row's storage.
         let values = RowStorage.Values(layout: layout, ids: objectIDMaker)

@@ -306,15 +306,15 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         return layout
     }
 
-    /// The key of the row of `objectID`: the hierarchy's row prefix (made once per root
-    /// entity) and the reference.
-    func rowKey(_ objectID: ManagedObjectID) throws -> [UInt8] {
+    /// The key of the row of `objectID`: the hierarchy's row prefix and the reference, from
+    /// `layout` (the store's layout when `nil`), or from ``rowPrefix(of:)`` for an entity
+    /// object of another model.
+    func rowKey(_ objectID: ManagedObjectID, layout: StoreLayout? = nil) throws -> [UInt8] {
         let reference = try integerReference(objectID)
-        let prefix = rowPrefix(of: objectID.entity)
-        // One buffer for prefix and reference: the cached prefix is not copied, then grown.
-        var key: [UInt8] = []
-        key.reserveCapacity(prefix.count + 8)
-        key.append(contentsOf: prefix)
+        let entity = objectID.entity
+        // With the store's layout: its prefix, no lock, one allocation.
+        if let key = try (layout ?? storeLayout()).rowKey(of: entity, reference: reference) { return key }
+        var key = rowPrefix(of: entity)
         KeyLayout.appendReference(reference, to: &key)
         return key
     }
