@@ -388,7 +388,22 @@ extension StrataStore {
     func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {
         let layout = try storeLayout()
         func id(_ target: StoredObject) -> ManagedObjectID? {
-            layout.entity(number: target.entity).map { newObjectID(for: $0, referenceObject: .int64(target.reference)) }
+            layout.entity(number: target.entity).map { objectIDMaker.id(for: $0, reference: target.reference) }
+        }
+        /// The IDs of `targets` (those of entities in the model), in one array made to size,
+        /// each entity's home found once per run of its members.
+        func ids(_ targets: [StoredObject]) -> [ManagedObjectID] {
+            var ids: [ManagedObjectID] = []
+            ids.reserveCapacity(targets.count)
+            var maker: (entity: UInt16, ids: EntityIDMaker)? = nil
+            for target in targets {
+                if maker?.entity != target.entity {
+                    guard let entity = layout.entity(number: target.entity) else { continue }
+                    maker = (target.entity, objectIDMaker.maker(for: entity))
+                }
+                if let id = maker?.ids.id(reference: target.reference) { ids.append(id) }
+            }
+            return ids
         }
         if RelationshipKeys.isKeyed(relationship) {
             // [REL-3] One prefix scan of the owner's keys; the owner's row is read only to
@@ -403,12 +418,12 @@ extension StrataStore {
                     throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
                 }
             }
-            return .toMany(members.compactMap(id))
+            return .toMany(ids(members))
         }
         let row = try storedRow(objectID, layout: layout)
         guard let field = row.field(ofOrdinal: relationship.ordinal) else { return relationship.isToMany ? .toMany([]) : .toOne(nil) }
         switch try row.value(field) {
-        case .objects(let targets): return .toMany(targets.compactMap(id))
+        case .objects(let targets): return .toMany(ids(targets))
         case .object(let target): return relationship.isToMany ? .toMany(id(target).map { [$0] } ?? []) : .toOne(id(target))
         default: return relationship.isToMany ? .toMany([]) : .toOne(nil)
         }
