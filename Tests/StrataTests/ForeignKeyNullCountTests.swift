@@ -3,8 +3,8 @@ import ObjectGraph
 import Strata
 import Testing
 
-/// [FETCH-S16] A count of `toOne == nil` or `toOne != nil` is answered from the one-to-many's
-/// keys: random inserts, reassignments, deletes of members and of owners (nullify, and no
+/// [FETCH-S16] A count of `toOne == nil`, `toOne != nil` or `toOne != object` is answered from
+/// the one-to-many's keys: random inserts, reassignments, deletes of members and of owners (nullify, and no
 /// action, which leaves members naming a deleted owner) applied alike to an InMemoryStore,
 /// the oracle, and a StrataStore; the counts compared after every save, over entity
 /// hierarchies on both sides (members of a subentity only, and of an entity without its
@@ -132,18 +132,27 @@ import Testing
         }
     }
 
-    /// The counts compared: each to-one against nil, both ways, over the whole member
-    /// hierarchy, a subentity, and the root without its subentities.
+    /// The counts compared: each to-one against nil, both ways, and `!=` each of the first
+    /// boxes by name (boxes and crates), over the whole member hierarchy, a subentity, and the
+    /// root without its subentities.
     static func counts(in coordinator: PersistentStoreCoordinator) throws -> [String: Int] {
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var byName = FetchRequest(entityName: "Box")
+        byName.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+        byName.fetchLimit = 6
+        let boxes = try context.fetch(byName).map { (try $0.value(forKey: "name").stringValue ?? "?", $0.objectID) }
         var counts: [String: Int] = [:]
         for entity in ["Item", "Part"] {
             for subentities in [true, false] where entity == "Item" || subentities {
-                for format in ["box == nil", "box != nil", "looseIn == nil", "looseIn != nil"] {
+                func count(_ format: String, _ arguments: [any FetchArgument], as name: String) throws {
                     var request = FetchRequest(entityName: entity)
                     request.includesSubentities = subentities
-                    request.predicate = try FetchPredicate(format: format)
-                    counts["\(entity)\(subentities ? "" : " only") \(format)"] = try context.count(for: request)
+                    request.predicate = try FetchPredicate(format: format, argumentArray: arguments)
+                    counts["\(entity)\(subentities ? "" : " only") \(name)"] = try context.count(for: request)
+                }
+                for format in ["box == nil", "box != nil", "looseIn == nil", "looseIn != nil"] { try count(format, [], as: format) }
+                for (name, id) in boxes {
+                    for format in ["box != %@", "looseIn != %@"] { try count(format, [id], as: "\(format) \(name)") }
                 }
             }
         }

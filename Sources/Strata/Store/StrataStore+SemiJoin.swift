@@ -149,24 +149,37 @@ extension StrataStore {
         return SemiJoin(.destinations(relationship, references: references, owners: nil))
     }
 
-    /// [FETCH-S16] The count of `toOne == nil` or `toOne != nil` from the one-to-many's keys
-    /// ([REL-2]): a row names a destination exactly when its key is under that destination,
-    /// so the rows with one are the keys of the fetched entities and the rest are `nil`. The
-    /// keys are counted a leaf at a time when only fetched entities write them, else walked
-    /// for their member's entity. `nil` when the predicate is not that comparison alone, or
+    /// [FETCH-S16] The count of `toOne == nil`, `toOne != nil` or `toOne != object` from the
+    /// one-to-many's keys ([REL-2]): a row names a destination exactly when its key is under
+    /// that destination, so the rows with one are the keys of the fetched entities, the rest
+    /// are `nil`, and the rows naming `object` are the keys under it. The keys are counted a
+    /// leaf at a time when only fetched entities write them, else walked for their member's
+    /// entity. `nil` when the predicate is not that comparison alone, when `object` is not a
+    /// saved object of this store of the destination's entity (the rows are then read), or
     /// when the inverse's delete rule is no action (a deleted destination's keys go with it
     /// while its members still name it: they are neither `nil` nor keyed).
     func foreignKeyNullCount(
         _ predicate: FetchPredicate?, entity: EntityDescription, wanted: [Bool], rowCount: () throws -> Int,
         layout: StoreLayout, in snapshot: Snapshot
     ) throws -> Int? {
-        guard case .comparison(.keyPath(let path), let op, .constant(.attribute(.null)), .direct, _)? = predicate,
-            op == .equal || op == .notEqual,
+        guard case .comparison(.keyPath(let path), let op, .constant(let constant), .direct, _)? = predicate,
             let relationship = entity.relationshipsByName[path], relationship.isToOne, !relationship.isTransient,
             relationship.ordinal >= 0, let inverse = relationship.inverseRelationship, inverse.deleteRule != .noAction,
             RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: relationship), let owner = inverse.entity
         else { return nil }
-        let prefix = RelationshipKeys.relationshipPrefix(root: owner.rootEntityName, relationship: inverse.name)
+        var prefix = RelationshipKeys.relationshipPrefix(root: owner.rootEntityName, relationship: inverse.name)
+        // Against an object: the keys under it, the rows that name it.
+        var namesObject = false
+        switch (constant, op) {
+        case (.attribute(.null), .equal), (.attribute(.null), .notEqual):
+            break
+        case (.object(let id), .notEqual):
+            guard !id.isTemporaryID, id.entity.isKind(of: owner), let reference = try? integerReference(id) else { return nil }
+            KeyLayout.appendReference(reference, to: &prefix)
+            namesObject = true
+        default:
+            return nil
+        }
         // The entities whose rows write keys under this prefix: a one-to-many of the owner's
         // hierarchy with this name, kept by their to-one.
         let writesKeys = layout.layouts.map { rowLayout in
@@ -185,7 +198,7 @@ extension StrataStore {
             }
             keyed = counted
         }
-        return op == .notEqual ? keyed : max(0, try rowCount() - keyed)
+        return op == .notEqual && !namesObject ? keyed : max(0, try rowCount() - keyed)
     }
 
     /// [FETCH-S1] The owners of the matching destinations of a one-to-many (keys kept from the
