@@ -238,6 +238,23 @@ extension FetchPredicate {
                 }
                 return ran ? answer : try predicate.evaluate(with: subject)
             }
+        case .comparison(.keyPath(let path), .between, let bounds, .direct, let options)
+        where options.isEmpty && Self.constantBounds(bounds) != nil:
+            // `length BETWEEN {a, b}` on a stored number or date: both bounds tested on the
+            // stored bits (as `>= a` and `<= b`), the general way where they cannot be.
+            guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0,
+                let (low, high) = Self.constantBounds(bounds),
+                let (kind, atLeastLow) = Self.bitsTest(.greaterThanOrEqual, low),
+                let (highKind, atMostHigh) = Self.bitsTest(.lessThanOrEqual, high), kind == highKind
+            else { break }
+            let ordinal = attribute.ordinal
+            let predicate = self
+            return { subject in
+                if let bits = try subject.fixedWidthBits(atOrdinal: ordinal, as: kind), let above = atLeastLow(bits), let below = atMostHigh(bits) {
+                    return above && below
+                }
+                return try predicate.evaluate(with: subject)
+            }
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options):
             guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
             let ordinal = attribute.ordinal
@@ -322,6 +339,20 @@ extension FetchPredicate {
                 guard case .date(let a) = stored, !a.timeIntervalSinceReferenceDate.isNaN else { return nil }
                 return holds(op, a, c)
             }
+        default:
+            return nil
+        }
+    }
+
+    /// The two constant bounds of a `BETWEEN`: a constant collection of two values or an
+    /// aggregate of two constants (`{a, b}`); `nil` otherwise.
+    static func constantBounds(_ bounds: FetchExpression) -> (FetchValue, FetchValue)? {
+        switch bounds {
+        case .constant(.collection(let values)) where values.count == 2:
+            return (values[0], values[1])
+        case .aggregate(let parts) where parts.count == 2:
+            guard case .constant(let low) = parts[0], case .constant(let high) = parts[1] else { return nil }
+            return (low, high)
         default:
             return nil
         }
