@@ -40,7 +40,33 @@ extension StrataStore.RowSource {
         /// The relationship's keys, counted when the plan was made.
         let keys: Int
         let threshold: Int
-        var counts: [Int64: Int]?
+        /// Once grouped: every owner with members, in reference order (the keys' order,
+        /// [KEY-2]), and its count.
+        var owners: [Int64]?
+        var counts: [Int] = []
+        /// Where the last owner looked up was, or would be: a scan looks owners up in
+        /// reference order, so most lookups start there.
+        var hint = 0
+
+        /// The count of the owner `reference` (0 when it has no member), found from the last
+        /// lookup's position, else by binary search; nothing is hashed.
+        mutating func count(of reference: Int64) -> Int {
+            guard let owners else { return 0 }
+            var low = 0, high = owners.count
+            // The answer is the first owner at or after `reference`: at the hint when the
+            // owner before the hint comes before `reference` and the one at it does not.
+            if hint == 0 || owners[hint - 1] < reference {
+                if hint == owners.count || owners[hint] >= reference { low = hint; high = hint } else { low = hint + 1 }
+            } else {
+                high = hint - 1
+            }
+            while low < high {
+                let middle = (low + high) / 2
+                if owners[middle] < reference { low = middle + 1 } else { high = middle }
+            }
+            hint = low
+            return low < owners.count && owners[low] == reference ? counts[low] : 0
+        }
     }
 
     /// Each owner's number of members of the keyed `relationship` of `owner`'s hierarchy,
@@ -48,7 +74,7 @@ extension StrataStore.RowSource {
     /// time reached a seventh of those keys (at least 32; callgrind on the real-data suite:
     /// an owner's key range costs ~2.6k instructions, a key met in the walk ~0.35k); `nil`
     /// before that, and for relationships of more than ``memberGroupRowCap`` keys.
-    func groupedMemberCounts(_ relationship: RelationshipDescription, of owner: EntityDescription) -> [Int64: Int]? {
+    func groupedMemberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> Int? {
         let id = ObjectIdentifier(relationship)
         guard let index = memberCounts.firstIndex(where: { $0.relationship == id }) else {
             guard memberCounts.count < 16 else { return nil }
@@ -58,22 +84,23 @@ extension StrataStore.RowSource {
             memberCounts.append(MemberCounts(relationship: id, prefix: prefix, counted: 1, keys: keys, threshold: threshold))
             return nil
         }
-        if let counts = memberCounts[index].counts { return counts }
+        if memberCounts[index].owners != nil { return memberCounts[index].count(of: reference) }
         memberCounts[index].counted += 1
         guard memberCounts[index].counted > memberCounts[index].threshold else { return nil }
         let prefix = memberCounts[index].prefix
-        var counts: [Int64: Int] = [:]
-        counts.reserveCapacity(min(memberCounts[index].keys, 1 << 16))
+        var owners: [Int64] = [], counts: [Int] = []
         snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
             // `prefix owner member memberEntity`: the owner's 8 bytes come before the member's 10.
             guard key.count == prefix.count + 18,
                 let owner = KeyLayout.reference(fromKeyBytes: UnsafeRawBufferPointer(rebasing: key[..<(key.count - 10)]))
             else { return true }
-            counts[owner, default: 0] += 1
+            // An owner's keys are together, owners in reference order.
+            if owners.last == owner { counts[counts.count - 1] += 1 } else { owners.append(owner); counts.append(1) }
             return true
         }
+        memberCounts[index].owners = owners
         memberCounts[index].counts = counts
-        return counts
+        return memberCounts[index].count(of: reference)
     }
 
     /// The most rows of a members' hierarchy (or keys of a relationship) a fetch groups (above

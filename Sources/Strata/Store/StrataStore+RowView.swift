@@ -106,7 +106,7 @@ extension StrataStore {
         func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> Int {
             // [FETCH-S10] Once counting keys owner by owner has cost a share of the
             // relationship's keys, every owner's count comes from one walk of them.
-            if let counts = groupedMemberCounts(relationship, of: owner) { return counts[reference] ?? 0 }
+            if let count = groupedMemberCount(relationship, of: owner, reference: reference) { return count }
             countLower.removeAll(keepingCapacity: true)
             countLower.append(contentsOf: store.relationshipPrefix(relationship, owner: owner))
             KeyLayout.appendReference(reference, to: &countLower)
