@@ -71,16 +71,17 @@ extension StrataStore.RowSource {
 
     /// Each owner's number of members of the keyed `relationship` of `owner`'s hierarchy,
     /// counted in one walk of the relationship's keys once owners counted one key range at a
-    /// time reached a seventh of those keys (at least 32; callgrind on the real-data suite:
-    /// an owner's key range costs ~2.6k instructions, a key met in the walk ~0.35k); `nil`
-    /// before that, and for relationships of more than ``memberGroupRowCap`` keys.
+    /// time reached a tenth of those keys (at least 32; callgrind on the real-data suite's
+    /// `playlists.@count == 0`: an owner's key range costs ~1.4k instructions, a key met in
+    /// the walk ~0.13k); `nil` before that, and for relationships of more than
+    /// ``memberGroupRowCap`` keys.
     func groupedMemberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> Int? {
         let id = ObjectIdentifier(relationship)
         guard let index = memberCounts.firstIndex(where: { $0.relationship == id }) else {
             guard memberCounts.count < 16 else { return nil }
             let prefix = store.relationshipPrefix(relationship, owner: owner)
             let keys = snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix))
-            let threshold = keys <= Self.memberGroupRowCap ? max(32, keys / 7) : .max
+            let threshold = keys <= Self.memberGroupRowCap ? max(32, keys / 10) : .max
             memberCounts.append(MemberCounts(relationship: id, prefix: prefix, counted: 1, keys: keys, threshold: threshold))
             return nil
         }

@@ -107,6 +107,16 @@ extension StrataStore {
             // [FETCH-S10] Once counting keys owner by owner has cost a share of the
             // relationship's keys, every owner's count comes from one walk of them.
             if let count = groupedMemberCount(relationship, of: owner, reference: reference) { return count }
+            // The same relationship as the last count (the usual case): only the references
+            // of the bounds are rewritten in place.
+            let ordered = KeyLayout.orderedReference(reference)
+            if countRelationship == ObjectIdentifier(relationship), ordered != .max, countLower.count >= 8 {
+                KeyLayout.replaceReference(reference, in: &countLower)
+                // The owner's keys all come before the next reference's.
+                countUpper.withUnsafeMutableBytes { $0.storeBytes(of: (ordered + 1).bigEndian, toByteOffset: $0.count - 8, as: UInt64.self) }
+                return snapshot.countKeys(from: countLower, to: countUpper)
+            }
+            countRelationship = ObjectIdentifier(relationship)
             countLower.removeAll(keepingCapacity: true)
             countLower.append(contentsOf: store.relationshipPrefix(relationship, owner: owner))
             KeyLayout.appendReference(reference, to: &countLower)
@@ -114,12 +124,18 @@ extension StrataStore {
             // carry), as ``RelationshipKeys/end(of:)`` makes it.
             countUpper.removeAll(keepingCapacity: true)
             countUpper.append(contentsOf: countLower)
-            if !KeyIndex.formPrefixEnd(&countUpper) { countUpper = RelationshipKeys.end(of: countLower) }
+            if !KeyIndex.formPrefixEnd(&countUpper) {
+                countUpper = RelationshipKeys.end(of: countLower)
+                countRelationship = nil
+            }
             return snapshot.countKeys(from: countLower, to: countUpper)
         }
-        /// ``memberCount(_:of:reference:)``'s bounds.
+        /// ``memberCount(_:of:reference:)``'s bounds: the owner's prefix ([REL-1]) and the
+        /// first key after its keys, and the relationship they were made for (`nil` when the
+        /// upper bound is not the next reference's prefix).
         @exclusivity(unchecked) private var countLower: [UInt8] = []
         @exclusivity(unchecked) private var countUpper: [UInt8] = []
+        @exclusivity(unchecked) private var countRelationship: ObjectIdentifier?
 
         /// The key ``readOnce(prefix:root:reference:)`` read last, and its hierarchy's root.
         @exclusivity(unchecked) private var onceKey: [UInt8] = []
