@@ -187,22 +187,37 @@ enum StringMatching {
         /// byte a character); `nil` otherwise.
         func matchesASCII(_ text: UnsafeBufferPointer<UInt8>) -> Bool? {
             guard let asciiNeedle, StringMatching.isOneByteCharacters(text) else { return nil }
-            return options.contains(.caseInsensitive)
-                ? test(text, asciiNeedle, StringMatching.foldASCII) : test(text, asciiNeedle, { $0 })
+            return asciiNeedle.withUnsafeBufferPointer { needle in
+                options.contains(.caseInsensitive) ? test(text, needle, folding: true) : test(text, needle, folding: false)
+            }
         }
 
+        /// The test on bytes, the text's folded when `folding` (the needle is folded already):
+        /// a candidate start is one whose first byte is the needle's.
         @inline(__always)
-        private func test(_ t: UnsafeBufferPointer<UInt8>, _ n: [UInt8], _ fold: (UInt8) -> UInt8) -> Bool {
-            guard n.count <= t.count else { return false }
-            func at(_ start: Int) -> Bool {
-                for i in 0..<n.count where fold(t[start + i]) != n[i] { return false }
-                return true
+        private func test(_ t: UnsafeBufferPointer<UInt8>, _ n: UnsafeBufferPointer<UInt8>, folding: Bool) -> Bool {
+            let count = n.count
+            guard count <= t.count else { return false }
+            guard count > 0 else { return true }
+            @inline(__always) func fold(_ byte: UInt8) -> UInt8 { folding ? StringMatching.foldASCII(byte) : byte }
+            @inline(__always) func at(_ start: Int) -> Bool {
+                var i = 1
+                while i < count {
+                    if fold(t[start + i]) != n[i] { return false }
+                    i += 1
+                }
+                return fold(t[start]) == n[0]
             }
             switch kind {
             case .beginsWith: return at(0)
-            case .endsWith: return at(t.count - n.count)
+            case .endsWith: return at(t.count - count)
             case .contains:
-                for start in 0...(t.count - n.count) where at(start) { return true }
+                let first = n[0], last = t.count - count
+                var start = 0
+                while start <= last {
+                    if fold(t[start]) == first, at(start) { return true }
+                    start += 1
+                }
                 return false
             }
         }
