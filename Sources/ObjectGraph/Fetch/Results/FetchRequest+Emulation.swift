@@ -255,6 +255,18 @@ extension FetchRequest {
         else { return try dictionaries(from: byName()) }
         let names = properties.map(\.name)
         guard grouping != nil else {
+            if compiled.count == 1 {
+                // One column: its values hashed as they are, no array per row.
+                var seen: Set<FetchValue> = []
+                var results: [[String: FetchValue]] = []
+                results.reserveCapacity(returnsDistinctResults ? 16 : rowCount)
+                for index in 0..<rowCount {
+                    let value = compiled[0].value(over: CollectionOfOne(index), in: values, stride: stride)
+                    if returnsDistinctResults, !seen.insert(value).inserted { continue }
+                    results.append([names[0]: value])
+                }
+                return page(results)
+            }
             var seen: Set<[FetchValue]> = []
             if returnsDistinctResults { seen.reserveCapacity(rowCount) }
             var results: [[String: FetchValue]] = []
