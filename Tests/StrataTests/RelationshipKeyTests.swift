@@ -385,6 +385,46 @@ import Testing
         }
     }
 
+    // [FETCH-S3] An ID fetch with an offset and a limit takes the stretch of the keyed
+    // candidates a scan would return: the same IDs, in the same order, as the objects of the
+    // same fetch (which reads the rows), and no member's row is read.
+    @Test func aSemiJoinIDFetchWithAnOffsetAndALimitIsTheStretchOfTheCandidates() throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: try Self.model())
+        let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let tag = try setup.insertNewObject(forEntityName: "Tag")
+        try tag.setValue(.string("hot"), forKey: "name")
+        let items = try Self.ownedItems(in: setup, tagging: tag)
+        try setup.save()
+        setup.delete(items[13])  // owner O3, not tagged: a member key gone with its row
+        setup.delete(items[14])  // owner O4, tagged
+        try setup.save()
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        for (format, argument) in [("owner.name == %@", "O3"), ("ANY tags.name == %@", "hot")] {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: format, argument)
+            let all = try context.fetch(request).map(\.objectID)
+            #expect(all.count > 20, "\(format)")
+            for (offset, limit) in [(0, 1), (0, 5), (3, 7), (10, 0), (all.count - 2, 5), (all.count, 3), (all.count + 4, 0)] {
+                var ids = request
+                ids.resultType = .managedObjectID
+                ids.fetchOffset = offset
+                ids.fetchLimit = limit
+                let fresh = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+                let before = try Self.pointReads(strata)
+                let found = try fresh.fetchObjectIDs(ids)
+                #expect(try Self.pointReads(strata) - before <= 4, "\(format) offset \(offset) limit \(limit): rows read")
+                let expected = Array(all.dropFirst(offset).prefix(limit > 0 ? limit : Int.max))
+                #expect(found == expected, "\(format) offset \(offset) limit \(limit)")
+                var objects = request
+                objects.fetchOffset = offset
+                objects.fetchLimit = limit
+                #expect(try fresh.fetch(objects).map(\.objectID) == expected, "\(format) offset \(offset) limit \(limit), objects")
+            }
+        }
+    }
+
     // [REL-4] fsck finds a missing one-to-many key, a key without an owner and a key whose
     // member does not point back, and repair leaves a store it finds clean.
     @Test func fsckFindsAndRepairsBrokenRelationshipKeys() throws {

@@ -215,27 +215,35 @@ extension StrataStore {
         } else if let (root, entity, _) = hierarchy, let predicate = request.predicate,
             let found = try keyCandidates(
                 predicate, entity: entity, joins: joins, snapshot: snapshot,
-                rowCount: try cachedRecord(in: snapshot).rowCount(of: names()))
+                rowCount: try cachedRecord(in: snapshot).rowCount(of: names()),
+                // [FETCH-S3] Answered from the keys alone, candidates cost no row read: any
+                // number of them is cheaper than a scan.
+                keysAnswer: Self.conjuncts(predicate).count == 1 && request.sortDescriptors.isEmpty
+                    && (countsOnly || request.resultType == .managedObjectID))
         {
             // The candidates satisfy the conjunct they came from: its test is not run again.
             found.join.exact.value = true
-            if found.leaf == predicate, request.resultType == .count || request.resultType == .managedObjectID,
-                request.sortDescriptors.isEmpty, request.fetchOffset == 0, request.fetchLimit == 0
+            if found.leaf == predicate, request.sortDescriptors.isEmpty,
+                request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0
+                    || request.resultType == .managedObjectID
             {
                 // [FETCH-S3] The whole predicate is that conjunct: the answer is the candidates
                 // the index holds (a row of the fetched entities under each key), no row read.
-                // Members come in reference order: each row key is the last one with its
+                // Members come in reference order (a scan's order, so an offset and a limit
+                // take a stretch of them, [FETCH-S6]): each row key is the last one with its
                 // reference rewritten, looked up from the previous key's index leaf.
                 var key = KeyLayout.rowPrefix(root: root)
                 KeyLayout.appendReference(0, to: &key)
                 var finger = KeyIndex.Finger()
                 var ids: [ManagedObjectID] = [], count = 0
+                let skipped = request.fetchOffset, limit = request.fetchLimit > 0 ? request.fetchLimit : Int.max
                 for member in found.members where Int(member.entity) < wanted.count && wanted[Int(member.entity)] {
                     KeyLayout.replaceReference(member.reference, in: &key)
                     guard snapshot.sequence(of: key, finger: &finger) != nil else { continue }
                     count += 1
-                    if request.resultType == .managedObjectID, let memberEntity = layout.entity(number: member.entity) {
+                    if request.resultType == .managedObjectID, count > skipped, let memberEntity = layout.entity(number: member.entity) {
                         ids.append(newObjectID(for: memberEntity, referenceObject: .int64(member.reference)))
+                        if ids.count == limit { break }
                     }
                 }
                 return request.resultType == .count ? .count(count) : .objectIDs(ids)

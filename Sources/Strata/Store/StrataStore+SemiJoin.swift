@@ -306,10 +306,12 @@ extension StrataStore {
     /// through a relationship whose inverse is keyed ([REL-1]): the members of each matching
     /// destination, read from its keys, in reference order, with the semi-join and the conjunct
     /// they satisfy; `nil` when no conjunct qualifies or the candidates would be more than a
-    /// third of the rows `rowCount` (a scan is cheaper). Of several qualifying conjuncts, the
-    /// one with the fewest destinations is used.
+    /// third of the rows `rowCount` (a scan is cheaper), unless `keysAnswer` (the fetch is
+    /// answered from the candidates' keys, [FETCH-S3], reading no row). Of several qualifying
+    /// conjuncts, the one with the fewest destinations is used.
     func keyCandidates(
-        _ predicate: FetchPredicate, entity: EntityDescription, joins: SemiJoins, snapshot: Snapshot, rowCount: Int
+        _ predicate: FetchPredicate, entity: EntityDescription, joins: SemiJoins, snapshot: Snapshot, rowCount: Int,
+        keysAnswer: Bool = false
     ) throws -> (members: [StoredObject], join: SemiJoin, leaf: FetchPredicate)? {
         let usable = Self.conjuncts(predicate).compactMap { leaf in joins.join(for: leaf).map { (leaf, $0) } }.filter { _, join in
             guard let inverse = join.relationship?.inverseRelationship else { return false }
@@ -318,7 +320,7 @@ extension StrataStore {
         guard let (leaf, best) = usable.min(by: { $0.1.references.count < $1.1.references.count }),
             let inverse = best.relationship?.inverseRelationship, let destination = best.relationship?.destinationEntity
         else { return nil }
-        let cap = max(rowCount / 3, 64)
+        let cap = keysAnswer ? Int.max : max(rowCount / 3, 64)
         if best.references.count == 1, let owner = best.references.first {
             // One destination: its members' keys are in reference order, each once.
             let members = RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot)
