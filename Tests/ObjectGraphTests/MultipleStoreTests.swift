@@ -33,6 +33,22 @@ struct MultipleStoreTests {
         #expect(setting.objectID.storeIdentifier == both.identifier)
     }
 
+    @Test func insertsOfEntitiesInDifferentStoresInterleavedGoToTheirStores() throws {
+        let (coordinator, logs, both) = try makeCoordinator()
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var expected: [(ManagedObject, String)] = []
+        for n in 0..<12 {
+            // Runs of one entity and alternations, so that no object's store is its neighbour's.
+            let entity = [0, 1, 4, 5, 6, 9].contains(n) ? "Log" : "Setting"
+            let object = try context.insertNewObject(forEntityName: entity)
+            expected.append((object, entity == "Log" ? logs.identifier : both.identifier))
+        }
+        try context.save()
+        for (object, identifier) in expected {
+            #expect(object.objectID.storeIdentifier == identifier, "\(object.entity.name)")
+        }
+    }
+
     @Test func fetchesMergeStoresThenSortAndPage() throws {
         let (coordinator, _, both) = try makeCoordinator()
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)

@@ -227,27 +227,40 @@ public final class ManagedObjectContext {
     /// that already have one are left alone; the objects stay inserted.
     public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
         let coordinator = try requireCoordinator()
-        var byStore: [ObjectIdentifier: (IncrementalStore, [ManagedObject])] = [:]
-        var order: [ObjectIdentifier] = []
+        // The objects by store, in the order their stores were first met: a store or two, so
+        // a list searched by identity.
+        var groups: [(store: IncrementalStore, objects: [ManagedObject])] = []
         // The store of an entity is looked up once per entity (objects assigned to a store
-        // with assign(_:to:) go there).
+        // with assign(_:to:) go there); the last entity's is at hand.
         var storeOfEntity: [ObjectIdentifier: IncrementalStore] = [:]
+        var last: (entity: ObjectIdentifier, store: IncrementalStore, group: Int)? = nil
         for object in objects where object.objectID.isTemporaryID {
+            let entity = ObjectIdentifier(object.entity)
+            if object.assignedStore == nil, let last, last.entity == entity {
+                groups[last.group].objects.append(object)
+                continue
+            }
             let store: IncrementalStore
-            if object.assignedStore == nil, let known = storeOfEntity[ObjectIdentifier(object.entity)] {
+            if object.assignedStore == nil, let known = storeOfEntity[entity] {
                 store = known
             } else {
                 store = try coordinator.incrementalStore(forInserting: object)
-                if object.assignedStore == nil { storeOfEntity[ObjectIdentifier(object.entity)] = store }
+                if object.assignedStore == nil { storeOfEntity[entity] = store }
             }
-            let key = ObjectIdentifier(store)
-            if byStore[key] == nil { order.append(key); byStore[key] = (store, []) }
-            byStore[key]?.1.append(object)
+            let group: Int
+            if let index = groups.firstIndex(where: { $0.store === store }) {
+                group = index
+            } else {
+                group = groups.count
+                groups.append((store, []))
+                groups[group].objects.reserveCapacity(objects.count)
+            }
+            groups[group].objects.append(object)
+            last = object.assignedStore == nil ? (entity, store, group) : nil
         }
         var replaced: [ManagedObjectID: ManagedObjectID] = [:]
         replaced.reserveCapacity(objects.count)
-        for key in order {
-            guard let (store, batch) = byStore[key] else { continue }
+        for (store, batch) in groups {
             let ids = try store.obtainPermanentIDs(for: batch)
             guard ids.count == batch.count else {
                 throw ObjectGraphError(
