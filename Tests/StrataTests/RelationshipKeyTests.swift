@@ -347,21 +347,27 @@ import Testing
         #expect(try Set(Self.names(found)) == Set((0..<300).filter { $0 % 10 == 3 }.map { "I\($0)" }))
     }
 
-    // [FETCH-S3] A count or ID fetch whose whole predicate is a semi-join through a keyed
-    // inverse is answered from the keys and the index: no row is read, deleted members are
-    // not counted, and the same fetch with a second conjunct (which reads the rows) agrees.
-    @Test func aSemiJoinCountOrIDFetchIsAnsweredWithoutReadingRows() throws {
-        let store = TemporaryStore()
+    /// A store of the owned items, every seventh tagged "hot" (``ownedItems(in:tagging:)``), with
+    /// the items numbered `deleting` deleted in a second save.
+    static func taggedItems(in store: TemporaryStore, deleting: [Int]) throws -> (PersistentStoreCoordinator, StrataStore) {
         let coordinator = try store.coordinator(model: try Self.model())
         let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         let tag = try setup.insertNewObject(forEntityName: "Tag")
         try tag.setValue(.string("hot"), forKey: "name")
         let items = try Self.ownedItems(in: setup, tagging: tag)
         try setup.save()
-        setup.delete(items[3])  // owner O3, not tagged
-        setup.delete(items[7])  // owner O7, tagged
+        for index in deleting { setup.delete(items[index]) }
         try setup.save()
-        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        return (coordinator, try #require(coordinator.persistentStores.first as? StrataStore))
+    }
+
+    // [FETCH-S3] A count or ID fetch whose whole predicate is a semi-join through a keyed
+    // inverse is answered from the keys and the index: no row is read, deleted members are
+    // not counted, and the same fetch with a second conjunct (which reads the rows) agrees.
+    @Test func aSemiJoinCountOrIDFetchIsAnsweredWithoutReadingRows() throws {
+        let store = TemporaryStore()
+        // I3: owner O3, not tagged; I7: owner O7, tagged.
+        let (coordinator, strata) = try Self.taggedItems(in: store, deleting: [3, 7])
         func reads() throws -> Int { try Self.pointReads(strata) }
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         let expectedO3 = Set((0..<300).filter { $0 % 10 == 3 && $0 != 3 }.map { "I\($0)" })
@@ -390,16 +396,8 @@ import Testing
     // same fetch (which reads the rows), and no member's row is read.
     @Test func aSemiJoinIDFetchWithAnOffsetAndALimitIsTheStretchOfTheCandidates() throws {
         let store = TemporaryStore()
-        let coordinator = try store.coordinator(model: try Self.model())
-        let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        let tag = try setup.insertNewObject(forEntityName: "Tag")
-        try tag.setValue(.string("hot"), forKey: "name")
-        let items = try Self.ownedItems(in: setup, tagging: tag)
-        try setup.save()
-        setup.delete(items[13])  // owner O3, not tagged: a member key gone with its row
-        setup.delete(items[14])  // owner O4, tagged
-        try setup.save()
-        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        // I13: owner O3, not tagged (a member key gone with its row); I14: owner O4, tagged.
+        let (coordinator, strata) = try Self.taggedItems(in: store, deleting: [13, 14])
         for (format, argument) in [("owner.name == %@", "O3"), ("ANY tags.name == %@", "hot")] {
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
             var request = FetchRequest(entityName: "Item")
