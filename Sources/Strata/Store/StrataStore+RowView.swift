@@ -116,7 +116,9 @@ extension StrataStore {
                 countUpper.withUnsafeMutableBytes { $0.storeBytes(of: (ordered + 1).bigEndian, toByteOffset: $0.count - 8, as: UInt64.self) }
                 return snapshot.countKeys(from: countLower, to: countUpper)
             }
-            countRelationship = ObjectIdentifier(relationship)
+            // (An owner with the largest reference has an upper bound past its prefix: the next
+            // count builds its bounds again.)
+            countRelationship = ordered != .max ? ObjectIdentifier(relationship) : nil
             countLower.removeAll(keepingCapacity: true)
             countLower.append(contentsOf: store.relationshipPrefix(relationship, owner: owner))
             KeyLayout.appendReference(reference, to: &countLower)
