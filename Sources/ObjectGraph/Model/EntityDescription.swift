@@ -235,10 +235,16 @@ struct PropertyNameTable {
         self.representations = representations
     }
 
-    /// The two words of a `String` value, as they are (nothing is retained or read).
+    /// Whether a `String` value is two 64-bit words (on 64-bit platforms); elsewhere names are
+    /// only looked up by their bytes.
+    private static var hasTwoWordStrings: Bool { MemoryLayout<String>.size == MemoryLayout<(UInt64, UInt64)>.size }
+
+    /// The two words of a `String` value, as they are (nothing is retained or read); zero
+    /// where a `String` is not two words.
     @inline(__always)
     private static func words(of string: String) -> (UInt64, UInt64) {
-        unsafeBitCast(string, to: (UInt64, UInt64).self)
+        guard hasTwoWordStrings else { return (0, 0) }
+        return unsafeBitCast(string, to: (UInt64, UInt64).self)
     }
 
     /// The first slot to probe for a representation: the words mixed (SplitMix's finalizer).
@@ -262,11 +268,13 @@ struct PropertyNameTable {
     func property(named key: String) -> PropertyDescription? {
         guard !slots.isEmpty else { return nil }
         let mask = slots.count - 1
-        let words = Self.words(of: key)
-        var probe = Self.slot(of: words, mask: mask)
-        while let property = representations[probe].property {
-            if representations[probe].words == words { return property }
-            probe = (probe + 1) & mask
+        if Self.hasTwoWordStrings {
+            let words = Self.words(of: key)
+            var probe = Self.slot(of: words, mask: mask)
+            while let property = representations[probe].property {
+                if representations[probe].words == words { return property }
+                probe = (probe + 1) & mask
+            }
         }
         let hash = Self.hash(key)
         var index = Int(truncatingIfNeeded: hash) & mask
