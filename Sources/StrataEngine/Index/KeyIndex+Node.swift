@@ -160,12 +160,18 @@ extension KeyIndex.Node {
         return removed
     }
 
-    /// Fixes underfull child `i` by merging it with a sibling, and splitting the result
-    /// evenly again if it is too big for one node. This node must be uniquely referenced.
+    /// Fixes underfull child `i` by merging it with a sibling, or, for leaves that together
+    /// overflow one, by moving keys from the fuller to the emptier until each holds half
+    /// (as merging and splitting again would leave them, copying each key once instead of
+    /// twice). This node must be uniquely referenced.
     func rebalance(around i: Int, _ shape: KeyIndex.Shape) {
         // Internal nodes always have at least two children, so a sibling exists.
         let left = i > 0 ? i - 1 : i
         let target = uniqueChild(left)
+        if target.isLeaf, target.fill + children[left + 1].fill > shape.leafCapacity {
+            redistributeLeaves(target, uniqueChild(left + 1), separator: left, shape)
+            return
+        }
         let source = children[left + 1]
         if target.isLeaf {
             target.keys.append(contentsOf: source.keys)
@@ -184,6 +190,36 @@ extension KeyIndex.Node {
             children.remove(at: left + 1)
             keys.remove(at: left)
         }
+    }
+
+    /// Gives adjacent leaves `left` and `right` (children `separator` and `separator + 1`,
+    /// too many keys for one leaf together) half the keys each, the lower half to the left
+    /// (as ``split(_:)`` divides), and makes the separator the right leaf's first key. The
+    /// leaf that gives keys is rebuilt with fresh storage; the one that takes them grows.
+    private func redistributeLeaves(_ left: Node, _ right: Node, separator: Int, _ shape: KeyIndex.Shape) {
+        let leftCount = left.entries.count, rightCount = right.entries.count
+        let half = (leftCount + rightCount) / 2
+        let slack = max(1, shape.leafCapacity / 8)
+        if leftCount < half {
+            // The right leaf's first keys move to the end of the left one.
+            let moved = half - leftCount
+            left.keys.append(contentsOf: right.keys.slice(0..<moved, slack: 0))
+            reserveRoom(&left.entries, extra: moved)
+            left.entries.append(contentsOf: right.entries[0..<moved])
+            right.keys = right.keys.slice(moved..<rightCount, slack: slack)
+            right.entries = freshArray(right.entries[moved...], slack: slack)
+        } else if leftCount > half {
+            // The left leaf's last keys move to the front of the right one.
+            var keys = left.keys.slice(half..<leftCount, slack: rightCount + slack)
+            keys.append(contentsOf: right.keys)
+            var entries = freshArray(left.entries[half...], slack: rightCount + slack)
+            entries.append(contentsOf: right.entries)
+            right.keys = keys
+            right.entries = entries
+            left.keys = left.keys.slice(0..<half, slack: slack)
+            left.entries = freshArray(left.entries[..<half], slack: slack)
+        }
+        keys.replace(at: separator, with: right.keys.key(0), limit: shape.branchCapacity)
     }
 
     /// Moves the upper half of this node into a new right sibling, leaving both with fresh,
