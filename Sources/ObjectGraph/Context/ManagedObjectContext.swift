@@ -233,7 +233,7 @@ public final class ManagedObjectContext {
         // The store of an entity is looked up once per entity (objects assigned to a store
         // with assign(_:to:) go there); the last entity's is at hand.
         var storeOfEntity: [ObjectIdentifier: IncrementalStore] = [:]
-        var last: (entity: ObjectIdentifier, store: IncrementalStore, group: Int)? = nil
+        var last: (entity: ObjectIdentifier, group: Int)? = nil
         for object in objects where object.objectID.isTemporaryID {
             let entity = ObjectIdentifier(object.entity)
             if object.assignedStore == nil, let last, last.entity == entity {
@@ -256,7 +256,7 @@ public final class ManagedObjectContext {
                 groups[group].objects.reserveCapacity(objects.count)
             }
             groups[group].objects.append(object)
-            last = object.assignedStore == nil ? (entity, store, group) : nil
+            last = object.assignedStore == nil ? (entity, group) : nil
         }
         var replaced: [ManagedObjectID: ManagedObjectID] = [:]
         replaced.reserveCapacity(objects.count)

@@ -213,20 +213,18 @@ extension StrataStore {
             }
             try readCandidates(found, root: root)
         } else if let (root, entity, _) = hierarchy, let predicate = request.predicate,
+            // [FETCH-S3] A count, or an ID fetch without sort, is answered from the candidates'
+            // keys alone when the conjunct they come from is the whole predicate.
+            case let keysAnswer = countsOnly || request.resultType == .managedObjectID && request.sortDescriptors.isEmpty,
             let found = try keyCandidates(
                 predicate, entity: entity, joins: joins, snapshot: snapshot,
                 rowCount: try cachedRecord(in: snapshot).rowCount(of: names()),
-                // [FETCH-S3] Answered from the keys alone, candidates cost no row read: any
-                // number of them is cheaper than a scan.
-                keysAnswer: Self.conjuncts(predicate).count == 1 && request.sortDescriptors.isEmpty
-                    && (countsOnly || request.resultType == .managedObjectID))
+                // Candidates that cost no row read are cheaper than a scan, however many.
+                keysAnswer: keysAnswer && Self.conjuncts(predicate).count == 1)
         {
             // The candidates satisfy the conjunct they came from: its test is not run again.
             found.join.exact.value = true
-            if found.leaf == predicate, request.sortDescriptors.isEmpty,
-                request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0
-                    || request.resultType == .managedObjectID
-            {
+            if keysAnswer, found.leaf == predicate {
                 // [FETCH-S3] The whole predicate is that conjunct: the answer is the candidates
                 // the index holds (a row of the fetched entities under each key), no row read.
                 // Members come in reference order (a scan's order, so an offset and a limit
