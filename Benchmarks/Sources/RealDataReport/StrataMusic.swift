@@ -100,6 +100,14 @@ final class StrataMusic {
     /// A new context: nothing registered, so every fetch goes to the store.
     func freshContext() -> ManagedObjectContext { ManagedObjectContext(persistentStoreCoordinator: coordinator) }
 
+    /// Writes the engine's log out as compressed segments and compacts them, so that fetches
+    /// read segment blocks as in a store that has been open a while.
+    func flushToSegments() throws {
+        guard let engine = (store as? StrataStore)?.storageEngine else { throw BenchmarkError("the store has no engine") }
+        try engine.flush()
+        try engine.compact()
+    }
+
     /// Closes the store.
     func close() throws { try coordinator.remove(store) }
 

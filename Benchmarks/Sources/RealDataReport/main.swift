@@ -108,6 +108,9 @@ enum Query: String, CaseIterable {
 struct Settings {
     /// Run each fetch once instead of for ``minimumSeconds``.
     var quick = false
+    /// Write Strata's rows out as LZ4 segments after the load (`--segments`), as in a store
+    /// that has run a while, instead of fetching them from the write-ahead log's image.
+    var segments = false
     /// Where the markdown table goes, if anywhere.
     var results: String?
     var parent = "/tmp"
@@ -118,9 +121,11 @@ struct Settings {
     let minimumSeconds = 0.2
 
     static let usage = """
-        usage: realdata-report [--quick] [--results FILE] [--dir PATH] [--seed N] [--profile QUERY N]
+        usage: realdata-report [--quick] [--segments] [--results FILE] [--dir PATH] [--seed N] [--profile QUERY N]
 
           --quick          run each fetch once on each system (default: repeat for at least 0.2 s)
+          --segments       after the load, flush Strata's log into compressed segments (a store
+                           that has run a while) so fetches read segment blocks
           --results FILE   also write the table as markdown to FILE
           --dir PATH       where the temporary directory goes (default /tmp)
           --seed N         the data set's seed
@@ -134,6 +139,7 @@ struct Settings {
         while let flag = reader.nextFlag() {
             switch flag {
             case "--quick": quick = true
+            case "--segments": segments = true
             case "--results": results = try reader.value(for: flag)
             case "--dir": parent = try reader.value(for: flag)
             case "--seed":
@@ -208,6 +214,7 @@ func run() throws -> Int32 {
     let strata = try StrataMusic(path: directory.appending("music.strata"))
     if let (query, count) = settings.profile {
         try strata.insert(data)
+        if settings.segments { try strata.flushToSegments() }
         _ = try strata.answer(query)  // warm-up: model layouts, compiled plans
         let answers = try profiledRuns(strata, query, count)
         print("\(query.rawValue): \(count) runs, \(answers / count) answers each")
@@ -217,6 +224,7 @@ func run() throws -> Int32 {
     let sqlite = try SQLiteMusic(path: directory.appending("music.sqlite"))
     let (_, strataLoad) = try timed { try strata.insert(data) }
     let (_, sqliteLoad) = try timed { try sqlite.insert(data) }
+    if settings.segments { try strata.flushToSegments() }
     print("load (one save / one transaction): Strata \(fixed(strataLoad * 1e3, 1)) ms, SQLite \(fixed(sqliteLoad * 1e3, 1)) ms")
     print(settings.quick ? "each fetch run once (--quick)" : "each fetch repeated for at least \(settings.minimumSeconds) s; a new context per Strata run")
     print()

@@ -187,7 +187,8 @@ extension Engine {
                 let result = try SegmentWriter(
                     fileSystem: fileSystem, path: segmentPath, fileNumber: number, blockSize: options.blockSize
                 ).write(items.map(\.input), sequenceFloor: sequenceFloor) { syncFailed($0, .compaction) }
-                let reader = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: number)
+                let reader = try SegmentReader.open(
+                    fileSystem: fileSystem, path: segmentPath, fileNumber: number, blockCache: blockCache)
                 let file = LiveFile(number: number, path: segmentPath, content: .segment(reader), fileSystem: fileSystem)
                 let minSequence = items.map(\.input.sequence).min() ?? 0
                 outputs.append((file, result.fileSize, minSequence, items, result.locations))

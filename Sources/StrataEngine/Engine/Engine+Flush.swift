@@ -144,7 +144,8 @@ extension Engine {
             ).write(inputs) { syncFailed($0, .flush) }
             // No directory sync here: the manifest install below syncs the directory before
             // the new manifest can name the segment ([MAN-4]).
-            let segment = try SegmentReader.open(fileSystem: fileSystem, path: segmentPath, fileNumber: segmentNumber)
+            let segment = try SegmentReader.open(
+                fileSystem: fileSystem, path: segmentPath, fileNumber: segmentNumber, blockCache: blockCache)
             segmentFile = LiveFile(number: segmentNumber, path: segmentPath, content: .segment(segment), fileSystem: fileSystem)
             written = result
         }

@@ -85,6 +85,7 @@ extension Engine {
     private static func recover(path: String, options: EngineOptions, lock: any FileLock) throws(StoreError) -> Engine {
         let fs = options.fileSystem
         var report = RepairReport()
+        let blockCache = BlockCache(capacityBytes: options.blockCacheBytes)
         // [DUR-3] The durable bound first: every transaction it names was on stable storage
         // before this open began, so the manifest read next (even one a concurrent writer
         // installs later, for a reader without a lock) still holds it, in a WAL or a segment.
@@ -139,10 +140,12 @@ extension Engine {
                 let reader: SegmentReader
                 let hints: PackedHints
                 if options.repair {
-                    reader = try salvageSegment(segment, path: segmentPath, fileSystem: fs, report: &report)
+                    reader = try salvageSegment(
+                        segment, path: segmentPath, fileSystem: fs, blockCache: blockCache, report: &report)
                     hints = PackedHints(salvagedHints(of: reader, report: &report))
                 } else {
-                    reader = try openSegment(path: segmentPath, number: segment.fileNumber, fileSystem: fs)
+                    reader = try openSegment(
+                        path: segmentPath, number: segment.fileNumber, fileSystem: fs, blockCache: blockCache)
                     hints = try reader.readPackedHints()
                 }
                 hintLists.append(hints)
@@ -352,7 +355,7 @@ extension Engine {
         }
 
         let engine = Engine(
-            path: path, options: options, lock: lock, repairReport: options.repair ? report : nil,
+            path: path, options: options, lock: lock, repairReport: options.repair ? report : nil, blockCache: blockCache,
             shared: SharedState(index: index, sequence: lastSequence, files: files, usage: usage),
             writer: WriterState(
                 manifest: manifest, wal: active, walEnd: activeEnd, walSynced: activeEnd, lastSequence: lastSequence,
@@ -439,10 +442,11 @@ extension Engine {
     /// Repair: the segment, opened as usual when its header, footer and block table check out,
     /// else salvaged block by block ([SEG-8]): what could not be used is added to `report`.
     private static func salvageSegment(
-        _ segment: Manifest.Segment, path: String, fileSystem: any FileSystem, report: inout RepairReport
+        _ segment: Manifest.Segment, path: String, fileSystem: any FileSystem, blockCache: BlockCache,
+        report: inout RepairReport
     ) throws(StoreError) -> SegmentReader {
         do throws(StoreError) {
-            return try openSegment(path: path, number: segment.fileNumber, fileSystem: fileSystem)
+            return try openSegment(path: path, number: segment.fileNumber, fileSystem: fileSystem, blockCache: blockCache)
         } catch where error.code == .corruption && (try? fileSystem.exists(path)) == true {
             let salvaged = try SegmentReader.salvage(
                 fileSystem: fileSystem, path: path, fileNumber: segment.fileNumber, recordedSize: segment.size)
@@ -452,11 +456,13 @@ extension Engine {
         }
     }
 
-    private static func openSegment(path: String, number: UInt32, fileSystem: any FileSystem) throws(StoreError) -> SegmentReader {
+    private static func openSegment(
+        path: String, number: UInt32, fileSystem: any FileSystem, blockCache: BlockCache
+    ) throws(StoreError) -> SegmentReader {
         guard try fileSystem.exists(path) else {
             throw StoreError.corruption("segment named in the manifest is missing", path: path, offset: 0)
         }
-        return try SegmentReader.open(fileSystem: fileSystem, path: path, fileNumber: number)
+        return try SegmentReader.open(fileSystem: fileSystem, path: path, fileNumber: number, blockCache: blockCache)
     }
 
     /// Repair: creates WAL `number` holding only its header, synced, its directory entry too.

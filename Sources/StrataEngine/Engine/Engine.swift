@@ -36,6 +36,8 @@ public final class Engine: Sendable {
     let compactionQueue = DispatchQueue(label: "strata.engine.compactor")
     /// Decoded values by key, validated by sequence number; pinned keys are never evicted.
     let rowCache: RowCache
+    /// Decompressed segment blocks snapshots read, shared by every segment reader.
+    let blockCache: BlockCache
     /// The compactor's counters and pause flag.
     let compaction: Locked<CompactionState> = Locked(CompactionState())
     let syncTimer: Locked<DispatchSourceTimer?> = Locked(nil)
@@ -80,7 +82,7 @@ public final class Engine: Sendable {
     let flushLock: Locked<UInt64> = Locked(0)
 
     init(
-        path: String, options: EngineOptions, lock: any FileLock, repairReport: RepairReport?,
+        path: String, options: EngineOptions, lock: any FileLock, repairReport: RepairReport?, blockCache: BlockCache,
         shared: SharedState, writer: WriterState
     ) {
         self.path = path
@@ -91,6 +93,7 @@ public final class Engine: Sendable {
         self.shared = Locked(shared)
         self.writer = Locked(writer)
         self.rowCache = RowCache(budgetBytes: options.rowCacheBytes)
+        self.blockCache = blockCache
     }
 
     deinit {
@@ -146,6 +149,11 @@ public final class Engine: Sendable {
     /// The row cache's counters: hits, misses, evictions, pinned and unpinned bytes.
     public func cacheStats() -> RowCacheStats {
         rowCache.stats
+    }
+
+    /// The block cache's counters: hits, misses, evictions, blocks and bytes held.
+    public func blockCacheStats() -> BlockCacheStats {
+        blockCache.stats
     }
 
     // MARK: Writes

@@ -35,6 +35,10 @@ public struct EngineOptions: Sendable {
     /// Bytes of unpinned values the row cache keeps; pinned rows stay whatever this says.
     /// Default 64 MiB.
     public var rowCacheBytes = 64 << 20
+    /// Bytes of decompressed segment blocks kept for reads (scans and row-cache misses), so a
+    /// block read again is not read from its file and decompressed again; 0 keeps none.
+    /// Default 8 MiB.
+    public var blockCacheBytes = 8 << 20
     /// When and how the background compactor rewrites segments.
     public var compaction = CompactionOptions()
     /// The file system the engine uses. Default ``PosixFileSystem``.

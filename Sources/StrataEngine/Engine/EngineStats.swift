@@ -36,6 +36,8 @@ public struct EngineStats: Sendable, Equatable {
     public var compaction: CompactionStats
     /// The row cache's counters.
     public var cache: RowCacheStats
+    /// The block cache's counters.
+    public var blockCache = BlockCacheStats()
 
     /// Bytes of every live WAL and segment.
     public var diskBytes: UInt64 { (wals + segments).reduce(0) { $0 + $1.sizeBytes } }
@@ -49,7 +51,7 @@ extension Engine {
     /// Current statistics. Cheap: reads counters kept up to date by commits and flushes.
     public func stats() throws(StoreError) -> EngineStats {
         let (manifest, walEnd, walNumber) = writer.withLock { ($0.manifest, $0.walEnd, $0.wal.number) }
-        let compaction = compactionStats(), cache = cacheStats()
+        let compaction = compactionStats(), cache = cacheStats(), blockCache = blockCacheStats()
         return try shared.withLock { (state) throws(StoreError) -> EngineStats in
             func describe(_ number: UInt32, size: UInt64) -> EngineStats.File {
                 let usage = state.usage[number] ?? FileUsage()
@@ -70,7 +72,8 @@ extension Engine {
                 keyCount: state.index.count, indexMemoryBytes: state.index.estimatedMemoryBytes,
                 lastSequence: state.sequence, wals: wals,
                 segments: manifest.segments.map { describe($0.fileNumber, size: $0.size) },
-                nextFileNumber: manifest.nextFileNumber, compaction: compaction, cache: cache)
+                nextFileNumber: manifest.nextFileNumber, compaction: compaction, cache: cache,
+                blockCache: blockCache)
             stats.walMemoryBytes = state.files.values.reduce(0) { total, file in
                 if case .wal(_, let image) = file.content { return total + image.byteCount }
                 return total

@@ -342,7 +342,7 @@ struct BlockMemo {
     private mutating func load(_ position: UInt32, of reader: SegmentReader) throws(StoreError) {
         let id = ObjectIdentifier(reader)
         if segment != id || self.position != position {
-            bytes = try reader.readDataBlock(Int(position))
+            bytes = try reader.cachedDataBlock(Int(position))
             segment = id
             self.position = position
         }

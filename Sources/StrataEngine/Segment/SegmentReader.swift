@@ -29,10 +29,16 @@ final class SegmentReader: Sendable {
     /// For a segment repair found by scanning ([SEG-8]): the hints rebuilt from its salvaged
     /// data blocks (positions index ``dataBlocks``), which replace its own. `nil` otherwise.
     let rebuiltHints: [Hint]?
+    /// The engine's cache of decompressed blocks that ``cachedDataBlock(_:)`` reads through
+    /// (`nil` for a reader outside an engine: the checker's, a salvaged one).
+    let blockCache: BlockCache?
+    /// This reader's number in ``blockCache``.
+    let cacheReader: UInt64
 
     init(
         path: String, fileNumber: UInt32, fileSize: UInt64, handle: any FileHandle, dataBlocks: [Block],
-        hintBlocks: [Block], entryCount: UInt64, maxSequence: UInt64, rebuiltHints: [Hint]? = nil
+        hintBlocks: [Block], entryCount: UInt64, maxSequence: UInt64, rebuiltHints: [Hint]? = nil,
+        blockCache: BlockCache? = nil
     ) {
         self.path = path
         self.fileNumber = fileNumber
@@ -43,22 +49,32 @@ final class SegmentReader: Sendable {
         self.entryCount = entryCount
         self.maxSequence = maxSequence
         self.rebuiltHints = rebuiltHints
+        self.blockCache = blockCache
+        self.cacheReader = blockCache?.newReader() ?? 0
     }
 
-    deinit { handle.close() }
+    deinit {
+        blockCache?.drop(reader: cacheReader)
+        handle.close()
+    }
 
-    /// Opens the segment, checking its header, footer and block table.
-    static func open(fileSystem: any FileSystem, path: String, fileNumber: UInt32) throws(StoreError) -> SegmentReader {
+    /// Opens the segment, checking its header, footer and block table; its snapshot reads go
+    /// through `blockCache` when given.
+    static func open(
+        fileSystem: any FileSystem, path: String, fileNumber: UInt32, blockCache: BlockCache? = nil
+    ) throws(StoreError) -> SegmentReader {
         let handle = try fileSystem.open(path, mode: .readOnly)
         do throws(StoreError) {
-            return try open(handle: handle, path: path, fileNumber: fileNumber)
+            return try open(handle: handle, path: path, fileNumber: fileNumber, blockCache: blockCache)
         } catch {
             handle.close()
             throw error
         }
     }
 
-    private static func open(handle: any FileHandle, path: String, fileNumber: UInt32) throws(StoreError) -> SegmentReader {
+    private static func open(
+        handle: any FileHandle, path: String, fileNumber: UInt32, blockCache: BlockCache?
+    ) throws(StoreError) -> SegmentReader {
         let size = try handle.size()
         let minimum = UInt64(Format.segmentHeaderSize + Format.segmentFooterSize)
         guard size >= minimum else {
@@ -79,7 +95,7 @@ final class SegmentReader: Sendable {
         return SegmentReader(
             path: path, fileNumber: fileNumber, fileSize: size, handle: handle,
             dataBlocks: Array(blocks[0..<parsed.data]), hintBlocks: Array(blocks[parsed.data...]),
-            entryCount: parsed.entries, maxSequence: parsed.maxSequence)
+            entryCount: parsed.entries, maxSequence: parsed.maxSequence, blockCache: blockCache)
     }
 
     /// [SEG-2] Checks a segment header: magic, CRC, reserved bytes, version, file number.
@@ -232,6 +248,18 @@ final class SegmentReader: Sendable {
             throw StoreError.corruption("no data block \(index)", path: path, offset: 0)
         }
         return try readBlock(dataBlocks[index])
+    }
+
+    /// Data block `index`, from the engine's block cache when it holds it, else read (and
+    /// cached). For snapshot reads; compaction and open read with ``readDataBlock(_:)``, so
+    /// that rewriting a segment does not push out the blocks readers use.
+    func cachedDataBlock(_ index: Int) throws(StoreError) -> [UInt8] {
+        guard let blockCache, index >= 0, index < dataBlocks.count else { return try readDataBlock(index) }
+        let key = BlockCache.Key(reader: cacheReader, position: UInt32(index))
+        if let block = blockCache.block(key) { return block }
+        let block = try readBlock(dataBlocks[index])
+        blockCache.insert(key, block)
+        return block
     }
 
     /// Decodes the entry at `location` from an already decompressed data block.

@@ -1,0 +1,130 @@
+import Testing
+@testable import StrataEngine
+
+/// The cache of decompressed segment blocks: bounded by bytes, second-chance eviction, a
+/// reader's blocks gone with it, and scans that read a block once while it stays cached.
+@Suite struct BlockCacheTests {
+    static func block(_ fill: UInt8, _ count: Int) -> [UInt8] { [UInt8](repeating: fill, count: count) }
+
+    @Test func aBlockUsedSinceTheHandPassedOutlivesOneThatWasNot() {
+        let cache = BlockCache(capacityBytes: 300)
+        let reader = cache.newReader()
+        func key(_ position: UInt32) -> BlockCache.Key { BlockCache.Key(reader: reader, position: position) }
+        for position in 0..<3 { cache.insert(key(UInt32(position)), Self.block(UInt8(position), 100)) }
+        #expect(cache.block(key(0)) == Self.block(0, 100))
+        cache.insert(key(3), Self.block(3, 100))
+        #expect(cache.block(key(0)) == Self.block(0, 100), "the block just read was evicted")
+        #expect(cache.block(key(1)) == nil, "the block never read again should have gone first")
+        #expect(cache.block(key(2)) == Self.block(2, 100))
+        #expect(cache.block(key(3)) == Self.block(3, 100))
+        let stats = cache.stats
+        #expect(stats.bytes == 300 && stats.blocks == 3 && stats.evictions == 1)
+    }
+
+    @Test func randomInsertsAndReadsAnswerWhatWasInsertedWithinTheCapacity() {
+        var random = SeededRandom(seed: 0xB10C)
+        let capacity = 2_000
+        let cache = BlockCache(capacityBytes: capacity)
+        let readers = (0..<3).map { _ in cache.newReader() }
+        var inserted: [BlockCache.Key: [UInt8]] = [:]  // what each key was given, ever
+        var hits = 0
+        for step in 0..<5_000 {
+            let key = BlockCache.Key(
+                reader: readers[Int(random.next() % 3)], position: UInt32(random.next() % 40))
+            if random.next() % 3 == 0 {
+                // A key's block is immutable: the same key always gets the same bytes.
+                let bytes = inserted[key] ?? Self.block(UInt8(truncatingIfNeeded: step), Int(random.next() % 400) + 1)
+                inserted[key] = bytes
+                cache.insert(key, bytes)
+            } else if let found = cache.block(key) {
+                #expect(found == inserted[key], "key \(key) answered bytes it was not given")
+                hits += 1
+            }
+            let stats = cache.stats
+            #expect(stats.bytes <= capacity)
+        }
+        #expect(hits > 100, "the cache should answer some reads (\(hits))")
+        let stats = cache.stats
+        #expect(stats.hits == hits)
+    }
+
+    @Test func droppingAReaderRemovesItsBlocksOnly() {
+        let cache = BlockCache(capacityBytes: 1 << 20)
+        let first = cache.newReader(), second = cache.newReader()
+        #expect(first != second)
+        for position in 0..<5 {
+            cache.insert(BlockCache.Key(reader: first, position: UInt32(position)), Self.block(1, 10))
+            cache.insert(BlockCache.Key(reader: second, position: UInt32(position)), Self.block(2, 10))
+        }
+        cache.drop(reader: first)
+        for position in 0..<5 {
+            #expect(cache.block(BlockCache.Key(reader: first, position: UInt32(position))) == nil)
+            #expect(cache.block(BlockCache.Key(reader: second, position: UInt32(position))) == Self.block(2, 10))
+        }
+        #expect(cache.stats.bytes == 50)
+        // The freed places are reused.
+        cache.insert(BlockCache.Key(reader: second, position: 9), Self.block(3, 10))
+        #expect(cache.stats.blocks == 6)
+    }
+
+    @Test func aBlockLargerThanTheCapacityIsNotCachedAndNeitherIsAnythingAtZero() {
+        let small = BlockCache(capacityBytes: 50)
+        let key = BlockCache.Key(reader: small.newReader(), position: 0)
+        small.insert(key, Self.block(1, 51))
+        #expect(small.block(key) == nil)
+        let none = BlockCache(capacityBytes: 0)
+        none.insert(key, Self.block(1, 1))
+        #expect(none.block(key) == nil)
+        #expect(none.stats.bytes == 0)
+    }
+
+    static func engine(blockCacheBytes: Int) throws -> Engine {
+        var options = testOptions(FaultInjectingFileSystem(), rollover: 1 << 20)
+        options.blockCacheBytes = blockCacheBytes
+        return try Engine.open(at: "/store", options: options)
+    }
+
+    @Test func aSecondScanOfSegmentsTakesEveryBlockFromTheCache() throws {
+        let engine = try Self.engine(blockCacheBytes: 1 << 20)
+        var expected: [[UInt8]: [UInt8]] = [:]
+        for i in 0..<300 {
+            expected[testKey(i)] = Self.block(UInt8(i % 251), 60)
+            try engine.put(testKey(i), Self.block(UInt8(i % 251), 60))
+        }
+        try engine.flush()
+        #expect(try contents(of: engine) == expected)
+        let first = engine.blockCacheStats()
+        #expect(first.misses > 10, "300 rows of 60 bytes in 512-byte blocks span many blocks")
+        #expect(first.blocks == first.misses)
+        #expect(try contents(of: engine) == expected)
+        let second = engine.blockCacheStats()
+        #expect(second.misses == first.misses, "the second scan read a block from its file again")
+        #expect(second.hits >= first.hits + first.blocks)
+        #expect(try engine.stats().blockCache == second)
+    }
+
+    @Test func compactionDropsTheBlocksOfTheSegmentsItDeletesAndReadsStayRight() throws {
+        let engine = try Self.engine(blockCacheBytes: 1 << 20)
+        for round in 0..<3 {
+            for i in 0..<100 { try engine.put(testKey(i), [UInt8(round), UInt8(i)] + Self.block(0, 40)) }
+            try engine.flush()
+        }
+        _ = try contents(of: engine)
+        #expect(engine.blockCacheStats().blocks > 0)
+        try engine.compact(.full)
+        #expect(engine.blockCacheStats().blocks == 0, "blocks of deleted segments stayed cached")
+        let values = try contents(of: engine)
+        for i in 0..<100 { #expect(values[testKey(i)] == [2, UInt8(i)] + Self.block(0, 40)) }
+        #expect(engine.blockCacheStats().blocks > 0)
+    }
+
+    @Test func withoutABlockCacheScansReadTheSameValues() throws {
+        let engine = try Self.engine(blockCacheBytes: 0)
+        for i in 0..<200 { try engine.put(testKey(i), [UInt8(i % 256)]) }
+        try engine.flush()
+        let values = try contents(of: engine)
+        #expect(values.count == 200 && values[testKey(7)] == [7])
+        #expect(try contents(of: engine) == values)
+        #expect(engine.blockCacheStats().blocks == 0 && engine.blockCacheStats().hits == 0)
+    }
+}
