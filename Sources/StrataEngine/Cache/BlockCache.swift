@@ -27,7 +27,7 @@ final class BlockCache: Sendable {
     /// One cached block in the clock.
     private struct Slot {
         var key: Key
-        var bytes: [UInt8]
+        var block: SegmentBlock
         /// Set by a hit; the hand clears it once before evicting the block.
         var referenced: Bool
     }
@@ -64,7 +64,7 @@ final class BlockCache: Sendable {
     }
 
     /// The cached block at `key`, marking it used, or `nil` (counted as a miss).
-    func block(_ key: Key) -> [UInt8]? {
+    func block(_ key: Key) -> SegmentBlock? {
         state.withLock { state in
             guard let index = state.positions[key] else {
                 state.stats.misses += 1
@@ -72,19 +72,20 @@ final class BlockCache: Sendable {
             }
             state.stats.hits += 1
             state.slots[index]?.referenced = true
-            return state.slots[index]?.bytes
+            return state.slots[index]?.block
         }
     }
 
-    /// Caches `bytes` as the block at `key`, evicting blocks not used since the hand last
-    /// passed them until it fits. A block larger than the whole capacity is not cached; a key
-    /// already cached keeps its block (both are the same bytes).
-    func insert(_ key: Key, _ bytes: [UInt8]) {
-        guard bytes.count <= capacityBytes else { return }
+    /// Caches `block` at `key`, evicting blocks not used since the hand last passed them
+    /// until it fits. A block larger than the whole capacity is not cached; a key already
+    /// cached keeps its block (both hold the same bytes).
+    func insert(_ key: Key, _ block: SegmentBlock) {
+        let size = block.bytes.count
+        guard size <= capacityBytes else { return }
         state.withLock { state in
             guard state.positions[key] == nil else { return }
-            while state.bytes + bytes.count > capacityBytes, evictOne(&state) {}
-            let slot = Slot(key: key, bytes: bytes, referenced: false)
+            while state.bytes + size > capacityBytes, evictOne(&state) {}
+            let slot = Slot(key: key, block: block, referenced: false)
             let index: Int
             if let reused = state.free.popLast() {
                 index = reused
@@ -94,7 +95,7 @@ final class BlockCache: Sendable {
                 state.slots.append(slot)
             }
             state.positions[key] = index
-            state.bytes += bytes.count
+            state.bytes += size
         }
     }
 
@@ -143,8 +144,31 @@ final class BlockCache: Sendable {
         state.slots[index] = nil
         state.positions[slot.key] = nil
         state.free.append(index)
-        state.bytes -= slot.bytes.count
+        state.bytes -= slot.block.bytes.count
     }
+}
+
+/// A decompressed segment data block shared by the block cache and the snapshots reading it:
+/// its bytes stay at one address, unchanged, for the block's lifetime, so a reader holding the
+/// block reads them through ``bytes`` without counting a reference per value.
+///
+/// `@unchecked Sendable`: the bytes are written once, in `init`, and only read after; the
+/// memory is freed in `deinit`, when no holder is left.
+final class SegmentBlock: @unchecked Sendable {
+    /// The block's bytes, valid while the block lives.
+    let bytes: UnsafeRawBufferPointer
+    /// The memory ``bytes`` lies in (at least one byte, so there always is one to free).
+    private let memory: UnsafeMutableRawBufferPointer
+
+    /// A block holding a copy of `contents`.
+    init(_ contents: [UInt8]) {
+        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: max(contents.count, 1), alignment: 16)
+        contents.withUnsafeBytes { memory.copyMemory(from: $0) }
+        self.memory = memory
+        bytes = UnsafeRawBufferPointer(rebasing: memory[0..<contents.count])
+    }
+
+    deinit { memory.deallocate() }
 }
 
 /// The counters of an engine's cache of decompressed segment blocks (``Engine/stats()``).

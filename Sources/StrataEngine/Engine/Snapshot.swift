@@ -255,9 +255,19 @@ struct BlockMemo {
     private var lastImage: Unmanaged<WALImage>? = nil
     /// The chunk of ``lastImage`` the last WAL value came from.
     private var chunk: WALImage.Chunk? = nil
-    private var segment: ObjectIdentifier? = nil
+    /// The address of the reader whose block ``block`` is (compared, never dereferenced).
+    private var segment: UnsafeMutableRawPointer? = nil
     private var position: UInt32 = 0
-    private var bytes: [UInt8] = []
+    /// The block snapshot reads read from (through the engine's block cache); held so that
+    /// ``blockBytes`` stays valid.
+    private var block: SegmentBlock? = nil
+    /// ``block``'s bytes, read without counting a reference per value.
+    private var blockBytes = UnsafeRawBufferPointer(start: nil, count: 0)
+    /// The block ``block(_:of:)`` returned last (open's and compaction's reads, which do not
+    /// go through the cache), with its reader's address and position.
+    private var array: [UInt8] = []
+    private var arraySegment: UnsafeMutableRawPointer? = nil
+    private var arrayPosition: UInt32 = 0
 
     /// Calls `body` with the value bytes of `key`'s entry (`entry` is its index entry), read
     /// in place from the decompressed block this memo holds, reading a new one when the entry
@@ -272,17 +282,20 @@ struct BlockMemo {
         let location = entry.location
         if location.fileNumber != lastNumber { try switchFile(to: location.fileNumber, in: files) }
         guard let segment = lastSegment else { return try withWALValue(key: key, entry: entry, body) }
-        try load(location.position, of: segment.takeUnretainedValue())
-        let start = Int(location.offset), end = start + Int(location.length)
-        return try bytes.withBytes { (block) throws(StoreError) -> R in
-            guard end <= block.count else {
-                throw StoreError.corruption("entry runs past the end of its block", path: path, offset: blockOffset(location))
-            }
-            let range = try LogEntry.valueRange(
-                in: UnsafeRawBufferPointer(rebasing: block[start..<end]), key: key, sequence: entry.sequence,
-                path: path, offset: blockOffset(location))
-            return try body(UnsafeRawBufferPointer(rebasing: block[start + range.lowerBound..<start + range.upperBound]))
+        // Compared by address first: taking the reader out of `Unmanaged` retains it, which a
+        // scan would pay per row.
+        if self.segment != segment.toOpaque() || position != location.position {
+            try load(location.position, of: segment.takeUnretainedValue())
         }
+        let start = Int(location.offset), end = start + Int(location.length)
+        let block = blockBytes
+        guard end <= block.count else {
+            throw StoreError.corruption("entry runs past the end of its block", path: path, offset: blockOffset(location))
+        }
+        let range = try LogEntry.valueRange(
+            in: UnsafeRawBufferPointer(rebasing: block[start..<end]), key: key, sequence: entry.sequence,
+            path: path, offset: blockOffset(location))
+        return try body(UnsafeRawBufferPointer(rebasing: block[start + range.lowerBound..<start + range.upperBound]))
     }
 
     /// Whether file `number` of `files` (a snapshot's) is a WAL; it becomes the file read.
@@ -332,17 +345,27 @@ struct BlockMemo {
         return try chunk.withValue(key: key, entry: entry, path: path, body)
     }
 
+    /// Data block `position` of `reader`, read from its file unless it is the block this
+    /// returned last: for open and compaction, which read every block once and must not push
+    /// the blocks snapshots use out of the engine's block cache.
     mutating func block(_ position: UInt32, of reader: SegmentReader) throws(StoreError) -> [UInt8] {
-        try load(position, of: reader)
-        return bytes
+        let id = Unmanaged.passUnretained(reader).toOpaque()
+        if arraySegment != id || arrayPosition != position {
+            array = try reader.readDataBlock(Int(position))
+            arraySegment = id
+            arrayPosition = position
+        }
+        return array
     }
 
     /// Makes data block `position` of `reader` the one held, reading it unless it already is.
     @inline(__always)
     private mutating func load(_ position: UInt32, of reader: SegmentReader) throws(StoreError) {
-        let id = ObjectIdentifier(reader)
+        let id = Unmanaged.passUnretained(reader).toOpaque()
         if segment != id || self.position != position {
-            bytes = try reader.cachedDataBlock(Int(position))
+            let loaded = try reader.cachedDataBlock(Int(position))
+            block = loaded
+            blockBytes = loaded.bytes
             segment = id
             self.position = position
         }

@@ -253,11 +253,11 @@ final class SegmentReader: Sendable {
     /// Data block `index`, from the engine's block cache when it holds it, else read (and
     /// cached). For snapshot reads; compaction and open read with ``readDataBlock(_:)``, so
     /// that rewriting a segment does not push out the blocks readers use.
-    func cachedDataBlock(_ index: Int) throws(StoreError) -> [UInt8] {
-        guard let blockCache, index >= 0, index < dataBlocks.count else { return try readDataBlock(index) }
+    func cachedDataBlock(_ index: Int) throws(StoreError) -> SegmentBlock {
+        guard let blockCache, index >= 0, index < dataBlocks.count else { return SegmentBlock(try readDataBlock(index)) }
         let key = BlockCache.Key(reader: cacheReader, position: UInt32(index))
         if let block = blockCache.block(key) { return block }
-        let block = try readBlock(dataBlocks[index])
+        let block = SegmentBlock(try readBlock(dataBlocks[index]))
         blockCache.insert(key, block)
         return block
     }
