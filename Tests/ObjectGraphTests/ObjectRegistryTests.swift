@@ -39,7 +39,28 @@ import Testing
             steps += 1
             let id = ids[below(ids.count)]
             switch below(100) {
-            case 0..<45:
+            case 0..<15:
+                // A fetch's path: one probe, then the insert into the slot it chose; sometimes
+                // another registration comes between (a stale probe must not be used).
+                let probe = registry.probe(id)
+                #expect(probe.found == registry.slot(of: id))
+                guard probe.found == nil else { continue }
+                if below(3) == 0 {
+                    let other = ids[below(ids.count)]
+                    if other != id {
+                        let object = ManagedObject(entity: other.entity, insertInto: nil)
+                        object.objectID = other
+                        registry.update(Registration(object), for: other)
+                        model[other] = (object, false)
+                    }
+                }
+                let object = ManagedObject(entity: id.entity, insertInto: nil)
+                object.objectID = id
+                let inStore = below(2) == 0
+                registry.insert(Registration(object, inStore: inStore), for: id, at: probe)
+                #expect(registry.holds(object))
+                model[id] = (object, inStore)
+            case 15..<45:
                 let object = ManagedObject(entity: id.entity, insertInto: nil)
                 object.objectID = id
                 let inStore = below(2) == 0
@@ -53,6 +74,7 @@ import Testing
                 let removed = try #require(registry.registration(at: slot))
                 #expect(removed.holds(entry.object) && entry.object.objectID == id)
                 #expect(registry.remove(at: slot).inStore == entry.inStore)
+                #expect(!registry.holds(entry.object))
                 model[id] = nil
             case 70..<80:
                 #expect(registry.removeValue(forKey: id)?.pointer == model[id].map { Unmanaged.passUnretained($0.object).toOpaque() })
@@ -77,6 +99,11 @@ import Testing
             let slot = try #require(registry.slot(of: id))
             #expect(Int(entry.object.registrySlot) == slot)
             #expect(registry[id]?.holds(entry.object) == true && registry[id]?.inStore == entry.inStore)
+            #expect(registry.holds(entry.object))
+            // An object of another registry whose slot number is this entry's is not held.
+            let stranger = ManagedObject(entity: id.entity, insertInto: nil)
+            stranger.registrySlot = entry.object.registrySlot
+            #expect(!registry.holds(stranger))
         }
         #expect(Set(registry.entries.map(\.id)) == Set(model.keys))
         for id in ids where model[id] == nil { #expect(registry[id] == nil) }

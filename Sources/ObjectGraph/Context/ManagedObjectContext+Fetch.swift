@@ -256,7 +256,9 @@ extension ManagedObjectContext {
 
     private func objects(from result: PersistentStoreResult) throws -> [ManagedObject] {
         switch result {
-        case .objects(let objects): return objects.map { registry[$0.objectID]?.object ?? $0 }
+        // The objects a store made with `objects(for:in:returnsObjectsAsFaults:)` are
+        // registered here already: their own slot says so without a lookup.
+        case .objects(let objects): return objects.map { registry.holds($0) ? $0 : registry[$0.objectID]?.object ?? $0 }
         case .objectIDs(let ids): return ids.map { object(with: $0) }
         default: throw ObjectGraphError(.invalidFetchRequest, "A store returned \(result) for an object fetch.")
         }

@@ -130,7 +130,10 @@ public final class ManagedObjectContext {
 
     /// A new fault for an ID that has no registered object, registered here; with `row`, the
     /// fault keeps the row a fetch read for it (or, `loaded`, has its values at once).
-    func makeFault(for objectID: ManagedObjectID, row: consuming CachedRow? = nil, loaded: Bool = false) -> ManagedObject {
+    /// `probe`, when given, is the registry's probe for `objectID` that found it absent.
+    func makeFault(
+        for objectID: ManagedObjectID, row: consuming CachedRow? = nil, loaded: Bool = false, probe: ObjectRegistry.Probe? = nil
+    ) -> ManagedObject {
         var row = row
         if row == nil, !prefetchedRows.isEmpty { row = prefetchedRows[objectID] }
         // A subclass's initializer may have set values: a fault starts without any.
@@ -139,7 +142,7 @@ public final class ManagedObjectContext {
         if !object.changes.isEmpty { object.changes.removeAll() }
         if !object.transientValues.isEmpty { object.transientValues.removeAll() }
         object.managedObjectContext = self
-        register(object)
+        register(object, probe: probe)
         if let row {
             if loaded { object.fulfill(with: row) } else { object.cachedRow = row }
         }
@@ -320,12 +323,19 @@ public final class ManagedObjectContext {
 
     // MARK: Internal bookkeeping
 
-    func register(_ object: ManagedObject) {
+    func register(_ object: ManagedObject, probe: ObjectRegistry.Probe? = nil) {
         let id = object.objectID
         // A permanent ID's row is registered with its store with the entry, in one lookup; a
         // replaced entry's registration carries over to the new object.
         let permanent = !id.isTemporaryID
-        let replaced = registry.update(Registration(object, inStore: permanent), for: id)
+        let replaced: Registration?
+        if let probe, probe.found == nil {
+            // The fetch's lookup found no entry and chose the slot: no second probe.
+            registry.insert(Registration(object, inStore: permanent), for: id, at: probe)
+            replaced = nil
+        } else {
+            replaced = registry.update(Registration(object, inStore: permanent), for: id)
+        }
         if retainsRegisteredObjects { retainedObjects[id] = object }
         guard permanent, replaced?.inStore != true else { return }
         if registrationBatchDepth > 0 {

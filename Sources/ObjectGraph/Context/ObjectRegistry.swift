@@ -41,6 +41,20 @@ final class ObjectRegistry {
     @exclusivity(unchecked) private var mask = -1
     /// `64 - log2(slots.count)`: the shift that takes a mixed hash's top bits.
     @exclusivity(unchecked) private var shift = 64
+    /// Counts every change to the table, so that a ``Probe`` taken before one is not used.
+    @exclusivity(unchecked) private var version = 0
+
+    /// Where an ID is in the table, or where it would go: one probe serving a lookup and the
+    /// insert that follows a miss (``insert(_:for:at:)``), valid until the table changes.
+    struct Probe {
+        /// The ID's slot, if it has an entry.
+        var found: Int?
+        /// The slot an entry for the ID would take: the first tombstone or empty slot of its
+        /// probe (meaningless when ``found`` is set or the table has no slot).
+        fileprivate var free: Int
+        fileprivate var hash: UInt64
+        fileprivate var version: Int
+    }
 
     /// The tag bits of an ID's hash.
     private static func hashTag(_ id: ManagedObjectID) -> UInt64 { UInt64(bitPattern: Int64(id.fieldHash)) & hashBits }
@@ -81,6 +95,52 @@ final class ObjectRegistry {
         }
     }
 
+    /// `id`'s slot, or where an entry for it would go.
+    func probe(_ id: ManagedObjectID) -> Probe {
+        let hash = Self.hashTag(id)
+        guard !slots.isEmpty else { return Probe(found: nil, free: -1, hash: hash, version: version) }
+        var index = home(of: hash)
+        var free: Int? = nil
+        while true {
+            let slot = slots[index]
+            if let pointer = slot.object {
+                if slot.tag & Self.hashBits == hash && Self.matches(slot, pointer, id) {
+                    return Probe(found: index, free: -1, hash: hash, version: version)
+                }
+            } else if slot.tag & Self.tombstoneBit != 0 {
+                if free == nil { free = index }
+            } else {
+                return Probe(found: nil, free: free ?? index, hash: hash, version: version)
+            }
+            index = (index + 1) & mask
+        }
+    }
+
+    /// Registers `registration` for `id`, which `probe` (taken for `id`) found absent, in the
+    /// slot the probe chose, when the table has not changed since and has room: no second
+    /// probe. Otherwise it registers as ``update(_:for:)`` does.
+    func insert(_ registration: Registration, for id: ManagedObjectID, at probe: Probe) {
+        guard probe.found == nil, probe.version == version, probe.free >= 0,
+            (count + tombstones + 1) * 10 <= slots.count * 7
+        else {
+            update(registration, for: id)
+            return
+        }
+        let target = probe.free
+        if slots[target].tag & Self.tombstoneBit != 0 { tombstones -= 1 }
+        slots[target] = Slot(
+            object: registration.pointer, home: Unmanaged.passUnretained(id.home).toOpaque(), reference: id.reference,
+            tag: probe.hash | (registration.inStore ? Self.inStoreBit : 0))
+        registration.object.registrySlot = Int32(truncatingIfNeeded: target)
+        count += 1
+        version &+= 1
+    }
+
+    /// Whether `object` is registered here: its slot holds it. No hashing, no probe.
+    func holds(_ object: ManagedObject) -> Bool {
+        registration(at: Int(object.registrySlot))?.pointer == Unmanaged.passUnretained(object).toOpaque()
+    }
+
     /// The registration of `id`, if any.
     subscript(id: ManagedObjectID) -> Registration? {
         slot(of: id).flatMap { registration(at: $0) }
@@ -97,6 +157,7 @@ final class ObjectRegistry {
     /// entry it had; the object learns its slot.
     @discardableResult
     func update(_ registration: Registration, for id: ManagedObjectID) -> Registration? {
+        version &+= 1
         if (count + tombstones + 1) * 10 > slots.count * 7 { grow(minimumCount: count + 1) }
         let hash = Self.hashTag(id)
         // The slot keeps the new ID's home (equal IDs may have distinct homes): it stays alive
@@ -136,6 +197,7 @@ final class ObjectRegistry {
     @discardableResult
     func remove(at index: Int) -> Registration {
         guard let registration = registration(at: index) else { preconditionFailure("no registry entry at slot \(index)") }
+        version &+= 1
         slots[index] = Slot(tag: Self.tombstoneBit)
         count -= 1
         tombstones += 1
@@ -150,6 +212,7 @@ final class ObjectRegistry {
 
     /// Marks the entry at `index` as registered with its store.
     func setInStore(at index: Int) {
+        version &+= 1
         if slots[index].object != nil { slots[index].tag |= Self.inStoreBit }
     }
 
@@ -160,6 +223,7 @@ final class ObjectRegistry {
 
     /// Forgets every entry.
     func removeAll(keepingCapacity: Bool = false) {
+        version &+= 1
         if keepingCapacity && !slots.isEmpty {
             for index in slots.indices { slots[index] = Slot() }
         } else {
@@ -195,6 +259,7 @@ final class ObjectRegistry {
     /// Rebuilds the table with room for `minimumCount` entries below the load limit and no
     /// tombstones; every object learns its new slot.
     private func grow(minimumCount: Int) {
+        version &+= 1
         var capacity = max(16, slots.count)
         while minimumCount * 10 > capacity * 7 { capacity *= 2 }
         // At the same size, a rebuild pays when tombstones are most of the load; else double.

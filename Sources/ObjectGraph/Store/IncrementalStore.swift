@@ -120,9 +120,10 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         return context.withRegistrationBatch {
             nodes.map { node in
                 func row() -> CachedRow { CachedRow(node: node, generation: generation, loadedAt: loadedAt) }
-                guard let registered = context.registeredObject(for: node.objectID) else {
-                    // A new fault, made with its row.
-                    return context.makeFault(for: node.objectID, row: row(), loaded: !returnsObjectsAsFaults)
+                let probe = context.registry.probe(node.objectID)
+                guard let slot = probe.found, let registered = context.registry.registration(at: slot)?.object else {
+                    // A new fault, made with its row, in the slot the lookup found for it.
+                    return context.makeFault(for: node.objectID, row: row(), loaded: !returnsObjectsAsFaults, probe: probe)
                 }
                 // A registered object keeps its values; a fault among them gets the row.
                 if registered.isFault {
