@@ -125,13 +125,27 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
     ///
     /// - Precondition: `keys.count == count * descriptors.count`.
     public static func sortedIndices(keys: [FetchValue], count: Int, by descriptors: [FetchSortDescriptor], keeping: Int? = nil) -> [Int] {
+        sortedIndices(keys: keys, count: count, by: descriptors, keeping: keeping, firstKeyBytes: nil)
+    }
+
+    /// ``sortedIndices(keys:count:by:keeping:)`` for a caller that has every item's first key
+    /// as ASCII bytes already (one buffer, with where each item's bytes end), read from where
+    /// the values are stored: those bytes order the items, and the first key of each item in
+    /// `keys` is not read (any value will do there).
+    ///
+    /// - Precondition: the first descriptor compares without options.
+    package static func sortedIndices(
+        keys: [FetchValue], count: Int, by descriptors: [FetchSortDescriptor], keeping: Int?,
+        firstKeyBytes: (bytes: [UInt8], ends: [Int])?
+    ) -> [Int] {
         guard !descriptors.isEmpty, count > 1 else { return Array(0..<(keeping.map { min(max($0, 0), count) } ?? count)) }
         precondition(keys.count == count * descriptors.count, "one sort value per item and descriptor")
+        precondition(firstKeyBytes == nil || (descriptors[0].options.isEmpty && firstKeyBytes?.ends.count == count))
         let stride = descriptors.count
         // A first key that is an ASCII string for every item, compared without options, orders
         // as its bytes do (ASCII is its own normal form): those bytes are compared instead,
         // from one buffer holding them all.
-        let first = descriptors[0].options.isEmpty ? Self.asciiBytes(keys, stride: stride, count: count) : nil
+        let first = firstKeyBytes ?? (descriptors[0].options.isEmpty ? Self.asciiBytes(keys, stride: stride, count: count) : nil)
         let firstAscending = descriptors[0].ascending
         let hasFirst = first != nil
         return (first?.bytes ?? []).withUnsafeBufferPointer { bytes in

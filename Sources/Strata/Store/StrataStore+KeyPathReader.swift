@@ -136,15 +136,49 @@ extension StrataStore {
         // the destination values they keep.
         let source = rows[0].source
         let readers = descriptors.map { descriptor in entity.flatMap { source.reader(of: $0, keyPath: descriptor.keyPath) } }
+        // A first key that is a stored string compared without options, ASCII in every row,
+        // orders by the bytes in the rows: no `String` is made for it.
+        let firstKeyBytes = entity.flatMap { Self.asciiFirstKeys(of: rows, by: descriptors[0], entity: $0) }
         var keys: [FetchValue] = []
         keys.reserveCapacity(rows.count * descriptors.count)
         for row in rows {
-            for (descriptor, reader) in zip(descriptors, readers) {
+            for (index, (descriptor, reader)) in zip(descriptors, readers).enumerated() {
+                if index == 0, firstKeyBytes != nil {
+                    keys.append(.attribute(.null))  // not read: the bytes order the rows
+                    continue
+                }
                 keys.append(try reader?.value(of: row) ?? descriptor.sortValue(of: row))
             }
         }
         // The order as positions, then the rows: no generic sort of row views across modules.
-        return FetchSortDescriptor.sortedIndices(keys: keys, count: rows.count, by: descriptors, keeping: keeping).map { rows[$0] }
+        return FetchSortDescriptor.sortedIndices(
+            keys: keys, count: rows.count, by: descriptors, keeping: keeping, firstKeyBytes: firstKeyBytes
+        ).map { rows[$0] }
+    }
+
+    /// The bytes of each row's value for `descriptor`, one after another, with where each
+    /// ends, when the descriptor sorts by a stored string attribute of `entity` without
+    /// options and every row holds an ASCII string there; `nil` otherwise.
+    private static func asciiFirstKeys(
+        of rows: [RowView], by descriptor: FetchSortDescriptor, entity: EntityDescription
+    ) -> (bytes: [UInt8], ends: [Int])? {
+        guard descriptor.options.isEmpty, let attribute = entity.attributesByName[descriptor.keyPath],
+            attribute.attributeType == .string, !attribute.isTransient, attribute.ordinal >= 0
+        else { return nil }
+        var bytes: [UInt8] = []
+        var ends: [Int] = []
+        ends.reserveCapacity(rows.count)
+        for row in rows {
+            // Rows of a subentity lay the attribute out at the same ordinal ([ROW-1]).
+            let ascii = try? row.testStringBytes(atOrdinal: attribute.ordinal) { text -> Bool? in
+                guard !text.contains(where: { $0 >= 0x80 }) else { return false }
+                bytes.append(contentsOf: text)
+                return true
+            }
+            guard ascii == true else { return nil }
+            ends.append(bytes.count)
+        }
+        return (bytes, ends)
     }
 }
 
