@@ -17,8 +17,9 @@ struct ObjectSnapshot {
     /// The store version these values belong to (0 for an object never saved).
     var version: UInt64
     /// Committed values not decoded yet: the row a store read. An attribute is decoded from
-    /// it at each read (row bytes are immutable, and most are read once); a relationship's
-    /// destination is decoded once and kept in `slots`. Its values never hold temporary IDs.
+    /// it at each read (row bytes are immutable, and most are read once), and so is a to-one
+    /// destination; a to-many one is decoded once and kept in `slots`. Its values never hold
+    /// temporary IDs.
     var lazyValues: (any LazyNodeValues)?
     /// The entity's property count: the length of `slots` once it has any.
     let propertyCount: Int
@@ -75,7 +76,10 @@ struct ObjectSnapshot {
         let ordinal = property.ordinal
         if let value = slot(ordinal) { return value }
         if let lazyValues, let value = try lazyValues.value(atOrdinal: ordinal) {
-            if property.slotKind != .attribute { set(value, at: ordinal) }
+            // A to-one destination is a reference in the row, decoded again at each read like
+            // an attribute (cheaper than the slot array a first kept value would allocate);
+            // a to-many one is kept.
+            if property.slotKind == .toMany { set(value, at: ordinal) }
             return value
         }
         return property.slotKind == .attribute ? .attribute(.null) : nil
