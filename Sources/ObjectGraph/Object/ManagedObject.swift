@@ -64,7 +64,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The state most objects never have, kept apart from the object.
     private final class Extras {
         var faultBatch: (batch: FaultBatch, index: Int)?
-        var prefetchedDestinations: [ManagedObject] = []
         var transientValues: [Int: AttributeValue] = [:]
         weak var assignedStore: PersistentStore?
         var lastAccessError: ObjectGraphError?
@@ -89,12 +88,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// relationships hold theirs: they live while this object does, until it turns into a
     /// fault, its context resets or its context goes. Objects that prefetched each other hold
     /// each other until then, as related objects do in Core Data.
-    var prefetchedDestinations: [ManagedObject] {
-        get { extras?.prefetchedDestinations ?? [] }
-        set { if !newValue.isEmpty || extras != nil { ensureExtras().prefetchedDestinations = newValue } }
-    }
+    ///
+    /// A field of its own rather than in ``Extras``: a prefetching fetch sets it on every
+    /// source object, and a side allocation per source cost more than the empty array's word.
+    @exclusivity(unchecked) var prefetchedDestinations: [ManagedObject] = []
     /// Whether the object holds destinations a fetch prefetched for it.
-    var holdsPrefetchedDestinations: Bool { !(extras?.prefetchedDestinations.isEmpty ?? true) }
+    var holdsPrefetchedDestinations: Bool { !prefetchedDestinations.isEmpty }
     /// Values of transient attributes, by ordinal; never given to a store.
     var transientValues: [Int: AttributeValue] {
         get { extras?.transientValues ?? [:] }
