@@ -160,6 +160,18 @@ final class SegmentBlock: @unchecked Sendable {
     /// The memory ``bytes`` lies in (at least one byte, so there always is one to free).
     private let memory: UnsafeMutableRawBufferPointer
 
+    /// A block of `count` bytes that `fill` writes (all of them, returning `true`); `nil`
+    /// when it returns `false`.
+    init?(count: Int, fill: (UnsafeMutableRawBufferPointer) -> Bool) {
+        let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        guard fill(UnsafeMutableRawBufferPointer(rebasing: memory[0..<count])) else {
+            memory.deallocate()
+            return nil
+        }
+        self.memory = memory
+        bytes = UnsafeRawBufferPointer(rebasing: memory[0..<count])
+    }
+
     /// A block holding a copy of `contents`.
     init(_ contents: [UInt8]) {
         let memory = UnsafeMutableRawBufferPointer.allocate(byteCount: max(contents.count, 1), alignment: 16)

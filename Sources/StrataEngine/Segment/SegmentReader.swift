@@ -214,6 +214,43 @@ final class SegmentReader: Sendable {
     /// Checks and decompresses the bytes of `block` (its 16-byte header and stored bytes,
     /// [SEG-3]): the CRC, the lengths the block table recorded, the compression.
     static func unpack(_ raw: UnsafeRawBufferPointer, block: Block, path: String) throws(StoreError) -> [UInt8] {
+        let payload = try checkedPayload(raw, block: block, path: path)
+        switch payload.compression {
+        case Format.compressionNone:
+            return Array(payload.bytes)
+        default:
+            guard let output = LZ4.decompress(payload.bytes, rawCount: Int(block.rawCount)) else {
+                throw StoreError.corruption("block does not decompress", path: path, offset: block.offset)
+            }
+            return output
+        }
+    }
+
+    /// Reads data block `index` into a ``SegmentBlock``, decompressed in place (no array
+    /// copied), with ``readBlock(_:)``'s checks.
+    func readSegmentBlock(_ index: Int) throws(StoreError) -> SegmentBlock {
+        guard index >= 0, index < dataBlocks.count else {
+            throw StoreError.corruption("no data block \(index)", path: path, offset: 0)
+        }
+        let block = dataBlocks[index]
+        let bytes = try handle.read(exactly: Format.blockHeaderSize + Int(block.storedCount), at: block.offset)
+        return try bytes.withBytes { (raw) throws(StoreError) -> SegmentBlock in
+            let payload = try Self.checkedPayload(raw, block: block, path: path)
+            let result = SegmentBlock(count: Int(block.rawCount)) { output in
+                payload.compression == Format.compressionNone
+                    ? { output.copyMemory(from: payload.bytes); return true }()
+                    : LZ4.decompress(payload.bytes, into: output)
+            }
+            guard let result else { throw StoreError.corruption("block does not decompress", path: path, offset: block.offset) }
+            return result
+        }
+    }
+
+    /// The checked payload of `block`'s bytes (its header and stored bytes, [SEG-3]) and its
+    /// compression: the CRC, the lengths the block table recorded, a known compression.
+    private static func checkedPayload(
+        _ raw: UnsafeRawBufferPointer, block: Block, path: String
+    ) throws(StoreError) -> (bytes: UnsafeRawBufferPointer, compression: UInt8) {
         var reader = ByteReader(raw)
         let crc = reader.u32() ?? 0, stored = reader.u32() ?? 0, rawCount = reader.u32() ?? 0
         let compression = reader.u8() ?? 0
@@ -225,13 +262,8 @@ final class SegmentReader: Sendable {
         }
         let payload = UnsafeRawBufferPointer(rebasing: raw[Format.blockHeaderSize...])
         switch compression {
-        case Format.compressionNone where stored == rawCount:
-            return Array(payload)
-        case Format.compressionLZ4:
-            guard let output = LZ4.decompress(payload, rawCount: Int(rawCount)) else {
-                throw StoreError.corruption("block does not decompress", path: path, offset: block.offset)
-            }
-            return output
+        case Format.compressionNone where stored == rawCount, Format.compressionLZ4:
+            return (payload, compression)
         default:
             throw StoreError.corruption("block has unknown compression \(compression)", path: path, offset: block.offset)
         }
@@ -254,10 +286,10 @@ final class SegmentReader: Sendable {
     /// cached). For snapshot reads; compaction and open read with ``readDataBlock(_:)``, so
     /// that rewriting a segment does not push out the blocks readers use.
     func cachedDataBlock(_ index: Int) throws(StoreError) -> SegmentBlock {
-        guard let blockCache, index >= 0, index < dataBlocks.count else { return SegmentBlock(try readDataBlock(index)) }
+        guard let blockCache, index >= 0, index < dataBlocks.count else { return try readSegmentBlock(index) }
         let key = BlockCache.Key(reader: cacheReader, position: UInt32(index))
         if let block = blockCache.block(key) { return block }
-        let block = SegmentBlock(try readBlock(dataBlocks[index]))
+        let block = try readSegmentBlock(index)
         blockCache.insert(key, block)
         return block
     }

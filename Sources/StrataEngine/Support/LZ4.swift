@@ -22,6 +22,20 @@ public enum LZ4 {
         return output
     }
 
+    /// Decompresses an LZ4 block into `output`, which it must fill exactly. Returns whether
+    /// it did; never reads or writes out of bounds (a short result leaves the rest zeroed).
+    public static func decompress(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Bool {
+        guard output.count <= maxInputSize, input.count <= Int(Int32.max) else { return false }
+        guard let target = output.baseAddress, output.count > 0 else { return input.count == 0 }
+        guard let source = input.baseAddress, input.count > 0 else { return false }
+        let produced = LZ4_decompress_safe(
+            source.assumingMemoryBound(to: CChar.self), target.assumingMemoryBound(to: CChar.self),
+            Int32(input.count), Int32(output.count))
+        let written = Int(max(produced, 0))
+        if written < output.count { (target + written).initializeMemory(as: UInt8.self, repeating: 0, count: output.count - written) }
+        return produced == Int32(output.count)
+    }
+
     /// Decompresses an LZ4 block that must expand to exactly `rawCount` bytes.
     /// Returns `nil` when the block is malformed; never reads or writes out of bounds.
     public static func decompress(_ input: UnsafeRawBufferPointer, rawCount: Int) -> [UInt8]? {
