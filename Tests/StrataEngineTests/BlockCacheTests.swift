@@ -1,5 +1,8 @@
+import Dispatch
+import Synchronization
 import Testing
 @testable import StrataEngine
+import StrataSync
 
 /// The cache of decompressed segment blocks: bounded by bytes, second-chance eviction, a
 /// reader's blocks gone with it, and scans that read a block once while it stays cached.
@@ -117,6 +120,67 @@ import Testing
         let values = try contents(of: engine)
         for i in 0..<100 { #expect(values[testKey(i)] == [2, UInt8(i)] + Self.block(0, 40)) }
         #expect(engine.blockCacheStats().blocks > 0)
+    }
+
+    /// Readers scanning through a small block cache (evicting as they go) while a writer
+    /// commits whole transactions, flushes roll segments over and compaction replaces them
+    /// (dropping their readers' blocks): every scan sees one transaction whole. Run under
+    /// ThreadSanitizer too.
+    @Test func scansThroughTheCacheSeeWholeTransactionsWhileCompactionReplacesSegments() throws {
+        var options = testOptions(FaultInjectingFileSystem(), rollover: 2048)
+        options.blockCacheBytes = 16384  // ~32 blocks: the first segment's stay, others go
+        options.checkInvariants = false
+        let engine = try Engine.open(at: "/store", options: options)
+        // Keys 0..<40 are written once, then 40..<80 in every transaction: a scan reads blocks
+        // of the first segment and of newer ones, which share block positions.
+        let keys = 40, commits = 60
+        @Sendable func commit(_ round: Int) throws {
+            var batch = WriteBatch()
+            for key in keys..<(2 * keys) { batch.put(testKey(key), Array("round-\(round)".utf8) + Self.block(UInt8(round % 251), 40)) }
+            try engine.commit(batch)
+        }
+        var first = WriteBatch()
+        for key in 0..<keys { first.put(testKey(key), Array("fixed-\(key)".utf8) + Self.block(7, 40)) }
+        try engine.commit(first)
+        try engine.flush()
+        try commit(0)
+        try engine.flush()
+        let done = Atomic<Bool>(false)
+        let problems = Locked<[String]>([])
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            defer { done.store(true, ordering: .releasing) }
+            do {
+                for round in 1...commits {
+                    try commit(round)
+                    // Not after the last rounds: the scans that follow read several segments.
+                    if round % 10 == 5 { try engine.compact(.full) }
+                }
+            } catch {
+                problems.withLock { $0.append("writer: \(error)") }
+            }
+        }
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: group) {
+                var scans = 0
+                while !done.load(ordering: .acquiring) || scans < 5 {
+                    scans += 1
+                    do {
+                        let values = try engine.snapshot().scan().map(\.value)
+                        let fixed = (0..<keys).map { Array("fixed-\($0)".utf8) + Self.block(7, 40) }
+                        if values.count != 2 * keys || Array(values.prefix(keys)) != fixed || Set(values.dropFirst(keys)).count != 1 {
+                            problems.withLock { $0.append("a scan saw \(values.count) keys, \(Set(values.dropFirst(keys)).count) values") }
+                        }
+                    } catch {
+                        problems.withLock { $0.append("reader: \(error)") }
+                    }
+                }
+            }
+        }
+        group.wait()
+        #expect(problems.withLock { $0 } == [])
+        let stats = engine.blockCacheStats()
+        #expect(stats.bytes <= 16384 && stats.hits > 0)
     }
 
     @Test func withoutABlockCacheScansReadTheSameValues() throws {
