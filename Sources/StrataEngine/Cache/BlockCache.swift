@@ -81,7 +81,7 @@ final class BlockCache: Sendable {
     /// cached keeps its block (both hold the same bytes).
     func insert(_ key: Key, _ block: SegmentBlock) {
         let size = block.bytes.count
-        guard size <= capacityBytes else { return }
+        guard capacityBytes > 0, size <= capacityBytes else { return }
         state.withLock { state in
             guard state.positions[key] == nil else { return }
             while state.bytes + size > capacityBytes, evictOne(&state) {}
