@@ -32,6 +32,10 @@ public struct ObjectGraphProbe {
         /// durability, one context throughout: the comparison's durable-saves row (instructions
         /// only: the time spent waiting for the disk is not counted).
         case saves
+        /// Reopen the store of the graph (inserted, then closed): a new coordinator, the
+        /// store's open (the engine's recovery and index build) and a count of the orders.
+        /// Strata only: DESIGN.md's open target.
+        case open
     }
 
     /// Which system runs the phase.
@@ -81,6 +85,13 @@ public struct ObjectGraphProbe {
                 return Work(operations: data.objectCount, rows: data.objectCount)
             }
             try shop.insert(data)
+            if phase == .open {
+                try shop.close()
+                var orders = 0
+                try probePhase { orders = try shop.openAgainAndCount() }
+                try shop.close()
+                return Work(operations: data.objectCount, rows: orders)
+            }
             try shop.reopen()
             if phase == .memory { return try memory(data, shop) }
             if phase == .delete {
@@ -159,7 +170,7 @@ public struct ObjectGraphProbe {
 
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert, .memory, .delete, .traverse, .saves:
+        case .insert, .memory, .delete, .traverse, .saves, .open:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)

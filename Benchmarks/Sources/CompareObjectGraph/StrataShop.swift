@@ -66,6 +66,14 @@ final class StrataShop {
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     }
 
+    /// Opens the store again after ``close()`` (a new coordinator and context) and counts the
+    /// orders: what an application's launch does first.
+    func openAgainAndCount() throws -> Int {
+        (coordinator, store) = try Self.open(url, model: model, durability: durability)
+        context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        return try countOrders()
+    }
+
     /// Forgets every object of the context (the next reads fault from the store).
     func resetContext() { context.reset() }
 

@@ -14,7 +14,7 @@ let usage = """
     usage: objectgraph-probe PHASE [--system strata|sqlite] [--objects N] [--count N] [--dir PATH]
 
       PHASE        insert | fault | fetch-indexed | fetch-unindexed | memory | delete | traverse
-                   | saves (delete and traverse: Strata only)
+                   | saves | open (delete, traverse and open: Strata only)
       --system     strata (default) or sqlite, the peer through GRDB
       --objects N  objects of the shop graph (default 20000)
       --count N    faults (default 2000), fetches (default 20) or parents traversed (default

@@ -248,20 +248,38 @@ extension Engine {
                         heldEntries: false))
             }
             usage[number] = FileUsage()
+            // Entries of records newer than everything before them wait here and go into the
+            // index together, as a large commit's do (one merge when they are many beside the
+            // index, instead of one descent and one leaf shift per key): the same index and
+            // counts as applying them one by one.
+            var pending: [IndexChange] = []
             let outcome = try reader.read { (record) throws(StoreError) in
                 if !unplaced.isEmpty { placeMissing(before: record.sequence) }
                 // A record newer than everything in the segments and in earlier records is the
                 // newest for each of its keys: no index lookup needed before the upsert.
                 let newest = record.sequence > lastSequence
+                if !newest && !pending.isEmpty {
+                    // An older record's keys are looked up in the index: bring it up to date.
+                    apply(pending, index: &index, usage: &usage)
+                    pending.removeAll(keepingCapacity: true)
+                }
                 for item in record.entries {
                     let location = ValueLocation(
                         fileNumber: number, position: 0, offset: UInt32(item.offset), length: item.length)
-                    apply(
-                        isDelete: item.entry.isDelete, key: item.entry.key, sequence: item.entry.sequence,
-                        location: location, index: &index, usage: &usage, newest: newest)
+                    if newest {
+                        pending.append(
+                            IndexChange(
+                                isDelete: item.entry.isDelete, key: item.entry.key, sequence: item.entry.sequence,
+                                location: location))
+                    } else {
+                        apply(
+                            isDelete: item.entry.isDelete, key: item.entry.key, sequence: item.entry.sequence,
+                            location: location, index: &index, usage: &usage, newest: false)
+                    }
                 }
                 lastSequence = max(lastSequence, record.sequence)
             }
+            if !pending.isEmpty { apply(pending, index: &index, usage: &usage) }
             report.dropped += outcome.dropped
             // [WAL-5] The WAL's checked bytes stay in memory: its values are read there. The
             // active WAL's image has room for the records appended next.
