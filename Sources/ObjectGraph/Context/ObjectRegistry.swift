@@ -126,14 +126,25 @@ final class ObjectRegistry {
             update(registration, for: id)
             return
         }
+        place(registration, for: id, at: probe)
+    }
+
+    /// Puts a new entry for `id` in the free slot `probe` (current, and for `id`) chose.
+    private func place(_ registration: Registration, for id: ManagedObjectID, at probe: Probe) {
         let target = probe.free
         if slots[target].tag & Self.tombstoneBit != 0 { tombstones -= 1 }
-        slots[target] = Slot(
-            object: registration.pointer, home: Unmanaged.passUnretained(id.home).toOpaque(), reference: id.reference,
-            tag: probe.hash | (registration.inStore ? Self.inStoreBit : 0))
+        slots[target] = Self.entry(registration, for: id, hash: probe.hash)
         registration.object.registrySlot = Int32(truncatingIfNeeded: target)
         count += 1
         version &+= 1
+    }
+
+    /// The slot of `registration` for `id`. The slot keeps the ID's home (equal IDs may have
+    /// distinct homes): it stays alive with the object.
+    private static func entry(_ registration: Registration, for id: ManagedObjectID, hash: UInt64) -> Slot {
+        Slot(
+            object: registration.pointer, home: Unmanaged.passUnretained(id.home).toOpaque(), reference: id.reference,
+            tag: hash | (registration.inStore ? inStoreBit : 0))
     }
 
     /// Whether `object` is registered here: its slot holds it. No hashing, no probe.
@@ -157,39 +168,18 @@ final class ObjectRegistry {
     /// entry it had; the object learns its slot.
     @discardableResult
     func update(_ registration: Registration, for id: ManagedObjectID) -> Registration? {
-        version &+= 1
         if (count + tombstones + 1) * 10 > slots.count * 7 { grow(minimumCount: count + 1) }
-        let hash = Self.hashTag(id)
-        // The slot keeps the new ID's home (equal IDs may have distinct homes): it stays alive
-        // with the object.
-        let entry = Slot(
-            object: registration.pointer, home: Unmanaged.passUnretained(id.home).toOpaque(), reference: id.reference,
-            tag: hash | (registration.inStore ? Self.inStoreBit : 0))
         // One probe: `id`'s entry, or the first tombstone or empty slot on its path.
-        var index = home(of: hash)
-        var free: Int? = nil
-        while true {
-            let slot = slots[index]
-            if let pointer = slot.object {
-                if slot.tag & Self.hashBits == hash && Self.matches(slot, pointer, id) {
-                    let replaced = self.registration(at: index)
-                    slots[index] = entry
-                    registration.object.registrySlot = Int32(truncatingIfNeeded: index)
-                    return replaced
-                }
-            } else if slot.tag & Self.tombstoneBit != 0 {
-                if free == nil { free = index }
-            } else {
-                break
-            }
-            index = (index + 1) & mask
+        let probe = self.probe(id)
+        guard let index = probe.found else {
+            place(registration, for: id, at: probe)
+            return nil
         }
-        let target = free ?? index
-        if slots[target].tag & Self.tombstoneBit != 0 { tombstones -= 1 }
-        slots[target] = entry
-        registration.object.registrySlot = Int32(truncatingIfNeeded: target)
-        count += 1
-        return nil
+        version &+= 1
+        let replaced = self.registration(at: index)
+        slots[index] = Self.entry(registration, for: id, hash: probe.hash)
+        registration.object.registrySlot = Int32(truncatingIfNeeded: index)
+        return replaced
     }
 
     /// Removes the entry at `index` (which holds one) and returns its registration. No probe
