@@ -41,3 +41,25 @@ import Testing
         #expect(newest.tornTail?.offset == UInt64(Format.walHeaderSize))
     }
 }
+
+/// A batch built in parts: the appended operations commit in one transaction, after the
+/// batch's own, so a later write of a key wins.
+@Suite struct WriteBatchAppendTests {
+    @Test func appendedOperationsCommitTogetherAfterTheBatchsOwn() throws {
+        let engine = try Engine.open(at: "/store", options: testOptions(FaultInjectingFileSystem()))
+        try engine.put([9], [9])
+        var batch = WriteBatch()
+        batch.put([1], [1])
+        batch.put([2], [2])
+        var more = WriteBatch()
+        more.put([2], [20])  // after the batch's own write of [2]: wins
+        more.delete([9])
+        more.put([3], [3])
+        batch.append(contentsOf: more)
+        #expect(batch.count == 5)
+        let before = try engine.snapshot().sequence
+        try engine.commit(batch)
+        #expect(try engine.snapshot().sequence == before + 1, "one transaction")
+        #expect(try contents(of: engine) == [[1]: [1], [2]: [20], [3]: [3]])
+    }
+}

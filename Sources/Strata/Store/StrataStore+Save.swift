@@ -55,15 +55,21 @@ extension StrataStore {
                 try row.attribute(atOrdinal: attribute.ordinal) ?? .null
             }
             let relationshipKeys = RelationshipKeyWriter(store: self, layout: layout, snapshot: snapshot)
+            // An insert's rows, index keys and relationship keys go to the batch kind by kind:
+            // the rows are in key order and the engine's sort of the commit finds them as one
+            // run instead of interleaved with the other keys.
+            var insertedIndexKeys = WriteBatch(), insertedRelationshipKeys = WriteBatch()
             for (object, key, values) in inserts {
                 if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil {
                     throw ObjectGraphError(.invalidArgument, "Row of \(object.objectID) already exists; cannot insert it again.", objectID: object.objectID)
                 }
                 batch.put(key, try encodeRow(values, of: object, version: 1, existing: nil, layout: layout))
-                for indexKey in try indexKeys(object, { values[$0.ordinal]?.attributeValue ?? .null }) { batch.put(indexKey, []) }
-                try relationshipKeys.write(object, values: values, existing: nil, into: &batch)
+                for indexKey in try indexKeys(object, { values[$0.ordinal]?.attributeValue ?? .null }) { insertedIndexKeys.put(indexKey, []) }
+                try relationshipKeys.write(object, values: values, existing: nil, into: &insertedRelationshipKeys)
                 record.rowCounts[object.entity.name, default: 0] += 1
             }
+            batch.append(contentsOf: insertedIndexKeys)
+            batch.append(contentsOf: insertedRelationshipKeys)
             for (object, key, values) in updates {
                 let existing = try current(object, key)
                 batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout))

@@ -26,6 +26,11 @@ public struct WriteBatch: Sendable {
         operations.append(.init(isDelete: true, key: key, value: []))
     }
 
+    /// Appends `other`'s operations after this batch's, in their order.
+    public mutating func append(contentsOf other: WriteBatch) {
+        operations.append(contentsOf: other.operations)
+    }
+
     /// The number of operations.
     public var count: Int { operations.count }
     /// Whether the batch has no operations.
