@@ -34,8 +34,8 @@ extension ManagedObjectContext {
         let batch = FaultBatch(ids: objects.map(\.objectID), size: size)
         for index in size..<objects.count {
             let object = objects[index]
-            guard object.snapshot == nil, !object.isNew, object.changes.isEmpty else { continue }
-            object.cachedRow = nil
+            guard object.isFault, object.changes.isEmpty else { continue }
+            object.faultRow = nil
             object.faultBatch = (batch, index)
         }
     }
@@ -48,11 +48,11 @@ extension ManagedObjectContext {
         let generation = coordinator.saveGeneration.load(ordering: .acquiring)
         for position in batch.range(around: index) where position != index {
             guard let object = registry[batch.ids[position]]?.object, object.faultBatch?.batch === batch,
-                object.snapshot == nil, object.cachedRow == nil
+                object.isFault, object.faultRow == nil
             else { continue }
             object.faultBatch = nil
             guard let node = try? coordinator.newValues(forObjectWith: object.objectID, in: self) else { continue }
-            object.cachedRow = CachedRow(node: node, generation: generation, in: self)
+            object.faultRow = ObjectSnapshot(node: node, entity: object.entity, generation: generation, loadedAt: readTime)
         }
     }
 
@@ -309,7 +309,7 @@ extension ManagedObjectContext {
                 held.append(object)
                 guard seen.insert(ObjectIdentifier(object)).inserted else { continue }
                 next.append(object)
-                guard object.isFault, object.cachedRow == nil else { continue }
+                guard object.isFault, object.faultRow == nil else { continue }
                 if let index = faults.firstIndex(where: { $0.destination === destination }) {
                     faults[index].ids.append(id)
                 } else {
@@ -330,7 +330,7 @@ extension ManagedObjectContext {
         // sources, comes back as a fault holding its row.
         if prefetchedRows.count + next.count > Self.prefetchedRowLimit { prefetchedRows.removeAll() }
         for object in next {
-            if let row = object.snapshot?.cachedRow(for: object.objectID) { prefetchedRows[object.objectID] = row }
+            if let row = object.snapshot?.asFaultRow(of: object.entity) { prefetchedRows[object.objectID] = row }
         }
         return next
     }

@@ -140,8 +140,7 @@ extension ManagedObjectContext {
             let transient = object.transientValues
             // Reloaded from the row the values came from while it is fresh enough (Core
             // Data: "from the persistent store or the last cached state"), else the store.
-            object.cachedRow = object.snapshot?.cachedRow(for: object.objectID)
-            object.snapshot = nil
+            object.keepRowAsFault()
             object.changes.removeAll()
             if (try? object.fulfillFault()) == nil {
                 // The row is gone or unreachable: keep what the object had.

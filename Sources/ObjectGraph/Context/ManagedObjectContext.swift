@@ -32,11 +32,15 @@ public final class ManagedObjectContext {
     @exclusivity(unchecked) public var stalenessInterval: TimeInterval = -1
 
     /// Whether a row read earlier is fresh enough, by ``stalenessInterval``, to fulfil a fault.
-    func accepts(_ row: CachedRow) -> Bool {
+    func accepts(loadedAt: Double) -> Bool {
         if stalenessInterval < 0 { return true }
-        guard stalenessInterval > 0, !row.loadedAt.isNaN else { return false }
-        return Date.timeIntervalSinceReferenceDate - row.loadedAt <= stalenessInterval
+        guard stalenessInterval > 0, !loadedAt.isNaN else { return false }
+        return Date.timeIntervalSinceReferenceDate - loadedAt <= stalenessInterval
     }
+
+    /// When a row read now is read, as a row kept by an object records it: the time, for a
+    /// context that bounds staleness; NaN otherwise (the clock is not read per object).
+    var readTime: Double { stalenessInterval < 0 ? .nan : Date.timeIntervalSinceReferenceDate }
     /// Whether every registered object is held strongly; by default only objects with
     /// unsaved changes are, and unchanged objects go away when nothing else holds them.
     @exclusivity(unchecked) public var retainsRegisteredObjects = false {
@@ -62,7 +66,7 @@ public final class ManagedObjectContext {
     /// the row, so firing it reads nothing, within the rules every cached row follows (no save
     /// through the coordinator since, the staleness interval). At most
     /// ``prefetchedRowLimit``; emptied by ``reset()``.
-    @exclusivity(unchecked) var prefetchedRows: [ManagedObjectID: CachedRow] = [:]
+    @exclusivity(unchecked) var prefetchedRows: [ManagedObjectID: ObjectSnapshot] = [:]
     /// The most rows ``prefetchedRows`` keeps.
     static let prefetchedRowLimit = 8_192
     /// Store registrations collected by ``withRegistrationBatch(_:)``, not yet sent.
@@ -132,7 +136,7 @@ public final class ManagedObjectContext {
     /// fault keeps the row a fetch read for it (or, `loaded`, has its values at once).
     /// `probe`, when given, is the registry's probe for `objectID` that found it absent.
     func makeFault(
-        for objectID: ManagedObjectID, row: consuming CachedRow? = nil, loaded: Bool = false, probe: ObjectRegistry.Probe? = nil
+        for objectID: ManagedObjectID, row: consuming ObjectSnapshot? = nil, loaded: Bool = false, probe: ObjectRegistry.Probe? = nil
     ) -> ManagedObject {
         var row = row
         if row == nil, !prefetchedRows.isEmpty { row = prefetchedRows[objectID] }
@@ -140,11 +144,11 @@ public final class ManagedObjectContext {
         let object = objectID.entity.managedObjectClass.init(entity: objectID.entity, insertInto: nil)
         object.objectID = objectID
         if !object.changes.isEmpty { object.changes.removeAll() }
-        if !object.transientValues.isEmpty { object.transientValues.removeAll() }
+        if object.hasTransientValues { object.transientValues.removeAll() }
         object.managedObjectContext = self
         register(object, probe: probe)
         if let row {
-            if loaded { object.fulfill(with: row) } else { object.cachedRow = row }
+            if loaded { object.fulfill(with: row) } else { object.faultRow = row }
         }
         return object
     }

@@ -142,7 +142,7 @@ extension PersistentStoreCoordinator {
     }
 
     /// Sends each store its save request; each save bumps ``saveGeneration``, so rows cached
-    /// by objects before it (``ManagedObject/cachedRow``) are read again. Stores save one
+    /// by objects before it (``ManagedObject/faultRow``) are read again. Stores save one
     /// after another: with several stores a failure can leave earlier stores saved (there is
     /// no cross-store transaction yet).
     func executeSave(_ requests: [(store: IncrementalStore, request: SaveChangesRequest)], in context: ManagedObjectContext) throws {

@@ -15,7 +15,7 @@ import StrataSync
 ///
 /// Thread safety: shared by every context, on any thread; its mutable state (the stores)
 /// is inside one `Mutex` and the save generation is atomic; stores are called outside the
-/// lock. Rows read for objects are cached by the objects (``ManagedObject/cachedRow``),
+/// lock. Rows read for objects are cached by the objects (``ManagedObject/faultRow``),
 /// and the register counts of the contract are the stores' own.
 public final class PersistentStoreCoordinator: Sendable {
     /// The model of every store and context of this coordinator.
@@ -40,7 +40,7 @@ public final class PersistentStoreCoordinator: Sendable {
     let state = Locked(State())
 
     /// Bumped by every save through this coordinator (and when a store is removed): a row an
-    /// object cached (``ManagedObject/cachedRow``) is used only if no save came after it.
+    /// object cached (``ManagedObject/faultRow``) is used only if no save came after it.
     let saveGeneration = Atomic<UInt64>(0)
 
     /// Store classes by type name, shared by every coordinator.

@@ -39,14 +39,51 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     @exclusivity(unchecked) public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
     // Change tracking, owned by the context's thread. Values are kept by property ordinal.
-    /// Last committed values; `nil` while the object is a fault.
-    @exclusivity(unchecked) var snapshot: ObjectSnapshot?
-    /// A fault's row: the row the fetch that returned it read, or the row its values came
-    /// from before it turned into a fault (``ObjectSnapshot/cachedRow(for:)``). Firing the
-    /// fault uses it, reading no row, while no save came through the coordinator and the
-    /// context's staleness interval allows it. With the snapshots' rows these are the object
-    /// graph's row cache, one row per object. `nil` while the object is not a fault.
-    @exclusivity(unchecked) var cachedRow: CachedRow?
+    /// The object's one store of committed values, read through ``snapshot`` (a loaded object)
+    /// or ``faultRow`` (a fault), as ``isLoaded`` says.
+    ///
+    /// A fault keeps here the row the fetch that returned it read, or the row its values came
+    /// from before it turned into a fault (``ObjectSnapshot/asFaultRow(of:)``); firing it only marks
+    /// it loaded, reading no row, while no save came through the coordinator since the row was
+    /// read and the context's staleness interval allows it. With the loaded objects' rows these
+    /// are the object graph's row cache, one row per object.
+    @exclusivity(unchecked) private var committed: ObjectSnapshot?
+    /// Whether ``committed`` holds the object's loaded values (else the object is a fault, or
+    /// new, and it holds at most a fault's row). Never true while ``committed`` is `nil`.
+    @exclusivity(unchecked) private var isLoaded = false
+    /// Last committed values; `nil` while the object is a fault (or new). Setting it loads the
+    /// object with those values, or (`nil`) drops them and any row.
+    var snapshot: ObjectSnapshot? {
+        _read {
+            if isLoaded { yield committed } else { yield nil }
+        }
+        _modify {
+            if isLoaded {
+                yield &committed
+                isLoaded = committed != nil
+            } else {
+                var unloaded: ObjectSnapshot? = nil
+                yield &unloaded
+                if let unloaded {
+                    committed = unloaded
+                    isLoaded = true
+                }
+            }
+        }
+        set {
+            committed = newValue
+            isLoaded = newValue != nil
+        }
+    }
+    /// A fault's row (see ``committed``); `nil` while the object is loaded or has no row.
+    /// Setting it on a loaded object is a programming error.
+    var faultRow: ObjectSnapshot? {
+        get { isLoaded ? nil : committed }
+        set {
+            assert(!isLoaded, "a loaded object keeps no fault row")
+            if !isLoaded { committed = newValue }
+        }
+    }
     /// Uncommitted values. Attribute and to-one values that return to their committed
     /// value are dropped; to-many ones stay pending once changed.
     @exclusivity(unchecked) var changes = PendingChanges()
@@ -100,6 +137,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         _modify { yield &ensureExtras().transientValues }
         set { if !newValue.isEmpty || extras != nil { ensureExtras().transientValues = newValue } }
     }
+    /// Whether the object has values of transient attributes (no empty table made to ask).
+    var hasTransientValues: Bool { extras.map { !$0.transientValues.isEmpty } ?? false }
     /// The store an inserted object was assigned to with ``ManagedObjectContext/assign(_:to:)``.
     var assignedStore: PersistentStore? {
         get { extras?.assignedStore }
@@ -162,11 +201,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // MARK: State
 
     /// Whether the object's values are not loaded yet.
-    public var isFault: Bool { snapshot == nil && !isNew }
+    public var isFault: Bool { !isLoaded && !isNew }
 
     /// Whether the object was created here and never saved: inserted, or not yet inserted.
     /// Its committed values are the empty defaults, so it never loads anything.
-    var isNew: Bool { inserted || (snapshot == nil && objectID.isTemporaryID) }
+    var isNew: Bool { inserted || (!isLoaded && objectID.isTemporaryID) }
     /// Whether the object is inserted and not yet saved.
     public var isInserted: Bool { inserted }
     /// Whether the object has unsaved changes (and is neither inserted nor deleted).
@@ -280,7 +319,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Loads the object's values from its store if it is a fault.
     func fulfillFault() throws {
-        guard snapshot == nil, !isNew else { return }
+        guard !isLoaded, !isNew else { return }
         guard let context = managedObjectContext else {
             throw ObjectGraphError(
                 .objectInvalidated, "\(entity.name) \(objectID) is not in a context, so its values cannot be loaded.",
@@ -291,12 +330,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             context.loadBatch(batch, around: index)
         }
         let generation = context.persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) ?? 0
-        // Moved out, not copied: the row's references are not retained again.
-        if let cached = cachedRow.take() {
-            if cached.generation == generation, context.accepts(cached) {
-                fulfill(with: cached)
+        // The fault's row, where it is: firing from it only marks the object loaded.
+        if let readAt = Self.readAt(of: &committed) {
+            if readAt.generation == generation, context.accepts(loadedAt: readAt.loadedAt) {
+                isLoaded = true
+                awakeFromFetch()
                 return
             }
+            committed = nil
         }
         let node: IncrementalStoreNode
         do {
@@ -305,28 +346,35 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             context.objectWasInvalidated(self)
             throw error
         }
-        fulfill(with: CachedRow(node: node, generation: generation, in: context))
+        fulfill(with: ObjectSnapshot(node: node, entity: entity, generation: generation, loadedAt: context.readTime))
+    }
+
+    /// When the row in `values` was read, looked at where it is (reading the field of a
+    /// class's optional struct through a value copies the whole struct).
+    private static func readAt(of values: inout ObjectSnapshot?) -> (generation: UInt64, loadedAt: Double)? {
+        values?.readAt
     }
 
     /// Gives a fault the values of a row its store already read (the snapshot keeps when).
-    func fulfill(with row: consuming CachedRow) {
-        guard snapshot == nil, !isNew else { return }
-        cachedRow = nil
-        snapshot = ObjectSnapshot(row: row, entity: entity)
+    func fulfill(with row: consuming ObjectSnapshot) {
+        guard !isLoaded, !isNew else { return }
+        committed = row
+        isLoaded = true
         awakeFromFetch()
     }
 
     /// The committed value of a property, loading a relationship from the store if needed.
     func committedValue(for property: PropertyDescription) throws -> PropertyValue {
         try fulfillFault()
-        if let value = try snapshot?.value(for: property) { return value }
+        // The loaded values, where they are (no accessor between).
+        if isLoaded, let value = try committed?.value(for: property) { return value }
         guard let relationship = property as? RelationshipDescription else { return .attribute(.null) }
         if isNew { return .relationship(relationship.isToMany ? .toMany([]) : .toOne(nil)) }
         guard let context = managedObjectContext else {
             throw ObjectGraphError(.objectInvalidated, "\(objectID) is not in a context.", objectID: objectID)
         }
         let value = try context.fulfillRelationship(relationship, of: objectID)
-        snapshot?.set(.relationship(value), at: relationship.ordinal)
+        if isLoaded { committed?.set(.relationship(value), at: relationship.ordinal) }
         return .relationship(value)
     }
 
@@ -413,13 +461,20 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
+    /// Makes the object a fault that keeps the row its values came from, if they came from a
+    /// store's row (``ObjectSnapshot/asFaultRow(of:)``); its changes stay as they are.
+    func keepRowAsFault() {
+        guard isLoaded else { return }
+        committed = committed?.asFaultRow(of: entity)
+        isLoaded = false
+    }
+
     /// Makes the object a fault again, dropping its values (and changes).
     func turnIntoFault() {
         willTurnIntoFault()
         // The row the values came from stays: firing the fault again reuses it while it is
         // fresh enough.
-        if let snapshot { cachedRow = snapshot.cachedRow(for: objectID) }
-        snapshot = nil
+        keepRowAsFault()
         changes.removeAll()
         prefetchedDestinations = []
         transientValues = [:]
@@ -482,30 +537,5 @@ extension ManagedObject {
             values[property.ordinal] = try currentValue(for: property)
         }
         return values
-    }
-}
-
-/// A row a store read for an object, kept by the object (``ManagedObject/cachedRow``) as
-/// Core Data's row cache keeps rows: a fault fires from it instead of reading the store
-/// while no save came through the coordinator since it was read and the context's
-/// ``ManagedObjectContext/stalenessInterval`` allows its age.
-struct CachedRow {
-    /// The row's values.
-    let node: IncrementalStoreNode
-    /// The coordinator's save generation before the row was read.
-    let generation: UInt64
-    /// When the row was read (seconds since the reference date), recorded only for a
-    /// context that bounds staleness (NaN otherwise: the clock is not read per object).
-    let loadedAt: Double
-
-    init(node: IncrementalStoreNode, generation: UInt64, loadedAt: Double) {
-        self.node = node
-        self.generation = generation
-        self.loadedAt = loadedAt
-    }
-
-    /// A row read now for `context`.
-    init(node: IncrementalStoreNode, generation: UInt64, in context: ManagedObjectContext) {
-        self.init(node: node, generation: generation, loadedAt: context.stalenessInterval < 0 ? .nan : Date.timeIntervalSinceReferenceDate)
     }
 }

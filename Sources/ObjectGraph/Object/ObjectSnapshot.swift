@@ -24,7 +24,7 @@ struct ObjectSnapshot {
     /// The entity's property count: the length of `slots` once it has any.
     let propertyCount: Int
     /// For values read from a store row: the coordinator's save generation before the read
-    /// and when it happened (see ``CachedRow``), so the row can be kept when the object turns
+    /// and when it happened (see ``init(node:entity:generation:loadedAt:)``), so the row can be kept when the object turns
     /// into a fault. `nil` once the snapshot holds saved values.
     var readAt: (generation: UInt64, loadedAt: Double)?
 
@@ -35,19 +35,32 @@ struct ObjectSnapshot {
         version = 0
     }
 
-    /// The values of a row an object cached; shares the node's slots or row.
-    init(row: consuming CachedRow, entity: EntityDescription) {
-        self.init(node: row.node, entity: entity)
-        readAt = (row.generation, row.loadedAt)
+    /// The values of a row a store read for an object, with when they were read: the
+    /// coordinator's save `generation` before the read, and the time (`loadedAt`, seconds since
+    /// the reference date; NaN for a context that does not bound staleness, so that the clock
+    /// is not read per object). Shares the node's slots or row.
+    init(node: consuming IncrementalStoreNode, entity: EntityDescription, generation: UInt64, loadedAt: Double) {
+        self.init(node: node, entity: entity)
+        readAt = (generation, loadedAt)
     }
 
-    /// The row these values were read from, rebuilt for an object turning into a fault: its
-    /// row bytes (or its slots) and version, with when they were read.
-    func cachedRow(for objectID: ManagedObjectID) -> CachedRow? {
-        guard let readAt else { return nil }
-        let node = lazyValues.map { IncrementalStoreNode(objectID: objectID, lazyValues: $0, version: version) }
-            ?? IncrementalStoreNode(objectID: objectID, valuesByOrdinal: slots, version: version)
-        return CachedRow(node: node, generation: readAt.generation, loadedAt: readAt.loadedAt)
+    /// These values as the row a fault of `entity` keeps (``ManagedObject/faultRow``), or `nil`
+    /// when they are not a store's row (values a save committed): the row's bytes, version and
+    /// when it was read. To-many destinations are dropped (firing the fault again leaves them to
+    /// load, as Core Data's refreshed objects do), and so is every value decoded from the row's
+    /// bytes; a node's values without row bytes stay, as they are the row.
+    func asFaultRow(of entity: EntityDescription) -> ObjectSnapshot? {
+        guard readAt != nil else { return nil }
+        if slots.isEmpty { return self }
+        var row = self
+        if lazyValues != nil {
+            row.slots = []
+        } else {
+            for relationship in entity.relationships where relationship.isToMany && relationship.ordinal < row.slots.count {
+                row.slots[relationship.ordinal] = nil
+            }
+        }
+        return row
     }
 
     /// The values of a store's node; shares the node's slots (or its row) when they are in

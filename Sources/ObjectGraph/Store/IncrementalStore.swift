@@ -119,15 +119,16 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         let loadedAt = context.stalenessInterval < 0 ? Double.nan : Date.timeIntervalSinceReferenceDate
         return context.withRegistrationBatch {
             nodes.map { node in
-                func row() -> CachedRow { CachedRow(node: node, generation: generation, loadedAt: loadedAt) }
                 let probe = context.registry.probe(node.objectID)
                 guard let slot = probe.found, let registered = context.registry.registration(at: slot)?.object else {
                     // A new fault, made with its row, in the slot the lookup found for it.
-                    return context.makeFault(for: node.objectID, row: row(), loaded: !returnsObjectsAsFaults, probe: probe)
+                    let row = ObjectSnapshot(node: node, entity: node.objectID.entity, generation: generation, loadedAt: loadedAt)
+                    return context.makeFault(for: node.objectID, row: row, loaded: !returnsObjectsAsFaults, probe: probe)
                 }
                 // A registered object keeps its values; a fault among them gets the row.
                 if registered.isFault {
-                    if returnsObjectsAsFaults { registered.cachedRow = row() } else { registered.fulfill(with: row()) }
+                    let row = ObjectSnapshot(node: node, entity: registered.entity, generation: generation, loadedAt: loadedAt)
+                    if returnsObjectsAsFaults { registered.faultRow = row } else { registered.fulfill(with: row) }
                 }
                 return registered
             }

@@ -106,6 +106,29 @@ struct FaultingConformance {
         #expect(try employees.first?.object(forKey: "department") === department)
     }
 
+    /// Turned back into a fault, an object forgets its loaded relationships even when it fires
+    /// again from the row it kept (Core Data: a refreshed object's relationships are faults),
+    /// and still reads that row's values.
+    @Test(arguments: allStoreFixtures)
+    func aRefreshedObjectFiresAgainWithItsRelationshipsFaulted(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let writer = stack.context()
+        let sales = try writer.makeDepartment("Sales")
+        try writer.makePerson("Ada").setValue(sales, forKey: "department")
+        try writer.save()
+
+        let context = stack.context()
+        let department = try #require(try context.fetch(FetchRequest(entityName: "Department")).first)
+        #expect(try department.objects(forKey: "employees").count == 1)
+        #expect(!department.hasFault(forRelationshipNamed: "employees"))
+        context.refresh(department, mergeChanges: false)
+        #expect(department.isFault)
+        #expect(try department.value(forKey: "name") == "Sales")
+        #expect(!department.isFault)
+        #expect(department.hasFault(forRelationshipNamed: "employees"), "the relationship loads again, from the store")
+        #expect(try department.objects(forKey: "employees").count == 1)
+    }
+
     @Test(arguments: allStoreFixtures)
     func prefetchingLoadsRelationshipDestinations(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())

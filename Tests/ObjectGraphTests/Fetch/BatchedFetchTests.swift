@@ -34,12 +34,12 @@ import Testing
             #expect(people.count == 12)
             #expect(people.allSatisfy { $0.isFault })
             #expect(people.prefix(5).allSatisfy { $0.faultBatch == nil })
-            #expect(people.dropFirst(5).allSatisfy { $0.cachedRow == nil && $0.faultBatch != nil })
+            #expect(people.dropFirst(5).allSatisfy { $0.faultRow == nil && $0.faultBatch != nil })
             // Firing the seventh loads its batch (positions 5..<10), and only that.
             #expect(try people[6].value(forKey: "age") == .int16(6))
-            #expect(people[5...9].allSatisfy { $0.faultBatch == nil && ($0.cachedRow != nil || !$0.isFault) })
-            #expect(people[5...9].filter { $0.cachedRow != nil }.count == 4, "its batch-mates got their rows")
-            #expect(people[10...].allSatisfy { $0.cachedRow == nil && $0.faultBatch != nil })
+            #expect(people[5...9].allSatisfy { $0.faultBatch == nil && ($0.faultRow != nil || !$0.isFault) })
+            #expect(people[5...9].filter { $0.faultRow != nil }.count == 4, "its batch-mates got their rows")
+            #expect(people[10...].allSatisfy { $0.faultRow == nil && $0.faultBatch != nil })
             // Every value is right, batch by batch.
             #expect(try people.map { try $0.value(forKey: "name") } == (0..<12).map { .string("p\($0)") })
         }
