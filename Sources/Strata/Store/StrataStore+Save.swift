@@ -1,7 +1,86 @@
+import Foundation
 import ObjectGraph
 import StrataEngine
 
 extension StrataStore {
+    /// `rows` in the order of their keys (the engine's byte order): their positions are sorted,
+    /// not the rows (whose moves would count references), and the keys are copied into one
+    /// buffer, so no key array is retained per comparison. Row keys ([KEY-2]: the entity's part,
+    /// then the reference in 8 big-endian bytes) are grouped by entity and sorted by reference as
+    /// integers; other keys by `memcmp`. Rows already in order are returned as they are.
+    static func inKeyOrder<Row>(_ rows: [Row], key: (Row) -> [UInt8]) -> [Row] {
+        guard rows.count > 1 else { return rows }
+        var bytes: [UInt8] = []
+        var ends: [Int] = []
+        ends.reserveCapacity(rows.count)
+        for row in rows {
+            bytes.append(contentsOf: key(row))
+            ends.append(bytes.count)
+        }
+        var order = Array(rows.indices)
+        let sorted = bytes.withUnsafeBufferPointer { bytes in
+            ends.withUnsafeBufferPointer { ends in
+                // Whether the key at `a` sorts before the key at `b`.
+                func precedes(_ a: Int, _ b: Int) -> Bool {
+                    let aStart = a == 0 ? 0 : ends[a - 1], bStart = b == 0 ? 0 : ends[b - 1]
+                    let aCount = ends[a] - aStart, bCount = ends[b] - bStart
+                    let common = min(aCount, bCount)
+                    guard common > 0, let base = bytes.baseAddress else { return aCount < bCount }
+                    let order = memcmp(base + aStart, base + bStart, common)
+                    return order != 0 ? order < 0 : aCount < bCount
+                }
+                if !(1..<ends.count).contains(where: { precedes($0, $0 - 1) }) { return true }
+                // Rows of a few entities (a save's, in no order): within an entity's group (the
+                // key without its last 8 bytes, the reference, big-endian) the references order
+                // the rows, compared as integers; the groups are ordered by their keys.
+                func sameGroup(_ a: Int, _ b: Int) -> Bool {
+                    let aStart = a == 0 ? 0 : ends[a - 1], bStart = b == 0 ? 0 : ends[b - 1]
+                    let count = ends[a] - aStart
+                    guard count == ends[b] - bStart, count > 8, let base = bytes.baseAddress else { return false }
+                    return memcmp(base + aStart, base + bStart, count - 8) == 0
+                }
+                var firsts: [Int] = []
+                var sortKeys: [(group: Int, reference: UInt64)] = []
+                sortKeys.reserveCapacity(ends.count)
+                for index in ends.indices {
+                    let end = ends[index]
+                    guard end - (index == 0 ? 0 : ends[index - 1]) > 8 else { firsts = []; break }
+                    var group = firsts.firstIndex { sameGroup($0, index) }
+                    if group == nil, firsts.count < 16 {
+                        firsts.append(index)
+                        group = firsts.count - 1
+                    }
+                    guard let group else { firsts = []; break }
+                    var reference: UInt64 = 0
+                    for offset in end - 8..<end { reference = reference << 8 | UInt64(bytes[offset]) }
+                    sortKeys.append((group, reference))
+                }
+                if firsts.isEmpty {
+                    order.sort(by: precedes)
+                    return false
+                }
+                var rank = [UInt64](repeating: 0, count: firsts.count)
+                for (position, group) in firsts.indices.sorted(by: { precedes(firsts[$0], firsts[$1]) }).enumerated() { rank[group] = UInt64(position) }
+                // One integer per row: the group's rank (4 bits), the reference (39 bits: more
+                // than any store allocates; its 8 bytes hold it offset by 2^63, [KEY-2], so the
+                // top bit flipped gives it back) and the row's position (20 bits), sorted as
+                // integers.
+                let bias: UInt64 = 1 << 63
+                if sortKeys.count < 1 << 20, sortKeys.allSatisfy({ $0.reference ^ bias < 1 << 39 }) {
+                    var keyed = sortKeys.indices.map { rank[sortKeys[$0].group] << 59 | (sortKeys[$0].reference ^ bias) << 20 | UInt64($0) }
+                    keyed.sort()
+                    order = keyed.map { Int($0 & (1 << 20 - 1)) }
+                } else {
+                    order.sort(by: precedes)
+                }
+                // Checked: keys of other shapes fall back to comparing whole keys.
+                if zip(order, order.dropFirst()).contains(where: { precedes($1, $0) }) { order.sort(by: precedes) }
+                return false
+            }
+        }
+        return sorted ? rows : order.map { rows[$0] }
+    }
+
     /// One save: every changed row and the metadata record in one engine transaction.
     func execute(_ request: SaveChangesRequest) throws -> PersistentStoreResult {
         guard !isReadOnly else { throw ObjectGraphError(.invalidArgument, "The Strata store \(identifier) is read-only.") }
@@ -11,14 +90,14 @@ extension StrataStore {
         // Read every value before taking the lock: reading may fire faults. Values come by
         // ordinal, straight from the objects' slots.
         // Rows go to the batch in key order, so the WAL holds them as scans read them.
-        let inserts = try (request.insertedObjects ?? []).map {
+        let inserts = Self.inKeyOrder(try (request.insertedObjects ?? []).map {
             ($0, try rowKey($0.objectID), try $0.storedValues(skippingUnloadedRelationships: false))
-        }.sorted { $0.1.lexicographicallyPrecedes($1.1) }
+        }, key: \.1)
         // An update carries only what the object has loaded; the fields it never loaded are
         // copied from the current row under the lock.
-        let updates = try (request.updatedObjects ?? []).map {
+        let updates = Self.inKeyOrder(try (request.updatedObjects ?? []).map {
             ($0, try rowKey($0.objectID), try $0.storedValues(skippingUnloadedRelationships: true))
-        }.sorted { $0.1.lexicographicallyPrecedes($1.1) }
+        }, key: \.1)
         let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let metadata = self.metadata
