@@ -149,10 +149,9 @@ extension ManagedObjectContext {
                 return
             }
             object.transientValues = transient
-            for ordinal in pending.changedOrdinals {
-                guard let value = pending[ordinal] else { continue }
+            pending.forEachChange { ordinal, value in
                 let property = object.entity.properties[ordinal]
-                if let committed = try? object.committedValue(for: property), sameValue(committed, value, for: property) { continue }
+                if let committed = try? object.committedValue(for: property), sameValue(committed, value, for: property) { return }
                 object.changes.set(value, for: property)
             }
             if object.changes.isEmpty && !object.deleted { updatedSet.remove(object) }

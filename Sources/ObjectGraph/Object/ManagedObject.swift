@@ -483,15 +483,22 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Moves the current values into the snapshot after a successful save.
     func commitChanges() {
-        var committed = snapshot ?? ObjectSnapshot(entity: entity)
-        for ordinal in changes.changedOrdinals {
-            if let value = changes[ordinal] { committed.set(value, at: ordinal) }
+        if !isLoaded || committed == nil {
+            committed = ObjectSnapshot(entity: entity)
+            isLoaded = true
         }
-        committed.version = inserted ? 1 : committed.version + 1
-        committed.readAt = nil
-        snapshot = committed
+        Self.commit(changes, inserted: inserted, into: &committed)
         changes.removeAll()
         inserted = false
+    }
+
+    /// Moves `changes` into `values`, where they are: a copy of the snapshot would copy its
+    /// slots at the first change.
+    private static func commit(_ changes: PendingChanges, inserted: Bool, into values: inout ObjectSnapshot?) {
+        guard values != nil else { return }
+        changes.forEachChange { ordinal, value in values!.set(value, at: ordinal) }
+        values!.version = inserted ? 1 : values!.version + 1
+        values!.readAt = nil
     }
 
     /// Replaces object IDs inside the snapshot and the changes (temporary to permanent).

@@ -5,11 +5,16 @@ import Foundation
 /// that building a relationship of n objects one at a time costs O(n), not O(n²).
 ///
 /// Short lists (most relationships) are searched linearly; a position table is built only
-/// once a list grows past ``indexedCount``, so small lists hash nothing.
+/// once a list past ``indexedCount`` is changed, so small lists hash nothing, and a list
+/// whose IDs were replaced (a save's temporary IDs, just before its changes are committed)
+/// builds none until it changes again.
 struct ObjectIDList: Equatable {
     private(set) var ids: [ManagedObjectID] = []
-    /// Position of each ID, kept only while `ids.count > indexedCount`.
+    /// Position of each ID, kept only while ``indexed``.
     private var positions: [ManagedObjectID: Int] = [:]
+    /// Whether ``positions`` holds every ID's position; only lists longer than
+    /// ``indexedCount`` are indexed, and only once they change.
+    private var indexed = false
     /// Whether removal must keep the order (ordered relationships).
     let ordered: Bool
 
@@ -22,14 +27,11 @@ struct ObjectIDList: Equatable {
         for id in ids { append(id) }
     }
 
-    /// A list of IDs known to be distinct (a one-to-one mapping of another list's IDs).
+    /// A list of IDs known to be distinct (a one-to-one mapping of another list's IDs); its
+    /// position table is built when it first changes.
     init(distinct ids: [ManagedObjectID], ordered: Bool) {
         self.ordered = ordered
         self.ids = ids
-        if ids.count > Self.indexedCount {
-            positions.reserveCapacity(ids.count)
-            for (index, id) in ids.enumerated() { positions[id] = index }
-        }
     }
 
     /// The list with each ID replaced by its image in `map` (temporary to permanent).
@@ -39,10 +41,16 @@ struct ObjectIDList: Equatable {
 
     static func == (a: ObjectIDList, b: ObjectIDList) -> Bool { a.ordered == b.ordered && a.ids == b.ids }
 
-    private var isIndexed: Bool { ids.count > Self.indexedCount }
-
     private func position(of id: ManagedObjectID) -> Int? {
-        isIndexed ? positions[id] : ids.firstIndex(of: id)
+        indexed ? positions[id] : ids.firstIndex(of: id)
+    }
+
+    /// Builds the position table of a long list that has none.
+    private mutating func index() {
+        guard !indexed, ids.count > Self.indexedCount else { return }
+        positions.reserveCapacity(ids.count * 2)
+        for (index, member) in ids.enumerated() { positions[member] = index }
+        indexed = true
     }
 
     func contains(_ id: ManagedObjectID) -> Bool { position(of: id) != nil }
@@ -50,13 +58,13 @@ struct ObjectIDList: Equatable {
     /// Appends `id` unless present; returns whether it was added.
     @discardableResult
     mutating func append(_ id: ManagedObjectID) -> Bool {
+        index()
         guard position(of: id) == nil else { return false }
         ids.append(id)
-        if ids.count == Self.indexedCount + 1 {
-            positions.reserveCapacity(ids.count * 2)
-            for (index, member) in ids.enumerated() { positions[member] = index }
-        } else if isIndexed {
+        if indexed {
             positions[id] = ids.count - 1
+        } else {
+            index()
         }
         return true
     }
@@ -65,7 +73,7 @@ struct ObjectIDList: Equatable {
     /// their last element into the gap.
     @discardableResult
     mutating func remove(_ id: ManagedObjectID) -> Bool {
-        let indexed = isIndexed
+        index()
         guard let index = indexed ? positions.removeValue(forKey: id) : ids.firstIndex(of: id) else { return false }
         if ordered {
             ids.remove(at: index)
@@ -77,7 +85,10 @@ struct ObjectIDList: Equatable {
                 if indexed { positions[last] = index }
             }
         }
-        if indexed && !isIndexed { positions = [:] }
+        if indexed && ids.count <= Self.indexedCount {
+            positions = [:]
+            indexed = false
+        }
         return true
     }
 }
@@ -114,8 +125,13 @@ struct PendingChanges {
     /// Whether the property at `ordinal` has a pending value.
     func contains(_ ordinal: Int) -> Bool { ordinal < slots.count && slots[ordinal] != nil }
 
-    /// The ordinals with a pending value, in order.
-    var changedOrdinals: [Int] { slots.indices.filter { slots[$0] != nil } }
+    /// Calls `body` with each pending value and its ordinal, in order (no array of ordinals
+    /// made, no empty slot copied).
+    func forEachChange(_ body: (_ ordinal: Int, _ value: PropertyValue) throws -> Void) rethrows {
+        for ordinal in slots.indices {
+            if case let slot? = slots[ordinal] { try body(ordinal, slot.value) }
+        }
+    }
 
     /// Every pending value, by property name.
     func all(in entity: EntityDescription) -> [String: PropertyValue] {
