@@ -26,6 +26,21 @@ struct Demo: ParsableCommand {
     @Option(help: "Books per author.")
     var booksPerAuthor: Int = 8
 
+    @OptionGroup var output: OutputOptions
+
+    /// `--json`'s output: the verdict, what each step did and how long it took.
+    struct JSONReport: Encodable {
+        /// `"verified"` when every answer matched and fsck found the store clean, else `"failed"`.
+        var verdict: String
+        var store: String
+        /// Whether the store was removed afterwards (no directory was given).
+        var temporary: Bool
+        var steps: [ObjectGraphDemo.Report.Step]
+        /// The text report's lines (each step with its answers).
+        var lines: [String]
+        var failures: [String]
+    }
+
     func validate() throws {
         guard authors >= 2, authors <= 1_000_000 else { throw ValidationError("--authors must be between 2 and 1000000") }
         guard booksPerAuthor >= 1, booksPerAuthor <= 1000 else { throw ValidationError("--books-per-author must be between 1 and 1000") }
@@ -39,15 +54,22 @@ struct Demo: ParsableCommand {
             throw ToolFailure(message: "strata: \(path) already holds a store; the demo needs a new or empty directory.")
         }
         defer { if temporary { try? FileManager.default.removeItem(atPath: path) } }
-        print("strata demo: a library in a StrataStore at \(path)")
+        if !output.json && !output.quiet { print("strata demo: a library in a StrataStore at \(path)") }
         let report = try explained(path: path) { try ObjectGraphDemo.run(in: path, authors: authors, booksPerAuthor: booksPerAuthor) }
-        for line in report.lines { print("  " + line) }
-        if report.verified {
-            print("strata demo: every answer matched what was written; fsck found the store clean.")
-            if !temporary { print("Try: strata inspect \(path) ; strata dump \(path) | head ; strata fsck \(path)") }
+        if output.json {
+            try Output.json(JSONReport(
+                verdict: report.verified ? "verified" : "failed", store: path, temporary: temporary,
+                steps: report.steps, lines: report.lines, failures: report.failures))
         } else {
-            print("strata demo: \(report.failures.count) checks FAILED")
-            throw ExitCode(1)
+            if !output.quiet { for line in report.lines { print("  " + line) } }
+            if report.verified {
+                print("strata demo: every answer matched what was written; fsck found the store clean.")
+                if !temporary && !output.quiet { print("Try: strata inspect \(path) ; strata dump \(path) | head ; strata fsck \(path)") }
+            } else {
+                print("strata demo: \(report.failures.count) checks FAILED")
+                for failure in report.failures { print("  " + failure) }
+            }
         }
+        if !report.verified { throw ExitCode(1) }
     }
 }

@@ -25,7 +25,9 @@ struct StrataCommand: ParsableCommand {
               strata inspect /var/lib/app/store --object x-coredata://<uuid>/Book/p12
               strata dump --json /var/lib/app/store | head
               strata stats /var/lib/app/store
+              strata --version                   the release and the on-disk formats
             """,
+        version: StrataBuild.description,
         subcommands: [Fsck.self, Compact.self, Inspect.self, Dump.self, Stats.self, Demo.self])
 }
 

@@ -17,8 +17,18 @@ import StrataEngine
 public enum ObjectGraphDemo {
     /// What the demo did, one line per step, and whether every check passed.
     public struct Report: Sendable {
-        /// Human-readable lines, one per step, with the time each took.
+        /// One timed step of the demo.
+        public struct Step: Sendable, Codable, Equatable {
+            /// What the step did.
+            public var title: String
+            /// How long it took, in milliseconds.
+            public var milliseconds: Double
+        }
+
+        /// Human-readable lines, one per step, with the time each took, and the answers.
         public var lines: [String] = []
+        /// The timed steps, in order (the lines hold the same with the answers between them).
+        public var steps: [Step] = []
         /// Whether every answer matched what was written, and fsck found the store clean.
         public var verified = true
         /// Checks that failed, if any.
@@ -66,6 +76,7 @@ public enum ObjectGraphDemo {
             let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
             let padded = title.count < 62 ? title + String(repeating: " ", count: 62 - title.count) : title
             report.lines.append(padded + String(format: " %9.1f ms", milliseconds))
+            report.steps.append(Report.Step(title: title, milliseconds: milliseconds))
             return result
         }
         func expect(_ condition: Bool, _ what: String) {

@@ -23,6 +23,10 @@ import StrataSync
 /// One process (and one `Engine`) at a time may open a store; a second gets
 /// ``StoreError/Code/locked``. An engine is safe to use from many threads.
 public final class Engine: Sendable {
+    /// The format version of the files this build writes and the newest it reads ([MAN-3],
+    /// [WAL-1], [SEG-1]): a store written in a newer format is refused at open.
+    public static var formatVersion: UInt32 { Format.version }
+
     // MARK: Constant after open
 
     /// The store's directory.

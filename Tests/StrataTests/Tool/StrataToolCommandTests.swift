@@ -256,4 +256,41 @@ import Testing
         let again = try scratch.run("demo", directory)
         #expect(again.status == 2 && again.stderr.contains("already holds a store"), "\(again)")
     }
+
+    /// `demo --json`: one JSON document with the verdict and every timed step; `--quiet`: the
+    /// verdict line alone.
+    @Test func demoReportsAsJSONAndQuietly() throws {
+        struct Report: Decodable {
+            struct Step: Decodable {
+                var title: String
+                var milliseconds: Double
+            }
+            var verdict: String
+            var store: String
+            var temporary: Bool
+            var steps: [Step]
+            var failures: [String]
+        }
+        let scratch = try ToolScratch()
+        let run = try scratch.run("demo", "--authors", "12", "--json", scratch.path + "/library")
+        #expect(run.status == 0, "\(run)")
+        let report = try run.json(Report.self)
+        #expect(report.verdict == "verified" && report.failures.isEmpty && !report.temporary)
+        #expect(report.store == scratch.path + "/library")
+        #expect(report.steps.count >= 8 && report.steps.allSatisfy { !$0.title.isEmpty && $0.milliseconds >= 0 }, "\(run)")
+        #expect(report.steps.first?.title.hasPrefix("insert 12 authors") == true, "\(run)")
+
+        let quiet = try scratch.run("demo", "--authors", "12", "--quiet")
+        #expect(quiet.status == 0, "\(quiet)")
+        #expect(quiet.lines == ["strata demo: every answer matched what was written; fsck found the store clean."], "\(quiet)")
+    }
+
+    /// `--version`: the release and the formats this build writes.
+    @Test func versionNamesTheReleaseAndTheFormats() throws {
+        let run = try ToolScratch().run("--version")
+        #expect(run.status == 0, "\(run)")
+        #expect(run.lines == [StrataBuild.description], "\(run)")
+        #expect(StrataBuild.description.contains("files: format \(Engine.formatVersion)"))
+        #expect(StrataBuild.description.contains("rows: format 3"))
+    }
 }
