@@ -101,35 +101,79 @@ final class Progress: Sendable {
     }
 }
 
+/// An error explained to an operator (exit status 2): what happened, where, and what to do.
+struct Explanation: Encodable {
+    /// The error's kind: a store error's or object-graph error's code, or `usage`.
+    var code: String
+    /// What happened, as one sentence starting with `strata:`.
+    var message: String
+    /// The file it happened in, when one is known.
+    var file: String?
+    /// The byte offset in ``file``, when one is known.
+    var offset: UInt64?
+    /// What to do about it, when the tool knows.
+    var remedy: String?
+
+    /// The text the tool prints on standard error: the message, then the remedy indented.
+    var text: String { remedy.map { message + "\n  " + $0 } ?? message }
+}
+
+/// `--json`'s output when a command fails before it has a result: the verdict `error` and the
+/// error, on standard output (the text goes to standard error as well).
+struct JSONFailure: Encodable {
+    var verdict = "error"
+    var error: Explanation
+}
+
 /// Explains an error to an operator: what happened and what to do. Used for exit status 2.
-func explain(_ error: any Error, path: String) -> String {
+func explain(_ error: any Error, path: String) -> String { explanation(of: error, path: path).text }
+
+/// ``explain(_:path:)``'s parts.
+func explanation(of error: any Error, path: String) -> Explanation {
     if var error = error as? StoreError {
         while error.message.hasSuffix(".") { error.message.removeLast() }
+        func explained(_ message: String, _ remedy: String? = nil) -> Explanation {
+            Explanation(code: error.code.name, message: message, file: error.path, offset: error.offset, remedy: remedy)
+        }
         switch error.code {
         case .notFound where error.message.hasPrefix("no record"):
-            return "strata: \(path): \(error.message)."
+            return explained("strata: \(path): \(error.message).")
         case .notAStore:
-            return "strata: \(path) is not a Strata store: \(error.message).\n  Check the path: a store is a directory holding MANIFEST, LOCK and its numbered .wal and .seg files."
+            // The headline says it is not a store: the reason need not say it again.
+            let reason = error.message.components(separatedBy: "; ").filter { !$0.contains("not a Strata store") }.joined(separator: "; ")
+            return explained(
+                "strata: \(path) is not a Strata store" + (reason.isEmpty ? "." : ": \(reason)."),
+                "Check the path: a store is a directory holding MANIFEST, LOCK and its numbered .wal and .seg files.")
         case .notFound:
-            return "strata: \(path): \(error.message).\n  Check the path; `strata demo <dir>` creates a store to try the tool on."
+            return explained("strata: \(path): \(error.message).", "Check the path; `strata demo <dir>` creates a store to try the tool on.")
         case .unsupportedVersion:
-            return "strata: \(path) was written by a newer version of Strata: \(error.message).\n  Use the strata tool of the version that wrote it (or newer); this one leaves it untouched."
+            return explained(
+                "strata: \(path) was written by a newer version of Strata: \(error.message).",
+                "Use the strata tool of the version that wrote it (or newer); this one leaves it untouched.")
         case .locked:
-            return "strata: \(path) is open in another process (it holds the store's LOCK).\n  Close the application using it (or wait for it to finish), then run the command again; the tool never reads or changes a store another process has open."
+            return explained(
+                "strata: \(path) is open in another process (it holds the store's LOCK).",
+                "Close the application using it (or wait for it to finish), then run the command again; the tool never reads or changes a store another process has open.")
         case .io where error.errno == EACCES || error.errno == EPERM:
-            return "strata: permission denied on \(error.path ?? path): \(error.message).\n  Run the tool as the user that owns the store, or fix the permissions (the tool needs to read every file and, for fsck --repair and compact, write the directory)."
+            return explained(
+                "strata: permission denied on \(error.path ?? path): \(error.message).",
+                "Run the tool as the user that owns the store, or fix the permissions (the tool needs to read every file and, for fsck --repair and compact, write the directory).")
         case .io where error.errno == EROFS:
-            return "strata: \(error.path ?? path) is on a read-only file system: \(error.message).\n  inspect, dump, stats and fsck without --repair work on read-only stores; copy the store elsewhere to repair or compact it."
+            return explained(
+                "strata: \(error.path ?? path) is on a read-only file system: \(error.message).",
+                "inspect, dump, stats and fsck without --repair work on read-only stores; copy the store elsewhere to repair or compact it.")
         case .corruption:
-            return "strata: \(path) is damaged: \(error).\n  Run `strata fsck \(path)` to see every problem, then `strata fsck --repair \(path)` to salvage it."
+            return explained(
+                "strata: \(path) is damaged: \(error).",
+                "Run `strata fsck \(path)` to see every problem, then `strata fsck --repair \(path)` to salvage it.")
         default:
-            return "strata: \(path): \(error)"
+            return explained("strata: \(path): \(error)")
         }
     }
     if let error = error as? ObjectGraphError {
-        return "strata: \(path): \(error.message)"
+        return Explanation(code: error.code.rawValue, message: "strata: \(path): \(error.message)")
     }
-    return "strata: \(path): \(error)"
+    return Explanation(code: "error", message: "strata: \(path): \(error)")
 }
 
 /// Parses a key given as hex (`0x…` or bare hex digits) or, failing that, as UTF-8 text.

@@ -38,7 +38,9 @@ do {
 } catch let exit as ExitCode {
     Foundation.exit(exit.rawValue)
 } catch let failure as ToolFailure {
-    Output.error(failure.message)
+    Output.error(failure.explanation.text)
+    // With --json the failure is a JSON document too, so that a script reads one format.
+    if CommandLine.arguments.dropFirst().contains("--json") { try? Output.json(JSONFailure(error: failure.explanation)) }
     Foundation.exit(2)
 } catch {
     let code = StrataCommand.exitCode(for: error)
@@ -52,7 +54,12 @@ do {
 
 /// A failure already explained to the operator (exit status 2).
 struct ToolFailure: Error {
-    var message: String
+    var explanation: Explanation
+
+    init(_ explanation: Explanation) { self.explanation = explanation }
+
+    /// A failure of the command's use (its arguments or the directory given), told in `message`.
+    init(message: String) { explanation = Explanation(code: "usage", message: message) }
 }
 
 /// Runs `body`, turning store errors into an explained ``ToolFailure``.
@@ -62,6 +69,6 @@ func explained<T>(path: String, _ body: () throws -> T) throws -> T {
     } catch let error as ExitCode {
         throw error
     } catch {
-        throw ToolFailure(message: explain(error, path: path))
+        throw ToolFailure(explanation(of: error, path: path))
     }
 }

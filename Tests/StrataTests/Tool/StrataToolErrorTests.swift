@@ -52,6 +52,42 @@ import Testing
         #expect(try Self.everything(in: scratch.path) == before, "nothing written in or beside a foreign directory: \(listing)")
     }
 
+    /// A directory with a foreign MANIFEST: the explanation says once that it is not a store,
+    /// says why, and with `--json` the same failure is a JSON document on standard output
+    /// (verdict `error`, the code, the file and offset, the remedy).
+    @Test func aForeignManifestIsExplainedOnceAndAsJSON() throws {
+        struct Failure: Decodable {
+            struct Detail: Decodable {
+                var code: String
+                var message: String
+                var file: String?
+                var offset: UInt64?
+                var remedy: String?
+            }
+            var verdict: String
+            var error: Detail
+        }
+        let scratch = try ToolScratch()
+        let directory = scratch.path + "/foreign"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Data("not a manifest at all".utf8).write(to: URL(fileURLWithPath: directory + "/MANIFEST"))
+        for command in [["stats"], ["inspect"], ["compact"]] {
+            let text = try scratch.run(command + [directory])
+            #expect(text.status == 2, "\(text)")
+            #expect(text.stderr.components(separatedBy: "not a Strata store").count == 2, "said once: \(text)")
+            #expect(text.stderr.contains("MANIFEST does not start with the Strata manifest magic"), "\(text)")
+
+            let json = try scratch.run(command + ["--json", directory])
+            #expect(json.status == 2, "\(json)")
+            let failure = try json.json(Failure.self)
+            #expect(failure.verdict == "error" && failure.error.code == "notAStore", "\(json)")
+            #expect(failure.error.file == directory + "/MANIFEST" && failure.error.offset == 0, "\(json)")
+            #expect(failure.error.message.hasPrefix("strata: \(directory) is not a Strata store"), "\(json)")
+            #expect(failure.error.remedy?.contains("Check the path") == true, "\(json)")
+            #expect(json.stderr.contains("is not a Strata store"), "the text too: \(json)")
+        }
+    }
+
     @Test func aPathThatDoesNotExistIsRefusedAndNotCreated() throws {
         let scratch = try ToolScratch()
         let missing = scratch.path + "/no-such-store"
