@@ -53,7 +53,7 @@ struct Compact: ParsableCommand {
             try OfflineCompaction.run(at: store, policy: chosen) { step in progress.update(step.bytesDone, of: step.bytesTotal) }
         }
         progress.finish()
-        if output.json { return try Output.json(report) }
+        if output.json { return try Output.json(WithVerdict(verdict: "compacted", result: report)) }
         Output.line("compact \(report.path)")
         Output.line("  bytes:    \(Output.bytes(report.bytesBefore)) → \(Output.bytes(report.bytesAfter)) (reclaimed \(Output.bytes(report.bytesReclaimed)))")
         Output.line("  live:     \(Output.bytes(report.liveBytesBefore)) → \(Output.bytes(report.liveBytesAfter)), \(report.keyCount) keys")

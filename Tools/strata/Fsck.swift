@@ -92,13 +92,21 @@ struct Fsck: ParsableCommand {
         let report = try explained(path: store) { try StoreFsck.run(at: store, options: options) }
         progress.finish()
         if output.json {
-            try Output.json(report)
+            try Output.json(WithVerdict(verdict: Self.verdict(of: report), result: report))
         } else {
             printText(report)
         }
         if report.isClean { return }
         if report.repaired && report.after?.isClean != true { throw ExitCode(3) }
         throw ExitCode(1)
+    }
+
+    /// `--json`'s verdict: `clean`, `problems` (found, not repaired), `repaired` (found and
+    /// repaired) or `unrepaired` (some remain after the repair), as the exit status says.
+    static func verdict(of report: FsckReport) -> String {
+        if report.isClean { return "clean" }
+        if !report.repaired { return "problems" }
+        return report.after?.isClean == true ? "repaired" : "unrepaired"
     }
 
     func printText(_ report: FsckReport) {

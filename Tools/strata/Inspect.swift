@@ -37,12 +37,12 @@ struct Inspect: ParsableCommand {
     func run() throws {
         if key != nil || object != nil {
             let record = try explained(path: store) { try StoreInspector.record(at: store, key: key.map(parseKey), objectURI: object) }
-            if output.json { return try Output.json(record) }
+            if output.json { return try Output.json(WithVerdict(verdict: "ok", result: record)) }
             Output.line(record.line)
             return
         }
         let report = try explained(path: store) { try StoreInspector.inspect(at: store) }
-        if output.json { return try Output.json(report) }
+        if output.json { return try Output.json(WithVerdict(verdict: "ok", result: report)) }
         Output.line("store \(report.path)")
         Output.line("  manifest: next file number \(report.nextFileNumber), last sequence \(report.lastSequence), \(report.keyCount) keys")
         Output.line("  files:")

@@ -118,6 +118,22 @@ struct Explanation: Encodable {
     var text: String { remedy.map { message + "\n  " + $0 } ?? message }
 }
 
+/// A command's `--json` document: the result's own fields with a top-level `verdict` beside
+/// them, so that a script reads the outcome without knowing each command's fields.
+struct WithVerdict<Result: Encodable>: Encodable {
+    /// The outcome in one word (each command's help lists its verdicts).
+    var verdict: String
+    var result: Result
+
+    private enum Key: String, CodingKey { case verdict }
+
+    func encode(to encoder: any Encoder) throws {
+        try result.encode(to: encoder)
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(verdict, forKey: .verdict)
+    }
+}
+
 /// `--json`'s output when a command fails before it has a result: the verdict `error` and the
 /// error, on standard output (the text goes to standard error as well).
 struct JSONFailure: Encodable {

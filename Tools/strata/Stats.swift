@@ -25,7 +25,7 @@ struct Stats: ParsableCommand {
 
     func run() throws {
         let report = try explained(path: store) { try StoreInspector.stats(at: store) }
-        if output.json { return try Output.json(report) }
+        if output.json { return try Output.json(WithVerdict(verdict: "ok", result: report)) }
         Output.line("stats \(report.path)")
         Output.line("  keys:                \(report.keyCount)")
         Output.line("  disk:                \(Output.bytes(report.diskBytes)) (\(report.walFiles) WAL files \(Output.bytes(report.walBytes)), \(report.segmentFiles) segments \(Output.bytes(report.segmentBytes)))")

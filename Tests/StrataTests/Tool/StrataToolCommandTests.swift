@@ -285,6 +285,25 @@ import Testing
         #expect(quiet.lines == ["strata demo: every answer matched what was written; fsck found the store clean."], "\(quiet)")
     }
 
+    /// Every command's `--json` document carries a top-level verdict beside its fields.
+    @Test func everyJSONDocumentHasAVerdict() throws {
+        struct Verdict: Decodable { var verdict: String }
+        let scratch = try ToolScratch()
+        let store = scratch.path + "/library"
+        #expect(try scratch.run("demo", "--authors", "4", "--quiet", store).status == 0)
+        for (arguments, expected) in [(["stats"], "ok"), (["inspect"], "ok"), (["fsck"], "clean"), (["compact"], "compacted")] {
+            let run = try scratch.run(arguments + ["--json", store])
+            #expect(run.status == 0, "\(run)")
+            #expect(try run.json(Verdict.self).verdict == expected, "\(run)")
+        }
+        // The document keeps its own fields beside the verdict.
+        struct Stats: Decodable {
+            var verdict: String
+            var keyCount: Int
+        }
+        #expect(try scratch.run("stats", "--json", store).json(Stats.self).keyCount > 0)
+    }
+
     /// `--version`: the release and the formats this build writes.
     @Test func versionNamesTheReleaseAndTheFormats() throws {
         let run = try ToolScratch().run("--version")

@@ -23,6 +23,7 @@ import Testing
         let json = try scratch.run("fsck", "--json", library.path)
         #expect(json.status == 0, "\(json)")
         let report = try json.json(FsckJSON.self)
+        #expect(report.verdict == "clean", "\(json)")
         let objects = try #require(report.objects, "\(json)")
         // The facts, derived from what the fixture wrote (not from the tool).
         #expect(report.files.walRecords == 3, "saves 3…5 are in the WAL")
@@ -329,6 +330,7 @@ import Testing
         #expect(run.status == 1, "\(run)")
         let report = try run.json(FsckJSON.self)
         #expect(report.repaired && report.backupPath == nil)
+        #expect(report.verdict == "repaired", "\(run)")
         #expect(report.after?.isClean == true, "\(run)")
         #expect(report.objects?.problems.contains { $0.kind == "danglingReference" && $0.message.contains(author) } == true, "\(report.problemTexts)")
         #expect(report.objectRepairs.contains { $0.contains("removed") && $0.contains(author) }, "\(report.objectRepairs)")
@@ -362,6 +364,7 @@ import Testing
         #expect(json.status == 1, "\(json)", sourceLocation: sourceLocation)
         let report = try json.json(FsckJSON.self)
         #expect(!report.problemTexts.isEmpty && !report.repaired, sourceLocation: sourceLocation)
+        #expect(report.verdict == "problems", "\(json)", sourceLocation: sourceLocation)
 
         let original = try OnDisk.files(in: store)
         var arguments = ["fsck", "--repair"]

@@ -132,6 +132,8 @@ final class ToolScratch {
 
 /// `strata fsck --json`.
 struct FsckJSON: Decodable {
+    /// `clean`, `problems`, `repaired` or `unrepaired`, as the exit status says.
+    var verdict: String
     struct FileProblem: Decodable {
         var severity: String
         var path: String
