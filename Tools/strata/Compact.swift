@@ -50,7 +50,15 @@ struct Compact: ParsableCommand {
         let progress = Progress("compact", quiet: output.quiet || output.json)
         let chosen = policy
         let report = try explained(path: store) {
-            try OfflineCompaction.run(at: store, policy: chosen) { step in progress.update(step.bytesDone, of: step.bytesTotal) }
+            try OfflineCompaction.run(at: store, policy: chosen) { step in
+                switch step.phase {
+                case .opening: progress.begin("opening the store (replaying its log)")
+                case .flushing: progress.begin("flushing the log into segments")
+                case .compacting:
+                    progress.begin("compacting")
+                    progress.update(step.bytesDone, of: step.bytesTotal)
+                }
+            }
         }
         progress.finish()
         if output.json { return try Output.json(WithVerdict(verdict: "compacted", result: report)) }

@@ -55,7 +55,11 @@ struct Demo: ParsableCommand {
         }
         defer { if temporary { try? FileManager.default.removeItem(atPath: path) } }
         if !output.json && !output.quiet { print("strata demo: a library in a StrataStore at \(path)") }
-        let report = try explained(path: path) { try ObjectGraphDemo.run(in: path, authors: authors, booksPerAuthor: booksPerAuthor) }
+        let progress = Progress("demo", quiet: output.quiet || output.json)
+        let report = try explained(path: path) {
+            try ObjectGraphDemo.run(in: path, authors: authors, booksPerAuthor: booksPerAuthor) { progress.begin($0) }
+        }
+        progress.finish()
         if output.json {
             try Output.json(JSONReport(
                 verdict: report.verified ? "verified" : "failed", store: path, temporary: temporary,

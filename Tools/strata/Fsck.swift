@@ -88,7 +88,12 @@ struct Fsck: ParsableCommand {
         options.repair = repair
         options.backup = !noBackup
         options.backupPath = backupDirectory
+        progress.begin("checking files")
         options.progress = { step in progress.update(step.bytesDone, of: step.bytesTotal, detail: (step.path as NSString).lastPathComponent) }
+        options.objectProgress = { done, total in
+            progress.begin("checking objects")
+            progress.update(UInt64(done), of: UInt64(max(total, 1)))
+        }
         let report = try explained(path: store) { try StoreFsck.run(at: store, options: options) }
         progress.finish()
         if output.json {

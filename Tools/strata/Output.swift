@@ -50,51 +50,126 @@ enum Output {
     }
 }
 
-/// Progress on standard error: a redrawn bar on a terminal, a line per 10 % otherwise,
-/// nothing with `--quiet`. Thread-safe: reports may come from a timer queue.
+/// Progress on standard error, for work that lasts over a second: a redrawn line on a
+/// terminal, otherwise a line per phase and per 10 % of it; nothing with `--quiet`. Each line
+/// names the phase, and a phase whose size is known shows its share done and the time left.
+/// A phase that reports no share (opening a store, flushing its log) is announced once it has
+/// lasted a second. `STRATA_PROGRESS_AFTER` (seconds) changes the one-second threshold.
+///
+/// Thread-safe: reports may come from a timer queue; the state is protected by `state`'s lock.
 final class Progress: Sendable {
     /// What has been drawn so far; protected by its `Locked`.
     private struct State {
+        var phase = ""
+        var phaseStart = ContinuousClock.now
+        /// The last tenth of the phase printed (non-terminal), -1 before the first.
         var lastTenth = -1
+        /// Whether the phase has been shown at all.
+        var announced = false
+        /// Whether a terminal line is drawn (and must be cleared).
         var drawn = false
+        var finished = false
     }
 
     private let title: String
     private let enabled: Bool
     private let isTerminal = isatty(STDERR_FILENO) == 1
     private let state = Locked(State())
-    /// Work that ends within a second shows no progress at all.
     private let start = ContinuousClock.now
+    /// How long work runs before progress shows.
+    private let threshold: Duration
+    /// Announces phases that report no share; set once in `init`, cancelled by `finish()`
+    /// (Dispatch sources are thread-safe; the reference itself never changes).
+    nonisolated(unsafe) private let timer: (any DispatchSourceTimer)?
 
     init(_ title: String, quiet: Bool) {
         self.title = title
         self.enabled = !quiet
+        let seconds = ProcessInfo.processInfo.environment["STRATA_PROGRESS_AFTER"].flatMap(Double.init) ?? 1
+        threshold = .milliseconds(Int64(max(0, seconds) * 1000))
+        guard !quiet else {
+            timer = nil
+            return
+        }
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "strata.progress"))
+        self.timer = timer
+        timer.schedule(deadline: .now() + .milliseconds(100), repeating: .milliseconds(250))
+        timer.setEventHandler { [weak self] in self?.tick() }
+        timer.resume()
     }
 
-    /// Reports `done` of `total` units; `detail` names what is being worked on.
+    /// Starts a phase: `name` says what is being done ("checking objects"). A phase already
+    /// current goes on.
+    func begin(_ name: String) {
+        guard enabled else { return }
+        state.withLock { state in
+            guard state.phase != name else { return }
+            state.phase = name
+            state.phaseStart = .now
+            state.lastTenth = -1
+            state.announced = false
+        }
+        tick()
+    }
+
+    /// Reports `done` of `total` units of the current phase; `detail` names what is being
+    /// worked on.
     func update(_ done: UInt64, of total: UInt64, detail: String = "") {
-        guard enabled, total > 0, ContinuousClock.now - start > .seconds(1) else { return }
+        guard enabled, total > 0, ContinuousClock.now - start >= threshold else { return }
         let fraction = min(1, Double(done) / Double(total))
         state.withLock { state in
+            guard !state.finished else { return }
+            let label = state.phase.isEmpty ? title : "\(title): \(state.phase)"
+            let elapsed = ContinuousClock.now - state.phaseStart
+            let left = Self.timeLeft(elapsed: elapsed, fraction: fraction)
             if isTerminal {
                 let width = 30
                 let filled = Int(fraction * Double(width))
                 let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
                 let tail = detail.count > 40 ? "…" + detail.suffix(39) : detail
-                FileHandle.standardError.write(Data("\r\(title) [\(bar)] \(Int(fraction * 100))% \(tail)\u{1B}[K".utf8))
+                let eta = left.map { ", \($0) left" } ?? ""
+                FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(Int(fraction * 100))%\(eta) \(tail)\u{1B}[K".utf8))
                 state.drawn = true
+                state.lastTenth = max(state.lastTenth, 0)  // a bar is drawn: the timer leaves it
             } else {
                 let tenth = Int(fraction * 10)
                 guard tenth > state.lastTenth else { return }
                 state.lastTenth = tenth
-                Output.error("\(title): \(tenth * 10)%")
+                Output.error("\(label) \(tenth * 10)%" + (left.map { " (about \($0) left)" } ?? ""))
             }
+            state.announced = true
         }
     }
 
-    /// Ends the bar's line.
-    func finish() {
+    /// The time left at `fraction` done after `elapsed`, in words; `nil` before 5 %.
+    static func timeLeft(elapsed: Duration, fraction: Double) -> String? {
+        guard fraction >= 0.05, fraction < 1 else { return nil }
+        let seconds = (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) * (1 - fraction) / fraction
+        return seconds < 60 ? "\(max(1, Int(seconds.rounded()))) s" : "\(Int((seconds / 60).rounded())) min"
+    }
+
+    /// Shows a phase that has reported no share once the work has lasted over the threshold.
+    private func tick() {
         state.withLock { state in
+            guard !state.finished, !state.phase.isEmpty, ContinuousClock.now - start >= threshold else { return }
+            let elapsed = ContinuousClock.now - state.phaseStart
+            if isTerminal {
+                guard state.lastTenth < 0 else { return }  // a bar is drawn for this phase
+                FileHandle.standardError.write(Data("\r\(title): \(state.phase)… \(elapsed.components.seconds) s\u{1B}[K".utf8))
+                state.drawn = true
+            } else if !state.announced {
+                Output.error("\(title): \(state.phase)…")
+                state.lastTenth = max(state.lastTenth, 0)  // the announcement stands for 0 %
+            }
+            state.announced = true
+        }
+    }
+
+    /// Ends the progress: no more lines, and a terminal's line is cleared.
+    func finish() {
+        timer?.cancel()
+        state.withLock { state in
+            state.finished = true
             if state.drawn { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             state.drawn = false
         }

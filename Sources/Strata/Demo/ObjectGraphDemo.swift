@@ -61,15 +61,19 @@ public enum ObjectGraphDemo {
     static let genres = ["fiction", "history", "poetry", "science", "travel"]
 
     /// Runs the demo in `directory` (created if missing; it must not hold a store already)
-    /// with `authors` authors of `booksPerAuthor` books each.
+    /// with `authors` authors of `booksPerAuthor` books each; `stepStarted` is told each
+    /// step's title as it starts.
     ///
     /// - Throws: store errors (a locked or foreign directory, I/O failures).
-    public static func run(in directory: String, authors: Int = 500, booksPerAuthor: Int = 8) throws -> Report {
+    public static func run(
+        in directory: String, authors: Int = 500, booksPerAuthor: Int = 8, stepStarted: ((String) -> Void)? = nil
+    ) throws -> Report {
         StrataStore.register()
         var report = Report()
         let model = try model()
         let url = URL(fileURLWithPath: directory)
         func step<T>(_ title: String, _ body: () throws -> T) rethrows -> T {
+            stepStarted?(title)
             let start = ContinuousClock.now
             let result = try body()
             let elapsed = ContinuousClock.now - start

@@ -117,8 +117,12 @@ public enum ObjectChecker {
 
     /// ``check(engine:repair:)`` knowing what an engine repair dropped ([REC-7]): a rebuilt
     /// next reference also rises above the references of lost keys ([META-2]).
-    static func check(engine: Engine, repair: Bool, lost: [LostEntry]) throws -> ObjectCheckReport {
+    /// `progress` is told rows checked and rows in all, every 1,024 rows and at the end.
+    static func check(
+        engine: Engine, repair: Bool, lost: [LostEntry], progress: (@Sendable (Int, Int) -> Void)? = nil
+    ) throws -> ObjectCheckReport {
         var run = Run(snapshot: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }, repair: repair)
+        run.progress = progress
         run.lostReference = lost.reduce(0) { max($0, StoreSurvey.references(inKey: $1.key).max() ?? 0) }
         try run.run()
         if repair, !run.batch.isEmpty {
@@ -141,6 +145,8 @@ public enum ObjectChecker {
         var layout: StoreLayout?
         var record: MetadataRecord?
         var storeIdentifier = ""
+        /// Told rows checked and rows in all as ``checkRows()`` goes.
+        var progress: (@Sendable (Int, Int) -> Void)?
         /// Index keys the rows call for.
         var expectedIndex = Set<[UInt8]>()
         /// Links to drop, per row key: (relationship, destination entity, reference).
@@ -244,7 +250,11 @@ public enum ObjectChecker {
                 keys.append(key)
                 return true
             }
-            for key in keys { try checkRow(key) }
+            for (done, key) in keys.enumerated() {
+                if done % 1024 == 0 { progress?(done, keys.count) }
+                try checkRow(key)
+            }
+            progress?(keys.count, keys.count)
         }
 
         /// The root name and reference of a row key, if it has the [KEY-2] shape.

@@ -37,8 +37,21 @@ public struct CompactReport: Sendable, Equatable, Codable {
     public var bytesReclaimed: UInt64 { bytesBefore - min(bytesBefore, bytesAfter) }
 }
 
-/// Progress of an offline compaction: bytes of victims read so far of the bytes that may be read.
+/// Progress of an offline compaction: its phase and, while compacting, bytes of victims read
+/// so far of the bytes that may be read.
 public struct CompactProgress: Sendable {
+    /// What an offline compaction is doing.
+    public enum Phase: String, Sendable {
+        /// Opening the store: replaying its log and building its index (no byte counts).
+        case opening
+        /// Writing the log out into segments (no byte counts).
+        case flushing
+        /// Rewriting segments; the byte counts say how far.
+        case compacting
+    }
+
+    /// The phase.
+    public var phase: Phase = .compacting
     /// Bytes read so far.
     public var bytesDone: UInt64
     /// Bytes of the segments that may be read (an upper bound).
@@ -73,13 +86,16 @@ public enum OfflineCompaction {
         options.compaction.automatic = false
         options.backgroundFlush = false
         options.fileSystem = fileSystem
+        progress?(CompactProgress(phase: .opening, bytesDone: 0, bytesTotal: 0))
         let engine = try Engine.open(at: path, options: options)
         do throws(StoreError) {
             let before = try engine.stats()
+            progress?(CompactProgress(phase: .flushing, bytesDone: 0, bytesTotal: 0))
             try engine.flush()
             let flushed = try engine.stats()
             // Progress: poll the compactor's counters while it runs on its queue.
             let total = flushed.segments.reduce(0) { $0 + $1.sizeBytes }
+            progress?(CompactProgress(phase: .compacting, bytesDone: 0, bytesTotal: total))
             let ticker = progress.map { report in
                 let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "strata.compact.progress"))
                 timer.schedule(deadline: .now() + .milliseconds(200), repeating: .milliseconds(200))

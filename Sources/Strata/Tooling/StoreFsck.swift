@@ -170,6 +170,9 @@ public struct FsckOptions: Sendable {
     public var backupPath: String?
     /// Called as the engine-level check reads the files.
     public var progress: (@Sendable (CheckProgress) -> Void)?
+    /// Called as the object check goes through the rows: rows checked, and rows in all
+    /// (every 1,024 rows and at the end).
+    public var objectProgress: (@Sendable (_ rowsDone: Int, _ rowsTotal: Int) -> Void)?
     /// The file system (tests inject faults through it).
     public var fileSystem: any FileSystem = PosixFileSystem()
 
@@ -206,7 +209,8 @@ public enum StoreFsck {
     public static func run(at path: String, options: FsckOptions = FsckOptions()) throws -> FsckReport {
         let fileReport = try StoreChecker.check(at: path, fileSystem: options.fileSystem, progress: options.progress)
         var report = FsckReport(path: path, files: FileCheckSummary(fileReport))
-        (report.objects, report.objectsSkippedReason) = objectCheck(path: path, fileSystem: options.fileSystem, filesClean: fileReport.isClean)
+        (report.objects, report.objectsSkippedReason) = objectCheck(
+            path: path, fileSystem: options.fileSystem, filesClean: fileReport.isClean, progress: options.objectProgress)
         guard options.repair, !report.isClean else { return report }
 
         // Repair: lock, back up, salvage, mend objects, check again.
@@ -230,7 +234,7 @@ public enum StoreFsck {
                 report.keptCopies = repair.keptCopies
                 report.lostNothing = repair.lost.isEmpty && repair.lostSequences.isEmpty && !repair.dropped.contains(where: \.heldEntries)
             }
-            let objects = try ObjectChecker.check(engine: engine, repair: true, lost: lost)
+            let objects = try ObjectChecker.check(engine: engine, repair: true, lost: lost, progress: options.objectProgress)
             report.objectRepairs = objects.repairs
             try engine.close()
         } catch {
@@ -360,9 +364,13 @@ public enum StoreFsck {
     }
 
     /// The object-level check on a read-only engine, or why it could not run.
-    static func objectCheck(path: String, fileSystem: any FileSystem, filesClean: Bool) -> (ObjectCheckReport?, String?) {
+    static func objectCheck(
+        path: String, fileSystem: any FileSystem, filesClean: Bool, progress: (@Sendable (Int, Int) -> Void)? = nil
+    ) -> (ObjectCheckReport?, String?) {
         do {
-            return (try StoreInspector.withEngine(at: path, fileSystem: fileSystem) { try ObjectChecker.check(engine: $0, repair: false) }, nil)
+            return (try StoreInspector.withEngine(at: path, fileSystem: fileSystem) {
+                try ObjectChecker.check(engine: $0, repair: false, lost: [], progress: progress)
+            }, nil)
         } catch {
             let reason = filesClean
                 ? "the object check failed: \(error)"

@@ -304,6 +304,39 @@ import Testing
         #expect(try scratch.run("stats", "--json", store).json(Stats.self).keyCount > 0)
     }
 
+    /// Progress without a terminal: a line per phase (named) and per tenth of a phase whose
+    /// size is known, on standard error only; none with `--quiet`, and none for work shorter
+    /// than the threshold (`STRATA_PROGRESS_AFTER`, one second by default).
+    @Test func progressNamesEveryPhaseOnStandardError() throws {
+        let scratch = try ToolScratch()
+        let store = scratch.path + "/library"
+        let now = ["STRATA_PROGRESS_AFTER": "0"]
+        let demo = try scratch.run(["demo", "--authors", "30", store], environment: now)
+        #expect(demo.status == 0, "\(demo)")
+        #expect(demo.stderr.contains("demo: insert 30 authors"), "\(demo)")
+        #expect(demo.stderr.contains("demo: close and reopen the store…"), "\(demo)")
+
+        let fsck = try scratch.run(["fsck", store], environment: now)
+        #expect(fsck.status == 0 && fsck.lines.last == "clean", "\(fsck)")
+        let lines = fsck.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.first == "fsck: checking files…", "\(fsck)")
+        #expect(lines.contains("fsck: checking files 100%"), "\(fsck)")
+        #expect(lines.contains("fsck: checking objects…") && lines.last == "fsck: checking objects 100%", "\(fsck)")
+        #expect(!fsck.stdout.contains("checking"), "progress stays off standard output: \(fsck)")
+
+        let compact = try scratch.run(["compact", store], environment: now)
+        #expect(compact.status == 0, "\(compact)")
+        let phases = compact.stderr.split(separator: "\n").map(String.init).filter { $0.hasSuffix("…") }
+        #expect(phases == ["compact: opening the store (replaying its log)…", "compact: flushing the log into segments…", "compact: compacting…"], "\(compact)")
+
+        let quiet = try scratch.run(["fsck", "--quiet", store], environment: now)
+        #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet)")
+        let json = try scratch.run(["fsck", "--json", store], environment: now)
+        #expect(json.status == 0 && json.stderr.isEmpty, "\(json)")
+        let quick = try scratch.run(["fsck", store], environment: ["STRATA_PROGRESS_AFTER": "60"])
+        #expect(quick.status == 0 && quick.stderr.isEmpty, "shorter than the threshold: no progress: \(quick)")
+    }
+
     /// `--version`: the release and the formats this build writes.
     @Test func versionNamesTheReleaseAndTheFormats() throws {
         let run = try ToolScratch().run("--version")

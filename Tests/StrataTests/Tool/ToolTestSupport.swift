@@ -61,7 +61,7 @@ enum StrataTool {
     /// Runs `strata arguments` (through `wrapper`, e.g. `setpriv …`, if given) with standard
     /// input from /dev/null and standard output and error captured in files under `scratch`,
     /// and waits for it.
-    static func run(_ arguments: [String], scratch: String, wrapper: [String] = []) throws -> ToolRun {
+    static func run(_ arguments: [String], scratch: String, wrapper: [String] = [], environment: [String: String] = [:]) throws -> ToolRun {
         let tool = try executable()
         let command = wrapper.isEmpty ? [tool] + arguments : wrapper + [tool] + arguments
         let token = UUID().uuidString
@@ -77,7 +77,7 @@ enum StrataTool {
         posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         let argv = command.map { strdup($0) } + [nil]
-        let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let envp = ProcessInfo.processInfo.environment.merging(environment) { $1 }.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, envp)
@@ -118,8 +118,8 @@ final class ToolScratch {
     func run(_ arguments: String...) throws -> ToolRun { try StrataTool.run(arguments, scratch: path) }
 
     /// Runs `strata arguments`.
-    func run(_ arguments: [String], wrapper: [String] = []) throws -> ToolRun {
-        try StrataTool.run(arguments, scratch: path, wrapper: wrapper)
+    func run(_ arguments: [String], wrapper: [String] = [], environment: [String: String] = [:]) throws -> ToolRun {
+        try StrataTool.run(arguments, scratch: path, wrapper: wrapper, environment: environment)
     }
 
     /// The names of the entries of the directory at `path`, sorted.
