@@ -13,6 +13,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .systemLibrary(
@@ -23,14 +24,19 @@ let package = Package(
             providers: [.apt(["libisal-dev"])]),
         // One lock type for every module (Mutex, or a pthread mutex under -DSTRATA_TSAN).
         .target(name: "StrataSync"),
-        .target(name: "StrataEngine", dependencies: ["CLZ4", "CISAL", "StrataSync"]),
+        .target(
+            name: "StrataEngine",
+            dependencies: ["CLZ4", "CISAL", "StrataSync", .product(name: "Logging", package: "swift-log")]),
         .target(name: "ObjectGraph", dependencies: ["StrataSync"]),
-        .target(name: "Strata", dependencies: ["StrataEngine", "ObjectGraph", "StrataSync"]),
+        .target(
+            name: "Strata",
+            dependencies: ["StrataEngine", "ObjectGraph", "StrataSync", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(
             name: "StrataTool",
             dependencies: [
                 "Strata", "StrataSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tools/strata"),
         .executableTarget(
@@ -41,7 +47,8 @@ let package = Package(
         .executableTarget(
             name: "StrataCrashWorker", dependencies: ["Strata", "StrataChildProcess"], path: "Tools/crash-worker",
             exclude: ["README.md"]),
-        .testTarget(name: "StrataEngineTests", dependencies: ["StrataEngine", "StrataSync"]),
+        .testTarget(
+            name: "StrataEngineTests", dependencies: ["StrataEngine", "StrataSync", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata", "StrataSync"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataChildProcess", "StrataSync"]),
     ],

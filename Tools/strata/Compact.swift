@@ -50,7 +50,7 @@ struct Compact: ParsableCommand {
         let progress = Progress("compact", quiet: output.quiet || output.json)
         let chosen = policy
         let report = try explained(path: store) {
-            try OfflineCompaction.run(at: store, policy: chosen) { step in
+            try OfflineCompaction.run(at: store, policy: chosen, logger: output.logger) { step in
                 switch step.phase {
                 case .opening: progress.begin("opening the store (replaying its log)")
                 case .flushing: progress.begin("flushing the log into segments")

@@ -88,6 +88,7 @@ struct Fsck: ParsableCommand {
         options.repair = repair
         options.backup = !noBackup
         options.backupPath = backupDirectory
+        options.logger = output.logger
         progress.begin("checking files")
         options.progress = { step in progress.update(step.bytesDone, of: step.bytesTotal, detail: (step.path as NSString).lastPathComponent) }
         options.objectProgress = { done, total in

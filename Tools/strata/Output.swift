@@ -1,3 +1,4 @@
+import Logging
 import ArgumentParser
 import Foundation
 import Strata
@@ -10,6 +11,17 @@ struct OutputOptions: ParsableArguments {
 
     @Flag(help: "Print no progress and no informational lines, only the result (and errors).")
     var quiet = false
+
+    @Flag(help: "Show the engine's log on standard error: opening and recovery, repairs, flushes, compactions, failures.")
+    var verbose = false
+
+    /// The engine's logger for `--verbose` (standard error, from `info` up); `nil` otherwise.
+    var logger: Logger? {
+        guard verbose else { return nil }
+        var logger = Logger(label: "strata", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = .info
+        return logger
+    }
 }
 
 /// Where the tool writes: results to standard output, progress and errors to standard error.

@@ -24,7 +24,7 @@ struct Stats: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
-        let report = try explained(path: store) { try StoreInspector.stats(at: store) }
+        let report = try explained(path: store) { try StoreInspector.stats(at: store, logger: output.logger) }
         if output.json { return try Output.json(WithVerdict(verdict: "ok", result: report)) }
         Output.line("stats \(report.path)")
         Output.line("  keys:                \(report.keyCount)")

@@ -1,3 +1,4 @@
+import Logging
 import Dispatch
 import Foundation
 import StrataEngine
@@ -71,11 +72,14 @@ public enum OfflineCompaction {
     /// Compacts the store at `path` to completion under `policy` (the engine's default
     /// thresholds when nil; ``CompactionOptions/full`` rewrites every segment).
     ///
+    /// `logger` (none by default) hears what the engine tells: opening, the flush, each
+    /// compaction ([EngineOptions.logger]).
+    ///
     /// - Throws: ``StoreError`` for a path that is not a store, a store locked by another
     ///   process, damage (run `strata fsck`), or I/O errors.
     public static func run(
         at path: String, policy: CompactionOptions? = nil, fileSystem: any FileSystem = PosixFileSystem(),
-        progress: (@Sendable (CompactProgress) -> Void)? = nil
+        logger: Logger? = nil, progress: (@Sendable (CompactProgress) -> Void)? = nil
     ) throws(StoreError) -> CompactReport {
         let start = ContinuousClock.now
         guard case .directory? = try fileSystem.kind(of: path) else {
@@ -86,6 +90,7 @@ public enum OfflineCompaction {
         options.compaction.automatic = false
         options.backgroundFlush = false
         options.fileSystem = fileSystem
+        if let logger { options.logger = logger }
         progress?(CompactProgress(phase: .opening, bytesDone: 0, bytesTotal: 0))
         let engine = try Engine.open(at: path, options: options)
         do throws(StoreError) {

@@ -1,3 +1,4 @@
+import Logging
 import Foundation
 import ObjectGraph
 import StrataEngine
@@ -175,6 +176,9 @@ public struct FsckOptions: Sendable {
     public var objectProgress: (@Sendable (_ rowsDone: Int, _ rowsTotal: Int) -> Void)?
     /// The file system (tests inject faults through it).
     public var fileSystem: any FileSystem = PosixFileSystem()
+    /// Hears what the engine tells as the check and the repair open the store (recovery, the
+    /// repair's decisions); none by default ([EngineOptions.logger]).
+    public var logger: Logger?
 
     /// Options that only check.
     public init() {}
@@ -210,7 +214,8 @@ public enum StoreFsck {
         let fileReport = try StoreChecker.check(at: path, fileSystem: options.fileSystem, progress: options.progress)
         var report = FsckReport(path: path, files: FileCheckSummary(fileReport))
         (report.objects, report.objectsSkippedReason) = objectCheck(
-            path: path, fileSystem: options.fileSystem, filesClean: fileReport.isClean, progress: options.objectProgress)
+            path: path, fileSystem: options.fileSystem, filesClean: fileReport.isClean, progress: options.objectProgress,
+            logger: options.logger)
         guard options.repair, !report.isClean else { return report }
 
         // Repair: lock, back up, salvage, mend objects, check again.
@@ -222,6 +227,7 @@ public enum StoreFsck {
         engineOptions.compaction.automatic = false
         engineOptions.backgroundFlush = false
         engineOptions.fileSystem = options.fileSystem
+        if let logger = options.logger { engineOptions.logger = logger }
         let engine = try Engine.open(at: path, options: engineOptions)
         do {
             var lost: [LostEntry] = []
@@ -247,6 +253,7 @@ public enum StoreFsck {
         tidy.compaction.automatic = false
         tidy.backgroundFlush = false
         tidy.fileSystem = options.fileSystem
+        if let logger = options.logger { tidy.logger = logger }
         try Engine.open(at: path, options: tidy).close()
         let again = try StoreChecker.check(at: path, fileSystem: options.fileSystem)
         let (objectsAfter, skipped) = objectCheck(path: path, fileSystem: options.fileSystem, filesClean: again.isClean)
@@ -365,10 +372,11 @@ public enum StoreFsck {
 
     /// The object-level check on a read-only engine, or why it could not run.
     static func objectCheck(
-        path: String, fileSystem: any FileSystem, filesClean: Bool, progress: (@Sendable (Int, Int) -> Void)? = nil
+        path: String, fileSystem: any FileSystem, filesClean: Bool, progress: (@Sendable (Int, Int) -> Void)? = nil,
+        logger: Logger? = nil
     ) -> (ObjectCheckReport?, String?) {
         do {
-            return (try StoreInspector.withEngine(at: path, fileSystem: fileSystem) {
+            return (try StoreInspector.withEngine(at: path, fileSystem: fileSystem, logger: logger) {
                 try ObjectChecker.check(engine: $0, repair: false, lost: [], progress: progress)
             }, nil)
         } catch {

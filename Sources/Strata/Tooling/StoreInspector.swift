@@ -1,3 +1,4 @@
+import Logging
 import Foundation
 import ObjectGraph
 import StrataEngine
@@ -238,9 +239,13 @@ public struct StatsReport: Sendable, Equatable, Codable {
 /// for file in report.files { print(file.name, file.sizeBytes) }
 /// ```
 public enum StoreInspector {
-    /// Opens the store read-only, runs `body` and closes it.
-    public static func withEngine<T>(at path: String, fileSystem: any FileSystem = PosixFileSystem(), _ body: (Engine) throws -> T) throws -> T {
+    /// Opens the store read-only, runs `body` and closes it; `logger` (none by default) hears
+    /// what the engine tells while it opens ([EngineOptions.logger]).
+    public static func withEngine<T>(
+        at path: String, fileSystem: any FileSystem = PosixFileSystem(), logger: Logger? = nil, _ body: (Engine) throws -> T
+    ) throws -> T {
         var options = EngineOptions()
+        if let logger { options.logger = logger }
         options.readOnly = true
         options.compaction.automatic = false
         options.backgroundFlush = false
@@ -252,8 +257,8 @@ public enum StoreInspector {
 
     /// The manifest, the files with their live and dead bytes, and for a StrataStore its model
     /// and per-entity row counts.
-    public static func inspect(at path: String, fileSystem: any FileSystem = PosixFileSystem()) throws -> InspectReport {
-        try withEngine(at: path, fileSystem: fileSystem) { engine in
+    public static func inspect(at path: String, fileSystem: any FileSystem = PosixFileSystem(), logger: Logger? = nil) throws -> InspectReport {
+        try withEngine(at: path, fileSystem: fileSystem, logger: logger) { engine in
             let stats = try engine.stats()
             let layouts = try engine.fileLayout()
             let usage = Dictionary((stats.wals + stats.segments).map { ($0.fileNumber, $0) }, uniquingKeysWith: { a, _ in a })
@@ -292,9 +297,9 @@ public enum StoreInspector {
     }
 
     /// The operator's numbers: space amplification, key count, index memory, cache counters.
-    public static func stats(at path: String, fileSystem: any FileSystem = PosixFileSystem()) throws -> StatsReport {
+    public static func stats(at path: String, fileSystem: any FileSystem = PosixFileSystem(), logger: Logger? = nil) throws -> StatsReport {
         let start = ContinuousClock.now
-        return try withEngine(at: path, fileSystem: fileSystem) { engine in
+        return try withEngine(at: path, fileSystem: fileSystem, logger: logger) { engine in
             let opened = ContinuousClock.now - start
             let stats = try engine.stats()
             let record = try engine.get(KeyLayout.metadataKey).map { try MetadataRecord.decode($0) }
@@ -356,10 +361,10 @@ public enum StoreInspector {
     /// Streams every record in key order to `body` (until it returns false), decoded as far
     /// as the layout allows; `progress` is called with records done and the total.
     public static func dump(
-        at path: String, fileSystem: any FileSystem = PosixFileSystem(),
+        at path: String, fileSystem: any FileSystem = PosixFileSystem(), logger: Logger? = nil,
         progress: ((Int, Int) -> Void)? = nil, _ body: (DecodedRecord) throws -> Bool
     ) throws {
-        try withEngine(at: path, fileSystem: fileSystem) { engine in
+        try withEngine(at: path, fileSystem: fileSystem, logger: logger) { engine in
             let snapshot = try engine.snapshot()
             let decoder = try RecordDecoder(snapshot: snapshot)
             let total = snapshot.count

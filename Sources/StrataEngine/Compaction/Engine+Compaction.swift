@@ -1,3 +1,4 @@
+import Logging
 import Dispatch
 import Glibc
 
@@ -55,6 +56,8 @@ extension Engine {
                 try self.runCompaction(self.options.compaction, ignoringPause: false)
             } catch {
                 self.compaction.withLock { $0.stats.lastError = error }
+                self.options.logger.error(
+                    "background compaction failed", metadata: ["path": "\(self.path)", "error": "\(error)"])
             }
         }
     }
@@ -269,6 +272,10 @@ extension Engine {
             $0.stats.segmentsWritten += outputs.count
             $0.stats.tombstonesDropped += dropped
         }
+        options.logger.info("compacted segments", metadata: [
+            "path": "\(path)", "victims": "\(victims.map(\.fileNumber))", "written": "\(outputs.map(\.file.number))",
+            "bytesRead": "\(read)", "bytesWritten": "\(written)", "tombstonesDropped": "\(dropped)",
+        ])
         return Set(outputs.map(\.file.number))
     }
 }

@@ -1,3 +1,4 @@
+import Logging
 /// WAL rollover and flush: a full WAL becomes an immutable segment ([MAN-5], [SEG-7]).
 extension Engine {
     /// Creates a WAL file with its header, synced and named durably in the directory.
@@ -33,6 +34,10 @@ extension Engine {
         manifest.wals.append(number)
         try manifest.install(fileSystem: fileSystem, directory: path) { syncFailed($0, .rollover) }
         state.pendingFlushes.append(state.wal.number)
+        options.logger.info("WAL rolled over", metadata: [
+            "path": "\(path)", "file": "\(Format.walFileName(state.wal.number))", "bytes": "\(state.walEnd)",
+            "next": "\(Format.walFileName(number))", "sequence": "\(state.lastSequence)",
+        ])
         state.manifest = manifest
         state.wal = wal
         state.walEnd = UInt64(Format.walHeaderSize)
@@ -195,5 +200,10 @@ extension Engine {
             }
             file.markObsolete()
         }
+        options.logger.info("flushed a WAL into a segment", metadata: [
+            "path": "\(path)", "file": "\(Format.walFileName(number))",
+            "segment": "\(segmentFile.map { Format.segmentFileName($0.number) } ?? "none (no live entry)")",
+            "entries": "\(inputs.count)", "sequence": "\(maxSequence)",
+        ])
     }
 }

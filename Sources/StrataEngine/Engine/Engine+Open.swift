@@ -1,3 +1,4 @@
+import Logging
 import Dispatch
 import Glibc
 
@@ -366,12 +367,26 @@ extension Engine {
                 try activeHandle.truncate(to: torn.offset)
                 try activeHandle.sync()
                 activeSynced = true
+                options.logger.warning("cut a torn tail off the active WAL", metadata: [
+                    "path": "\(path)", "file": "\(Format.walFileName(activeNumber))", "offset": "\(torn.offset)",
+                    "bytes": "\(torn.length)", "sequence": "\(lastSequence)",
+                ])
             }
             durable = try openDurableBound(
                 path: path, bound: rewriteBound ? nil : bound, slot: boundSlot, activeNumber: activeNumber, activeEnd: activeEnd,
                 lastSequence: lastSequence, activeHandle: activeSynced ? nil : activeHandle, fileSystem: fs)
         }
 
+        options.logger.info("opened the store", metadata: [
+            "path": "\(path)", "sequence": "\(lastSequence)", "wals": "\(manifest.wals.count)",
+            "segments": "\(manifest.segments.count)", "keys": "\(index.count)", "readOnly": "\(options.readOnly)",
+        ])
+        if options.repair, !report.isClean {
+            options.logger.warning("repair salvaged the store", metadata: [
+                "path": "\(path)", "dropped": "\(report.dropped.map(\.description))", "rebuiltManifest": "\(report.rebuiltManifest)",
+                "lostSequences": "\(report.lostSequences)", "keptCopies": "\(report.keptCopies)",
+            ])
+        }
         let engine = Engine(
             path: path, options: options, lock: lock, repairReport: options.repair ? report : nil, blockCache: blockCache,
             shared: SharedState(index: index, sequence: lastSequence, files: files, usage: usage),

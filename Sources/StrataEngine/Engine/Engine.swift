@@ -1,3 +1,4 @@
+import Logging
 import Dispatch
 import Synchronization
 import StrataSync
@@ -268,9 +269,17 @@ public final class Engine: Sendable {
     /// Turns the engine read-only after a failure it must not paper over (a failed sync never
     /// gets retried: the data it covered may be lost).
     func poison(_ error: StoreError) {
-        shared.withLock { state in
-            if state.failure == nil { state.failure = error }
+        let first = shared.withLock { state in
+            if state.failure != nil { return false }
+            state.failure = error
+            return true
         }
+        guard first else { return }
+        var metadata: Logger.Metadata = ["path": "\(path)", "error": "\(error)"]
+        if let file = error.path { metadata["file"] = "\(file)" }
+        if let offset = error.offset { metadata["offset"] = "\(offset)" }
+        if let errno = error.errno { metadata["errno"] = "\(errno)" }
+        options.logger.error("engine poisoned: read-only until reopened", metadata: metadata)
     }
 
     // MARK: Syncs ([WAL-4])

@@ -1,3 +1,5 @@
+import Logging
+
 /// How durable an acknowledged commit is.
 public enum Durability: Sendable, Equatable {
     /// The WAL is synced (`fdatasync`) before `commit` returns. Survives power loss. The default.
@@ -43,6 +45,14 @@ public struct EngineOptions: Sendable {
     public var compaction = CompactionOptions()
     /// The file system the engine uses. Default ``PosixFileSystem``.
     public var fileSystem: any FileSystem = PosixFileSystem()
+    /// Where the engine tells what it does on its own and what went wrong: opening and
+    /// recovery (records replayed, torn tails cut), repair decisions, WAL rollovers, flushes,
+    /// compactions, failed syncs, each with metadata (`path`, `file`, `offset`, `sequence`…).
+    /// Routine events are `info`, damage and salvage `warning`, failures `error`; nothing is
+    /// logged per commit or per read. Default: a logger that discards everything, so that a
+    /// library logs nothing unless its application asks (`strata --verbose` passes one that
+    /// writes to standard error).
+    public var logger = Logger(label: "strata.engine", factory: { _ in SwiftLogNoOpLogHandler() })
 
     /// Default options.
     public init() {}

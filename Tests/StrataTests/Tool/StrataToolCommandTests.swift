@@ -337,6 +337,22 @@ import Testing
         #expect(quick.status == 0 && quick.stderr.isEmpty, "shorter than the threshold: no progress: \(quick)")
     }
 
+    /// `--verbose`: the engine's log on standard error (opening, the flush); nothing without it.
+    @Test func verboseShowsTheEnginesLogOnStandardError() throws {
+        let scratch = try ToolScratch()
+        let store = scratch.path + "/library"
+        #expect(try scratch.run("demo", "--authors", "6", "--quiet", store).status == 0)
+        let verbose = try scratch.run("compact", "--verbose", store)
+        #expect(verbose.status == 0, "\(verbose)")
+        #expect(verbose.stderr.contains("opened the store") && verbose.stderr.contains("path=\(store)"), "\(verbose)")
+        #expect(verbose.stderr.contains("flushed a WAL into a segment"), "\(verbose)")
+        #expect(!verbose.stdout.contains("opened the store"), "the log stays off standard output: \(verbose)")
+        let stats = try scratch.run("stats", "--verbose", store)
+        #expect(stats.status == 0 && stats.stderr.contains("readOnly=true"), "\(stats)")
+        let plain = try scratch.run(["compact", store], environment: ["STRATA_PROGRESS_AFTER": "60"])
+        #expect(plain.status == 0 && plain.stderr.isEmpty, "\(plain)")
+    }
+
     /// `--version`: the release and the formats this build writes.
     @Test func versionNamesTheReleaseAndTheFormats() throws {
         let run = try ToolScratch().run("--version")
