@@ -14,6 +14,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -26,7 +27,10 @@ let package = Package(
         .target(name: "StrataSync"),
         .target(
             name: "StrataEngine",
-            dependencies: ["CLZ4", "CISAL", "StrataSync", .product(name: "Logging", package: "swift-log")]),
+            dependencies: [
+                "CLZ4", "CISAL", "StrataSync", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]),
         .target(name: "ObjectGraph", dependencies: ["StrataSync"]),
         .target(
             name: "Strata",
@@ -48,7 +52,11 @@ let package = Package(
             name: "StrataCrashWorker", dependencies: ["Strata", "StrataChildProcess"], path: "Tools/crash-worker",
             exclude: ["README.md"]),
         .testTarget(
-            name: "StrataEngineTests", dependencies: ["StrataEngine", "StrataSync", .product(name: "Logging", package: "swift-log")]),
+            name: "StrataEngineTests",
+            dependencies: [
+                "StrataEngine", "StrataSync", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"), .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata", "StrataSync"]),
         .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataChildProcess", "StrataSync"]),
     ],

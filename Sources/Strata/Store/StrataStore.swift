@@ -172,10 +172,22 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     }
 
     /// The engine options ``loadMetadata()`` opens the engine with, given those the store's
-    /// options chose. Internal: tests override it in a subclass to open the store on a
-    /// ``FaultInjectingFileSystem`` with deterministic flushes and compactions (the crash-point
-    /// enumeration of StrataStore saves).
-    func engineOptions(_ options: EngineOptions) -> EngineOptions { options }
+    /// options chose (durability, compaction, row cache, read-only). Override it in a subclass
+    /// to set what the store's options do not carry: the engine's logger
+    /// (``EngineOptions/logger``), its metrics factory, cache sizes. For example:
+    ///
+    /// ```swift
+    /// final class LoggedStore: StrataStore {
+    ///     override func engineOptions(_ options: EngineOptions) -> EngineOptions {
+    ///         var options = options
+    ///         options.logger = Logger(label: "myapp.store")
+    ///         return options
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// The tests open stores on a ``FaultInjectingFileSystem`` this way too.
+    open func engineOptions(_ options: EngineOptions) -> EngineOptions { options }
 
     /// The metadata of the store at `url`, read without adding it to a coordinator (shares the
     /// engine if this process has the store open).

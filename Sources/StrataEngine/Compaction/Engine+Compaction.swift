@@ -272,6 +272,9 @@ extension Engine {
             $0.stats.segmentsWritten += outputs.count
             $0.stats.tombstonesDropped += dropped
         }
+        metrics.compactions.increment()
+        metrics.compactionRead.increment(by: Int64(read))
+        metrics.compactionWritten.increment(by: Int64(written))
         options.logger.info("compacted segments", metadata: [
             "path": "\(path)", "victims": "\(victims.map(\.fileNumber))", "written": "\(outputs.map(\.file.number))",
             "bytesRead": "\(read)", "bytesWritten": "\(written)", "tombstonesDropped": "\(dropped)",

@@ -200,6 +200,7 @@ extension Engine {
             }
             file.markObsolete()
         }
+        metrics.flushes.increment()
         options.logger.info("flushed a WAL into a segment", metadata: [
             "path": "\(path)", "file": "\(Format.walFileName(number))",
             "segment": "\(segmentFile.map { Format.segmentFileName($0.number) } ?? "none (no live entry)")",

@@ -29,11 +29,13 @@ extension Engine {
         try prepareLocation(path, fileSystem: fs, readOnly: options.readOnly)
         try refuseForeignDirectory(path, options: options)
         let lockPath = path + "/" + Format.lockFileName
+        let start = ContinuousClock.now
         guard options.readOnly else {
             let lock = try writerLock(lockPath, fileSystem: fs)
             do throws(StoreError) {
                 let engine = try recover(path: path, options: options, lock: lock)
                 try engine.finishOpening()
+                engine.metrics.open.recordInterval(since: start)
                 return engine
             } catch {
                 lock.unlock()

@@ -81,6 +81,9 @@ public final class Engine: Sendable {
     }
     let writer: Locked<WriterState>
 
+    /// The engine's metrics; made once, each thread-safe.
+    let metrics: EngineMetrics
+
     /// Commits waiting for a leader. Protected by its own lock, taken only briefly.
     let pending: Locked<[CommitRequest]> = Locked([])
     /// Serialises flushes (one WAL becomes a segment at a time); holds how many have completed.
@@ -99,6 +102,7 @@ public final class Engine: Sendable {
         self.writer = Locked(writer)
         self.rowCache = RowCache(budgetBytes: options.rowCacheBytes)
         self.blockCache = blockCache
+        self.metrics = EngineMetrics(path: path, factory: options.metricsFactory)
     }
 
     deinit {
@@ -193,6 +197,8 @@ public final class Engine: Sendable {
         try batch.validate()
         if options.readOnly { throw StoreError(.readOnly, "the engine was opened read-only", path: path) }
         if batch.isEmpty { return try snapshot().sequence }
+        let start = ContinuousClock.now
+        defer { metrics.commit.recordInterval(since: start) }
         let request = CommitRequest(operations: batch.operations)
         pending.withLock { $0.append(request) }
         let needsFlush = writer.withLock { (state) -> Bool in
@@ -307,7 +313,9 @@ public final class Engine: Sendable {
 
     /// Syncs `handle` (`fdatasync`); a failure poisons the engine.
     func sync(_ handle: any FileHandle, _ site: SyncSite) throws(StoreError) {
+        let start = ContinuousClock.now
         do throws(StoreError) { try handle.sync() } catch { throw syncFailed(error, site) }
+        metrics.sync.recordInterval(since: start)
     }
 
     /// Syncs the store's directory; a failure poisons the engine.

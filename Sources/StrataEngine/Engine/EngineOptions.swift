@@ -1,3 +1,4 @@
+import Metrics
 import Logging
 
 /// How durable an acknowledged commit is.
@@ -53,6 +54,9 @@ public struct EngineOptions: Sendable {
     /// library logs nothing unless its application asks (`strata --verbose` passes one that
     /// writes to standard error).
     public var logger = Logger(label: "strata.engine", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// Where the engine's metrics go (``EngineMetrics``); `nil` (the default) uses swift-metrics'
+    /// global `MetricsSystem`, which discards them until the application bootstraps a backend.
+    public var metricsFactory: (any MetricsFactory)?
 
     /// Default options.
     public init() {}
