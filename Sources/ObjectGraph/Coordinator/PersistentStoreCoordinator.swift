@@ -15,7 +15,7 @@ import StrataSync
 ///
 /// Thread safety: shared by every context, on any thread; its mutable state (the stores)
 /// is inside one `Mutex` and the save generation is atomic; stores are called outside the
-/// lock. Rows read for objects are cached by the objects (``ManagedObject/faultRow``),
+/// lock. Rows read for objects are cached by the objects (`ManagedObject/faultRow`),
 /// and the register counts of the contract are the stores' own.
 public final class PersistentStoreCoordinator: Sendable {
     /// The model of every store and context of this coordinator.

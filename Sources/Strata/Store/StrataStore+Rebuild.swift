@@ -5,7 +5,7 @@ import StrataEngine
 extension StrataStore {
     /// `true` lets loading (read-write) rebuild a lost metadata record ([ROW-4]) from the rows
     /// and the coordinator's model, as ``rebuildMetadata(at:model:storeIdentifier:)`` does,
-    /// instead of refusing the store with ``ObjectGraphError/Code/storeCorrupted``. The model
+    /// instead of refusing the store with `ObjectGraphError/Code/storeCorrupted`. The model
     /// must pass [OPEN-1] against the model record, or, without one, against every row's header
     /// ([META-3]); otherwise the load is refused with `incompatibleModel` and nothing is
     /// written. Default `false`. SPEC.md [META-2].
@@ -48,7 +48,7 @@ extension StrataStore {
     /// First, the model must be the store's ([OPEN-1]): compared with the model record when it
     /// survives, else with the metadata's version hashes, else with every row's header (entity
     /// number, hierarchy and layout, [META-3]). A model that differs is refused with
-    /// ``ObjectGraphError/Code/incompatibleModel`` and nothing is written. Then every row is
+    /// `ObjectGraphError/Code/incompatibleModel` and nothing is written. Then every row is
     /// decoded with `model`: the row counts are recounted, the next reference is raised above
     /// every reference a row, a relationship key or an index entry names (it never falls), and
     /// a lost metadata record is written anew with `storeIdentifier` (a new UUID when `nil`:
@@ -63,9 +63,9 @@ extension StrataStore {
     /// print(rebuilt.rowCounts, rebuilt.nextReference)
     /// ```
     ///
-    /// - Throws: ``ObjectGraphError/Code/incompatibleModel`` naming every difference;
-    ///   ``ObjectGraphError/Code/storeLocked`` when another process has the store open;
-    ///   ``ObjectGraphError/Code/storeCorrupted`` when a row does not decode with `model`
+    /// - Throws: `ObjectGraphError/Code/incompatibleModel` naming every difference;
+    ///   `ObjectGraphError/Code/storeLocked` when another process has the store open;
+    ///   `ObjectGraphError/Code/storeCorrupted` when a row does not decode with `model`
     ///   (run `strata fsck --repair` first); engine errors otherwise.
     @discardableResult
     public static func rebuildMetadata(at url: URL, model: ManagedObjectModel, storeIdentifier: String? = nil) throws -> MetadataRebuild {

@@ -21,7 +21,7 @@ import StrataSync
 /// is one engine transaction; rows a context has registered stay pinned in the engine's row
 /// cache until it unregisters them.
 ///
-/// Thread safety: `@unchecked Sendable` as an ``IncrementalStore`` subclass; the engine is
+/// Thread safety: `@unchecked Sendable` as an `IncrementalStore` subclass; the engine is
 /// thread-safe, `saveLock` serialises saves (version checks and the commit), and `state`
 /// holds the counters.
 open class StrataStore: IncrementalStore, @unchecked Sendable {
@@ -59,12 +59,12 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// Relationship-key prefixes ([REL-1]) by relationship instance; a cache, as ``rowPrefixes``.
     let relationshipPrefixes = Locked<[ObjectIdentifier: (relationship: RelationshipDescription, prefix: [UInt8])]>([:])
 
-    /// Registers this class for ``PersistentStore/StoreType/strata``. Call once at start-up.
+    /// Registers this class for `PersistentStore/StoreType/strata`. Call once at start-up.
     public static func register() {
         PersistentStoreCoordinator.registerStoreClass(StrataStore.self, type: .strata)
     }
 
-    /// ``PersistentStore/StoreType/strata``.
+    /// `PersistentStore/StoreType/strata`.
     open override var type: StoreType { .strata }
 
     /// The shared engine, or an error if the store is not loaded.
@@ -84,11 +84,11 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// (SPEC.md [OPEN-1]); a model that differs only in indexing then has the indexes rebuilt
     /// ([IDX-S6]).
     ///
-    /// - Throws: ``ObjectGraphError/Code/storeLocked`` if another process has the store open,
-    ///   ``ObjectGraphError/Code/storeOpenFailed`` for a path that is not a Strata store,
-    ///   ``ObjectGraphError/Code/incompatibleModel`` naming every difference when the store
+    /// - Throws: `ObjectGraphError/Code/storeLocked` if another process has the store open,
+    ///   `ObjectGraphError/Code/storeOpenFailed` for a path that is not a Strata store,
+    ///   `ObjectGraphError/Code/incompatibleModel` naming every difference when the store
     ///   was saved with another model (nothing is written),
-    ///   ``ObjectGraphError/Code/storeCorrupted`` naming file and offset for damage, and for a
+    ///   `ObjectGraphError/Code/storeCorrupted` naming file and offset for damage, and for a
     ///   store that holds rows or keys but has lost its metadata record (SPEC.md [META-1]; it
     ///   says to run `strata fsck --repair`; nothing is written) unless ``repairOption`` is set.
     open override func loadMetadata() throws {
@@ -174,7 +174,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// The engine options ``loadMetadata()`` opens the engine with, given those the store's
     /// options chose (durability, compaction, row cache, read-only). Override it in a subclass
     /// to set what the store's options do not carry: the engine's logger
-    /// (``EngineOptions/logger``), its metrics factory, cache sizes. For example:
+    /// (`EngineOptions/logger`), its metrics factory, cache sizes. For example:
     ///
     /// ```swift
     /// final class LoggedStore: StrataStore {
@@ -186,13 +186,13 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// }
     /// ```
     ///
-    /// The tests open stores on a ``FaultInjectingFileSystem`` this way too.
+    /// The tests open stores on a `FaultInjectingFileSystem` this way too.
     open func engineOptions(_ options: EngineOptions) -> EngineOptions { options }
 
     /// The metadata of the store at `url`, read without adding it to a coordinator (shares the
     /// engine if this process has the store open).
     ///
-    /// - Throws: ``ObjectGraphError/Code/storeLocked`` if another process has it open.
+    /// - Throws: `ObjectGraphError/Code/storeLocked` if another process has it open.
     open override class func metadataForPersistentStore(at url: URL) throws -> [String: AttributeValue] {
         let shared = try SharedEngine.acquire(path: url.path, options: EngineOptions()) { engine in
             try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
@@ -260,12 +260,12 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
 
     // MARK: The contract
 
-    /// Everything: fetches go through ``FetchRequest/apply(to:objectID:)`` on the store's rows,
+    /// Everything: fetches go through `FetchRequest/apply(to:objectID:)` on the store's rows,
     /// which computes grouping, aggregates, having and distinct results.
     open override var fetchCapabilities: FetchCapabilities { .all }
 
     /// Executes fetch and save requests; any other request throws
-    /// ``ObjectGraphError/Code/unsupportedRequest``.
+    /// `ObjectGraphError/Code/unsupportedRequest`.
     open override func execute(_ request: any PersistentStoreRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
         try executeRequest(request, with: context)
     }
@@ -372,7 +372,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     // MARK: Register counts → pins
 
     /// Counts a registration of each row: while a row is registered, the engine's cache never
-    /// evicts it. The counts live in the store (``rowPins``), which the engine's cache asks
+    /// evicts it. The counts live in the store (`rowPins`), which the engine's cache asks
     /// before evicting; IDs that are not this store's integer references are ignored.
     open override func managedObjectContextDidRegisterObjects(with objectIDs: [ManagedObjectID]) {
         let ids = objectIDMaker

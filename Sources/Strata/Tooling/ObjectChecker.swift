@@ -109,7 +109,7 @@ public struct ObjectCheckReport: Sendable, Equatable, Codable {
 public enum ObjectChecker {
     /// Checks (and with `repair`, mends) the StrataStore in `engine`.
     ///
-    /// - Throws: engine errors reading or committing (as ``ObjectGraphError``); inconsistencies
+    /// - Throws: engine errors reading or committing (as `ObjectGraphError`); inconsistencies
     ///   are reported, not thrown.
     public static func check(engine: Engine, repair: Bool) throws -> ObjectCheckReport {
         try check(engine: engine, repair: repair, lost: [])

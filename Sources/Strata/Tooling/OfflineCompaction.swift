@@ -3,7 +3,7 @@ import Dispatch
 import Foundation
 import StrataEngine
 
-/// What ``OfflineCompaction/run(at:policy:fileSystem:progress:)`` did.
+/// What `OfflineCompaction/run(at:policy:fileSystem:progress:)` did.
 public struct CompactReport: Sendable, Equatable, Codable {
     /// The store.
     public var path: String
@@ -70,12 +70,12 @@ public struct CompactProgress: Sendable {
 /// ```
 public enum OfflineCompaction {
     /// Compacts the store at `path` to completion under `policy` (the engine's default
-    /// thresholds when nil; ``CompactionOptions/full`` rewrites every segment).
+    /// thresholds when nil; `CompactionOptions/full` rewrites every segment).
     ///
     /// `logger` (none by default) hears what the engine tells: opening, the flush, each
     /// compaction ([EngineOptions.logger]).
     ///
-    /// - Throws: ``StoreError`` for a path that is not a store, a store locked by another
+    /// - Throws: `StoreError` for a path that is not a store, a store locked by another
     ///   process, damage (run `strata fsck`), or I/O errors.
     public static func run(
         at path: String, policy: CompactionOptions? = nil, fileSystem: any FileSystem = PosixFileSystem(),

@@ -3,7 +3,7 @@ import Foundation
 import ObjectGraph
 import StrataEngine
 
-/// One engine-level problem, as `strata fsck` reports it (``CheckProblem`` with the key in hex).
+/// One engine-level problem, as `strata fsck` reports it (`CheckProblem` with the key in hex).
 public struct FileProblem: Sendable, Equatable, Codable, CustomStringConvertible {
     /// `error` (damage) or `warning` (a leftover the next open cleans up).
     public var severity: String
@@ -184,7 +184,7 @@ public struct FsckOptions: Sendable {
     public init() {}
 }
 
-/// `strata fsck`: the engine-level check (``StoreChecker``: every checksum, the manifest
+/// `strata fsck`: the engine-level check (`StoreChecker`: every checksum, the manifest
 /// against the files, hints against blocks, the index against a full scan) and, for a
 /// StrataStore, the object-level check (``ObjectChecker``).
 ///
@@ -207,7 +207,7 @@ public struct FsckOptions: Sendable {
 public enum StoreFsck {
     /// Checks (and optionally repairs) the store at `path`.
     ///
-    /// - Throws: ``StoreError`` when `path` is not a store, the store is locked by another
+    /// - Throws: `StoreError` when `path` is not a store, the store is locked by another
     ///   process, its format is newer than this build, or the files cannot be read; damage is
     ///   reported, not thrown.
     public static func run(at path: String, options: FsckOptions = FsckOptions()) throws -> FsckReport {

@@ -230,7 +230,7 @@ public struct StatsReport: Sendable, Equatable, Codable {
 /// describes it, creating and changing no file. Every function shares the store's lock for as
 /// long as it reads (SPEC.md [DIR-5]: on read-only media without a usable `LOCK`, it reads
 /// without one), so a store open for writing in another process is refused with
-/// ``StoreError/Code/locked``.
+/// `StoreError/Code/locked`.
 ///
 /// For example:
 ///
@@ -337,8 +337,8 @@ public enum StoreInspector {
 
     /// One record: by engine key (hex, or text when `key` is not hex) or by object URI.
     ///
-    /// - Throws: ``StoreError/Code/notFound`` when no such record exists,
-    ///   ``StoreError/Code/invalidArgument`` for a URI that names no entity of the stored model.
+    /// - Throws: `StoreError/Code/notFound` when no such record exists,
+    ///   `StoreError/Code/invalidArgument` for a URI that names no entity of the stored model.
     public static func record(at path: String, key: [UInt8]? = nil, objectURI: String? = nil, fileSystem: any FileSystem = PosixFileSystem()) throws -> DecodedRecord {
         try withEngine(at: path, fileSystem: fileSystem) { engine in
             let snapshot = try engine.snapshot()

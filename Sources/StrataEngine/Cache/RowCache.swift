@@ -284,7 +284,7 @@ public protocol RowPinSource: AnyObject, Sendable {
     var pinnedKeyCount: Int { get }
 }
 
-/// Counters and sizes of a row cache, as ``RowCache/stats`` returns them.
+/// Counters and sizes of a row cache, as `RowCache/stats` returns them.
 public struct RowCacheStats: Sendable, Equatable {
     /// Lookups that found an entry with the requested sequence.
     public var hits = 0

@@ -55,7 +55,7 @@ struct EngineMetrics: Sendable {
 }
 
 extension Engine {
-    /// Sets the engine's gauges (``EngineMetrics``) from ``stats()``: call it as often as the
+    /// Sets the engine's gauges (`EngineMetrics`) from ``stats()``: call it as often as the
     /// metrics are scraped (the counters and timers are recorded as work happens).
     ///
     /// - Throws: what ``stats()`` throws.

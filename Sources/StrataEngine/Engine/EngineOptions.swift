@@ -54,7 +54,7 @@ public struct EngineOptions: Sendable {
     /// library logs nothing unless its application asks (`strata --verbose` passes one that
     /// writes to standard error).
     public var logger = Logger(label: "strata.engine", factory: { _ in SwiftLogNoOpLogHandler() })
-    /// Where the engine's metrics go (``EngineMetrics``); `nil` (the default) uses swift-metrics'
+    /// Where the engine's metrics go (`EngineMetrics`); `nil` (the default) uses swift-metrics'
     /// global `MetricsSystem`, which discards them until the application bootstraps a backend.
     public var metricsFactory: (any MetricsFactory)?
 

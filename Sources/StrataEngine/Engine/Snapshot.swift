@@ -170,7 +170,7 @@ extension Snapshot {
 
 extension Snapshot {
     /// Point reads of one snapshot that share what they read: the last decompressed segment
-    /// block and the last WAL window (see ``BlockMemo``), so reading rows in key order (the
+    /// block and the last WAL window (see `BlockMemo`), so reading rows in key order (the
     /// members of a relationship, candidates from an index) decompresses each block once and
     /// reads the WAL a window at a time, not one `pread` per row. Reads go through the row
     /// cache as ``Snapshot/get(_:)`` does. One reader, one thread.

@@ -89,6 +89,7 @@ public struct CrashPointEnumerator<Progress> {
     /// Creates an enumerator.
     ///
     /// - Parameters:
+    ///   - name: the workload's name, in the reports.
     ///   - makeFileSystem: a fresh file system in the workload's starting state (operations
     ///     made here are not crash points).
     ///   - run: runs the workload until it finishes or an operation fails, and returns what

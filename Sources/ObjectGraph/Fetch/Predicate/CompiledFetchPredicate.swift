@@ -2,7 +2,7 @@ import Foundation
 
 /// A subject that reads a stored attribute by its ordinal (``PropertyDescription/ordinal``)
 /// without resolving a key path: a store's row view. Compiled predicates
-/// (``FetchPredicate/compiled(for:as:)``) read such subjects by ordinal.
+/// (`FetchPredicate/compiled(for:as:)`) read such subjects by ordinal.
 public protocol OrdinalFetchEvaluable: FetchEvaluable {
     /// The stored value of the attribute at `ordinal` of the subject's entity (the request's
     /// entity or a subentity: inherited properties keep their ordinals), or `nil` when the
@@ -93,10 +93,13 @@ extension FetchPredicate {
 
     /// This predicate compiled for subjects of `entity` (and its subentities).
     ///
-    /// - Parameter specializing: asked first for every comparison; a store returns a closure
-    ///   for the shapes it answers better itself (a key path through a relationship answered
-    ///   from the destination's matches, for example), `nil` for the others. It must answer
-    ///   exactly as ``evaluate(with:variables:)`` does.
+    /// - Parameters:
+    ///   - entity: the entity of the subjects (each key path is resolved from it, once).
+    ///   - type: the subjects' type (a store's row view).
+    ///   - specializing: asked first for every comparison; a store returns a closure for the
+    ///     shapes it answers better itself (a key path through a relationship answered from
+    ///     the destination's matches, for example), `nil` for the others. It must answer
+    ///     exactly as ``evaluate(with:variables:)`` does.
     public func compiled<Subject: OrdinalFetchEvaluable>(
         for entity: EntityDescription, as type: Subject.Type, specializing: Specializer<Subject>? = nil
     ) throws -> CompiledFetchPredicate<Subject> {
