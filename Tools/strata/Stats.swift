@@ -35,8 +35,7 @@ struct Stats: ParsableCommand {
         Output.line("  WAL memory:          \(Output.bytes(UInt64(report.walMemoryBytes))) (WAL values are read from memory)")
         Output.line("  last sequence:       \(report.lastSequence)")
         Output.line(String(format: "  open time:           %.3f s", report.openSeconds))
-        let cache = report.cache.keys.sorted().map { "\($0) \(Int(report.cache[$0] ?? 0))" }.joined(separator: ", ")
-        Output.line("  row cache (this process): \(cache)")
+        Output.line("  row cache (this process): \(report.rowCacheDescription)")
         if !report.rowCounts.isEmpty {
             Output.line("  rows:                " + report.rowCounts.sorted(by: { $0.key < $1.key }).map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }

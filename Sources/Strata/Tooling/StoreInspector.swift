@@ -491,3 +491,32 @@ struct RecordDecoder {
         return raw()
     }
 }
+
+extension StatsReport {
+    /// The row cache's counters in words and units: hits and misses with the hit rate, the
+    /// entries and their bytes against the budget, pinned keys, evictions, reads served by
+    /// WAL images. For example: `3 hits, 1 misses (75 % hits); 2 entries, 2.0 KiB of 1.0 MiB;
+    /// 5 pinned keys (512 B); 7 evictions; 9 reads from WAL images`.
+    public var rowCacheDescription: String { Self.rowCacheDescription(cache) }
+
+    /// ``rowCacheDescription`` of the counters `cache` (``cache``'s names).
+    public static func rowCacheDescription(_ cache: [String: Double]) -> String {
+        func count(_ key: String) -> Int { Int(cache[key] ?? 0) }
+        func bytes(_ key: String) -> String { Self.bytes(UInt64(max(0, cache[key] ?? 0))) }
+        let hits = count("hits"), misses = count("misses")
+        let rate = hits + misses == 0 ? "no reads yet" : String(format: "%.0f %% hits", Double(hits) * 100 / Double(hits + misses))
+        return "\(hits) hits, \(misses) misses (\(rate)); \(count("entries")) entries, \(bytes("unpinnedBytes")) of \(bytes("budgetBytes"))"
+            + "; \(count("pinnedKeys")) pinned keys (\(bytes("pinnedBytes"))); \(count("evictions")) evictions; \(count("walReads")) reads from WAL images"
+    }
+
+    /// `bytes` in binary units (B, KiB, MiB, GiB, TiB), one decimal above bytes.
+    static func bytes(_ bytes: UInt64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes), unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+    }
+}

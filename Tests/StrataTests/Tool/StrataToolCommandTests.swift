@@ -218,7 +218,20 @@ import Testing
         #expect(report.spaceAmplification >= 1)
         let text = try scratch.run("stats", library.path)
         #expect(text.status == 0 && text.stdout.contains("keys:                \(report.keyCount)\n"), "\(text)")
+        // The row cache in words and units, not raw counter names.
+        let cacheLine = try #require(text.lines.first { $0.contains("row cache (this process):") }, "\(text)")
+        #expect(cacheLine.hasSuffix("0 hits, 0 misses (no reads yet); 0 entries, 0 B of 64.0 MiB; 0 pinned keys (0 B); 0 evictions; 0 reads from WAL images"), "\(cacheLine)")
     }
+
+    @Test func theRowCacheLineGivesTheHitRateAndUnits() {
+        let line = StatsReport.rowCacheDescription([
+            "hits": 3, "misses": 1, "entries": 2, "unpinnedBytes": 2048, "budgetBytes": 1_048_576, "pinnedKeys": 5, "pinnedBytes": 512,
+            "evictions": 7, "walReads": 9,
+        ])
+        #expect(line == "3 hits, 1 misses (75 % hits); 2 entries, 2.0 KiB of 1.0 MiB; 5 pinned keys (512 B); 7 evictions; 9 reads from WAL images")
+    }
+
+
 
     @Test func dumpJSONIsOneRecordPerLineInKeyOrderWithEveryRow() throws {
         let scratch = try ToolScratch()
