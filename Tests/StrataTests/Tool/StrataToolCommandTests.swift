@@ -350,6 +350,33 @@ import Testing
         #expect(quick.status == 0 && quick.stderr.isEmpty, "shorter than the threshold: no progress: \(quick)")
     }
 
+    /// On a terminal (a pseudo-terminal from util-linux's `script`), progress is one line
+    /// redrawn in place: the phase, a bar, the share done, then the line cleared at the end.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs util-linux's script for a terminal"))
+    func progressOnATerminalIsOneRedrawnLine() throws {
+        let scratch = try ToolScratch()
+        let store = scratch.path + "/library"
+        #expect(try scratch.run("demo", "--authors", "30", "--quiet", store).status == 0)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qec", "\(try StrataTool.executable()) fsck \(store)", "/dev/null"]
+        process.environment = ProcessInfo.processInfo.environment.merging(["STRATA_PROGRESS_AFTER": "0"]) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let bytes = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(text.contains("\rfsck: checking files ["), "a bar redrawn from the line's start: \(text.debugDescription)")
+        #expect(text.contains("\rfsck: checking objects ["), "\(text.debugDescription)")
+        #expect(text.contains("100%"), "\(text.debugDescription)")
+        #expect(text.contains("\r\u{1B}[K"), "the line cleared at the end: \(text.debugDescription)")
+        #expect(!text.contains("fsck: checking files 10%\n"), "no line per tenth on a terminal: \(text.debugDescription)")
+        #expect(text.hasSuffix("clean\r\n") || text.hasSuffix("clean\n"), "\(text.debugDescription)")
+    }
+
     /// `--verbose`: the engine's log on standard error (opening, the flush); nothing without it.
     @Test func verboseShowsTheEnginesLogOnStandardError() throws {
         let scratch = try ToolScratch()
