@@ -59,7 +59,9 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"), .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata", "StrataSync"]),
-        .testTarget(name: "StrataTests", dependencies: ["Strata", "StrataChildProcess", "StrataSync"]),
+        .testTarget(
+            name: "StrataTests",
+            dependencies: ["Strata", "StrataChildProcess", "StrataSync", .product(name: "Logging", package: "swift-log")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,3 +1,4 @@
+import Logging
 import Foundation
 import ObjectGraph
 import StrataEngine
@@ -180,6 +181,11 @@ extension StrataStore {
             result.storeIdentifier = record.metadata[PersistentStore.storeUUIDKey]?.stringValue
             if !batch.isEmpty {
                 _ = try mappingEngineErrors("rebuild the indexes and records") { () throws(StoreError) in try engine.commit(batch) }
+                engine.logger.notice("reconciled the store with the model", metadata: [
+                    "path": "\(engine.path)", "indexEntriesChanged": "\(result.indexEntriesChanged)",
+                    "rebuiltModelRecord": "\(result.rebuiltModelRecord)", "rebuiltMetadataRecord": "\(result.rebuiltMetadataRecord)",
+                    "rewroteMetadataRecord": "\(result.rewroteMetadataRecord)", "rows": "\(counts.values.reduce(0, +))",
+                ])
             }
             shared.nextReference.withLock { $0 = max($0, next) }
             return result

@@ -242,6 +242,7 @@ public enum StoreFsck {
             }
             let objects = try ObjectChecker.check(engine: engine, repair: true, lost: lost, progress: options.objectProgress)
             report.objectRepairs = objects.repairs
+            for repair in objects.repairs { engine.logger.warning("object repair", metadata: ["path": "\(path)", "repair": "\(repair)"]) }
             try engine.close()
         } catch {
             try? engine.close()

@@ -84,6 +84,10 @@ public final class Engine: Sendable {
     /// The engine's metrics; made once, each thread-safe.
     let metrics: EngineMetrics
 
+    /// The logger the engine was opened with (``EngineOptions/logger``): layers above the
+    /// engine (StrataStore, the tool's repairs) log their own events there, beside the engine's.
+    public var logger: Logger { options.logger }
+
     /// Commits waiting for a leader. Protected by its own lock, taken only briefly.
     let pending: Locked<[CommitRequest]> = Locked([])
     /// Serialises flushes (one WAL becomes a segment at a time); holds how many have completed.

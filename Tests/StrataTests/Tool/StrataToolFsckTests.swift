@@ -326,10 +326,11 @@ import Testing
             defer { try? engine.close() }
             try engine.delete(try #require(LibraryStore.rowKey(ofURI: author)))
         }
-        let run = try scratch.run("fsck", "--repair", "--no-backup", "--json", library.path)
+        let run = try scratch.run("fsck", "--repair", "--no-backup", "--json", "--verbose", library.path)
         #expect(run.status == 1, "\(run)")
         let report = try run.json(FsckJSON.self)
         #expect(report.repaired && report.backupPath == nil)
+        #expect(run.stderr.contains("warning strata:") && run.stderr.contains("object repair"), "--verbose logs each repair: \(run)")
         #expect(report.verdict == "repaired", "\(run)")
         #expect(report.after?.isClean == true, "\(run)")
         #expect(report.objects?.problems.contains { $0.kind == "danglingReference" && $0.message.contains(author) } == true, "\(report.problemTexts)")
