@@ -41,7 +41,10 @@ struct Inspect: ParsableCommand {
             Output.line(record.line)
             return
         }
+        let progress = Progress("inspect", quiet: output.quiet || output.json)
+        progress.begin("opening the store (replaying its log)")
         let report = try explained(path: store) { try StoreInspector.inspect(at: store, logger: output.logger) }
+        progress.finish()
         if output.json { return try Output.json(WithVerdict(verdict: "ok", result: report)) }
         Output.line("store \(report.path)")
         Output.line("  manifest: next file number \(report.nextFileNumber), last sequence \(report.lastSequence), \(report.keyCount) keys")
@@ -106,9 +109,13 @@ struct Dump: ParsableCommand {
 
     func run() throws {
         let progress = Progress("dump", quiet: output.quiet || isatty(STDOUT_FILENO) == 1)
+        progress.begin("opening the store (replaying its log)")
         var buffer = ""
         try explained(path: store) {
-            try StoreInspector.dump(at: store, logger: output.logger, progress: { done, total in progress.update(UInt64(done), of: UInt64(total)) }) { record in
+            try StoreInspector.dump(at: store, logger: output.logger, progress: { done, total in
+                progress.begin("writing records")
+                progress.update(UInt64(done), of: UInt64(total))
+            }) { record in
                 if rowsOnly && record.kind != "row" { return true }
                 buffer += (output.json ? try Output.jsonLine(record) : record.line) + "\n"
                 if buffer.utf8.count > 1 << 16 {

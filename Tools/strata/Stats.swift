@@ -24,7 +24,11 @@ struct Stats: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
+        // Opening replays the log and builds the index: it is what can take a while here.
+        let progress = Progress("stats", quiet: output.quiet || output.json)
+        progress.begin("opening the store (replaying its log)")
         let report = try explained(path: store) { try StoreInspector.stats(at: store, logger: output.logger) }
+        progress.finish()
         if output.json { return try Output.json(WithVerdict(verdict: "ok", result: report)) }
         Output.line("stats \(report.path)")
         Output.line("  keys:                \(report.keyCount)")

@@ -342,6 +342,13 @@ import Testing
         let phases = compact.stderr.split(separator: "\n").map(String.init).filter { $0.hasSuffix("…") }
         #expect(phases == ["compact: opening the store (replaying its log)…", "compact: flushing the log into segments…", "compact: compacting…"], "\(compact)")
 
+        for command in ["stats", "inspect"] {
+            let run = try scratch.run([command, store], environment: now)
+            #expect(run.status == 0 && run.stderr.hasPrefix("\(command): opening the store (replaying its log)…"), "\(run)")
+        }
+        let dump = try scratch.run(["dump", store], environment: now)
+        #expect(dump.status == 0 && dump.stderr.contains("dump: opening the store") && dump.stderr.contains("dump: writing records 100%"), "\(dump)")
+
         let quiet = try scratch.run(["fsck", "--quiet", store], environment: now)
         #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet)")
         let json = try scratch.run(["fsck", "--json", store], environment: now)
