@@ -60,6 +60,19 @@ enum RelationshipKeys {
     }
 
     /// The key of one (owner, member) pair.
+    /// The key of `member` under `owner` in a relationship whose prefix is `relationshipPrefix`,
+    /// made in one allocation.
+    static func key(relationshipPrefix: [UInt8], owner: Int64, member: StoredObject) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(relationshipPrefix.count + 18)
+        key.append(contentsOf: relationshipPrefix)
+        KeyLayout.appendReference(owner, to: &key)
+        KeyLayout.appendReference(member.reference, to: &key)
+        key.append(UInt8(truncatingIfNeeded: member.entity >> 8))
+        key.append(UInt8(truncatingIfNeeded: member.entity))
+        return key
+    }
+
     static func key(ownerPrefix: [UInt8], member: StoredObject) -> [UInt8] {
         var key = ownerPrefix
         key.reserveCapacity(ownerPrefix.count + 10)

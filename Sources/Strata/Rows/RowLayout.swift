@@ -65,9 +65,12 @@ final class RowLayout: Sendable {
     let keyedRelationships: [RelationshipDescription]
     /// The keyed relationships whose keys the owner writes (many-to-many, or no inverse).
     let joins: [RelationshipDescription]
+    /// Each of ``joins``' key prefix ([REL-1], made once: a save writes keys under it).
+    let joinPrefixes: [[UInt8]]
     /// The entity's to-one relationships whose inverse is a keyed one-to-many: each change of
-    /// the to-one moves the member's key from owner to owner ([REL-2]).
-    let foreignKeys: [(toOne: RelationshipDescription, inverse: RelationshipDescription)]
+    /// the to-one moves the member's key from owner to owner ([REL-2]); with the inverse's key
+    /// prefix ([REL-1], made once).
+    let foreignKeys: [(toOne: RelationshipDescription, inverse: RelationshipDescription, inversePrefix: [UInt8])]
 
     /// Bytes of the null bitmap.
     var nullBytes: Int { (fields.count + 7) / 8 }
@@ -91,11 +94,13 @@ final class RowLayout: Sendable {
         }.sorted { $0.name < $1.name }
         keyedRelationships = entity.relationships.filter(RelationshipKeys.isKeyed)
         joins = keyedRelationships.filter { RelationshipKeys.storage(of: $0) == .join }
+        joinPrefixes = joins.map { RelationshipKeys.relationshipPrefix(root: ($0.entity ?? entity).rootEntityName, relationship: $0.name) }
         foreignKeys = entity.relationships.compactMap { toOne in
             guard toOne.isToOne, !toOne.isTransient, let inverse = toOne.inverseRelationship,
-                RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne)
+                RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne),
+                let owner = inverse.entity ?? toOne.destinationEntity
             else { return nil }
-            return (toOne, inverse)
+            return (toOne, inverse, RelationshipKeys.relationshipPrefix(root: owner.rootEntityName, relationship: inverse.name))
         }
         var fields: [Field] = []
         var fixed = 0, variable = 0

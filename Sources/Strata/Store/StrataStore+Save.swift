@@ -242,7 +242,7 @@ struct RelationshipKeyWriter {
         let me = StoredObject(entity: rowLayout.number, reference: reference)
         // A one-to-many's key follows the member's to-one: under the old owner it goes, under
         // the new one it comes.
-        for (toOne, inverse) in rowLayout.foreignKeys {
+        for (toOne, _, inversePrefix) in rowLayout.foreignKeys {
             let old = try existing?.object(atOrdinal: toOne.ordinal)
             let new: StoredObject?
             if let values {
@@ -252,11 +252,11 @@ struct RelationshipKeyWriter {
                 new = nil
             }
             guard old != new else { continue }
-            if let old, let owner = layout.entity(number: old.entity) {
-                batch.delete(RelationshipKeys.key(ownerPrefix: ownerPrefix(inverse, owner: owner, reference: old.reference), member: me))
+            if let old, layout.entity(number: old.entity) != nil {
+                batch.delete(RelationshipKeys.key(relationshipPrefix: inversePrefix, owner: old.reference, member: me))
             }
-            if let new, let owner = layout.entity(number: new.entity) {
-                batch.put(RelationshipKeys.key(ownerPrefix: ownerPrefix(inverse, owner: owner, reference: new.reference), member: me), [])
+            if let new, layout.entity(number: new.entity) != nil {
+                batch.put(RelationshipKeys.key(relationshipPrefix: inversePrefix, owner: new.reference, member: me), [])
             }
         }
         // A deleted owner takes its keys along: a one-to-many's (members whose delete rule left
@@ -270,12 +270,12 @@ struct RelationshipKeyWriter {
         }
         // A join's keys in this object's direction; the inverse direction is written by the
         // members' saves (the context changes both ends, so both are in the save).
-        for relationship in rowLayout.joins {
+        for (relationship, relationshipPrefix) in zip(rowLayout.joins, rowLayout.joinPrefixes) {
             guard existing == nil || object.hasChange(atOrdinal: relationship.ordinal),
                 let values, relationship.ordinal < values.count, let value = values[relationship.ordinal]
             else { continue }
             let ids = value.relationshipValue?.objectIDs ?? []
-            let prefix = ownerPrefix(relationship, owner: entity, reference: reference)
+            let prefix = relationshipPrefix + KeyLayout.referenceBytes(reference)
             if existing == nil {
                 for id in ids { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id)), []) }
                 continue
