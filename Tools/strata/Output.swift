@@ -51,15 +51,7 @@ enum Output {
     }
 
     /// `bytes` in human units (KiB, MiB, GiB) with the exact count for small values.
-    static func bytes(_ bytes: UInt64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes), unit = 0
-        while value >= 1024 && unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
-    }
+    static func bytes(_ bytes: UInt64) -> String { StoreInspector.bytes(bytes) }
 }
 
 /// Progress on standard error, for work that lasts over a second: a redrawn line on a

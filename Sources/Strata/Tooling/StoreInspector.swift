@@ -502,15 +502,18 @@ extension StatsReport {
     /// ``rowCacheDescription`` of the counters `cache` (``cache``'s names).
     public static func rowCacheDescription(_ cache: [String: Double]) -> String {
         func count(_ key: String) -> Int { Int(cache[key] ?? 0) }
-        func bytes(_ key: String) -> String { Self.bytes(UInt64(max(0, cache[key] ?? 0))) }
+        func bytes(_ key: String) -> String { StoreInspector.bytes(UInt64(max(0, cache[key] ?? 0))) }
         let hits = count("hits"), misses = count("misses")
         let rate = hits + misses == 0 ? "no reads yet" : String(format: "%.0f %% hits", Double(hits) * 100 / Double(hits + misses))
         return "\(hits) hits, \(misses) misses (\(rate)); \(count("entries")) entries, \(bytes("unpinnedBytes")) of \(bytes("budgetBytes"))"
             + "; \(count("pinnedKeys")) pinned keys (\(bytes("pinnedBytes"))); \(count("evictions")) evictions; \(count("walReads")) reads from WAL images"
     }
+}
 
-    /// `bytes` in binary units (B, KiB, MiB, GiB, TiB), one decimal above bytes.
-    static func bytes(_ bytes: UInt64) -> String {
+extension StoreInspector {
+    /// `bytes` in binary units (B, KiB, MiB, GiB, TiB), one decimal above bytes, as the tool
+    /// prints sizes: `512 B`, `2.0 KiB`, `64.0 MiB`.
+    public static func bytes(_ bytes: UInt64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes), unit = 0
         while value >= 1024 && unit < units.count - 1 {
