@@ -38,5 +38,12 @@ import Testing
         let hits = try engine.stats().cache.hits
         #expect(reads + misses >= 1 && reads == hits, "\(reads) \(misses)")
         try engine.close()
+
+        // A read-only open is timed too.
+        var readOnly = options
+        readOnly.readOnly = true
+        let reader = try Engine.open(at: "/store", options: readOnly)
+        #expect(try metrics.expectTimer("strata_open_seconds", path).values.count == 2)
+        try reader.close()
     }
 }

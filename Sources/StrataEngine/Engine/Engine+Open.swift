@@ -44,11 +44,14 @@ extension Engine {
         }
         // [DIR-5] A reader shares the lock with other readers, or reads without one.
         guard let shared = try fs.sharedLock(lockPath) else {
-            return try recoverUnlocked(path: path, options: options)
+            let engine = try recoverUnlocked(path: path, options: options)
+            engine.metrics.open.recordInterval(since: start)
+            return engine
         }
         do throws(StoreError) {
             let engine = try recover(path: path, options: options, lock: shared)
             try engine.finishOpening()
+            engine.metrics.open.recordInterval(since: start)
             return engine
         } catch {
             shared.unlock()
