@@ -5,7 +5,7 @@ import StrataSync
 /// The register counts of one store's rows: what `managedObjectContextDidRegisterObjects(with:)`
 /// and its unregister counterpart add and remove, kept by the store and read by the engine's
 /// row cache as a ``RowPinSource``. A row whose count is above zero is never evicted
-/// (DESIGN.md, engine invariant 5); a register or unregister costs one lookup here and nothing
+/// (an invariant of the engine's design); a register or unregister costs one lookup here and nothing
 /// in the engine.
 ///
 /// Rows are named by their reference alone: references are allocated store-wide, never
