@@ -220,10 +220,8 @@ struct JSONFailure: Encodable {
     var error: Explanation
 }
 
-/// Explains an error to an operator: what happened and what to do. Used for exit status 2.
-func explain(_ error: any Error, path: String) -> String { explanation(of: error, path: path).text }
-
-/// ``explain(_:path:)``'s parts.
+/// Explains an error to an operator: what happened, where, and what to do (exit status 2;
+/// ``Explanation/text`` is what the tool prints).
 func explanation(of error: any Error, path: String) -> Explanation {
     if var error = error as? StoreError {
         while error.message.hasSuffix(".") { error.message.removeLast() }

@@ -483,7 +483,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Moves the current values into the snapshot after a successful save.
     func commitChanges() {
-        if !isLoaded || committed == nil {
+        if !isLoaded {
             committed = ObjectSnapshot(entity: entity)
             isLoaded = true
         }
@@ -495,7 +495,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Moves `changes` into `values`, where they are: a copy of the snapshot would copy its
     /// slots at the first change.
     private static func commit(_ changes: PendingChanges, inserted: Bool, into values: inout ObjectSnapshot?) {
-        guard values != nil else { return }
+        // Never nil: a loaded object holds its values (``isLoaded``).
         changes.forEachChange { ordinal, value in values!.set(value, at: ordinal) }
         values!.version = inserted ? 1 : values!.version + 1
         values!.readAt = nil

@@ -59,7 +59,14 @@ enum RelationshipKeys {
         return key
     }
 
-    /// The key of one (owner, member) pair.
+    /// The key of one (owner, member) pair: the owner's prefix, then the member.
+    static func key(ownerPrefix: [UInt8], member: StoredObject) -> [UInt8] {
+        var key = ownerPrefix
+        key.reserveCapacity(ownerPrefix.count + 10)
+        appendMember(member, to: &key)
+        return key
+    }
+
     /// The key of `member` under `owner` in a relationship whose prefix is `relationshipPrefix`,
     /// made in one allocation.
     static func key(relationshipPrefix: [UInt8], owner: Int64, member: StoredObject) -> [UInt8] {
@@ -67,19 +74,15 @@ enum RelationshipKeys {
         key.reserveCapacity(relationshipPrefix.count + 18)
         key.append(contentsOf: relationshipPrefix)
         KeyLayout.appendReference(owner, to: &key)
-        KeyLayout.appendReference(member.reference, to: &key)
-        key.append(UInt8(truncatingIfNeeded: member.entity >> 8))
-        key.append(UInt8(truncatingIfNeeded: member.entity))
+        appendMember(member, to: &key)
         return key
     }
 
-    static func key(ownerPrefix: [UInt8], member: StoredObject) -> [UInt8] {
-        var key = ownerPrefix
-        key.reserveCapacity(ownerPrefix.count + 10)
+    /// Appends a member's 10 bytes: its reference ([KEY-2]) and its entity number.
+    private static func appendMember(_ member: StoredObject, to key: inout [UInt8]) {
         KeyLayout.appendReference(member.reference, to: &key)
         key.append(UInt8(truncatingIfNeeded: member.entity >> 8))
         key.append(UInt8(truncatingIfNeeded: member.entity))
-        return key
     }
 
     /// The member at the end of a key (its last 10 bytes).

@@ -63,10 +63,9 @@ final class RowLayout: Sendable {
     let variableCount: Int
     /// The entity's unordered to-many relationships, stored as keys ([REL-1]), not fields.
     let keyedRelationships: [RelationshipDescription]
-    /// The keyed relationships whose keys the owner writes (many-to-many, or no inverse).
-    let joins: [RelationshipDescription]
-    /// Each of ``joins``' key prefix ([REL-1], made once: a save writes keys under it).
-    let joinPrefixes: [[UInt8]]
+    /// The keyed relationships whose keys the owner writes (many-to-many, or no inverse), each
+    /// with its key prefix ([REL-1], made once: a save writes keys under it).
+    let joins: [(relationship: RelationshipDescription, prefix: [UInt8])]
     /// The entity's to-one relationships whose inverse is a keyed one-to-many: each change of
     /// the to-one moves the member's key from owner to owner ([REL-2]); with the inverse's key
     /// prefix ([REL-1], made once).
@@ -93,8 +92,9 @@ final class RowLayout: Sendable {
             return !RelationshipKeys.isKeyed(relationship)
         }.sorted { $0.name < $1.name }
         keyedRelationships = entity.relationships.filter(RelationshipKeys.isKeyed)
-        joins = keyedRelationships.filter { RelationshipKeys.storage(of: $0) == .join }
-        joinPrefixes = joins.map { RelationshipKeys.relationshipPrefix(root: ($0.entity ?? entity).rootEntityName, relationship: $0.name) }
+        joins = keyedRelationships.filter { RelationshipKeys.storage(of: $0) == .join }.map {
+            ($0, RelationshipKeys.relationshipPrefix(root: ($0.entity ?? entity).rootEntityName, relationship: $0.name))
+        }
         foreignKeys = entity.relationships.compactMap { toOne in
             guard toOne.isToOne, !toOne.isTransient, let inverse = toOne.inverseRelationship,
                 RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne),

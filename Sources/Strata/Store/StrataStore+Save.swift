@@ -270,7 +270,7 @@ struct RelationshipKeyWriter {
         }
         // A join's keys in this object's direction; the inverse direction is written by the
         // members' saves (the context changes both ends, so both are in the save).
-        for (relationship, relationshipPrefix) in zip(rowLayout.joins, rowLayout.joinPrefixes) {
+        for (relationship, relationshipPrefix) in rowLayout.joins {
             guard existing == nil || object.hasChange(atOrdinal: relationship.ordinal),
                 let values, relationship.ordinal < values.count, let value = values[relationship.ordinal]
             else { continue }
