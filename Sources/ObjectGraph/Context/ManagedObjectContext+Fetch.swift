@@ -44,7 +44,7 @@ extension ManagedObjectContext {
     /// together (the object at `index` reads its own row as any fault does). A row that
     /// cannot be read is left to its object, which reports the error when it fires.
     func loadBatch(_ batch: FaultBatch, around index: Int) {
-        guard let coordinator = persistentStoreCoordinator else { return }
+        guard parentContext == nil, let coordinator else { return }
         let generation = coordinator.saveGeneration.load(ordering: .acquiring)
         for position in batch.range(around: index) where position != index {
             guard let object = registry[batch.ids[position]]?.object, object.faultBatch?.batch === batch,
@@ -127,6 +127,7 @@ extension ManagedObjectContext {
 
     /// Resolves the entity, checks key paths, finds the stores, and ends the event.
     private func prepare(_ request: FetchRequest) throws -> (FetchRequest, [IncrementalStore]) {
+        checkQueue("fetch")
         let coordinator = try requireCoordinator()
         var request = request
         let entity = try request.entity ?? coordinator.managedObjectModel.entity(named: request.entityName)
@@ -160,7 +161,7 @@ extension ManagedObjectContext {
             }
         }
         let stores = try coordinator.incrementalStores(for: request)
-        processPendingChanges()
+        endEvent()
         return (request, stores)
     }
 
@@ -250,8 +251,11 @@ extension ManagedObjectContext {
         return (unchanged, changed)
     }
 
+    /// Runs a fetch against the stores, or, for a child context, against its parent (which
+    /// counts its own unsaved changes).
     private func coordinatorExecute(_ request: FetchRequest) throws -> PersistentStoreResult {
-        try requireCoordinator().execute(request, with: self)
+        if let parent = parentContext { return try parent.performAndWait { try parent.executeForChild(request) } }
+        return try requireCoordinator().execute(request, with: self)
     }
 
     private func objects(from result: PersistentStoreResult) throws -> [ManagedObject] {
@@ -339,6 +343,8 @@ extension ManagedObjectContext {
     /// the stores hand the rows to the registered faults. A row that cannot be read is left to
     /// its fault, which reports the error when it fires.
     private func prefetchRows(of ids: [ManagedObjectID], entity: EntityDescription) throws {
+        // A child's faults load from its parent, one at a time.
+        guard parentContext == nil else { return }
         var fetch = FetchRequest(entityName: entity.name)
         fetch.entity = entity
         fetch.predicate = .comparison(.evaluatedObject, .in, .constant(.collection(ids.map(FetchValue.object))), modifier: .direct, options: [])

@@ -8,6 +8,13 @@ extension ManagedObjectContext {
     /// It also tells the stores about the rows of objects the context forgot since the last
     /// fetch or save (``IncrementalStore/managedObjectContextDidUnregisterObjects(with:)``).
     public func processPendingChanges() {
+        checkQueue("processPendingChanges()")
+        endEvent()
+    }
+
+    /// ``processPendingChanges()``, for the context's own operations (checked already).
+    func endEvent() {
+        mergeReceivedSaves()
         flushStoreRegistrations()
         if propagatesDeletesAtEndOfEvent { propagateDeletes() }
         dropInsertedAndDeleted()
@@ -72,6 +79,7 @@ extension ManagedObjectContext {
     /// come back, updated ones return to their last committed values. Nothing is read
     /// from the stores.
     public func rollback() {
+        checkQueue("rollback()")
         let inserted = insertedInOrder
         let updated = updatedSet
         let deleted = deletedSet
@@ -97,6 +105,7 @@ extension ManagedObjectContext {
     /// ``objectsDidChangeNotification`` with the IDs of every object it forgot under
     /// ``NotificationKey/invalidatedAllObjects``.
     public func reset() {
+        checkQueue("reset()")
         flushStoreRegistrations()
         let entries = registry.entries
         let objects = entries.map(\.registration.object)
@@ -116,7 +125,7 @@ extension ManagedObjectContext {
         registry.removeAll()
         retainedObjects = [:]
         prefetchedRows = [:]
-        if !registered.isEmpty { persistentStoreCoordinator?.contextDidUnregister(registered) }
+        if !registered.isEmpty { registrar?.contextDidUnregister(registered) }
         NotificationCenter.default.post(
             name: Self.objectsDidChangeNotification, object: self,
             userInfo: [NotificationKey.invalidatedAllObjects.rawValue: ids])
@@ -133,14 +142,17 @@ extension ManagedObjectContext {
     /// Values cached by the coordinator are reused while they are younger than
     /// ``stalenessInterval``. Inserted objects are not affected.
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
+        checkQueue("refresh(_:mergeChanges:)")
         guard object.managedObjectContext === self, !object.inserted else { return }
         if mergeChanges {
             guard !object.isFault else { return }
             let pending = object.changes
             let transient = object.transientValues
             // Reloaded from the row the values came from while it is fresh enough (Core
-            // Data: "from the persistent store or the last cached state"), else the store.
+            // Data: "from the persistent store or the last cached state"), else the store;
+            // a child's from its parent, always.
             object.keepRowAsFault()
+            if parentContext != nil { object.faultRow = nil }
             object.changes.removeAll()
             if (try? object.fulfillFault()) == nil {
                 // The row is gone or unreachable: keep what the object had.

@@ -13,7 +13,14 @@ extension ManagedObjectContext {
     ///   when there are several, ``ObjectGraphError/Code/deleteDenied`` for a deny rule),
     ///   ``ObjectGraphError/Code/noPersistentStore``, or a store's error. After a failure
     ///   the changes are still pending.
+    ///
+    /// A child context saves into its parent instead: the parent takes the changes as its
+    /// own unsaved changes (inserted objects keep their IDs, temporary or not), and nothing
+    /// reaches a store until the parent (or the root of the chain) saves. After a save, the
+    /// context's children that merge automatically merge it, and so do, for a context on a
+    /// coordinator, the coordinator's other contexts that do.
     public func save() throws {
+        checkQueue("save()")
         let coordinator = try requireCoordinator()
         flushStoreRegistrations()
         endEventForSave()
@@ -28,12 +35,18 @@ extension ManagedObjectContext {
         let inserted = insertedInOrder
         let updated = Array(updatedSet)
         let deleted = Array(deletedSet)
+        if let parent = parentContext {
+            try pushToParent(parent, inserted: inserted, updated: updated, deleted: deleted)
+            for object in inserted { object.existsUpstream = true }
+            finishSave(inserted: inserted, updated: updated, deleted: deleted, permanentIDs: [:])
+            return
+        }
         for object in updated + deleted where try coordinator.incrementalStore(for: object.objectID).isReadOnly {
             throw ObjectGraphError(
                 .invalidArgument, "The store of \(object.objectID) is read-only; the save was refused.",
                 entityName: object.entity.name, objectID: object.objectID)
         }
-        try obtainPermanentIDs(for: inserted)
+        let permanentIDs = try obtainPermanentIDsReplacing(inserted)
 
         // Group the changes by store, keeping the order in which stores are first met.
         var order: [ObjectIdentifier] = []
@@ -64,29 +77,47 @@ extension ManagedObjectContext {
             requests.append((store, request))
         }
         try coordinator.executeSave(requests, in: self)
+        finishSave(inserted: inserted, updated: updated, deleted: deleted, permanentIDs: permanentIDs)
+    }
 
+    /// After the changes reached the stores (or the parent): commits them in the objects,
+    /// posts ``didSaveObjectsNotification`` and ``didSaveObjectIDsNotification``, and hands
+    /// the save to the contexts that merge it.
+    private func finishSave(
+        inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject],
+        permanentIDs: [ManagedObjectID: ManagedObjectID]
+    ) {
         for object in inserted + updated { object.commitChanges() }
         insertedInOrder = []
         updatedSet = []
         deletedSet = []
+        let changes = SavedChanges(
+            inserted: inserted.map(\.objectID), updated: updated.map(\.objectID), deleted: deleted.map(\.objectID),
+            permanentIDs: permanentIDs)
         for object in deleted {
             object.deleted = false
             unregister(object)
         }
         for object in inserted + updated + deleted { object.didSave() }
-        NotificationCenter.default.post(
-            name: Self.didSaveObjectsNotification, object: self,
-            userInfo: [
-                NotificationKey.insertedObjects.rawValue: Set(inserted),
-                NotificationKey.updatedObjects.rawValue: Set(updated),
-                NotificationKey.deletedObjects.rawValue: Set(deleted),
-            ])
+        var ids: [AnyHashable: Any] = [
+            NotificationKey.insertedObjectIDs.rawValue: Set(changes.inserted),
+            NotificationKey.updatedObjectIDs.rawValue: Set(changes.updated),
+            NotificationKey.deletedObjectIDs.rawValue: Set(changes.deleted),
+        ]
+        if !permanentIDs.isEmpty { ids[NotificationKey.permanentObjectIDs.rawValue] = permanentIDs }
+        var info = ids
+        info[NotificationKey.insertedObjects.rawValue] = Set(inserted)
+        info[NotificationKey.updatedObjects.rawValue] = Set(updated)
+        info[NotificationKey.deletedObjects.rawValue] = Set(deleted)
+        NotificationCenter.default.post(name: Self.didSaveObjectsNotification, object: self, userInfo: info)
+        NotificationCenter.default.post(name: Self.didSaveObjectIDsNotification, object: self, userInfo: ids)
+        deliverSave(changes)
     }
 
     /// Ends the event, applying delete rules even when they are deferred to the save.
     private func endEventForSave() {
         if !propagatesDeletesAtEndOfEvent { propagateDeletes() }
-        processPendingChanges()
+        endEvent()
     }
 
     /// Validates every pending change and throws all failures at once.
@@ -113,8 +144,9 @@ extension ManagedObjectContext {
                     let value = try? object.currentValue(for: relationship).relationshipValue
                 else { continue }
                 // Deleted in this context, or never saved and no longer registered (an object
-                // inserted and deleted before any save has nowhere to point to).
-                for id in value.objectIDs where (registry[id]?.object).map({ $0.deleted }) ?? id.isTemporaryID {
+                // inserted and deleted before any save has nowhere to point to; in a child, a
+                // temporary ID may be an object of its parent).
+                for id in value.objectIDs where (registry[id]?.object).map({ $0.deleted }) ?? (id.isTemporaryID && parentContext == nil) {
                     errors.append(ObjectGraphError(
                         .danglingReference,
                         "\(object.entity.name).\(relationship.name) of \(object.objectID) refers to \(id), which this save deletes; clear the relationship or use a nullify or cascade delete rule.",

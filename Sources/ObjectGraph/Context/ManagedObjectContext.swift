@@ -1,4 +1,6 @@
 import Foundation
+import StrataSync
+import Synchronization
 
 /// A scratch pad of managed objects (Core Data's `NSManagedObjectContext`): it fetches
 /// objects from its coordinator's stores, keeps one object per ID, tracks changes, and
@@ -14,11 +16,49 @@ import Foundation
 /// let people = try context.fetch(FetchRequest(entityName: "Person"))
 /// ```
 ///
-/// A context and its objects are not `Sendable`: use them on one thread (Core Data's
-/// confinement model). Share ``ManagedObjectID``s between contexts instead.
-public final class ManagedObjectContext {
-    /// The coordinator that provides the model and the stores.
-    public let persistentStoreCoordinator: PersistentStoreCoordinator?
+/// Threads: a queue context (``ConcurrencyType/privateQueue``, ``ConcurrencyType/mainQueue``)
+/// is `Sendable` by confinement to its queue: pass it anywhere, use it inside
+/// ``perform(_:)``, ``performAndWait(_:)`` or `await context.perform { … }`. Its managed
+/// objects are not `Sendable`: pass their ``ManagedObjectID``s to other contexts instead. A
+/// ``ConcurrencyType/confinement`` context (``init(persistentStoreCoordinator:)``) is used by
+/// one thread at a time, which its user ensures.
+public final class ManagedObjectContext: @unchecked Sendable {
+    // @unchecked: every mutable field is confined to the context's queue (or, for a
+    // confinement context, to the one thread its user allows at a time); the fields other
+    // threads touch (the merge inbox, the list of children) are behind `Locked`.
+
+    /// How the context is confined to threads.
+    public let concurrencyType: ConcurrencyType
+    /// The queue the context's blocks run on: the main queue, or a serial queue of its own.
+    let executionQueue: DispatchQueue
+
+    /// The coordinator that provides the model and the stores; a child context's is its
+    /// parent's. Setting it makes the context a root context on that coordinator (and
+    /// forgets every registered object, as ``reset()`` does).
+    public var persistentStoreCoordinator: PersistentStoreCoordinator? {
+        get { coordinator }
+        set {
+            detachFromParentAndCoordinator()
+            coordinator = newValue
+            attachForMerging()
+        }
+    }
+    @exclusivity(unchecked) var coordinator: PersistentStoreCoordinator?
+    /// The parent context, for a child context (see ``parent``).
+    @exclusivity(unchecked) var parentContext: ManagedObjectContext?
+    /// See ``automaticallyMergesChangesFromParent``; read by the contexts that deliver saves
+    /// here, from their queues.
+    let mergesAutomaticallyFlag = Atomic<Bool>(false)
+    var mergesAutomatically: Bool { mergesAutomaticallyFlag.load(ordering: .relaxed) }
+    /// The child contexts, held weakly: each is handed this context's saves (see
+    /// ``deliverSave(_:)``). Touched from the children's queues, so behind a lock.
+    let children = Locked<[WeakContext]>([])
+    /// Saves of other contexts waiting to be merged here (``mergeReceivedSaves()``); filled
+    /// from the saving context's queue, so behind a lock.
+    let mergeInbox = Locked<[SavedChanges]>([])
+    /// The coordinator rows are registered with: a root context's; a child registers none
+    /// (its values come from its parent).
+    var registrar: PersistentStoreCoordinator? { parentContext == nil ? coordinator : nil }
     /// A name for debugging.
     public var name: String?
     /// Whether deletes propagate along delete rules at the end of each event; when false
@@ -94,16 +134,24 @@ public final class ManagedObjectContext {
 
     private let recursiveLock = NSRecursiveLock()
 
-    /// Creates a context on a coordinator.
-    public init(persistentStoreCoordinator: PersistentStoreCoordinator?) {
-        self.persistentStoreCoordinator = persistentStoreCoordinator
+    /// Creates a context of a concurrency type, without a coordinator or parent: set
+    /// ``persistentStoreCoordinator`` or ``parent`` before using it.
+    public init(concurrencyType: ConcurrencyType) {
+        self.concurrencyType = concurrencyType
+        executionQueue = concurrencyType == .mainQueue ? .main : DispatchQueue(label: "ObjectGraph.ManagedObjectContext")
+    }
+
+    /// Creates a confinement context on a coordinator (see ``ConcurrencyType/confinement``).
+    public convenience init(persistentStoreCoordinator: PersistentStoreCoordinator?) {
+        self.init(concurrencyType: .confinement)
+        coordinator = persistentStoreCoordinator
     }
 
     deinit {
         flushStoreRegistrations()
         let entries = registry.entries
         let ids = entries.compactMap { $0.registration.inStore ? $0.id : nil }
-        if !ids.isEmpty { persistentStoreCoordinator?.contextDidUnregister(ids) }
+        if !ids.isEmpty { registrar?.contextDidUnregister(ids) }
         // Objects that prefetched each other would keep each other alive past the context:
         // each lets go of its prefetched destinations (held here while it does).
         let holders = entries.map(\.registration.object).filter(\.holdsPrefetchedDestinations)
@@ -128,6 +176,7 @@ public final class ManagedObjectContext {
     /// The object for an ID: the registered one, or a new fault. Never fails; if the
     /// store has no such object, the fault throws when its values are first read.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
+        checkQueue("object(with:)")
         if let object = registry[objectID]?.object { return object }
         return makeFault(for: objectID)
     }
@@ -146,6 +195,9 @@ public final class ManagedObjectContext {
         if !object.changes.isEmpty { object.changes.removeAll() }
         if object.hasTransientValues { object.transientValues.removeAll() }
         object.managedObjectContext = self
+        // A temporary ID in a child context is an object its parent has (inserted there):
+        // the fault loads its values from the parent.
+        if parentContext != nil, objectID.isTemporaryID { object.existsUpstream = true }
         register(object, probe: probe)
         if let row {
             if loaded { object.fulfill(with: row) } else { object.faultRow = row }
@@ -157,6 +209,7 @@ public final class ManagedObjectContext {
     ///
     /// - Throws: ``ObjectGraphError/Code/objectNotFound`` if the object does not exist.
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
+        checkQueue("existingObject(with:)")
         let registered = registry[objectID]?.object
         let wasRegistered = registered != nil
         let object = registered ?? makeFault(for: objectID)
@@ -181,6 +234,7 @@ public final class ManagedObjectContext {
     /// - Throws: ``ObjectGraphError/Code/wrongContext`` if the object belongs to another
     ///   context, ``ObjectGraphError/Code/invalidArgument`` if it was already saved.
     public func insert(_ object: ManagedObject) throws {
+        checkQueue("insert(_:)")
         if object.managedObjectContext === self { return }
         if object.managedObjectContext != nil {
             throw ObjectGraphError(
@@ -222,6 +276,7 @@ public final class ManagedObjectContext {
     ///
     /// Objects of other contexts, and objects already deleted, are left alone.
     public func delete(_ object: ManagedObject) {
+        checkQueue("delete(_:)")
         guard object.managedObjectContext === self, !object.deleted else { return }
         object.deleted = true
         deletedSet.insert(object)
@@ -232,7 +287,16 @@ public final class ManagedObjectContext {
 
     /// Gives objects permanent IDs now, from the stores they will be saved to. Objects
     /// that already have one are left alone; the objects stay inserted.
+    ///
+    /// In a child context the IDs come from the stores too, and the parents that already
+    /// have the objects (saved into them with temporary IDs) take the new IDs.
     public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        checkQueue("obtainPermanentIDs(for:)")
+        _ = try obtainPermanentIDsReplacing(objects)
+    }
+
+    /// ``obtainPermanentIDs(for:)``, returning the IDs it replaced.
+    func obtainPermanentIDsReplacing(_ objects: [ManagedObject]) throws -> [ManagedObjectID: ManagedObjectID] {
         let coordinator = try requireCoordinator()
         // The objects by store, in the order their stores were first met: a store or two, so
         // a list searched by identity.
@@ -282,21 +346,20 @@ public final class ManagedObjectContext {
                 replaced[object.objectID] = id
             }
         }
-        guard !replaced.isEmpty else { return }
-        var newlyRegistered: [ManagedObjectID] = []
-        newlyRegistered.reserveCapacity(replaced.count)
-        for (old, new) in replaced {
-            guard let object = registry.removeValue(forKey: old)?.object else { continue }
-            object.objectID = new
-            registry.update(Registration(object), for: new)
-            if retainsRegisteredObjects {
-                retainedObjects[old] = nil
-                retainedObjects[new] = object
-            }
-            newlyRegistered.append(new)
+        guard !replaced.isEmpty else { return replaced }
+        replaceIDs(replaced, everywhere: parentContext != nil)
+        replaceIDsInAncestors(replaced)
+        return replaced
+    }
+
+    /// Parents that hold objects under IDs a child replaced (saved into them earlier) re-key
+    /// them too, and so on up the chain, each in a block of its own.
+    private func replaceIDsInAncestors(_ replaced: [ManagedObjectID: ManagedObjectID]) {
+        guard let parent = parentContext else { return }
+        parent.performAndWait {
+            parent.replaceIDs(replaced, everywhere: parent.parentContext != nil)
+            parent.replaceIDsInAncestors(replaced)
         }
-        for object in insertedInOrder + Array(updatedSet) + Array(deletedSet) { object.replaceReferences(replaced) }
-        storeRegister(newlyRegistered)
     }
 
     /// Chooses the store a newly inserted object is saved to, when several stores hold
@@ -330,8 +393,9 @@ public final class ManagedObjectContext {
     func register(_ object: ManagedObject, probe: ObjectRegistry.Probe? = nil) {
         let id = object.objectID
         // A permanent ID's row is registered with its store with the entry, in one lookup; a
-        // replaced entry's registration carries over to the new object.
-        let permanent = !id.isTemporaryID
+        // replaced entry's registration carries over to the new object. A child context
+        // registers nothing with the stores.
+        let permanent = !id.isTemporaryID && parentContext == nil
         let replaced: Registration?
         if let probe, probe.found == nil {
             // The fetch's lookup found no entry and chose the slot: no second probe.
@@ -345,7 +409,7 @@ public final class ManagedObjectContext {
         if registrationBatchDepth > 0 {
             pendingStoreRegistrations.append(id)
         } else {
-            persistentStoreCoordinator?.contextDidRegister([id])
+            registrar?.contextDidRegister([id])
         }
     }
 
@@ -364,6 +428,7 @@ public final class ManagedObjectContext {
 
     /// Registers the rows of registered objects with their stores, once per ID.
     func storeRegister(_ ids: [ManagedObjectID]) {
+        guard parentContext == nil else { return }
         var fresh: [ManagedObjectID] = []
         fresh.reserveCapacity(ids.count)
         for id in ids {
@@ -375,7 +440,7 @@ public final class ManagedObjectContext {
         if registrationBatchDepth > 0 {
             pendingStoreRegistrations += fresh
         } else {
-            persistentStoreCoordinator?.contextDidRegister(fresh)
+            registrar?.contextDidRegister(fresh)
         }
     }
 
@@ -388,7 +453,7 @@ public final class ManagedObjectContext {
             pendingStoreUnregistrations.append(id)
             if pendingStoreUnregistrations.count >= Self.unregistrationBatch { flushStoreUnregistrations() }
         } else {
-            persistentStoreCoordinator?.contextDidUnregister([id])
+            registrar?.contextDidUnregister([id])
         }
     }
 
@@ -417,7 +482,7 @@ public final class ManagedObjectContext {
         if !pendingStoreRegistrations.isEmpty {
             let ids = pendingStoreRegistrations
             pendingStoreRegistrations = []
-            persistentStoreCoordinator?.contextDidRegister(ids)
+            registrar?.contextDidRegister(ids)
         }
         flushStoreUnregistrations()
     }
@@ -428,7 +493,7 @@ public final class ManagedObjectContext {
         let ids = pendingStoreUnregistrations
         // A fresh buffer of the same capacity: the next batch appends without growing.
         pendingStoreUnregistrations.removeAll(keepingCapacity: true)
-        persistentStoreCoordinator?.contextDidUnregister(ids)
+        registrar?.contextDidUnregister(ids)
     }
 
     /// Called from a managed object's `deinit`: the object is gone, so its entry goes and
@@ -443,12 +508,14 @@ public final class ManagedObjectContext {
 
     /// Loads a fault's values through the coordinator.
     func fulfill(_ id: ManagedObjectID) throws -> IncrementalStoreNode {
-        try requireCoordinator().newValues(forObjectWith: id, in: self)
+        if let parent = parentContext { return try parent.performAndWait { try parent.nodeForChild(id) } }
+        return try requireCoordinator().newValues(forObjectWith: id, in: self)
     }
 
     /// Loads a relationship's destinations through the coordinator.
     func fulfillRelationship(_ relationship: RelationshipDescription, of id: ManagedObjectID) throws -> RelationshipValue {
-        try requireCoordinator().newValue(forRelationship: relationship, forObjectWith: id, in: self)
+        if let parent = parentContext { return try parent.performAndWait { try parent.relationshipForChild(relationship, of: id) } }
+        return try requireCoordinator().newValue(forRelationship: relationship, forObjectWith: id, in: self)
     }
 
     /// Called by an object after a property changed.
@@ -473,9 +540,9 @@ public final class ManagedObjectContext {
 
     /// The coordinator, or the error every operation that needs one throws.
     func requireCoordinator() throws -> PersistentStoreCoordinator {
-        guard let coordinator = persistentStoreCoordinator else {
+        guard let coordinator else {
             throw ObjectGraphError(
-                .noPersistentStore, "The context has no persistent store coordinator; create it with one.")
+                .noPersistentStore, "The context has no persistent store coordinator or parent; create it with one, or set one.")
         }
         return coordinator
     }

@@ -43,6 +43,10 @@ public final class PersistentStoreCoordinator: Sendable {
     /// object cached (``ManagedObject/faultRow``) is used only if no save came after it.
     let saveGeneration = Atomic<UInt64>(0)
 
+    /// The contexts on this coordinator that merge the others' saves
+    /// (``ManagedObjectContext/automaticallyMergesChangesFromParent``), held weakly.
+    let mergingContexts = Locked<[WeakContext]>([])
+
     /// Store classes by type name, shared by every coordinator.
     private static let storeTypes = Locked<[String: PersistentStore.Type]>([
         PersistentStore.StoreType.inMemory.rawValue: InMemoryStore.self

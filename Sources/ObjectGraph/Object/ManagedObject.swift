@@ -91,6 +91,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     @exclusivity(unchecked) var inserted = false
     /// Whether the object is deleted and the delete not yet saved.
     @exclusivity(unchecked) var deleted = false
+    /// Whether a temporary ID names an object that exists in the parent context (a child
+    /// context's view of its parent's insert, or an insert the child saved into its parent),
+    /// so a fault of it loads values like any fault.
+    @exclusivity(unchecked) var existsUpstream = false
     /// The object's slot in its context's registry (``ObjectRegistry``), kept by the
     /// registry; meaningful only while the object is registered.
     @exclusivity(unchecked) var registrySlot: Int32 = -1
@@ -205,7 +209,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Whether the object was created here and never saved: inserted, or not yet inserted.
     /// Its committed values are the empty defaults, so it never loads anything.
-    var isNew: Bool { inserted || (!isLoaded && objectID.isTemporaryID) }
+    var isNew: Bool { inserted || (!isLoaded && objectID.isTemporaryID && !existsUpstream) }
     /// Whether the object is inserted and not yet saved.
     public var isInserted: Bool { inserted }
     /// Whether the object has unsaved changes (and is neither inserted nor deleted).
@@ -380,6 +384,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The current value of a stored or transient property.
     func currentValue(for property: PropertyDescription) throws -> PropertyValue {
+        #if DEBUG
+        managedObjectContext?.checkQueue("reading a value of a managed object")
+        #endif
         if property.isTransient, let attribute = property as? AttributeDescription {
             return .attribute(transientValues[property.ordinal] ?? attribute.defaultValue)
         }
@@ -391,6 +398,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Records a new value for a stored property, keeping ``changes`` minimal, and tells
     /// the context (unless `notify` is false, for primitive setters).
     func record(_ value: PropertyValue, for property: PropertyDescription, notify: Bool = true) throws {
+        #if DEBUG
+        managedObjectContext?.checkQueue("setting a value of a managed object")
+        #endif
         if property.isTransient, case .attribute(let attribute) = value {
             let old = transientValues[property.ordinal] ?? .null
             transientValues[property.ordinal] = attribute
