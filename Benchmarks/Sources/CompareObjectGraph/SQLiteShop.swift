@@ -174,6 +174,17 @@ final class SQLiteShop {
 
     /// Inserts customers `range` of `data`, their orders, and the orders' product links.
     private func insertCustomers(_ db: Database, _ data: ShopData, _ range: Range<Int>) throws {
+        try Self.insertCustomers(
+            db, data, range, productIDs: productIDs, customerIDs: &customerIDs, orderIDs: &orderIDs)
+    }
+
+    /// Inserts customers `range` of `data`, their orders, and the orders' links to
+    /// `productIDs` (``ShopData``'s products by index) on `db`, appending the new rows' IDs to
+    /// `customerIDs` and `orderIDs`.
+    static func insertCustomers(
+        _ db: Database, _ data: ShopData, _ range: Range<Int>, productIDs: [Int64], customerIDs: inout [Int64],
+        orderIDs: inout [Int64]
+    ) throws {
         let customer = try db.cachedStatement(
             sql: "INSERT INTO customers (name, label, city, tier, level) VALUES (?, ?, ?, ?, ?)")
         let order = try db.cachedStatement(

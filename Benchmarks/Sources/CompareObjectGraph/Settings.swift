@@ -31,6 +31,16 @@ public struct ObjectGraphComparisonSettings: Sendable {
     public var reopenBatch: Int
     /// Reopens measured; the row reports the median.
     public var reopens: Int
+    /// Threads that save concurrently into one store while another context merges their
+    /// saves (the concurrent-saves rows).
+    public var concurrentWriters: Int
+    /// Saves each of those threads makes (10 inserted objects and 2 updated ones each).
+    public var concurrentSaves: Int
+    /// Customers (each with its orders) the merging context holds loaded before the writers
+    /// start; each writer updates its share of them, 2 a save.
+    public var mergedCustomers: Int
+    /// The workloads to run, a subset of ``allWorkloads`` (the rows of the others are left out).
+    public var workloads: [String]
     /// Seconds after which a repeated measurement (fetches, counts) stops early.
     public var budget: Double
     /// Whether to check that both systems return the same answers (fetched names, counts,
@@ -44,7 +54,9 @@ public struct ObjectGraphComparisonSettings: Sendable {
     public init(
         objects: Int, saves: Int, faults: Int, indexedFetches: Int, unindexedFetches: Int, fetchLimit: Int = 100,
         counts: Int, traversals: Int, updateFraction: Double = 0.1, deleteFraction: Double = 0.1, reopenRows: Int,
-        reopenBatch: Int = 50_000, reopens: Int = 3, budget: Double, verify: Bool = true, seed: UInt64 = 0x0B1E_C7
+        reopenBatch: Int = 50_000, reopens: Int = 3, concurrentWriters: Int = 4, concurrentSaves: Int = 250,
+        mergedCustomers: Int = 80, workloads: [String] = Self.allWorkloads, budget: Double, verify: Bool = true,
+        seed: UInt64 = 0x0B1E_C7
     ) {
         self.objects = objects
         self.saves = saves
@@ -59,18 +71,29 @@ public struct ObjectGraphComparisonSettings: Sendable {
         self.reopenRows = reopenRows
         self.reopenBatch = reopenBatch
         self.reopens = reopens
+        self.concurrentWriters = concurrentWriters
+        self.concurrentSaves = concurrentSaves
+        self.mergedCustomers = mergedCustomers
+        self.workloads = workloads
         self.budget = budget
         self.verify = verify
         self.seed = seed
     }
 
-    /// Tiny sizes for a smoke run: 10k objects, 100 saves, 2k faults, 20k reopen rows; verifies.
+    /// The workloads, in the order they run: `graph` (the bulk insert, then faults, fetches,
+    /// counts, traversal, update and delete on what it saved), `saves` (many small durable
+    /// saves), `concurrent` (concurrent saves with a merging context) and `reopen`.
+    public static let allWorkloads = ["graph", "saves", "concurrent", "reopen"]
+
+    /// Tiny sizes for a smoke run: 10k objects, 100 saves, 2k faults, 20k reopen rows, 4
+    /// concurrent writers of 50 saves each; verifies.
     public static let quick = Self(
         objects: 10_000, saves: 100, faults: 2_000, indexedFetches: 50, unindexedFetches: 5, counts: 200,
-        traversals: 200, reopenRows: 20_000, reopenBatch: 10_000, reopens: 3, budget: 0.5, verify: true)
+        traversals: 200, reopenRows: 20_000, reopenBatch: 10_000, reopens: 3, concurrentSaves: 50, budget: 0.5,
+        verify: true)
 
     /// The sizes: 100k objects in one save, 1k saves, 10k faults, 1k traversals, a
-    /// store of 1M rows to reopen; verifies.
+    /// store of 1M rows to reopen, 4 concurrent writers of 250 saves each; verifies.
     public static let standard = Self(
         objects: 100_000, saves: 1_000, faults: 10_000, indexedFetches: 200, unindexedFetches: 20, counts: 2_000,
         traversals: 1_000, reopenRows: 1_000_000, reopenBatch: 50_000, reopens: 3, budget: 3, verify: true)

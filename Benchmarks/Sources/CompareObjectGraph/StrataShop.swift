@@ -20,6 +20,9 @@ final class StrataShop {
     private var store: IncrementalStore
     /// The context every operation uses.
     private(set) var context: ManagedObjectContext
+    /// The coordinator the store is on, for more contexts on the same store (it changes with
+    /// ``reopen()``).
+    var persistentStoreCoordinator: PersistentStoreCoordinator { coordinator }
 
     /// The store's keys of the customers, orders and products of ``ShopData`` by index
     /// (filled by ``insert(_:)`` and ``insertInSaves(_:perSave:)``).
@@ -119,6 +122,14 @@ final class StrataShop {
     private func insertCustomers(_ data: ShopData, _ range: Range<Int>, products: [ManagedObject]) throws
         -> (customers: [ManagedObject], orders: [ManagedObject])
     {
+        try Self.insertCustomers(data, range, products: products, into: context)
+    }
+
+    /// Inserts customers `range` of `data` and their orders into `context`, linking orders to
+    /// `products`; call it where `context` may be used (a queue context: in one of its blocks).
+    static func insertCustomers(
+        _ data: ShopData, _ range: Range<Int>, products: [ManagedObject], into context: ManagedObjectContext
+    ) throws -> (customers: [ManagedObject], orders: [ManagedObject]) {
         var customers: [ManagedObject] = []
         var orders: [ManagedObject] = []
         customers.reserveCapacity(range.count)
@@ -158,8 +169,8 @@ final class StrataShop {
         }
     }
 
-    /// The ID of customer `index`.
-    private func customerID(_ index: Int) -> ManagedObjectID {
+    /// The ID of customer `index` (of ``customerRefs``).
+    func customerID(_ index: Int) -> ManagedObjectID {
         store.newObjectID(for: customerEntity, referenceObject: customerRefs[index])
     }
 

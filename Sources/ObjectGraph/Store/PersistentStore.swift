@@ -34,6 +34,13 @@ open class PersistentStore: @unchecked Sendable {
     public static let modelVersionHashKeyPrefix = "NSStoreModelVersionHashes."
     /// Option key: open the store read-only (a ``AttributeValue/bool(_:)``).
     public static let readOnlyOption = "NSReadOnlyPersistentStoreOption"
+    /// Option key: migrate a store written with an older model when it is added (a
+    /// ``AttributeValue/bool(_:)``). Recorded; migration is not supported yet, so a store
+    /// written with another model is refused whatever it says.
+    public static let migratePersistentStoresAutomaticallyOption = "NSMigratePersistentStoresAutomaticallyOption"
+    /// Option key: infer the mapping of such a migration (a ``AttributeValue/bool(_:)``).
+    /// Recorded, as ``migratePersistentStoresAutomaticallyOption``.
+    public static let inferMappingModelAutomaticallyOption = "NSInferMappingModelAutomaticallyOption"
 
     // Constant after construction.
     /// The coordinator the store belongs to.
