@@ -28,6 +28,7 @@ struct Settings {
     static let usage = """
         usage: compare [--quick] [--level engine|objectgraph|all] [--results DIR] [--dir PATH]
                        [--keys N] [--reads N] [--commit-seconds S] [--raw-mib N] [--systems LIST] [--objects N]
+                       [--workloads LIST]
 
           --quick             small sizes for CI: both levels in under a minute
           --level L           engine (with the physical limits), objectgraph, or all (default)
@@ -40,12 +41,15 @@ struct Settings {
           --raw-mib N         engine: MiB of the raw sequential write (default 256; --quick 32)
           --systems LIST      engine: comma-separated subset of strata,leveldb,rocksdb,sqlite
           --objects N         object graph: objects of the bulk insert (default 100000; --quick 10000)
+          --workloads LIST    object graph: comma-separated subset of graph,saves,concurrent,reopen
+                              (default all; graph is the bulk insert and the rows on what it saved)
         """
 
     init(arguments: [String]) throws {
         var reader = ArgumentReader(arguments, usage: Self.usage)
         // Sizes are applied after --quick, wherever it comes.
         var keys: Int?, reads: Int?, commitSeconds: Double?, rawMebibytes: Int?, systems: [String]?, objects: Int?
+        var workloads: [String]?
         while let flag = reader.nextFlag() {
             switch flag {
             case "--quick": quick = true
@@ -63,6 +67,13 @@ struct Settings {
             case "--raw-mib": rawMebibytes = try reader.positiveInteger(for: flag)
             case "--systems": systems = try reader.value(for: flag).split(separator: ",").map(String.init)
             case "--objects": objects = try reader.positiveInteger(for: flag)
+            case "--workloads":
+                let list = try reader.value(for: flag).split(separator: ",").map(String.init)
+                let known = ObjectGraphComparisonSettings.allWorkloads
+                guard !list.isEmpty, list.allSatisfy(known.contains) else {
+                    throw BenchmarkError("--workloads: expected a subset of \(known.joined(separator: ","))\n\(Self.usage)")
+                }
+                workloads = list
             case "-h", "--help":
                 print(Self.usage)
                 exit(0)
@@ -79,6 +90,7 @@ struct Settings {
         if let rawMebibytes { engine.rawMebibytes = rawMebibytes }
         if let systems { engine.systems = systems }
         if let objects { objectGraph.objects = objects }
+        if let workloads { objectGraph.workloads = workloads }
     }
 
     /// `results` at the root of the repository this file is in, or in the current directory

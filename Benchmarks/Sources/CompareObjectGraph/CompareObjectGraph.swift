@@ -13,8 +13,9 @@ import Strata
 /// for `"Strata"` and `"SQLite"`.
 ///
 /// Both systems get the same data from one seeded generator. Saves use StrataStore's
-/// durability `normal` and SQLite's `synchronous=NORMAL` (WAL), except the many-small-saves row,
-/// which uses `full` and `FULL`; each row's note says which. `log` receives progress lines.
+/// durability `normal` and SQLite's `synchronous=NORMAL` (WAL), except the many-small-saves and
+/// concurrent-saves rows, which use `full` and `FULL`; each row's note says which. Only the
+/// workloads of ``ObjectGraphComparisonSettings/workloads`` run. `log` receives progress lines.
 ///
 /// - Throws: ``ObjectGraphComparisonError`` when an operation fails or, with
 ///   ``ObjectGraphComparisonSettings/verify``, when the systems' answers differ; or the store's
@@ -27,6 +28,8 @@ public func runObjectGraphComparison(
         ("indexedFetches", settings.indexedFetches), ("unindexedFetches", settings.unindexedFetches),
         ("fetchLimit", settings.fetchLimit), ("counts", settings.counts), ("traversals", settings.traversals),
         ("reopenRows", settings.reopenRows), ("reopenBatch", settings.reopenBatch), ("reopens", settings.reopens),
+        ("concurrentWriters", settings.concurrentWriters), ("concurrentSaves", settings.concurrentSaves),
+        ("mergedCustomers", settings.mergedCustomers),
     ]
     for (name, value) in sizes where value < 1 {
         throw ObjectGraphComparisonError("settings", "\(name) is \(value); it must be at least 1")
@@ -35,12 +38,19 @@ public func runObjectGraphComparison(
         throw ObjectGraphComparisonError(
             "settings", "objects must be at least 1000 (is \(settings.objects)) and the fractions within 0...1")
     }
+    let unknown = settings.workloads.filter { !ObjectGraphComparisonSettings.allWorkloads.contains($0) }
+    guard unknown.isEmpty, !settings.workloads.isEmpty else {
+        throw ObjectGraphComparisonError(
+            "settings", "workloads \(settings.workloads.joined(separator: ",")): expected a subset of \(ObjectGraphComparisonSettings.allWorkloads.joined(separator: ","))")
+    }
     StrataStore.register()
     return try withoutActuallyEscaping(log) { log in
         var run = try ObjectGraphRun(settings: settings, directory: directory, log: log)
-        try run.graph()
-        try run.smallSaves()
-        try run.reopen()
+        let workloads = Set(settings.workloads)
+        if workloads.contains("graph") { try run.graph() }
+        if workloads.contains("saves") { try run.smallSaves() }
+        if workloads.contains("concurrent") { try run.concurrentSaves() }
+        if workloads.contains("reopen") { try run.reopen() }
         return run.rows
     }
 }
@@ -268,6 +278,45 @@ private struct ObjectGraphRun {
             "\(thousands(settings.saves)) saves of \(perSave * Shop.objectsPerCustomer) objects, full durability", unit: "saves/s",
             strata: Double(settings.saves) / strataTime, sqlite: Double(settings.saves) / sqliteTime,
             note: "One thread; each save: \(perSave) customers with \(Shop.ordersPerCustomer) orders each. Strata: durability full (synced before save returns). SQLite: WAL, synchronous=FULL, one transaction per save.")
+    }
+
+    // MARK: 11. Concurrent saves with a merging context
+
+    /// `settings.concurrentWriters` threads each making `settings.concurrentSaves` saves of 10
+    /// inserted objects and 2 updated ones into one store at full durability, while another
+    /// context (SQLite: a reader) takes in every save: three rows, the saves per second and the
+    /// merge latency's median and 99th percentile.
+    mutating func concurrentSaves() throws {
+        let plan = try ConcurrentSavesPlan(
+            writers: settings.concurrentWriters, savesPerWriter: settings.concurrentSaves,
+            seededCustomers: settings.mergedCustomers, seed: settings.seed ^ 0xC0_5A7E)
+        let strata = try runStrataConcurrentSaves(
+            plan, path: directory + "/og-strata-concurrent", model: model, durability: "full", verify: settings.verify)
+        let sqlite = try runSQLiteConcurrentSaves(plan, path: directory + "/og-sqlite-concurrent.db", synchronous: "FULL")
+        let expected = plan.finalCities
+        try check("concurrent saves: cities the merging context holds", strata: strata.cities, sqlite: sqlite.cities)
+        try check("concurrent saves: cities after every save", strata: strata.cities, sqlite: expected)
+        try check("concurrent saves: customers saved", strata: strata.customers, sqlite: sqlite.customers)
+        try check(
+            "concurrent saves: customers saved", strata: strata.customers,
+            sqlite: plan.seeded.customers.count + plan.inserted.customers.count)
+
+        let held = plan.seeded.customers.count * Shop.objectsPerCustomer
+        let shape = "\(plan.writers) writer threads × \(plan.savesPerWriter) saves into one store, each save \(ConcurrentSavesPlan.customersPerSave) customers with \(Shop.ordersPerCustomer) orders each inserted and \(ConcurrentSavesPlan.updatesPerSave) of the \(held) seeded objects (customers, each writer its own share) updated"
+        let strataSide = "Strata: a private-queue context per writer (insert, update, save in one performAndWait), one coordinator; a private-queue context with automaticallyMergesChangesFromParent holds every seeded customer and order loaded and merges each save (refreshes the updated objects from the store, registers the inserted ones as faults)"
+        let sqliteSide = "SQLite: one DatabasePool (WAL), every writer through its one writer connection (pool.write, one transaction a save); after each commit a serial reader queue reads the commit's new and updated rows by primary key in a read transaction (pool.read) into its copy of the seeded rows"
+        let durability = "Strata durability full; SQLite WAL, synchronous=FULL"
+        func drain(_ result: ConcurrentSavesResult) -> String { fixed(result.drainSeconds * 1000, 1) + " ms" }
+        add(
+            "\(plan.writers) writers' saves of 10 objects + 2 updates, merged into a context", unit: "saves/s",
+            strata: Double(plan.saves) / strata.seconds, sqlite: Double(plan.saves) / sqlite.seconds,
+            note: "\(shape); all saves over the wall time from the writers' start until the last save returned (Strata \(fixed(strata.seconds, 2)) s, SQLite \(fixed(sqlite.seconds, 2)) s). \(strataSide). \(sqliteSide). Merging after the last save returned: Strata \(drain(strata)), SQLite \(drain(sqlite)). \(durability).")
+        for (label, fraction) in [("p50", 0.5), ("p99", 0.99)] {
+            add(
+                "merge latency \(label), \(plan.writers) writers' saves into a merging context", unit: "ms",
+                higherIsBetter: false, strata: strata.latency(fraction) * 1000, sqlite: sqlite.latency(fraction) * 1000,
+                note: "The same run (\(plan.saves) saves). From a save's return in its writer (Strata: save(); SQLite: pool.write) until the merging context had applied it (Strata: its objectsDidChange notification naming the save's inserted objects, posted on its queue at the end of the merge) or the reader had read its rows (SQLite). Max: Strata \(fixed((strata.latencies.last ?? 0) * 1000, 2)) ms, SQLite \(fixed((sqlite.latencies.last ?? 0) * 1000, 2)) ms; \(strata.early) Strata merges ended before their writer read the clock (counted as 0 ms; the merge is enqueued inside save()). \(durability).")
+        }
     }
 
     // MARK: 10. Reopen a big store

@@ -92,6 +92,9 @@ struct ConcurrentSavesResult {
     var latencies: [Double]
     /// Seconds from the last writer's end until every save was applied.
     var drainSeconds: Double
+    /// Saves applied before their writer read the clock after the save returned (their latency
+    /// counts as 0).
+    var early: Int
     /// The seeded customers' cities as the merging context (the reader) holds them at the end.
     var cities: [String]
     /// The customers in the store at the end.
@@ -182,7 +185,7 @@ private func strataConcurrentSaves(_ plan: ConcurrentSavesPlan, shop: StrataShop
     }
     defer { NotificationCenter.default.removeObserver(observer) }
 
-    let seconds = try onThreads(
+    let writeSeconds = try onThreads(
         plan.writers,
         setup: { writer -> StrataWriter in
             let context = ManagedObjectContext(concurrencyType: .privateQueue)
@@ -230,13 +233,15 @@ private func strataConcurrentSaves(_ plan: ConcurrentSavesPlan, shop: StrataShop
     let (_, drainSeconds) = timed { merger.performAndWait {} }
     let appliedAt = applied.withLock { $0 }
     var latencies: [Double] = []
+    var early = 0
     latencies.reserveCapacity(plan.saves)
     for save in returned.withLock({ $0 }) {
         guard let at = appliedAt[save.id] else {
             throw ObjectGraphComparisonError(
                 "concurrent saves (Strata)", "the merging context never announced the insert of \(save.id)")
         }
-        latencies.append(max(0, BenchmarkSupport.seconds(at - save.at)))
+        if at < save.at { early += 1 }
+        latencies.append(max(0, seconds(at - save.at)))
     }
     guard latencies.count == plan.saves else {
         throw ObjectGraphComparisonError("concurrent saves (Strata)", "\(latencies.count) saves returned, expected \(plan.saves)")
@@ -261,7 +266,8 @@ private func strataConcurrentSaves(_ plan: ConcurrentSavesPlan, shop: StrataShop
     let customers = try merger.performAndWait { try merger.count(for: FetchRequest(entityName: "Customer")) }
     withExtendedLifetime(held) {}
     return ConcurrentSavesResult(
-        seconds: seconds, latencies: latencies.sorted(), drainSeconds: drainSeconds, cities: cities, customers: customers)
+        seconds: writeSeconds, latencies: latencies.sorted(), drainSeconds: drainSeconds, early: early, cities: cities,
+        customers: customers)
 }
 
 /// One Strata writer thread's context and the seeded customers it updates (by index), loaded.
@@ -307,7 +313,7 @@ func runSQLiteConcurrentSaves(_ plan: ConcurrentSavesPlan, path: String, synchro
     }
     let queue = DispatchQueue(label: "SQLite reader")
 
-    let seconds = try onThreads(
+    let writeSeconds = try onThreads(
         plan.writers, setup: { _ in () },
         work: { writer, _ in
             for save in 0..<plan.savesPerWriter {
@@ -343,7 +349,8 @@ func runSQLiteConcurrentSaves(_ plan: ConcurrentSavesPlan, path: String, synchro
     let customers = try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM customers") ?? 0 }
     try pool.close()
     return ConcurrentSavesResult(
-        seconds: seconds, latencies: latencies.sorted(), drainSeconds: drainSeconds, cities: cities, customers: customers)
+        seconds: writeSeconds, latencies: latencies.sorted(), drainSeconds: drainSeconds, early: 0, cities: cities,
+        customers: customers)
 }
 
 /// The rows one SQLite commit inserted and updated.

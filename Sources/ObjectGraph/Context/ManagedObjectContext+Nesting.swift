@@ -114,7 +114,10 @@ extension ManagedObjectContext {
         guard parentContext == nil, let coordinator else { return }
         let me = ObjectIdentifier(self)
         let others = coordinator.mergingContexts.withLock { $0.compactMap { $0.context } }.filter { ObjectIdentifier($0) != me }
-        for other in others { other.receive(changes) }
+        // Another root context never held this one's temporary IDs.
+        var shared = changes
+        shared.permanentIDs = [:]
+        for other in others { other.receive(shared) }
     }
 
     /// Queues a save to merge: a queue context merges it in a block enqueued now; a
@@ -128,13 +131,14 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Merges the saves received since the last call, in the order they were made.
+    /// Merges the saves received since the last call, one at a time in the order they were
+    /// made. Not re-entrant: a merge ends an event, which would merge the next save in the
+    /// middle of this one; the loop takes it next instead.
     func mergeReceivedSaves() {
-        let received = mergeInbox.withLock { inbox -> [SavedChanges] in
-            defer { inbox = [] }
-            return inbox
-        }
-        for changes in received { merge(changes) }
+        guard !isMergingReceivedSaves else { return }
+        isMergingReceivedSaves = true
+        defer { isMergingReceivedSaves = false }
+        while let changes = mergeInbox.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { merge(changes) }
     }
 
     // MARK: Merging

@@ -56,6 +56,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Saves of other contexts waiting to be merged here (``mergeReceivedSaves()``); filled
     /// from the saving context's queue, so behind a lock.
     let mergeInbox = Locked<[SavedChanges]>([])
+    /// Whether ``mergeReceivedSaves()`` is running (a merge ends an event, which calls it).
+    @exclusivity(unchecked) var isMergingReceivedSaves = false
     /// The coordinator rows are registered with: a root context's; a child registers none
     /// (its values come from its parent).
     var registrar: PersistentStoreCoordinator? { parentContext == nil ? coordinator : nil }
