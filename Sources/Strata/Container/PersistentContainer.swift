@@ -80,12 +80,12 @@ open class PersistentContainer: @unchecked Sendable {
 
     /// Adds a store for each description, calling `completionHandler` once per description
     /// with the error that stopped it, if any. A description with
-    /// ``PersistentStoreDescription/shouldAddStoreAsynchronously`` is added on a background
+    /// `PersistentStoreDescription/shouldAddStoreAsynchronously` is added on a background
     /// queue and its handler is called there; the others are added, and their handlers called,
     /// before this returns.
     ///
     /// A store's directory is created if missing. A description already added (same URL) is
-    /// reported with ``ObjectGraphError/Code/storeMismatch``.
+    /// reported with `ObjectGraphError/Code/storeMismatch`.
     ///
     /// The handler is not `Sendable`, as in Core Data, so the usual
     /// `container.loadPersistentStores { _, error in loadError = error }` compiles; a handler

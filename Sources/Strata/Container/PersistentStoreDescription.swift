@@ -26,7 +26,7 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
     // Every property lives here.
     private let state: Locked<State>
 
-    /// A description of a store of type ``PersistentStore/StoreType/strata`` at `url`.
+    /// A description of a store of type `PersistentStore/StoreType/strata` at `url`.
     public init(url: URL) {
         var state = State()
         state.url = url
@@ -35,7 +35,7 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
         shouldInferMappingModelAutomatically = true
     }
 
-    /// A description of a store of type ``PersistentStore/StoreType/strata`` without a location
+    /// A description of a store of type `PersistentStore/StoreType/strata` without a location
     /// yet; set ``url`` (or ``type`` to a store type that needs none) before loading it.
     public init() {
         state = Locked(State())
@@ -43,7 +43,7 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
         shouldInferMappingModelAutomatically = true
     }
 
-    /// The store's type; ``PersistentStore/StoreType/strata`` by default.
+    /// The store's type; `PersistentStore/StoreType/strata` by default.
     public var type: PersistentStore.StoreType {
         get { state.withLock { $0.type } }
         set { state.withLock { $0.type = newValue } }
@@ -64,13 +64,13 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
     /// The options the store is added with.
     public var options: [String: AttributeValue] { state.withLock { $0.options } }
 
-    /// Sets an option (`nil` removes it), such as ``PersistentStore/readOnlyOption`` or
+    /// Sets an option (`nil` removes it), such as `PersistentStore/readOnlyOption` or
     /// `StrataStore.durabilityOption`.
     public func setOption(_ value: AttributeValue?, forKey key: String) {
         state.withLock { $0.options[key] = value }
     }
 
-    /// Whether the store is opened read-only (the ``PersistentStore/readOnlyOption`` option).
+    /// Whether the store is opened read-only (the `PersistentStore/readOnlyOption` option).
     public var isReadOnly: Bool {
         get { options[PersistentStore.readOnlyOption]?.boolValue ?? false }
         set { setOption(newValue ? .bool(true) : nil, forKey: PersistentStore.readOnlyOption) }
@@ -84,7 +84,7 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
     }
 
     /// Whether an older store is migrated to the model when added (the
-    /// ``PersistentStore/migratePersistentStoresAutomaticallyOption`` option); `true` by
+    /// `PersistentStore/migratePersistentStoresAutomaticallyOption` option); `true` by
     /// default in a description, as in Core Data's container. Recorded for the stores; no
     /// store migrates yet, so a store written with another model is still refused.
     public var shouldMigrateStoreAutomatically: Bool {
@@ -93,7 +93,7 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
     }
 
     /// Whether the mapping of a migration is inferred (the
-    /// ``PersistentStore/inferMappingModelAutomaticallyOption`` option); `true` by default in a
+    /// `PersistentStore/inferMappingModelAutomaticallyOption` option); `true` by default in a
     /// description. Recorded, as ``shouldMigrateStoreAutomatically``.
     public var shouldInferMappingModelAutomatically: Bool {
         get { options[PersistentStore.inferMappingModelAutomaticallyOption]?.boolValue ?? false }
