@@ -184,3 +184,50 @@ struct QueueContextTests {
         #expect(count == 1)
     }
 }
+
+@Suite("Queue contexts: saves during merges")
+struct SaveDuringMergeTests {
+    /// A context saves from inside its own objects-did-change notification, which a merge
+    /// posts, while the other context keeps saving: both finish, and both end with the store's
+    /// values.
+    @Test(arguments: concurrentStoreFixtures)
+    func aSaveInsideAMergesNotificationDoesNotDeadlock(fixture: any StoreFixture) async throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let first = queueContext(stack.coordinator)
+        let second = queueContext(stack.coordinator)
+        first.automaticallyMergesChangesFromParent = true
+        second.automaticallyMergesChangesFromParent = true
+        let reactions = Shared(0)
+        // On each merge into `first`, it records the merge as a new person and saves it,
+        // while a merge may be arriving from `second`'s next save.
+        let observer = NotificationCenter.default.addObserver(
+            forName: ManagedObjectContext.objectsDidChangeNotification, object: first, queue: nil
+        ) { note in
+            guard let change = ObjectChangeNotification(note), !change.inserted.isEmpty || !change.refreshed.isEmpty,
+                reactions.current < 20
+            else { return }
+            reactions { $0 += 1 }
+            do {
+                try first.makePerson("reaction-\(reactions.current)")
+                try first.save()
+            } catch {
+                Issue.record("the save inside the notification failed: \(error)")
+            }
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        try await second.perform {
+            for index in 0..<20 {
+                try second.makePerson("second-\(index)")
+                try second.save()
+            }
+        }
+        // Every merge `second` made enqueued a block on `first` before its save returned.
+        let seen = try await first.perform(schedule: .enqueued) { try first.count(for: .make("Person")) }
+        let stored = try stack.read { try $0.count(for: .make("Person")) }
+        #expect(reactions.current > 0)
+        #expect(seen == stored)
+        #expect(stored == 20 + reactions.current)
+        let secondSees = try await second.perform(schedule: .enqueued) { try second.count(for: .make("Person")) }
+        #expect(secondSees == stored)
+    }
+}

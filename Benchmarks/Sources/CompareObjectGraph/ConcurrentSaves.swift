@@ -343,11 +343,6 @@ func runSQLiteConcurrentSaves(_ plan: ConcurrentSavesPlan, path: String, synchro
         (state.latencies, state.failure, seeded.map { state.customers[$0]?.city ?? "" })
     }
     if let failure { throw failure }
-    do {  // TEMP
-        let waits = reader.state.withLock { $0.waits }.sorted()
-        let lat = latencies.sorted()
-        FileHandle.standardError.write(Data("TEMP sqlite wait p50 \(waits[waits.count/2]*1e3) p99 \(waits[waits.count*99/100]*1e3); latency p50 \(lat[lat.count/2]*1e3) p99 \(lat[lat.count*99/100]*1e3)\n".utf8))
-    }
     guard latencies.count == plan.saves else {
         throw ObjectGraphComparisonError("concurrent saves (SQLite)", "the reader took \(latencies.count) commits, expected \(plan.saves)")
     }
@@ -377,7 +372,6 @@ private final class SQLiteReader: Sendable {
         var latencies: [Double] = []
         /// The first error the reader met.
         var failure: (any Error)?
-        var waits: [Double] = []  // TEMP
     }
 
     let state = Mutex(State())
@@ -385,7 +379,6 @@ private final class SQLiteReader: Sendable {
     /// Reads the rows of `commit` (committed at `committedAt`) from `pool` into the copy and
     /// records the latency; records an error when a row is missing.
     func take(_ commit: SQLiteCommit, committedAt: ContinuousClock.Instant, from pool: DatabasePool) {
-        let begin = ContinuousClock.now  // TEMP
         do {
             let (customers, orders) = try pool.read { db -> ([CustomerRow], [OrderRow]) in
                 let customer = try db.cachedStatement(sql: "SELECT \(CustomerRow.columns) FROM customers WHERE id = ?")
@@ -409,7 +402,6 @@ private final class SQLiteReader: Sendable {
                 for row in customers { state.customers[row.id] = row }
                 for row in orders { state.orders[row.id] = row }
                 state.latencies.append(latency)
-                state.waits.append(seconds(begin - committedAt))  // TEMP
             }
         } catch {
             state.withLock { state in
