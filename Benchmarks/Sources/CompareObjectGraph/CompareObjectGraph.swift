@@ -304,7 +304,7 @@ private struct ObjectGraphRun {
         let held = plan.seeded.customers.count * Shop.objectsPerCustomer
         let shape = "\(plan.writers) writer threads × \(plan.savesPerWriter) saves into one store, each save \(ConcurrentSavesPlan.customersPerSave) customers with \(Shop.ordersPerCustomer) orders each inserted and \(ConcurrentSavesPlan.updatesPerSave) of the \(held) seeded objects (customers, each writer its own share) updated"
         let strataSide = "Strata: a private-queue context per writer (insert, update, save in one performAndWait), one coordinator; a private-queue context with automaticallyMergesChangesFromParent holds every seeded customer and order loaded and merges each save (refreshes the updated objects from the store, registers the inserted ones as faults)"
-        let sqliteSide = "SQLite: one DatabasePool (WAL), every writer through its one writer connection (pool.write, one transaction a save); after each commit a serial reader queue reads the commit's new and updated rows by primary key in a read transaction (pool.read) into its copy of the seeded rows"
+        let sqliteSide = "SQLite: one DatabasePool (WAL), every writer through its one writer connection (pool.write, one transaction a save); each commit (from GRDB's afterNextTransaction, before pool.write returns, as a Strata save enqueues its merges before save() returns) has a serial reader queue read its new and updated rows by primary key in a read transaction (pool.read) into the reader's copy of the seeded rows"
         let durability = "Strata durability full; SQLite WAL, synchronous=FULL"
         func drain(_ result: ConcurrentSavesResult) -> String { fixed(result.drainSeconds * 1000, 1) + " ms" }
         add(
@@ -315,7 +315,7 @@ private struct ObjectGraphRun {
             add(
                 "merge latency \(label), \(plan.writers) writers' saves into a merging context", unit: "ms",
                 higherIsBetter: false, strata: strata.latency(fraction) * 1000, sqlite: sqlite.latency(fraction) * 1000,
-                note: "The same run (\(plan.saves) saves). From a save's return in its writer (Strata: save(); SQLite: pool.write) until the merging context had applied it (Strata: its objectsDidChange notification naming the save's inserted objects, posted on its queue at the end of the merge) or the reader had read its rows (SQLite). Max: Strata \(fixed((strata.latencies.last ?? 0) * 1000, 2)) ms, SQLite \(fixed((sqlite.latencies.last ?? 0) * 1000, 2)) ms; \(strata.early) Strata merges ended before their writer read the clock (counted as 0 ms; the merge is enqueued inside save()). \(durability).")
+                note: "The same run (\(plan.saves) saves). From a save's commit, timed in its writer where the save hands itself over (Strata: in its didSaveObjectIDs notification, which save() posts once the save is durable, just before it hands the save to the merging context and returns; SQLite: in the commit's afterNextTransaction block, before pool.write returns) until the merging context had applied it (Strata: its objectsDidChange notification naming the save's inserted objects, posted on its queue at the end of the merge) or the reader had read its rows (SQLite). Max: Strata \(fixed((strata.latencies.last ?? 0) * 1000, 2)) ms, SQLite \(fixed((sqlite.latencies.last ?? 0) * 1000, 2)) ms. \(durability).")
         }
     }
 

@@ -87,14 +87,11 @@ struct ConcurrentSavesPlan: Sendable {
 struct ConcurrentSavesResult {
     /// Seconds from the writers' start until the last of them returned from its last save.
     var seconds: Double
-    /// Per save, the seconds from the save's return in its writer until the merging context
+    /// Per save, the seconds from the save's commit in its writer until the merging context
     /// (the reader) had applied it; sorted.
     var latencies: [Double]
     /// Seconds from the last writer's end until every save was applied.
     var drainSeconds: Double
-    /// Saves applied before their writer read the clock after the save returned (their latency
-    /// counts as 0).
-    var early: Int
     /// The seeded customers' cities as the merging context (the reader) holds them at the end.
     var cities: [String]
     /// The customers in the store at the end.
@@ -114,15 +111,21 @@ struct ConcurrentSavesResult {
 /// writer thread and one private-queue context that merges their saves automatically, holding
 /// every seeded customer and order loaded.
 ///
-/// The merge latency of a save is the time from its `save()` returning in the writer to the
-/// merging context posting the ``ManagedObjectContext/objectsDidChangeNotification`` whose
-/// inserted objects include the save's first customer. That notification is the end of the
-/// merge (posted after the save's updates were refreshed and its inserts registered) and what
-/// an app's UI observes; a marker block enqueued on the merging context after the save would
-/// also wait for merges of later saves enqueued in between, and measure the queue rather than
-/// the merge. (One merge block may merge several saves that arrived meanwhile, one after the
-/// other, each ending with its own notification.) A save the merging context applies before
-/// its writer reads the clock counts as 0.
+/// The merge latency of a save runs from the writer's clock reading in its own
+/// ``ManagedObjectContext/didSaveObjectIDsNotification`` to the merging context posting the
+/// ``ManagedObjectContext/objectsDidChangeNotification`` whose inserted objects include one of
+/// the save's inserts.
+///
+/// The start: `save()` posts that notification on the writer's queue once the save is
+/// committed (durable), then hands the save to the merging contexts and returns; reading the
+/// clock after `save()` returned instead would race the merge, which the merging context's
+/// queue often finished first (on two cores, for up to two thirds of the saves), so those would
+/// count as 0. The end: that notification ends the merge (posted after the save's updates were
+/// refreshed and its inserts registered) and is what an app's UI observes; a marker block
+/// enqueued on the merging context after the save would also wait for the merges of later saves
+/// enqueued in between, and measure the queue rather than the merge. (One merge block may merge
+/// several saves that arrived meanwhile, one after the other, each ending with its own
+/// notification.)
 ///
 /// - Throws: ``ObjectGraphComparisonError`` when a save is never merged or, with `verify`, when
 ///   the merged values are not the saved ones; or the store's error.
@@ -167,9 +170,10 @@ private func strataConcurrentSaves(_ plan: ConcurrentSavesPlan, shop: StrataShop
             "concurrent saves (Strata)", "the merging context fetched \(held.count) objects, expected \(seededObjects)")
     }
 
-    // When the merging context announced each inserted object, and when each save returned.
+    // When the merging context announced each inserted object, and when each save was
+    // committed (by one of its inserted objects).
     let applied = Mutex<[ManagedObjectID: ContinuousClock.Instant]>([:])
-    let returned = Mutex<[(id: ManagedObjectID, at: ContinuousClock.Instant)]>([])
+    let committed = Mutex<[(id: ManagedObjectID, at: ContinuousClock.Instant)]>([])
     applied.withLock { $0.reserveCapacity(plan.saves * ConcurrentSavesPlan.customersPerSave * Shop.objectsPerCustomer) }
     // Runs on the merging context's queue, inside the merge that posts it (queue nil).
     let observer = NotificationCenter.default.addObserver(
@@ -200,15 +204,23 @@ private func strataConcurrentSaves(_ plan: ConcurrentSavesPlan, shop: StrataShop
                 }
                 return share
             }
-            return StrataWriter(context: context, share: share)
+            // Runs on the writer's queue, inside save() (queue nil).
+            let observer = NotificationCenter.default.addObserver(
+                forName: ManagedObjectContext.didSaveObjectIDsNotification, object: context, queue: nil
+            ) { notification in
+                let now = ContinuousClock.now
+                let key = ManagedObjectContext.NotificationKey.insertedObjectIDs.rawValue
+                guard let inserted = notification.userInfo?[key] as? Set<ManagedObjectID>, let id = inserted.first else { return }
+                committed.withLock { $0.append((id, now)) }
+            }
+            return StrataWriter(context: context, share: share, observer: observer)
         },
         work: { writer, state in
             let context = state.context
-            var saves: [(id: ManagedObjectID, at: ContinuousClock.Instant)] = []
-            saves.reserveCapacity(plan.savesPerWriter)
+            defer { NotificationCenter.default.removeObserver(state.observer) }
             for save in 0..<plan.savesPerWriter {
-                let record = try context.performAndWait { () throws -> (id: ManagedObjectID, at: ContinuousClock.Instant) in
-                    let (customers, _) = try StrataShop.insertCustomers(
+                try context.performAndWait { () throws in
+                    _ = try StrataShop.insertCustomers(
                         plan.inserted, plan.batch(writer: writer, save: save), products: [], into: context)
                     for index in plan.updated(writer: writer, save: save) {
                         guard let customer = state.share[index], case .string(let city) = try customer.value(forKey: "city") else {
@@ -217,15 +229,8 @@ private func strataConcurrentSaves(_ plan: ConcurrentSavesPlan, shop: StrataShop
                         try customer.setValue(.string(nextCity(after: city)), forKey: "city")
                     }
                     try context.save()
-                    let now = ContinuousClock.now
-                    guard let first = customers.first else {
-                        throw ObjectGraphComparisonError("concurrent saves (Strata)", "writer \(writer) inserted no customer")
-                    }
-                    return (first.objectID, now)
                 }
-                saves.append(record)
             }
-            returned.withLock { $0 += saves }
         })
 
     // Every merge was enqueued on the merging context's queue before its save returned: a
@@ -233,18 +238,16 @@ private func strataConcurrentSaves(_ plan: ConcurrentSavesPlan, shop: StrataShop
     let (_, drainSeconds) = timed { merger.performAndWait {} }
     let appliedAt = applied.withLock { $0 }
     var latencies: [Double] = []
-    var early = 0
     latencies.reserveCapacity(plan.saves)
-    for save in returned.withLock({ $0 }) {
+    for save in committed.withLock({ $0 }) {
         guard let at = appliedAt[save.id] else {
             throw ObjectGraphComparisonError(
                 "concurrent saves (Strata)", "the merging context never announced the insert of \(save.id)")
         }
-        if at < save.at { early += 1 }
-        latencies.append(max(0, seconds(at - save.at)))
+        latencies.append(seconds(at - save.at))
     }
     guard latencies.count == plan.saves else {
-        throw ObjectGraphComparisonError("concurrent saves (Strata)", "\(latencies.count) saves returned, expected \(plan.saves)")
+        throw ObjectGraphComparisonError("concurrent saves (Strata)", "\(latencies.count) saves committed, expected \(plan.saves)")
     }
 
     // The seeded customers as the merging context holds them (refreshed by the merges, not
@@ -266,15 +269,16 @@ private func strataConcurrentSaves(_ plan: ConcurrentSavesPlan, shop: StrataShop
     let customers = try merger.performAndWait { try merger.count(for: FetchRequest(entityName: "Customer")) }
     withExtendedLifetime(held) {}
     return ConcurrentSavesResult(
-        seconds: writeSeconds, latencies: latencies.sorted(), drainSeconds: drainSeconds, early: early, cities: cities,
+        seconds: writeSeconds, latencies: latencies.sorted(), drainSeconds: drainSeconds, cities: cities,
         customers: customers)
 }
 
-/// One Strata writer thread's context and the seeded customers it updates (by index), loaded.
-/// Made and used on that thread only.
+/// One Strata writer thread's context, the seeded customers it updates (by index), loaded, and
+/// its did-save observer. Made and used on that thread only.
 private struct StrataWriter {
     let context: ManagedObjectContext
     let share: [Int: ManagedObject]
+    let observer: any NSObjectProtocol
 }
 
 // MARK: SQLite
@@ -282,13 +286,16 @@ private struct StrataWriter {
 /// Runs `plan` on a new SQLite database at `path` (the shop's schema, ``SQLiteShop/schema``)
 /// through a GRDB `DatabasePool` (WAL) with `synchronous` on its writer connection: each
 /// writer thread commits its saves through the pool's one writer (`pool.write`, one
-/// transaction a save), and after each commit hands the new and updated rows' IDs to a serial
-/// reader queue, which reads those rows in a read transaction of the pool (one of its reader
-/// connections) into its copy of the seeded rows, as an app's main thread would refresh what it
-/// shows.
+/// transaction a save). Each commit hands its new and updated rows' IDs to a serial reader
+/// queue (from GRDB's `afterNextTransaction`, on the writer connection's queue before
+/// `pool.write` returns, as a Strata save hands itself to the merging contexts before `save()`
+/// returns), which reads those rows in a read transaction of the pool (one of its reader
+/// connections) into its copy of the seeded rows, as an app's main thread would refresh what
+/// it shows.
 ///
-/// The latency of a commit is the time from `pool.write` returning in the writer to the reader
-/// having read the commit's rows.
+/// The latency of a commit is the time from the writer's clock reading in that
+/// `afterNextTransaction` block (the commit is durable; Strata's start is the same point of its
+/// save) to the reader having read the commit's rows.
 ///
 /// - Throws: ``ObjectGraphComparisonError`` when the reader does not find a committed row; or
 ///   GRDB's error.
@@ -317,7 +324,7 @@ func runSQLiteConcurrentSaves(_ plan: ConcurrentSavesPlan, path: String, synchro
         plan.writers, setup: { _ in () },
         work: { writer, _ in
             for save in 0..<plan.savesPerWriter {
-                let commit = try pool.write { db -> SQLiteCommit in
+                try pool.write { db in
                     var commit = SQLiteCommit()
                     try SQLiteShop.insertCustomers(
                         db, plan.inserted, plan.batch(writer: writer, save: save), productIDs: [],
@@ -331,10 +338,12 @@ func runSQLiteConcurrentSaves(_ plan: ConcurrentSavesPlan, path: String, synchro
                         try update.execute(arguments: [nextCity(after: row.city), row.id])
                         commit.updated.append(row.id)
                     }
-                    return commit
+                    let committed = commit
+                    db.afterNextTransaction { _ in
+                        let now = ContinuousClock.now
+                        queue.async { reader.take(committed, committedAt: now, from: pool) }
+                    }
                 }
-                let returned = ContinuousClock.now
-                queue.async { reader.take(commit, committedAt: returned, from: pool) }
             }
         })
 
@@ -349,7 +358,7 @@ func runSQLiteConcurrentSaves(_ plan: ConcurrentSavesPlan, path: String, synchro
     let customers = try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM customers") ?? 0 }
     try pool.close()
     return ConcurrentSavesResult(
-        seconds: writeSeconds, latencies: latencies.sorted(), drainSeconds: drainSeconds, early: 0, cities: cities,
+        seconds: writeSeconds, latencies: latencies.sorted(), drainSeconds: drainSeconds, cities: cities,
         customers: customers)
 }
 
@@ -360,15 +369,15 @@ private struct SQLiteCommit: Sendable {
     var updated: [Int64] = []
 }
 
-/// The SQLite side's reader: its copy of the rows it has read, and what it measured. Used on
-/// the reader queue only while the writers run (then read once they are done); behind a
-/// `Mutex` because the queue's blocks are made on the writers' threads.
+/// The SQLite side's reader: its copy of the rows it has read, and what it measured.
+/// Used on the reader queue only while the writers run (then read once they are done); behind
+/// a `Mutex` because the queue's blocks are made on the writer connection's queue.
 private final class SQLiteReader: Sendable {
     /// The reader's rows and measurements.
     struct State {
         var customers: [Int64: CustomerRow] = [:]
         var orders: [Int64: OrderRow] = [:]
-        /// Seconds from each commit's return in its writer until the reader had read it.
+        /// Seconds from each commit until the reader had read it.
         var latencies: [Double] = []
         /// The first error the reader met.
         var failure: (any Error)?
