@@ -7,13 +7,16 @@ import StrataSync
 /// path (several coordinators on one store, as Core Data allows). The engine's own lock keeps
 /// other processes out.
 ///
-/// Thread safety: `open` is protected by `registry`; `saveLock` serialises saves from every
-/// coordinator; `nextReference` hands out references to all of them.
+/// Thread safety: `open` is protected by `registry`; `saveLock` serialises the building of
+/// saves from every coordinator and holds the saves in flight; `nextReference` hands out
+/// references to all of them.
 final class SharedEngine: Sendable {
     let path: String
     let engine: Engine
-    /// Held for the whole of a save: reads of current versions and the commit. Counts saves.
-    let saveLock = Locked<UInt64>(0)
+    /// Held while a save reads current versions and builds its transaction, and while anything
+    /// else that writes reads what it builds on; holds the saves submitted and not yet
+    /// committed ([SAVE-3]).
+    let saveLock = Locked<SavesInFlight>(SavesInFlight())
     /// The next reference to hand out.
     let nextReference: Locked<Int64>
 
@@ -61,6 +64,17 @@ final class SharedEngine: Sendable {
     static func isOpen(path: String) -> Bool {
         let key = URL(fileURLWithPath: path).standardizedFileURL.path
         return registry.withLock { $0[key] != nil }
+    }
+
+    /// Runs `body` with the save lock held and no save in flight: the saves submitted before
+    /// are committed (or failed) first, so `body`'s snapshot holds everything before it. For
+    /// writers other than saves (metadata, index rebuilds).
+    func withSavesSettled<T>(_ body: (inout SavesInFlight) throws -> T) throws -> T {
+        try saveLock.withLock { saves in
+            if let last = saves.saves.last { _ = try? engine.wait(for: last.ticket) }
+            saves.saves.removeAll()
+            return try body(&saves)
+        }
     }
 
     /// Gives the engine back; the last user closes it.

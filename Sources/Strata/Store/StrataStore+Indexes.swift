@@ -109,7 +109,7 @@ extension StrataStore {
         in shared: SharedEngine, model: ManagedObjectModel, storeIdentifier: String? = nil, force: Bool = false
     ) throws -> MetadataRebuild {
         let engine = shared.engine
-        return try shared.saveLock.withLock { _ -> MetadataRebuild in
+        return try shared.withSavesSettled { _ -> MetadataRebuild in
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             let stored = try recordIfReadable(in: snapshot)
             var result = MetadataRebuild(rowCounts: stored?.rowCounts ?? [:], nextReference: stored?.nextReference ?? 1)

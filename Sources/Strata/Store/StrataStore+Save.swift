@@ -104,17 +104,21 @@ extension StrataStore {
         let model = try self.model()
         let modelRecordCurrent = state.withLock { $0.modelRecordCurrent }
 
-        try shared.saveLock.withLock { saves in
-            defer { saves += 1 }
+        // [SAVE-3] The save is built under the lock, on the snapshot seen through the saves
+        // still in flight, and submitted; the lock is let go before the commit, so saves from
+        // other contexts build meanwhile and share its sync.
+        let (ticket, number, record) = try shared.saveLock.withLock { saves -> (CommitTicket, UInt64, MetadataRecord) in
+            defer { saves.count += 1 }
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+            let reads = SaveReads(snapshot: snapshot, inFlight: saves.saves)
             // The record the last save wrote is cached under its sequence: no decode per save.
-            var record = try cachedRecord(in: snapshot)
+            var record = try saves.saves.last?.record ?? cachedRecord(in: snapshot)
             record.nextReference = max(record.nextReference, shared.nextReference.withLock { $0 })
             record.metadata = metadata
             var conflicts: [SaveConflict] = []
             var batch = WriteBatch()
             func current(_ object: ManagedObject, _ key: [UInt8]) throws -> RowBytes {
-                guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) else {
+                guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try reads.get(key) }) else {
                     throw ObjectGraphError(.objectNotFound, "Cannot save \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
                 }
                 let row = try RowBytes(bytes, store: layout, context: .object(object.objectID), readByEngine: true)
@@ -133,13 +137,13 @@ extension StrataStore {
             func storedValue(_ row: RowBytes, _ attribute: AttributeDescription) throws -> AttributeValue {
                 try row.attribute(atOrdinal: attribute.ordinal) ?? .null
             }
-            let relationshipKeys = RelationshipKeyWriter(store: self, layout: layout, snapshot: snapshot)
+            let relationshipKeys = RelationshipKeyWriter(store: self, layout: layout, reads: reads)
             // An insert's rows, index keys and relationship keys go to the batch kind by kind:
             // the rows are in key order and the engine's sort of the commit finds them as one
             // run instead of interleaved with the other keys.
             var insertedIndexKeys = WriteBatch(), insertedRelationshipKeys = WriteBatch()
             for (object, key, values) in inserts {
-                if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil {
+                if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try reads.get(key) }) != nil {
                     throw ObjectGraphError(.invalidArgument, "Row of \(object.objectID) already exists; cannot insert it again.", objectID: object.objectID)
                 }
                 batch.put(key, try encodeRow(values, of: object, version: 1, existing: nil, layout: layout))
@@ -180,17 +184,29 @@ extension StrataStore {
             // [ROW-5] The model travels with the data, for tools that have no application code.
             if !modelRecordCurrent {
                 let encoded = ModelRecord.encode(model)
-                if try mappingEngineErrors("read the model record", { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }) != encoded {
+                if try mappingEngineErrors("read the model record", { () throws(StoreError) in try reads.get(KeyLayout.modelKey) }) != encoded {
                     batch.put(KeyLayout.modelKey, encoded)
                 }
             }
-            let sequence = try mappingEngineErrors("commit the save") { () throws(StoreError) in try engine.commit(batch) }
-            state.withLock {
-                $0.modelRecordCurrent = true
-                // The record as written, under the commit's sequence (the sequence of every
-                // key of the batch): the next save and fetch read it without decoding.
-                $0.metadataCache = (sequence, record)
+            let ticket = try mappingEngineErrors("commit the save") { () throws(StoreError) in
+                try engine.submit(batch, after: saves.saves.last?.ticket)
             }
+            return (ticket, saves.submitted(batch, ticket: ticket, record: record), record)
+        }
+        let sequence: UInt64
+        do {
+            sequence = try mappingEngineErrors("commit the save") { () throws(StoreError) in try engine.wait(for: ticket) }
+        } catch {
+            shared.saveLock.withLock { $0.failed(number) }
+            throw error
+        }
+        shared.saveLock.withLock { $0.committed(number) }
+        state.withLock {
+            $0.modelRecordCurrent = true
+            // The record as written, under the commit's sequence (the sequence of every key of
+            // the batch): the next save and fetch read it without decoding. A later save's
+            // may be there already.
+            if ($0.metadataCache?.sequence ?? 0) < sequence { $0.metadataCache = (sequence, record) }
         }
         return .saved
     }
@@ -225,7 +241,7 @@ extension StrataStore {
 struct RelationshipKeyWriter {
     let store: StrataStore
     let layout: StoreLayout
-    let snapshot: Snapshot
+    let reads: SaveReads
 
     /// The prefix of one owner's keys of `relationship` ([REL-1]).
     private func ownerPrefix(_ relationship: RelationshipDescription, owner: EntityDescription, reference: Int64) -> [UInt8] {
@@ -264,7 +280,7 @@ struct RelationshipKeyWriter {
         if values == nil {
             for relationship in rowLayout.keyedRelationships {
                 let prefix = ownerPrefix(relationship, owner: entity, reference: reference)
-                for member in RelationshipKeys.members(prefix, in: snapshot) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member)) }
+                for member in reads.members(prefix) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: member)) }
             }
             return
         }

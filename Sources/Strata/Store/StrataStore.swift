@@ -67,6 +67,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// `PersistentStore/StoreType/strata`.
     open override var type: StoreType { .strata }
 
+    /// How many saves are submitted to the engine and not yet committed ([SAVE-3]).
+    var savesInFlight: Int { state.withLock { $0.shared }?.saveLock.withLock { $0.saves.count } ?? 0 }
+
     /// The shared engine, or an error if the store is not loaded.
     func sharedEngine() throws -> SharedEngine {
         guard let shared = state.withLock({ $0.shared }) else {
@@ -217,7 +220,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
         }
         defer { shared.release() }
-        try shared.saveLock.withLock { _ in
+        try shared.withSavesSettled { _ in
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
             // A record written over a lost one would start references from 1 again.
             try refuseLostMetadata(in: snapshot, at: url)

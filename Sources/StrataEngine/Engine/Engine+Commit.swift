@@ -3,9 +3,18 @@
 extension Engine {
     /// Runs with the writer lock held. Finishes every request it takes from the queue.
     func lead(_ state: inout WriterState) {
-        let group = pending.withLock { queue -> [CommitRequest] in
+        var group = pending.withLock { queue -> [CommitRequest] in
             defer { queue.removeAll(keepingCapacity: true) }
             return queue
+        }
+        // A transaction built on an earlier one that failed fails too (in order, so a chain
+        // fails from its first failure on), before anything is written.
+        if group.contains(where: \.hasDependency) {
+            group.removeAll { request in
+                guard request.dependencyFailed else { return false }
+                request.finish(.failure(StoreError(.io, "an earlier transaction this one was built on failed, so it was not applied", path: path)))
+                return true
+            }
         }
         guard !group.isEmpty else { return }
         func failAll(_ error: StoreError) { for request in group { request.finish(.failure(error)) } }

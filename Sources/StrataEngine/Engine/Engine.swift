@@ -198,13 +198,40 @@ public final class Engine: Sendable {
     ///   ``StoreError/Code/closed``; ``StoreError/Code/io`` when the write fails.
     @discardableResult
     public func commit(_ batch: WriteBatch) throws(StoreError) -> UInt64 {
+        try wait(for: submit(batch))
+    }
+
+    /// Queues `batch` for the next group commit and returns at once, without waiting for it:
+    /// ``wait(for:)`` then commits it (with whatever else is queued) and returns its sequence.
+    /// Transactions commit in the order they were submitted.
+    ///
+    /// With `after`, the transaction commits only if that earlier one did: a writer that
+    /// built `batch` on what an earlier, not yet committed transaction writes (as StrataStore's
+    /// saves do, to share a sync) is failed with it rather than applied without it.
+    ///
+    /// Every ticket must be waited for; one that is not stays queued until another commit or
+    /// wait runs.
+    ///
+    /// - Throws: as ``commit(_:)``, for what can be checked before the commit.
+    public func submit(_ batch: WriteBatch, after earlier: CommitTicket? = nil) throws(StoreError) -> CommitTicket {
         try batch.validate()
         if options.readOnly { throw StoreError(.readOnly, "the engine was opened read-only", path: path) }
-        if batch.isEmpty { return try snapshot().sequence }
-        let start = ContinuousClock.now
-        defer { metrics.commit.recordInterval(since: start) }
-        let request = CommitRequest(operations: batch.operations)
+        if batch.isEmpty { return CommitTicket(request: nil, emptySequence: try snapshot().sequence, submitted: .now) }
+        let request = CommitRequest(operations: batch.operations, after: earlier?.request)
         pending.withLock { $0.append(request) }
+        return CommitTicket(request: request, emptySequence: 0, submitted: .now)
+    }
+
+    /// Commits the transaction of `ticket` (leading a group commit of every queued transaction
+    /// if no other thread is) and returns its sequence number. Waiting again for the same
+    /// ticket returns the same outcome.
+    ///
+    /// - Throws: as ``commit(_:)``; ``StoreError/Code/io`` naming the earlier transaction when
+    ///   one the ticket was submitted after failed.
+    @discardableResult
+    public func wait(for ticket: CommitTicket) throws(StoreError) -> UInt64 {
+        guard let request = ticket.request else { return ticket.emptySequence }
+        defer { if !request.wasTimed { metrics.commit.recordInterval(since: ticket.submitted) } }
         let needsFlush = writer.withLock { (state) -> Bool in
             if !request.isDone { lead(&state) }
             return !state.pendingFlushes.isEmpty
@@ -390,16 +417,53 @@ struct DurableBoundFile: Sendable {
     var isDirty: Bool
 }
 
+/// A transaction queued by ``Engine/submit(_:after:)``, to wait for with ``Engine/wait(for:)``.
+public struct CommitTicket: Sendable {
+    let request: CommitRequest?
+    /// The sequence an empty batch "commits" at (the snapshot's).
+    let emptySequence: UInt64
+    /// When it was submitted (the commit timer runs from here).
+    let submitted: ContinuousClock.Instant
+}
+
 /// One committer's batch waiting for (or handled by) a group-commit leader.
 final class CommitRequest: Sendable {
     let operations: [WALRecord.Operation]
+    /// The transaction this one was built on, which must commit for it to; let go once this
+    /// one is finished (a stream of dependent commits must not hold every earlier one).
+    private let after: Locked<CommitRequest?>
     private let outcome: Locked<Result<UInt64, StoreError>?> = Locked(nil)
+    /// Whether a wait already recorded the commit's time (a ticket may be waited for twice).
+    private let timed = Atomic<Bool>(false)
 
-    init(operations: [WALRecord.Operation]) { self.operations = operations }
+    init(operations: [WALRecord.Operation], after: CommitRequest? = nil) {
+        self.operations = operations
+        self.after = Locked(after)
+    }
+
+    /// Whether it was submitted after another transaction (finished or not).
+    var hasDependency: Bool { after.withLock { $0 != nil } }
+
+    /// Whether the transaction it was built on failed.
+    var dependencyFailed: Bool { after.withLock { $0?.failed ?? false } }
 
     var isDone: Bool { outcome.withLock { $0 != nil } }
 
-    func finish(_ result: Result<UInt64, StoreError>) { outcome.withLock { $0 = result } }
+    /// Whether the commit's time was recorded already; records that it now is.
+    var wasTimed: Bool { timed.exchange(true, ordering: .relaxed) }
+
+    /// Whether the transaction failed (`false` while it waits).
+    var failed: Bool {
+        outcome.withLock { outcome in
+            if case .failure? = outcome { return true }
+            return false
+        }
+    }
+
+    func finish(_ result: Result<UInt64, StoreError>) {
+        outcome.withLock { $0 = result }
+        after.withLock { $0 = nil }
+    }
 
     func result() throws(StoreError) -> UInt64 {
         // The leader finished the request before the committer could take the writer lock.

@@ -31,6 +31,12 @@ public struct WriteBatch: Sendable {
         operations.append(contentsOf: other.operations)
     }
 
+    /// Calls `body` with each operation in order: the key and the value put, or `nil` for a
+    /// delete.
+    public func forEach(_ body: (_ key: [UInt8], _ value: [UInt8]?) throws -> Void) rethrows {
+        for operation in operations { try body(operation.key, operation.isDelete ? nil : operation.value) }
+    }
+
     /// The number of operations.
     public var count: Int { operations.count }
     /// Whether the batch has no operations.

@@ -1,0 +1,71 @@
+import StrataEngine
+
+/// The saves submitted to the engine and not yet known to be committed ([SAVE-3]): each
+/// save builds on the ones before it without waiting for their sync, so concurrent saves share
+/// one (the engine's group commit).
+///
+/// Protected by ``SharedEngine/saveLock``.
+struct SavesInFlight {
+    /// One submitted save: what it writes and the metadata record it wrote.
+    struct Save {
+        let number: UInt64
+        let ticket: CommitTicket
+        /// Its puts (the value) and deletes (`nil`), by key.
+        let writes: [[UInt8]: [UInt8]?]
+        let record: MetadataRecord
+    }
+
+    /// In submission order (the engine commits them in that order).
+    var saves: [Save] = []
+    /// Saves built so far.
+    var count: UInt64 = 0
+
+    /// Records a save submitted with `ticket`.
+    mutating func submitted(_ batch: WriteBatch, ticket: CommitTicket, record: MetadataRecord) -> UInt64 {
+        var writes: [[UInt8]: [UInt8]?] = [:]
+        writes.reserveCapacity(batch.count)
+        batch.forEach { key, value in writes[key] = .some(value) }
+        saves.append(Save(number: count, ticket: ticket, writes: writes, record: record))
+        return count
+    }
+
+    /// Save `number` committed: it and every save before it are in the engine's snapshots now.
+    mutating func committed(_ number: UInt64) {
+        saves.removeAll { $0.number <= number }
+    }
+
+    /// Save `number` failed: the saves after it, built on it, fail in the engine too.
+    mutating func failed(_ number: UInt64) {
+        saves.removeAll { $0.number >= number }
+    }
+}
+
+/// What a save reads: the engine's snapshot seen through the saves in flight, newest first.
+struct SaveReads {
+    let snapshot: Snapshot
+    let inFlight: [SavesInFlight.Save]
+
+    /// The value of `key`: the last save in flight that writes it, else the snapshot's.
+    func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
+        for save in inFlight.reversed() {
+            if let written = save.writes[key] { return written }
+        }
+        return try snapshot.get(key)
+    }
+
+    /// The members of one owner's relationship keys ([REL-1]): the snapshot's, with the puts
+    /// and deletes of the saves in flight applied in order.
+    func members(_ ownerPrefix: [UInt8]) -> [StoredObject] {
+        let stored = RelationshipKeys.members(ownerPrefix, in: snapshot)
+        guard !inFlight.isEmpty else { return stored }
+        var members = Set(stored)
+        let end = RelationshipKeys.end(of: ownerPrefix)
+        for save in inFlight {
+            for (key, value) in save.writes where key.count == ownerPrefix.count + 10 && key.lexicographicallyPrecedes(end) && !key.lexicographicallyPrecedes(ownerPrefix) {
+                guard let member = key.withUnsafeBytes({ RelationshipKeys.member(fromKeyBytes: $0) }) else { continue }
+                if value == nil { members.remove(member) } else { members.insert(member) }
+            }
+        }
+        return members.sorted { ($0.entity, $0.reference) < ($1.entity, $1.reference) }
+    }
+}
