@@ -10,8 +10,10 @@ struct SavesInFlight {
     struct Save {
         let number: UInt64
         let ticket: CommitTicket
-        /// Its puts (the value) and deletes (`nil`), by key.
-        let writes: [[UInt8]: [UInt8]?]
+        let batch: WriteBatch
+        /// The batch's puts (the value) and deletes (`nil`) by key, made when a save is built
+        /// while this one is in flight (most saves are not, and never pay for it).
+        var writes: [[UInt8]: [UInt8]?]?
         let record: MetadataRecord
     }
 
@@ -22,11 +24,20 @@ struct SavesInFlight {
 
     /// Records a save submitted with `ticket`.
     mutating func submitted(_ batch: WriteBatch, ticket: CommitTicket, record: MetadataRecord) -> UInt64 {
-        var writes: [[UInt8]: [UInt8]?] = [:]
-        writes.reserveCapacity(batch.count)
-        batch.forEach { key, value in writes[key] = .some(value) }
-        saves.append(Save(number: count, ticket: ticket, writes: writes, record: record))
+        saves.append(Save(number: count, ticket: ticket, batch: batch, writes: nil, record: record))
         return count
+    }
+
+    /// What a save built now reads: `snapshot` through the saves in flight (whose writes are
+    /// indexed by key now, if they are not yet).
+    mutating func reads(over snapshot: Snapshot) -> SaveReads {
+        for index in saves.indices where saves[index].writes == nil {
+            var writes: [[UInt8]: [UInt8]?] = [:]
+            writes.reserveCapacity(saves[index].batch.count)
+            saves[index].batch.forEach { key, value in writes[key] = .some(value) }
+            saves[index].writes = writes
+        }
+        return SaveReads(snapshot: snapshot, inFlight: saves.map { $0.writes ?? [:] })
     }
 
     /// Save `number` committed: it and every save before it are in the engine's snapshots now.
@@ -43,12 +54,13 @@ struct SavesInFlight {
 /// What a save reads: the engine's snapshot seen through the saves in flight, newest first.
 struct SaveReads {
     let snapshot: Snapshot
-    let inFlight: [SavesInFlight.Save]
+    /// Each save in flight's writes by key, oldest first.
+    let inFlight: [[[UInt8]: [UInt8]?]]
 
     /// The value of `key`: the last save in flight that writes it, else the snapshot's.
     func get(_ key: [UInt8]) throws(StoreError) -> [UInt8]? {
-        for save in inFlight.reversed() {
-            if let written = save.writes[key] { return written }
+        for writes in inFlight.reversed() {
+            if let written = writes[key] { return written }
         }
         return try snapshot.get(key)
     }
@@ -60,8 +72,8 @@ struct SaveReads {
         guard !inFlight.isEmpty else { return stored }
         var members = Set(stored)
         let end = RelationshipKeys.end(of: ownerPrefix)
-        for save in inFlight {
-            for (key, value) in save.writes where key.count == ownerPrefix.count + 10 && key.lexicographicallyPrecedes(end) && !key.lexicographicallyPrecedes(ownerPrefix) {
+        for writes in inFlight {
+            for (key, value) in writes where key.count == ownerPrefix.count + 10 && key.lexicographicallyPrecedes(end) && !key.lexicographicallyPrecedes(ownerPrefix) {
                 guard let member = key.withUnsafeBytes({ RelationshipKeys.member(fromKeyBytes: $0) }) else { continue }
                 if value == nil { members.remove(member) } else { members.insert(member) }
             }

@@ -110,7 +110,7 @@ extension StrataStore {
         let (ticket, number, record) = try shared.saveLock.withLock { saves -> (CommitTicket, UInt64, MetadataRecord) in
             defer { saves.count += 1 }
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
-            let reads = SaveReads(snapshot: snapshot, inFlight: saves.saves)
+            let reads = saves.reads(over: snapshot)
             // The record the last save wrote is cached under its sequence: no decode per save.
             var record = try saves.saves.last?.record ?? cachedRecord(in: snapshot)
             record.nextReference = max(record.nextReference, shared.nextReference.withLock { $0 })
