@@ -269,6 +269,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// - Throws: ``ObjectGraphError/Code/unknownEntity``, or
     ///   ``ObjectGraphError/Code/noPersistentStore`` without a coordinator.
     public func insertNewObject(forEntityName name: String) throws -> ManagedObject {
+        checkQueue("insertNewObject(forEntityName:)")
         let entity = try requireCoordinator().managedObjectModel.entity(named: name)
         return entity.managedObjectClass.init(entity: entity, insertInto: self)
     }
