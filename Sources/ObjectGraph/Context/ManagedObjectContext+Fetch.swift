@@ -44,7 +44,7 @@ extension ManagedObjectContext {
     /// together (the object at `index` reads its own row as any fault does). A row that
     /// cannot be read is left to its object, which reports the error when it fires.
     func loadBatch(_ batch: FaultBatch, around index: Int) {
-        guard parentContext == nil, let coordinator else { return }
+        guard !isChild, let coordinator else { return }
         let generation = coordinator.saveGeneration.load(ordering: .acquiring)
         for position in batch.range(around: index) where position != index {
             guard let object = registry[batch.ids[position]]?.object, object.faultBatch?.batch === batch,
@@ -254,7 +254,7 @@ extension ManagedObjectContext {
     /// Runs a fetch against the stores, or, for a child context, against its parent (which
     /// counts its own unsaved changes).
     private func coordinatorExecute(_ request: FetchRequest) throws -> PersistentStoreResult {
-        if let parent = parentContext { return try parent.performAndWait { try parent.executeForChild(request) } }
+        if isChild, let parent = parentContext { return try parent.performAndWait { try parent.executeForChild(request) } }
         return try requireCoordinator().execute(request, with: self)
     }
 
@@ -344,7 +344,7 @@ extension ManagedObjectContext {
     /// its fault, which reports the error when it fires.
     private func prefetchRows(of ids: [ManagedObjectID], entity: EntityDescription) throws {
         // A child's faults load from its parent, one at a time.
-        guard parentContext == nil else { return }
+        guard !isChild else { return }
         var fetch = FetchRequest(entityName: entity.name)
         fetch.entity = entity
         fetch.predicate = .comparison(.evaluatedObject, .in, .constant(.collection(ids.map(FetchValue.object))), modifier: .direct, options: [])

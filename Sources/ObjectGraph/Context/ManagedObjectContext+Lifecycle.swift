@@ -152,7 +152,7 @@ extension ManagedObjectContext {
             // Data: "from the persistent store or the last cached state"), else the store;
             // a child's from its parent, always.
             object.keepRowAsFault()
-            if parentContext != nil { object.faultRow = nil }
+            if isChild { object.faultRow = nil }
             object.changes.removeAll()
             if (try? object.fulfillFault()) == nil {
                 // The row is gone or unreachable: keep what the object had.

@@ -106,14 +106,17 @@ extension ManagedObjectContext {
     /// Hands a finished save to the contexts that take it: this context's children (all of
     /// its changes to those that merge automatically, the permanent IDs to the others), and,
     /// for a root context, the other root contexts on the coordinator that merge automatically.
-    func deliverSave(_ changes: SavedChanges) {
+    /// `makeChanges` runs only if some context takes the save.
+    func deliverSave(_ makeChanges: () -> SavedChanges) {
         let children = self.children.withLock { $0.compactMap { $0.context } }
+        let me = ObjectIdentifier(self)
+        let others = isChild
+            ? [] : coordinator?.mergingContexts.withLock { $0.compactMap { $0.context } }.filter { ObjectIdentifier($0) != me } ?? []
+        guard !children.isEmpty || !others.isEmpty else { return }
+        let changes = makeChanges()
         for child in children {
             child.receive(child.mergesAutomatically ? changes : changes.idsOnly)
         }
-        guard parentContext == nil, let coordinator else { return }
-        let me = ObjectIdentifier(self)
-        let others = coordinator.mergingContexts.withLock { $0.compactMap { $0.context } }.filter { ObjectIdentifier($0) != me }
         // Another root context never held this one's temporary IDs.
         var shared = changes
         shared.permanentIDs = [:]

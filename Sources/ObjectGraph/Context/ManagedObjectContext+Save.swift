@@ -91,27 +91,34 @@ extension ManagedObjectContext {
         insertedInOrder = []
         updatedSet = []
         deletedSet = []
-        let changes = SavedChanges(
-            inserted: inserted.map(\.objectID), updated: updated.map(\.objectID), deleted: deleted.map(\.objectID),
-            permanentIDs: permanentIDs)
+        func ids(_ objects: [ManagedObject]) -> Set<ManagedObjectID> {
+            var ids = Set<ManagedObjectID>(minimumCapacity: objects.count)
+            for object in objects { ids.insert(object.objectID) }
+            return ids
+        }
+        let insertedIDs = ids(inserted), updatedIDs = ids(updated), deletedIDs = ids(deleted)
         for object in deleted {
             object.deleted = false
             unregister(object)
         }
         for object in inserted + updated + deleted { object.didSave() }
-        var ids: [AnyHashable: Any] = [
-            NotificationKey.insertedObjectIDs.rawValue: Set(changes.inserted),
-            NotificationKey.updatedObjectIDs.rawValue: Set(changes.updated),
-            NotificationKey.deletedObjectIDs.rawValue: Set(changes.deleted),
-        ]
+        // Sized for every key at once: the dictionaries never grow.
+        var ids = [AnyHashable: Any](minimumCapacity: 4)
+        ids[NotificationKey.insertedObjectIDs.rawValue] = insertedIDs
+        ids[NotificationKey.updatedObjectIDs.rawValue] = updatedIDs
+        ids[NotificationKey.deletedObjectIDs.rawValue] = deletedIDs
         if !permanentIDs.isEmpty { ids[NotificationKey.permanentObjectIDs.rawValue] = permanentIDs }
-        var info = ids
+        var info = [AnyHashable: Any](minimumCapacity: 7)
+        info.merge(ids) { first, _ in first }
         info[NotificationKey.insertedObjects.rawValue] = Set(inserted)
         info[NotificationKey.updatedObjects.rawValue] = Set(updated)
         info[NotificationKey.deletedObjects.rawValue] = Set(deleted)
         NotificationCenter.default.post(name: Self.didSaveObjectsNotification, object: self, userInfo: info)
         NotificationCenter.default.post(name: Self.didSaveObjectIDsNotification, object: self, userInfo: ids)
-        deliverSave(changes)
+        deliverSave {
+            SavedChanges(
+                inserted: Array(insertedIDs), updated: Array(updatedIDs), deleted: Array(deletedIDs), permanentIDs: permanentIDs)
+        }
     }
 
     /// Ends the event, applying delete rules even when they are deferred to the save.
@@ -146,7 +153,7 @@ extension ManagedObjectContext {
                 // Deleted in this context, or never saved and no longer registered (an object
                 // inserted and deleted before any save has nowhere to point to; in a child, a
                 // temporary ID may be an object of its parent).
-                for id in value.objectIDs where (registry[id]?.object).map({ $0.deleted }) ?? (id.isTemporaryID && parentContext == nil) {
+                for id in value.objectIDs where (registry[id]?.object).map({ $0.deleted }) ?? (id.isTemporaryID && !isChild) {
                     errors.append(ObjectGraphError(
                         .danglingReference,
                         "\(object.entity.name).\(relationship.name) of \(object.objectID) refers to \(id), which this save deletes; clear the relationship or use a nullify or cascade delete rule.",

@@ -45,7 +45,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
     @exclusivity(unchecked) var coordinator: PersistentStoreCoordinator?
     /// The parent context, for a child context (see ``parent``).
-    @exclusivity(unchecked) var parentContext: ManagedObjectContext?
+    @exclusivity(unchecked) var parentContext: ManagedObjectContext? {
+        didSet { isChild = parentContext != nil }
+    }
+    /// Whether ``parentContext`` is set: what hot paths test (a flag, where reading the
+    /// reference would retain and release it).
+    @exclusivity(unchecked) private(set) var isChild = false
     /// See ``automaticallyMergesChangesFromParent``; read by the contexts that deliver saves
     /// here, from their queues.
     let mergesAutomaticallyFlag = Atomic<Bool>(false)
@@ -60,7 +65,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     @exclusivity(unchecked) var isMergingReceivedSaves = false
     /// The coordinator rows are registered with: a root context's; a child registers none
     /// (its values come from its parent).
-    var registrar: PersistentStoreCoordinator? { parentContext == nil ? coordinator : nil }
+    var registrar: PersistentStoreCoordinator? { isChild ? nil : coordinator }
     /// A name for debugging.
     public var name: String?
     /// Whether deletes propagate along delete rules at the end of each event; when false
@@ -199,7 +204,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.managedObjectContext = self
         // A temporary ID in a child context is an object its parent has (inserted there):
         // the fault loads its values from the parent.
-        if parentContext != nil, objectID.isTemporaryID { object.existsUpstream = true }
+        if isChild, objectID.isTemporaryID { object.existsUpstream = true }
         register(object, probe: probe)
         if let row {
             if loaded { object.fulfill(with: row) } else { object.faultRow = row }
@@ -398,7 +403,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // A permanent ID's row is registered with its store with the entry, in one lookup; a
         // replaced entry's registration carries over to the new object. A child context
         // registers nothing with the stores.
-        let permanent = !id.isTemporaryID && parentContext == nil
+        let permanent = !id.isTemporaryID && !isChild
         let replaced: Registration?
         if let probe, probe.found == nil {
             // The fetch's lookup found no entry and chose the slot: no second probe.
@@ -431,7 +436,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Registers the rows of registered objects with their stores, once per ID.
     func storeRegister(_ ids: [ManagedObjectID]) {
-        guard parentContext == nil else { return }
+        guard !isChild else { return }
         var fresh: [ManagedObjectID] = []
         fresh.reserveCapacity(ids.count)
         for id in ids {
@@ -511,13 +516,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Loads a fault's values through the coordinator.
     func fulfill(_ id: ManagedObjectID) throws -> IncrementalStoreNode {
-        if let parent = parentContext { return try parent.performAndWait { try parent.nodeForChild(id) } }
+        if isChild, let parent = parentContext { return try parent.performAndWait { try parent.nodeForChild(id) } }
         return try requireCoordinator().newValues(forObjectWith: id, in: self)
     }
 
     /// Loads a relationship's destinations through the coordinator.
     func fulfillRelationship(_ relationship: RelationshipDescription, of id: ManagedObjectID) throws -> RelationshipValue {
-        if let parent = parentContext { return try parent.performAndWait { try parent.relationshipForChild(relationship, of: id) } }
+        if isChild, let parent = parentContext { return try parent.performAndWait { try parent.relationshipForChild(relationship, of: id) } }
         return try requireCoordinator().newValue(forRelationship: relationship, forObjectWith: id, in: self)
     }
 
