@@ -424,24 +424,10 @@ private final class SQLiteReader: Sendable {
 /// on, the page cache of ``SQLiteShop`` on every connection, and `synchronous` (`"FULL"` or
 /// `"NORMAL"`) on the writer connection, the one that commits.
 private func openSQLitePool(_ path: String, synchronous: String) throws -> DatabasePool {
-    var configuration = Configuration()
-    configuration.foreignKeysEnabled = true
-    configuration.prepareDatabase { db in
-        try db.execute(sql: "PRAGMA cache_size = -65536")
-    }
-    let pool = try DatabasePool(path: path, configuration: configuration)
+    let pool = try DatabasePool(path: path, configuration: SQLiteShop.configuration())
     try pool.writeWithoutTransaction { db in
-        let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode")
-        guard mode == "wal" else {
-            throw ObjectGraphComparisonError("open SQLite", "\(path): journal_mode is \(mode ?? "nil"), not wal")
-        }
         // GRDB sets synchronous = NORMAL when it turns WAL mode on.
-        try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
-        let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
-        let expected = synchronous == "FULL" ? 2 : 1
-        guard level == expected else {
-            throw ObjectGraphComparisonError("open SQLite", "\(path): synchronous is \(level ?? -1), not \(synchronous)")
-        }
+        try SQLiteShop.useWAL(db, path: path, synchronous: synchronous, set: false)
         try db.execute(sql: SQLiteShop.schema)
     }
     return pool

@@ -99,26 +99,35 @@ final class SQLiteShop {
         queue = try Self.open(path, synchronous: synchronous)
     }
 
-    private static func open(_ path: String, synchronous: String) throws -> DatabaseQueue {
+    /// The connection settings of every shop database: foreign keys on, a 64 MB page cache.
+    static func configuration() -> Configuration {
         var configuration = Configuration()
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA cache_size = -65536")
         }
-        let queue = try DatabaseQueue(path: path, configuration: configuration)
-        // After opening: GRDB's own `.wal` journal mode would set synchronous to NORMAL.
-        try queue.inDatabase { db in
-            let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
-            guard mode == "wal" else {
-                throw ObjectGraphComparisonError("open SQLite", "\(path): journal_mode is \(mode ?? "nil"), not wal")
-            }
-            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
-            let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
-            let expected = synchronous == "FULL" ? 2 : 1
-            guard level == expected else {
-                throw ObjectGraphComparisonError("open SQLite", "\(path): synchronous is \(level ?? -1), not \(synchronous)")
-            }
+        return configuration
+    }
+
+    /// Checks that `db` is in WAL mode (`set`: puts it there first) and sets `synchronous`
+    /// (`"FULL"` or `"NORMAL"`), checking that it took.
+    static func useWAL(_ db: Database, path: String, synchronous: String, set: Bool) throws {
+        let mode = try String.fetchOne(db, sql: set ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode")
+        guard mode == "wal" else {
+            throw ObjectGraphComparisonError("open SQLite", "\(path): journal_mode is \(mode ?? "nil"), not wal")
         }
+        try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+        let expected = synchronous == "FULL" ? 2 : 1
+        guard level == expected else {
+            throw ObjectGraphComparisonError("open SQLite", "\(path): synchronous is \(level ?? -1), not \(synchronous)")
+        }
+    }
+
+    private static func open(_ path: String, synchronous: String) throws -> DatabaseQueue {
+        let queue = try DatabaseQueue(path: path, configuration: configuration())
+        // After opening: GRDB's own `.wal` journal mode would set synchronous to NORMAL.
+        try queue.inDatabase { db in try useWAL(db, path: path, synchronous: synchronous, set: true) }
         return queue
     }
 
