@@ -44,7 +44,7 @@ extension ManagedObjectContext {
     /// When `await context.perform(schedule:_:)` runs its block (Core Data's `ScheduledTaskType`).
     public enum ScheduledTaskType: Sendable, Hashable {
         /// At once on the calling thread when it already runs a block of the context (or, for
-        /// a main-queue context, is the main thread); else enqueued.
+        /// a main-queue context, runs on the main queue); else enqueued.
         case immediate
         /// Always after the blocks already on the context's queue.
         case enqueued
