@@ -281,6 +281,7 @@ extension ManagedObjectContext {
         // batches load as they are reached.
         let loaded = request.fetchBatchSize > 0 ? Array(objects.prefix(request.fetchBatchSize)) : objects
         if !request.returnsObjectsAsFaults {
+            if isChild { loadFromParent(loaded) }
             for object in loaded { try object.fulfillFault() }
         }
         guard !request.relationshipKeyPathsForPrefetching.isEmpty else { return }
@@ -328,7 +329,11 @@ extension ManagedObjectContext {
                 source.prefetchedDestinations += held.filter { !present.contains(ObjectIdentifier($0)) }
             }
         }
-        for (destination, ids) in faults where ids.count > 1 { try prefetchRows(of: ids, entity: destination) }
+        if isChild {
+            loadFromParent(next)
+        } else {
+            for (destination, ids) in faults where ids.count > 1 { try prefetchRows(of: ids, entity: destination) }
+        }
         for object in next { try object.fulfillFault() }
         // The rows stay with the context too: an object refreshed, or released with its
         // sources, comes back as a fault holding its row.
@@ -339,12 +344,26 @@ extension ManagedObjectContext {
         return next
     }
 
+    /// Gives the faults among `objects` their values from the parent, in one block of the
+    /// parent (a child's faults otherwise fire one parent block each). An object the parent
+    /// cannot give is left to fire, and report its error, on its own.
+    private func loadFromParent(_ objects: [ManagedObject]) {
+        guard let parent = parentContext else { return }
+        let faults = objects.filter { $0.isFault && $0.faultRow == nil }
+        guard !faults.isEmpty else { return }
+        let ids = faults.map(\.objectID)
+        let nodes = parent.performAndWait { ids.map { try? parent.nodeForChild($0) } }
+        let generation = coordinator?.saveGeneration.load(ordering: .acquiring) ?? 0
+        for (object, node) in zip(faults, nodes) {
+            guard let node else { continue }
+            object.faultRow = ObjectSnapshot(node: node, entity: object.entity, generation: generation, loadedAt: readTime)
+        }
+    }
+
     /// Loads the rows of the faults `ids` (objects of `entity` or its subentities) in one fetch:
     /// the stores hand the rows to the registered faults. A row that cannot be read is left to
     /// its fault, which reports the error when it fires.
     private func prefetchRows(of ids: [ManagedObjectID], entity: EntityDescription) throws {
-        // A child's faults load from its parent, one at a time.
-        guard !isChild else { return }
         var fetch = FetchRequest(entityName: entity.name)
         fetch.entity = entity
         fetch.predicate = .comparison(.evaluatedObject, .in, .constant(.collection(ids.map(FetchValue.object))), modifier: .direct, options: [])

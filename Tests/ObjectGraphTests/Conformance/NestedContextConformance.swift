@@ -48,6 +48,26 @@ struct NestedContextConformance {
     }
 
     @Test(arguments: allStoreFixtures)
+    func aChildFetchesLoadedObjectsAndPrefetchesThroughItsParent(fixture: any StoreFixture) throws {
+        let (_, parent) = try parentWithThreePeople(fixture)
+        let sales = try parent.makeDepartment("Sales")
+        try person("Ada", in: parent).setValue(sales, forKey: "department")
+        try person("Ada", in: parent).setValue(.int16(31), forKey: "age")
+        let child = child(of: parent)
+        var request = FetchRequest.make("Person", sortedBy: ["name"])
+        request.returnsObjectsAsFaults = false
+        request.relationshipKeyPathsForPrefetching = ["department"]
+        let people = try child.fetch(request)
+        #expect(people.count == 3)
+        #expect(people.allSatisfy { !$0.isFault }, "loaded by the fetch, from the parent")
+        #expect(try people[0].value(forKey: "age") == .int16(31), "the parent's unsaved value")
+        let department = try #require(try people[0].object(forKey: "department"))
+        #expect(!department.isFault, "prefetched from the parent")
+        #expect(department.objectID == sales.objectID && sales.objectID.isTemporaryID)
+        #expect(try department.value(forKey: "name") == .string("Sales"))
+    }
+
+    @Test(arguments: allStoreFixtures)
     func aChildSavePushesIntoItsParentOnlyUntilTheParentSaves(fixture: any StoreFixture) throws {
         let (stack, parent) = try parentWithThreePeople(fixture)
         let child = child(of: parent)
