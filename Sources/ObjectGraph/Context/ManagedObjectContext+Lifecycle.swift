@@ -169,6 +169,8 @@ extension ManagedObjectContext {
             if object.changes.isEmpty && !object.deleted { updatedSet.remove(object) }
         } else {
             object.turnIntoFault()
+            // A child's fault fires from its parent's current values, not the row it had.
+            if isChild { object.faultRow = nil }
             updatedSet.remove(object)
             if object.deleted {
                 object.deleted = false

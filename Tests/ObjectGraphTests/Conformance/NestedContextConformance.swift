@@ -68,6 +68,42 @@ struct NestedContextConformance {
     }
 
     @Test(arguments: allStoreFixtures)
+    func aChildSaveIsAnEventOfItsParent(fixture: any StoreFixture) throws {
+        let (_, parent) = try parentWithThreePeople(fixture)
+        let dee = try parent.makePerson("Dee")
+        parent.processPendingChanges()
+        let recorder = NotificationRecorder(ManagedObjectContext.objectsDidChangeNotification, from: parent)
+        let child = child(of: parent)
+        try child.makePerson("Eve")
+        try person("Bob", in: child).setValue(.int16(44), forKey: "age")
+        child.delete(child.object(with: dee.objectID))
+        try child.save()
+        let change = try #require(recorder.last)
+        #expect(try change.inserted.map { try $0.value(forKey: "name") } == [.string("Eve")])
+        #expect(try change.updated.map { try $0.value(forKey: "name") } == [.string("Bob")])
+        #expect(parent.insertedObjects.count == 1, "Dee, inserted and then deleted in the parent, is forgotten")
+        #expect(dee.managedObjectContext == nil)
+    }
+
+    @Test(arguments: allStoreFixtures)
+    func aRefreshedChildObjectReadsItsParentsCurrentValues(fixture: any StoreFixture) throws {
+        let (_, parent) = try parentWithThreePeople(fixture)
+        let child = child(of: parent)
+        let ada = try person("Ada", in: child)
+        #expect(try ada.value(forKey: "age") == .int16(30))
+        try person("Ada", in: parent).setValue(.int16(33), forKey: "age")
+        #expect(try ada.value(forKey: "age") == .int16(30), "a loaded object keeps its values")
+        child.refresh(ada, mergeChanges: false)
+        #expect(ada.isFault)
+        #expect(try ada.value(forKey: "age") == .int16(33), "the parent's unsaved value, not the old row")
+        try person("Ada", in: parent).setValue(.int16(34), forKey: "age")
+        try ada.setValue("ada@example.com", forKey: "email")
+        child.refresh(ada, mergeChanges: true)
+        #expect(try ada.value(forKey: "age") == .int16(34))
+        #expect(try ada.value(forKey: "email") == .string("ada@example.com"))
+    }
+
+    @Test(arguments: allStoreFixtures)
     func aChildSavePushesIntoItsParentOnlyUntilTheParentSaves(fixture: any StoreFixture) throws {
         let (stack, parent) = try parentWithThreePeople(fixture)
         let child = child(of: parent)
