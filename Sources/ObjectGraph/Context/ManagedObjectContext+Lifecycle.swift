@@ -48,15 +48,16 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Objects inserted then deleted before a save never reach a store: forget them.
+    /// Objects inserted then deleted before a save never reach a store: forget them. One
+    /// inserted in this event is in neither of its sets; one inserted in an earlier event (whose
+    /// notification reported it) is reported deleted, so observers let go of it too.
     func dropInsertedAndDeleted() {
         let dropped = insertedInOrder.filter(\.deleted)
         guard !dropped.isEmpty else { return }
         insertedInOrder.removeAll(where: \.deleted)
         for object in dropped {
             deletedSet.remove(object)
-            event.inserted.remove(object)
-            event.deleted.remove(object)
+            if event.inserted.remove(object) != nil { event.deleted.remove(object) }
             unregister(object)
         }
     }

@@ -81,6 +81,7 @@ struct NestedContextConformance {
         let change = try #require(recorder.last)
         #expect(try change.inserted.map { try $0.value(forKey: "name") } == [.string("Eve")])
         #expect(try change.updated.map { try $0.value(forKey: "name") } == [.string("Bob")])
+        #expect(change.deleted == [dee], "inserted in an earlier event of the parent")
         #expect(parent.insertedObjects.count == 1, "Dee, inserted and then deleted in the parent, is forgotten")
         #expect(dee.managedObjectContext == nil)
     }

@@ -34,6 +34,31 @@ struct NotificationConformance {
     }
 
     @Test(arguments: allStoreFixtures)
+    func anUnsavedInsertDeletedInALaterEventIsReportedDeleted(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let context = stack.context()
+        let recorder = NotificationRecorder(ManagedObjectContext.objectsDidChangeNotification, from: context)
+        let cy = try context.makePerson("Cy")
+        context.processPendingChanges()
+        #expect(recorder.last?.inserted == [cy])
+        context.delete(cy)
+        context.processPendingChanges()
+        #expect(recorder.received.count == 2)
+        #expect(recorder.last?.deleted == [cy], "observers told of the insert are told it is gone")
+        #expect(recorder.last?.inserted.isEmpty == true)
+        #expect(!context.hasChanges && context.deletedObjects.isEmpty && context.insertedObjects.isEmpty)
+
+        // Inserted and deleted within one event: in neither set, and no notification.
+        let dee = try context.makePerson("Dee")
+        context.delete(dee)
+        context.processPendingChanges()
+        #expect(recorder.received.count == 2)
+        let saves = NotificationRecorder(ManagedObjectContext.didSaveObjectsNotification, from: context)
+        try context.save()
+        #expect(saves.received.isEmpty, "nothing to save")
+    }
+
+    @Test(arguments: allStoreFixtures)
     func saveNotificationsCarryInsertedUpdatedAndDeletedObjects(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())
         let context = stack.context()
