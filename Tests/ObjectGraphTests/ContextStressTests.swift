@@ -1,6 +1,5 @@
 import Foundation
 import ObjectGraph
-import Synchronization
 import Testing
 
 /// The stores that take several queue contexts at once.

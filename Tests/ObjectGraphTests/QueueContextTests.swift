@@ -1,13 +1,14 @@
 import Dispatch
 import Foundation
 import ObjectGraph
-import Synchronization
+import StrataSync
 import Testing
 
 /// Every concurrency violation reported while the tests run, by context name: tests name
-/// their contexts uniquely and look only at their own.
+/// their contexts uniquely and look only at their own. (`Locked`, not `Mutex`: under
+/// ThreadSanitizer a contended `Mutex` is reported as a race; see StrataSync.)
 enum Violations {
-    private static let recorded = Mutex<[ConcurrencyViolation]>([])
+    private static let recorded = Locked<[ConcurrencyViolation]>([])
     private static let installed: Bool = {
         ManagedObjectContext.concurrencyViolationHandler = { violation in recorded.withLock { $0.append(violation) } }
         return true
@@ -34,8 +35,8 @@ private struct Refused: Error, Equatable {}
 
 /// A value shared by the test and the blocks it hands to contexts.
 final class Shared<Value: Sendable>: Sendable {
-    private let value: Mutex<Value>
-    init(_ value: Value) { self.value = Mutex(value) }
+    private let value: Locked<Value>
+    init(_ value: Value) { self.value = Locked(value) }
     func callAsFunction<R>(_ body: (inout Value) -> R) -> R { value.withLock { body(&$0) } }
     var current: Value { value.withLock { $0 } }
 }

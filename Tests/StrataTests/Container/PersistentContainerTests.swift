@@ -1,6 +1,6 @@
 import Foundation
 import Strata
-import Synchronization
+import StrataSync
 import Testing
 
 /// The model of the container tests: notes in folders.
@@ -102,7 +102,7 @@ struct PersistentContainerTests {
         unknown.shouldAddStoreAsynchronously = true
         container.persistentStoreDescriptions = [description, unknown]
         let results = await withCheckedContinuation { (continuation: CheckedContinuation<[String: String], Never>) in
-            let collected = Mutex<[String: String]>([:])
+            let collected = Locked<[String: String]>([:])
             container.loadPersistentStores { description, error in
                 let all = collected.withLock { results in
                     results[description.type.rawValue] = error.map { "\(($0 as? ObjectGraphError)?.code.rawValue ?? "?")" } ?? "ok"
@@ -134,7 +134,7 @@ struct PersistentContainerTests {
             return folder.objectID
         }
         // The merge posts objectsDidChange on the view context's queue, with the new note.
-        let mergedInserts = Mutex<Set<ManagedObjectID>>([])
+        let mergedInserts = Locked<Set<ManagedObjectID>>([])
         let observer = NotificationCenter.default.addObserver(
             forName: ManagedObjectContext.objectsDidChangeNotification, object: view, queue: nil
         ) { note in
