@@ -77,15 +77,13 @@ extension ManagedObjectContext {
         // The contexts this thread holds are lent to the block: it runs for them, and may
         // use them (they wait for it), even on another thread (the main queue's).
         let lent = HeldContexts.current.contexts
-        var result: Result<T, E>? = nil
-        executionQueue.sync {
+        let result = executionQueue.sync { () -> Result<T, E> in
             let held = HeldContexts.current
             let saved = held.contexts
             held.contexts = lent
             defer { held.contexts = saved }
-            result = withHold { Result { () throws(E) -> T in try body() } }
+            return withHold { Result { () throws(E) -> T in try body() } }
         }
-        guard let result else { fatalError("DispatchQueue.sync returned without running its block") }
         return try result.get()
     }
 

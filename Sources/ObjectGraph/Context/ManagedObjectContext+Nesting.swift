@@ -191,7 +191,7 @@ extension ManagedObjectContext {
             replaceIDs(changes.permanentIDs, everywhere: true)
             // This context's children hold the same temporary IDs.
             let children = self.children.withLock { $0.compactMap { $0.context } }
-            for child in children { child.receive(SavedChanges(permanentIDs: changes.permanentIDs)) }
+            for child in children { child.receive(changes.idsOnly) }
         }
         for id in changes.deleted {
             guard let object = registry[id]?.object else { continue }
@@ -337,41 +337,27 @@ extension ManagedObject {
 }
 
 extension SavedChanges {
-    /// The changes a did-save notification names: its object-ID keys, or else the IDs of
-    /// its object sets.
-    init(_ info: [AnyHashable: Any]) {
+    /// The changes a save's user info names, under each of the object-ID keys or, without
+    /// it, the matching object key: sets or arrays of object IDs, of objects (a did-save
+    /// notification's) or of URI representations (a remote save's; resolved with
+    /// `coordinator`, and skipped where it names no store of it).
+    init(_ info: [AnyHashable: Any], resolvingURIsWith coordinator: PersistentStoreCoordinator? = nil) {
         typealias Key = ManagedObjectContext.NotificationKey
         func ids(_ idKey: Key, _ objectKey: Key) -> [ManagedObjectID] {
-            if let ids = info[idKey.rawValue] as? Set<ManagedObjectID> { return Array(ids) }
-            if let ids = info[idKey.rawValue] as? [ManagedObjectID] { return ids }
-            return (info[objectKey.rawValue] as? Set<ManagedObject>)?.map(\.objectID) ?? []
+            guard let value = info[idKey.rawValue] ?? info[objectKey.rawValue] else { return [] }
+            if let ids = value as? Set<ManagedObjectID> { return Array(ids) }
+            if let objects = value as? Set<ManagedObject> { return objects.map(\.objectID) }
+            let items = (value as? [Any]) ?? (value as? Set<URL>).map { Array($0) } ?? []
+            return items.compactMap { item in
+                if let id = item as? ManagedObjectID { return id }
+                if let object = item as? ManagedObject { return object.objectID }
+                guard let uri = item as? URL else { return nil }
+                return coordinator?.managedObjectID(forURIRepresentation: uri)
+            }
         }
         inserted = ids(.insertedObjectIDs, .insertedObjects)
         updated = ids(.updatedObjectIDs, .updatedObjects)
         deleted = ids(.deletedObjectIDs, .deletedObjects)
         permanentIDs = info[Key.permanentObjectIDs.rawValue] as? [ManagedObjectID: ManagedObjectID] ?? [:]
-    }
-
-    /// The changes of a remote save: IDs or URIs under the object or object-ID keys.
-    init(_ info: [AnyHashable: Any], resolvingURIsWith coordinator: PersistentStoreCoordinator?) {
-        typealias Key = ManagedObjectContext.NotificationKey
-        func ids(_ keys: Key...) -> [ManagedObjectID] {
-            var result: [ManagedObjectID] = []
-            for key in keys {
-                guard let value = info[key.rawValue] else { continue }
-                let items: [Any] = (value as? [Any]) ?? (value as? Set<ManagedObjectID>).map { Array($0) } ?? (value as? Set<URL>).map { Array($0) } ?? []
-                for item in items {
-                    if let id = item as? ManagedObjectID {
-                        result.append(id)
-                    } else if let uri = item as? URL, let id = coordinator?.managedObjectID(forURIRepresentation: uri) {
-                        result.append(id)
-                    }
-                }
-            }
-            return result
-        }
-        inserted = ids(.insertedObjects, .insertedObjectIDs)
-        updated = ids(.updatedObjects, .updatedObjectIDs)
-        deleted = ids(.deletedObjects, .deletedObjectIDs)
     }
 }

@@ -231,7 +231,7 @@ public final class Engine: Sendable {
     @discardableResult
     public func wait(for ticket: CommitTicket) throws(StoreError) -> UInt64 {
         guard let request = ticket.request else { return ticket.emptySequence }
-        defer { if !request.wasTimed { metrics.commit.recordInterval(since: ticket.submitted) } }
+        defer { if request.claimTiming() { metrics.commit.recordInterval(since: ticket.submitted) } }
         let needsFlush = writer.withLock { (state) -> Bool in
             if !request.isDone { lead(&state) }
             return !state.pendingFlushes.isEmpty
@@ -449,8 +449,8 @@ final class CommitRequest: Sendable {
 
     var isDone: Bool { outcome.withLock { $0 != nil } }
 
-    /// Whether the commit's time was recorded already; records that it now is.
-    var wasTimed: Bool { timed.exchange(true, ordering: .relaxed) }
+    /// Claims the recording of the commit's time: `true` for the first caller only.
+    func claimTiming() -> Bool { !timed.exchange(true, ordering: .relaxed) }
 
     /// Whether the transaction failed (`false` while it waits).
     var failed: Bool {
