@@ -210,7 +210,7 @@ final class GatedStrataStore: StrataStore, @unchecked Sendable {
         stack.fs.waitForSyncs(syncsBefore + 1)
         try lateAnn.setValue("Anne", forKey: "name")
         let error = #expect(throws: ObjectGraphError.self) { try late.save() }
-        #expect(error?.code == .saveConflict, "the row in flight is newer than the one the context read")
+        #expect(error?.code == .mergeConflict, "the row in flight is newer than the one the context read")
         stack.fs.open()
         firstDone.wait()
         let reader = ManagedObjectContext(persistentStoreCoordinator: stack.coordinator)

@@ -139,8 +139,14 @@ func names(_ objects: [ManagedObject]) throws -> [String] {
             try second.save()
             Issue.record("the conflicting save succeeded")
         } catch let error as ObjectGraphError {
-            #expect(error.code == .saveConflict)
-            #expect(error.conflicts == [SaveConflict(objectID: a.objectID, snapshotVersion: 1, cachedVersion: 2, databaseVersion: 2)])
+            #expect(error.code == .mergeConflict)
+            #expect(error.code.cocoaErrorCode == 133020)
+            let conflict = try #require(error.conflicts.first)
+            #expect(error.conflicts.count == 1)
+            #expect(conflict.sourceObject === b && conflict.objectID == a.objectID)
+            #expect(conflict.oldVersionNumber == 1 && conflict.newVersionNumber == 2)
+            #expect(conflict.persistedSnapshot?["score"] == .attribute(.int64(10)) && conflict.cachedSnapshot?["score"] == .attribute(.int64(10)))
+            #expect(conflict.objectSnapshot?["score"] != .attribute(.int64(10)), "the object's snapshot is what it read")
         }
         let check = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         #expect(try check.existingObject(with: a.objectID).value(forKey: "score") == .int64(10))

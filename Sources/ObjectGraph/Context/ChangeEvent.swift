@@ -3,9 +3,9 @@ import Foundation
 /// One change of one property, as recorded during an event.
 ///
 /// Recorded for changes made through the public setters while
-/// ``ManagedObjectContext/recordsPropertyChanges`` is on: the basis for undo (which replays
-/// them backwards), planned for a later issue. Off by default, so a bulk insert records
-/// nothing per property.
+/// ``ManagedObjectContext/recordsPropertyChanges`` is on, which a context with an undo
+/// manager turns on: its undo actions replay them backwards. Off by default, so a bulk
+/// insert records nothing per property.
 struct PropertyChange {
     /// How a property changed.
     enum Kind {

@@ -3,7 +3,9 @@ import Foundation
 extension ManagedObjectContext {
     /// Ends the current event: applies delete rules (when
     /// ``propagatesDeletesAtEndOfEvent`` is set), drops objects inserted and deleted in
-    /// the same session, and posts ``objectsDidChangeNotification`` if anything changed.
+    /// the same session, registers the event's changes with the ``undoManager`` (one undo
+    /// action, in the group the event closes), and posts ``objectsDidChangeNotification`` if
+    /// anything changed.
     ///
     /// It also tells the stores about the rows of objects the context forgot since the last
     /// fetch or save (``IncrementalStore/managedObjectContextDidUnregisterObjects(with:)``).
@@ -18,7 +20,10 @@ extension ManagedObjectContext {
         flushStoreRegistrations()
         if propagatesDeletesAtEndOfEvent { propagateDeletes() }
         dropInsertedAndDeleted()
+        guard let undoManager = contextUndoManager else { return postObjectsDidChange() }
+        registerUndo(with: undoManager)
         postObjectsDidChange()
+        undoManager.endEvent()
     }
 
     /// Applies every pending deletion's delete rules.
@@ -77,8 +82,8 @@ extension ManagedObjectContext {
     }
 
     /// Discards every unsaved change: inserted objects leave the context, deleted ones
-    /// come back, updated ones return to their last committed values. Nothing is read
-    /// from the stores.
+    /// come back, updated ones return to their last committed values, and the
+    /// ``undoManager`` loses every action. Nothing is read from the stores.
     public func rollback() {
         checkQueue("rollback()")
         let inserted = insertedInOrder
@@ -88,7 +93,9 @@ extension ManagedObjectContext {
         updatedSet = []
         deletedSet = []
         deletesToPropagate = []
+        lockedObjects = []
         event = ChangeEvent()
+        contextUndoManager?.removeAllActions()
         for object in inserted {
             object.changes.removeAll()
             object.inserted = false
@@ -116,7 +123,9 @@ extension ManagedObjectContext {
         updatedSet = []
         deletedSet = []
         deletesToPropagate = []
+        lockedObjects = []
         event = ChangeEvent()
+        contextUndoManager?.removeAllActions()
         for object in objects {
             object.managedObjectContext = nil
             object.inserted = false

@@ -47,24 +47,68 @@ extension ManagedObjectContext {
                 entityName: object.entity.name, objectID: object.objectID)
         }
         let permanentIDs = try obtainPermanentIDsReplacing(inserted)
+        try saveToStores(coordinator, inserted: inserted)
+        // The merge policy may have discarded changes or deletes, or forgotten objects whose
+        // rows went: the save reports what it wrote.
+        let saved = (updated: updated.filter { updatedSet.contains($0) }, deleted: deleted.filter { $0.deleted && deletedSet.contains($0) })
+        lockedObjects = []
+        finishSave(inserted: inserted, updated: saved.updated, deleted: saved.deleted, permanentIDs: permanentIDs)
+    }
 
-        // Group the changes by store, keeping the order in which stores are first met.
+    /// The most times a save is tried again after its merge policy resolved its conflicts
+    /// (new conflicts can come from saves made meanwhile).
+    static let mergeRounds = 8
+
+    /// Sends one ``SaveChangesRequest`` per store. A store that reports conflicts
+    /// (``ObjectGraphError/Code/mergeConflict``) hands them to ``mergePolicy``, and the
+    /// requests of the stores not saved yet are made again from the objects as it left them.
+    private func saveToStores(_ coordinator: PersistentStoreCoordinator, inserted: [ManagedObject]) throws {
+        var saved = Set<ObjectIdentifier>()
+        var rounds = 0
+        while true {
+            var conflict: ObjectGraphError?
+            for (store, request) in try requestsByStore(coordinator, inserted: inserted) where !saved.contains(ObjectIdentifier(store)) {
+                do {
+                    try coordinator.executeSave([(store, request)], in: self)
+                    saved.insert(ObjectIdentifier(store))
+                } catch let error as ObjectGraphError where error.code == .mergeConflict && !error.conflicts.isEmpty {
+                    conflict = error
+                    break
+                }
+            }
+            guard let conflict else { return }
+            rounds += 1
+            guard rounds <= Self.mergeRounds else { throw conflict }
+            try mergePolicy.resolve(mergeConflicts: conflict.conflicts)
+        }
+    }
+
+    /// The save's changes grouped by store, in the order stores are first met: the inserted
+    /// objects, and the updated, deleted and locked (``detectConflicts(for:)``) ones as they
+    /// are now.
+    private func requestsByStore(
+        _ coordinator: PersistentStoreCoordinator, inserted: [ManagedObject]
+    ) throws -> [(store: IncrementalStore, request: SaveChangesRequest)] {
         var order: [ObjectIdentifier] = []
         var stores: [ObjectIdentifier: IncrementalStore] = [:]
-        var groups: [ObjectIdentifier: (inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject])] = [:]
+        var groups: [ObjectIdentifier: (inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], locked: [ManagedObject])] = [:]
         func group(of object: ManagedObject) throws -> ObjectIdentifier {
             let store = try coordinator.incrementalStore(for: object.objectID)
             let key = ObjectIdentifier(store)
             if stores[key] == nil {
                 order.append(key)
                 stores[key] = store
-                groups[key] = ([], [], [])
+                groups[key] = ([], [], [], [])
             }
             return key
         }
         for object in inserted { groups[try group(of: object)]?.inserted.append(object) }
-        for object in updated { groups[try group(of: object)]?.updated.append(object) }
-        for object in deleted { groups[try group(of: object)]?.deleted.append(object) }
+        for object in updatedSet { groups[try group(of: object)]?.updated.append(object) }
+        for object in deletedSet { groups[try group(of: object)]?.deleted.append(object) }
+        for object in lockedObjects
+        where object.managedObjectContext === self && !object.hasChanges && object.committedVersion != nil {
+            groups[try group(of: object)]?.locked.append(object)
+        }
         var requests: [(store: IncrementalStore, request: SaveChangesRequest)] = []
         for key in order {
             guard let store = stores[key], let changes = groups[key] else { continue }
@@ -72,12 +116,12 @@ extension ManagedObjectContext {
                 throw ObjectGraphError(.invalidArgument, "Store \(store.identifier) is read-only; the save was refused.")
             }
             var request = SaveChangesRequest(
-                inserted: Set(changes.inserted), updated: Set(changes.updated), deleted: Set(changes.deleted), locked: [])
+                inserted: Set(changes.inserted), updated: Set(changes.updated), deleted: Set(changes.deleted),
+                locked: Set(changes.locked))
             request.affectedStores = [store]
             requests.append((store, request))
         }
-        try coordinator.executeSave(requests, in: self)
-        finishSave(inserted: inserted, updated: updated, deleted: deleted, permanentIDs: permanentIDs)
+        return requests
     }
 
     /// After the changes reached the stores (or the parent): commits them in the objects,

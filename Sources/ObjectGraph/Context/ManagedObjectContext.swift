@@ -88,6 +88,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// When a row read now is read, as a row kept by an object records it: the time, for a
     /// context that bounds staleness; NaN otherwise (the clock is not read per object).
     var readTime: Double { stalenessInterval < 0 ? .nan : Date.timeIntervalSinceReferenceDate }
+    /// How the conflicts a save finds are resolved (see ``MergePolicy``); ``MergePolicy/error``,
+    /// the default, makes the save throw them.
+    @exclusivity(unchecked) public var mergePolicy: MergePolicy = .error
+    /// See ``undoManager``.
+    @exclusivity(unchecked) var contextUndoManager: ManagedUndoManager?
+    /// Unchanged objects whose rows the next save checks (``detectConflicts(for:)``).
+    @exclusivity(unchecked) var lockedObjects: Set<ManagedObject> = []
     /// Whether every registered object is held strongly; by default only objects with
     /// unsaved changes are, and unchanged objects go away when nothing else holds them.
     @exclusivity(unchecked) public var retainsRegisteredObjects = false {
@@ -533,11 +540,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func objectDidChange(_ object: ManagedObject, property: PropertyDescription, change: @autoclosure () -> PropertyChange.Kind, notify: Bool) {
         if notify && recordsPropertyChanges { event.propertyChanges.append(PropertyChange(object: object, property: property, kind: change())) }
         guard !object.inserted, !object.deleted, !property.isTransient else { return }
+        // A change back to the committed value is still a change observers hear of.
+        if notify { event.updated.insert(object) }
         if object.changes.isEmpty {
             updatedSet.remove(object)
         } else {
             updatedSet.insert(object)
-            if notify { event.updated.insert(object) }
         }
     }
 

@@ -90,6 +90,58 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         /// A saved object would refer to an object the same save deletes (Core Data's
         /// "dangling reference to an invalid object").
         public static let danglingReference = Code(rawValue: "danglingReference")
+        /// A save found objects whose rows changed or went since the context read them
+        /// (optimistic locking), and the merge policy did not resolve them: Core Data's
+        /// `NSManagedObjectMergeError`. ``ObjectGraphError/conflicts`` holds one
+        /// ``MergeConflict`` per object; nothing was written.
+        public static let mergeConflict = Code(rawValue: "mergeConflict")
+
+        /// The number Core Data (or Cocoa) gives the same error, for code ported from Core
+        /// Data that switches on `NSError.code`: 133020 for ``mergeConflict``
+        /// (`NSManagedObjectMergeError`), 1570 for ``missingMandatoryProperty``, 134100 for
+        /// ``incompatibleModel``, and so on; `nil` for codes Core Data has no number for.
+        public var cocoaErrorCode: Int? { Code.cocoaErrorCodes[rawValue] }
+
+        /// Core Data's numbers (CoreDataErrors.h, FoundationErrors.h), by code name. The
+        /// codes of other modules of this package are listed too.
+        private static let cocoaErrorCodes: [String: Int] = [
+            "wrongValueType": 1550,            // NSManagedObjectValidationError
+            "danglingReference": 1550,         // NSManagedObjectValidationError ("dangling reference")
+            "invalidArgument": 1550,
+            "multipleValidationErrors": 1560,  // NSValidationMultipleErrorsError
+            "missingMandatoryProperty": 1570,  // NSValidationMissingMandatoryPropertyError
+            "tooFewObjects": 1580,             // NSValidationRelationshipLacksMinimumCountError
+            "tooManyObjects": 1590,            // NSValidationRelationshipExceedsMaximumCountError
+            "deleteDenied": 1600,              // NSValidationRelationshipDeniedDeleteError
+            "valueTooLarge": 1610,             // NSValidationNumberTooLargeError
+            "valueTooSmall": 1620,             // NSValidationNumberTooSmallError
+            "stringTooLong": 1660,             // NSValidationStringTooLongError
+            "stringTooShort": 1670,            // NSValidationStringTooShortError
+            "patternMismatch": 1680,           // NSValidationStringPatternMatchingError
+            "invalidURI": 1690,                // NSValidationInvalidURIError
+            "objectNotFound": 133000,          // NSManagedObjectReferentialIntegrityError
+            "objectInvalidated": 133000,
+            "wrongContext": 133010,            // NSManagedObjectExternalRelationshipError
+            "mergeConflict": 133020,           // NSManagedObjectMergeError
+            "constraintConflict": 133021,      // NSManagedObjectConstraintMergeError
+            "unknownStoreType": 134000,        // NSPersistentStoreInvalidTypeError
+            "storeTypeMismatch": 134010,       // NSPersistentStoreTypeMismatchError
+            "noPersistentStore": 134060,       // NSCoreDataError
+            "storeMismatch": 134060,
+            "invalidFetchRequest": 134060,
+            "malformedPredicate": 134060,
+            "unknownEntity": 134060,
+            "unknownKey": 134060,
+            "invalidModel": 134060,
+            "transformFailed": 134060,
+            "unbalancedUnregister": 134060,
+            "storeIOFailed": 134070,           // NSPersistentStoreOperationError
+            "storeOpenFailed": 134080,         // NSPersistentStoreOpenError
+            "storeLocked": 134090,             // NSPersistentStoreTimeoutError
+            "unsupportedRequest": 134091,      // NSPersistentStoreUnsupportedRequestTypeError
+            "incompatibleModel": 134100,       // NSPersistentStoreIncompatibleVersionHashError
+            "storeCorrupted": 259,             // NSFileReadCorruptFileError
+        ]
     }
 
     /// What went wrong.
@@ -104,8 +156,8 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
     public var objectID: ManagedObjectID?
     /// The individual errors when ``code`` is ``Code/multipleValidationErrors``.
     public var detailedErrors: [ObjectGraphError]
-    /// For a save that failed optimistic locking, one record per conflicting object.
-    public var conflicts: [SaveConflict] = []
+    /// For ``Code/mergeConflict``, one record per object in conflict.
+    public var conflicts: [MergeConflict] = []
     /// For ``Code/malformedPredicate``, the zero-based offset, in characters, of the
     /// offending position in the format string.
     public var offset: Int?
@@ -134,6 +186,22 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         var text = "ObjectGraphError.\(code): \(message)"
         for detail in detailedErrors { text += "\n  - \(detail.code): \(detail.message)" }
         return text
+    }
+
+    /// The error a store throws for objects whose rows changed or went since their context
+    /// read them: ``Code/mergeConflict``, with the records in ``conflicts``.
+    ///
+    /// A store calls it after releasing its locks (the records read the objects' values).
+    public static func mergeConflicts(_ conflicts: [MergeConflict]) -> ObjectGraphError {
+        var error = ObjectGraphError(
+            .mergeConflict,
+            "The save conflicts with changes saved since the objects were read (optimistic locking): "
+                + conflicts.map(\.description).joined(separator: "; ")
+                + ". Set the context's mergePolicy to resolve such conflicts, or refresh the objects and save again.",
+            entityName: conflicts.count == 1 ? conflicts[0].objectID.entityName : nil,
+            objectID: conflicts.count == 1 ? conflicts[0].objectID : nil)
+        error.conflicts = conflicts
+        return error
     }
 
     /// Whether this error is a validation failure (one or several).

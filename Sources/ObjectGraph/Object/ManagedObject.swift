@@ -425,14 +425,38 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if !changes.contains(relationship.ordinal) {
             changes.set(isNew ? Self.emptyValue(of: relationship) : try committedValue(for: relationship), for: relationship)
         }
+        // An ordered relationship's change is recorded (for undo) as its whole value: a member
+        // removed from the middle must come back where it was.
+        let orderedBefore = relationship.isOrdered && managedObjectContext?.recordsPropertyChanges == true ? changes[relationship.ordinal] : nil
         let changed = changes.updateMembers(of: relationship) { list in
             adding ? list.append(id) : list.remove(id)
         }
         if changed {
-            let change: PropertyChange.Kind = adding ? .members(added: [id], removed: []) : .members(added: [], removed: [id])
+            let change: PropertyChange.Kind
+            if let orderedBefore, let after = changes[relationship.ordinal] {
+                change = .value(old: orderedBefore, new: after)
+            } else {
+                change = adding ? .members(added: [id], removed: []) : .members(added: [], removed: [id])
+            }
             managedObjectContext?.objectDidChange(self, property: relationship, change: change, notify: true)
         }
         return changed
+    }
+
+    /// Drops the pending values equal to the committed ones (to-many relationships stay
+    /// pending when set back; an undo puts them back). Returns whether no change is left.
+    func dropPendingValuesEqualToCommitted() -> Bool {
+        guard !isNew, !changes.isEmpty else { return changes.isEmpty }
+        var same: [PropertyDescription] = []
+        changes.forEachChange { ordinal, value in
+            let property = entity.properties[ordinal]
+            guard !property.isTransient, snapshot?.isLoaded(ordinal) == true || property.slotKind == .attribute,
+                let committed = try? committedValue(for: property), sameValue(committed, value, for: property)
+            else { return }
+            same.append(property)
+        }
+        for property in same { changes.set(nil, for: property) }
+        return changes.isEmpty
     }
 
     /// Gives a new object its attributes' default values and empty relationships, as

@@ -159,17 +159,25 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
             ($0, try integerReference($0.objectID), try $0.storedValues(skippingUnloadedRelationships: true))
         }
         let deletes = try (request.deletedObjects ?? []).map { ($0, try integerReference($0.objectID)) }
+        let locked = try (request.lockedObjects ?? []).map { ($0, try integerReference($0.objectID)) }
         let metadata = self.metadata
-        try backing.database.withLock { database in
+        // Optimistic locking: every updated, deleted and locked object's row must still be the
+        // version its context read (a fault read none, so any version is). Rows in conflict
+        // are copied out; their records are made after the lock is let go, as they read the
+        // objects' values, which may call back into this store.
+        // The objects checked, with the version each read (nil: a fault, which read none).
+        let checked = updates.map { ($0.0, $0.1) } + deletes + locked
+        let readVersions = checked.map { ($0.1, $0.0.committedVersion) }
+        let conflicts = try backing.database.withLock { database -> [(index: Int, row: Row?)] in
             for (object, reference, _) in inserts where database.rows[reference] != nil {
                 throw ObjectGraphError(.invalidArgument, "Row \(reference) already exists; cannot insert \(object.objectID) again.", objectID: object.objectID)
             }
-            for (object, reference, _) in updates where database.rows[reference] == nil {
-                throw ObjectGraphError(.objectNotFound, "Cannot update \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
+            var conflicts: [(index: Int, row: Row?)] = []
+            for (index, (reference, read)) in readVersions.enumerated() {
+                let row = database.rows[reference]
+                if row == nil || read.map({ $0 != row?.version }) == true { conflicts.append((index, row)) }
             }
-            for (object, reference) in deletes where database.rows[reference] == nil {
-                throw ObjectGraphError(.objectNotFound, "Cannot delete \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
-            }
+            guard conflicts.isEmpty else { return conflicts }
             for (object, reference, slots) in inserts {
                 database.rows[reference] = Row(entityName: object.entity.name, slots: slots, version: 1)
                 database.nextReference = max(database.nextReference, reference + 1)
@@ -185,6 +193,13 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
             }
             for (_, reference) in deletes { database.rows[reference] = nil }
             database.metadata = metadata
+            return []
+        }
+        guard conflicts.isEmpty else {
+            throw ObjectGraphError.mergeConflicts(conflicts.map { index, row in
+                let object = checked[index].0
+                return MergeConflict(sourceObject: object, storedRow: row.map { node(of: $0, objectID: object.objectID) })
+            })
         }
         return .saved
     }
@@ -197,7 +212,11 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         guard let row = backing.database.withLock({ $0.rows[reference] }) else {
             throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
         }
-        // The node holds attributes and to-one destinations; to-many ones fault separately.
+        return node(of: row, objectID: objectID)
+    }
+
+    /// A row's node: its attributes and to-one destinations (to-many ones fault separately).
+    private func node(of row: Row, objectID: ManagedObjectID) -> IncrementalStoreNode {
         var slots = row.slots
         for property in objectID.entity.properties where property.ordinal < slots.count {
             switch property.slotKind {

@@ -81,8 +81,29 @@ extension StrataStore {
         return sorted ? rows : order.map { rows[$0] }
     }
 
-    /// One save: every changed row and the metadata record in one engine transaction.
+    /// One save: every changed row and the metadata record in one engine transaction, or,
+    /// when rows changed since their objects were read, nothing and a
+    /// ``ObjectGraphError/Code/mergeConflict`` error with a record per object.
     func execute(_ request: SaveChangesRequest) throws -> PersistentStoreResult {
+        do {
+            return try executeSave(request)
+        } catch let found as SaveConflicts {
+            // Made here, with no lock held: a record reads its object's committed values.
+            let layout = try storeLayout()
+            throw ObjectGraphError.mergeConflicts(found.rows.map { object, row in
+                MergeConflict(sourceObject: object, storedRow: row.map { node(from: $0, objectID: object.objectID, layout: layout) })
+            })
+        }
+    }
+
+    /// The rows a save found in conflict, thrown out of the save lock.
+    ///
+    /// `@unchecked Sendable`: thrown and caught on the saving thread, inside ``execute(_:)``.
+    struct SaveConflicts: Error, @unchecked Sendable {
+        let rows: [(ManagedObject, RowBytes?)]
+    }
+
+    private func executeSave(_ request: SaveChangesRequest) throws -> PersistentStoreResult {
         guard !isReadOnly else { throw ObjectGraphError(.invalidArgument, "The Strata store \(identifier) is read-only.") }
         let shared = try sharedEngine()
         let engine = shared.engine
@@ -115,16 +136,22 @@ extension StrataStore {
             var record = try saves.saves.last?.record ?? cachedRecord(in: snapshot)
             record.nextReference = max(record.nextReference, shared.nextReference.withLock { $0 })
             record.metadata = metadata
-            var conflicts: [SaveConflict] = []
+            // Optimistic locking: rows in conflict, with the row in the store (`nil`: gone); their
+            // records are made after the lock is let go (they read the objects' values).
+            var conflicts: [(ManagedObject, RowBytes?)] = []
             var batch = WriteBatch()
-            func current(_ object: ManagedObject, _ key: [UInt8]) throws -> RowBytes {
+            /// The object's current row, or `nil` (recorded as a conflict) when it is gone or
+            /// not the version the context read.
+            func current(_ object: ManagedObject, _ key: [UInt8]) throws -> RowBytes? {
                 guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try reads.get(key) }) else {
-                    throw ObjectGraphError(.objectNotFound, "Cannot save \(object.objectID): it is not in the store.", entityName: object.entity.name, objectID: object.objectID)
+                    conflicts.append((object, nil))
+                    return nil
                 }
                 let row = try RowBytes(bytes, store: layout, context: .object(object.objectID), readByEngine: true)
-                // Optimistic locking: the row must still be the version the context read.
+                // A fault read no row, so any version is the one it will read.
                 if let read = object.committedVersion, read != row.version {
-                    conflicts.append(SaveConflict(objectID: object.objectID, snapshotVersion: read, cachedVersion: row.version, databaseVersion: row.version))
+                    conflicts.append((object, row))
+                    return nil
                 }
                 return row
             }
@@ -154,7 +181,7 @@ extension StrataStore {
             batch.append(contentsOf: insertedIndexKeys)
             batch.append(contentsOf: insertedRelationshipKeys)
             for (object, key, values) in updates {
-                let existing = try current(object, key)
+                guard let existing = try current(object, key) else { continue }
                 batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout))
                 try relationshipKeys.write(object, values: values, existing: existing, into: &batch)
                 let before = Set(try indexKeys(object) { try storedValue(existing, $0) })
@@ -165,7 +192,7 @@ extension StrataStore {
                 for fresh in after.subtracting(before) { batch.put(fresh, []) }
             }
             for (object, key) in deletes {
-                let existing = try current(object, key)
+                guard let existing = try current(object, key) else { continue }
                 batch.delete(key)
                 for indexKey in try indexKeys(object, { try storedValue(existing, $0) }) { batch.delete(indexKey) }
                 try relationshipKeys.write(object, values: nil, existing: existing, into: &batch)
@@ -173,13 +200,7 @@ extension StrataStore {
                 record.rowCounts[name, default: 1] -= 1
             }
             for (object, key) in locked { _ = try current(object, key) }
-            guard conflicts.isEmpty else {
-                var error = ObjectGraphError(
-                    .saveConflict,
-                    "The save conflicts with changes saved since the objects were read: " + conflicts.map(\.description).joined(separator: "; "))
-                error.conflicts = conflicts
-                throw error
-            }
+            guard conflicts.isEmpty else { throw SaveConflicts(rows: conflicts) }
             batch.put(KeyLayout.metadataKey, record.encodeKeepingCaches())
             // [ROW-5] The model travels with the data, for tools that have no application code.
             if !modelRecordCurrent {

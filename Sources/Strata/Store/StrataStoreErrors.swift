@@ -8,8 +8,6 @@ extension ObjectGraphError.Code {
     public static let storeCorrupted = ObjectGraphError.Code(rawValue: "storeCorrupted")
     /// Reading or writing the store's files failed.
     public static let storeIOFailed = ObjectGraphError.Code(rawValue: "storeIOFailed")
-    /// A save found rows changed since the context read them (optimistic locking).
-    public static let saveConflict = ObjectGraphError.Code(rawValue: "saveConflict")
 }
 
 extension ObjectGraphError {
