@@ -21,9 +21,9 @@ extension ManagedObjectContext {
     /// ``MergePolicy/MergeType/error``): see ``MergePolicy`` for what each does.
     func resolve(_ conflict: MergeConflict, by type: MergePolicy.MergeType) throws {
         let object = conflict.sourceObject
-        guard object.managedObjectContext === self, type != .error else { return }
+        guard type != .error else { return }
         if conflict.isDeletedInStore {
-            forgetDeletedInStore(object)
+            forgetDeletedElsewhere(object)
             return
         }
         if type == .rollback {
@@ -50,7 +50,7 @@ extension ManagedObjectContext {
         do {
             try reloadFromStore(object)
         } catch let error as ObjectGraphError where error.code == .objectNotFound {
-            forgetDeletedInStore(object)
+            forgetDeletedElsewhere(object)
             return
         }
         // A delete is saved at the store's version; a locked object is checked at it.
@@ -98,19 +98,6 @@ extension ManagedObjectContext {
         object.keepRowAsFault()
         object.faultRow = nil
         try object.fulfillFault()
-    }
-
-    /// An object whose row was deleted from its store leaves the context, as a merged delete
-    /// does: its changes (its own delete too) are dropped and observers are told it is deleted.
-    private func forgetDeletedInStore(_ object: ManagedObject) {
-        updatedSet.remove(object)
-        deletedSet.remove(object)
-        deletesToPropagate.removeAll { $0 === object }
-        lockedObjects.remove(object)
-        object.changes.removeAll()
-        object.deleted = false
-        event.deleted.insert(object)
-        unregister(object)
     }
 
     /// A to-many relationship merged member by member: `stored` is the store's members now,

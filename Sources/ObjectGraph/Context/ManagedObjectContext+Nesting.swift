@@ -185,6 +185,21 @@ extension ManagedObjectContext {
         endEvent()
     }
 
+    /// An object whose row another save deleted leaves the context: its changes (its own
+    /// insert or delete too) are dropped and observers are told it is deleted.
+    func forgetDeletedElsewhere(_ object: ManagedObject) {
+        if object.inserted { insertedInOrder.removeAll { $0 === object } }
+        updatedSet.remove(object)
+        deletedSet.remove(object)
+        if object.deleted { deletesToPropagate.removeAll { $0 === object } }
+        lockedObjects.remove(object)
+        object.changes.removeAll()
+        object.inserted = false
+        object.deleted = false
+        event.deleted.insert(object)
+        unregister(object)
+    }
+
     /// Applies one save made elsewhere (see ``mergeChanges(fromContextDidSave:)``).
     func merge(_ changes: SavedChanges) {
         if !changes.permanentIDs.isEmpty {
@@ -194,16 +209,7 @@ extension ManagedObjectContext {
             for child in children { child.receive(changes.idsOnly) }
         }
         for id in changes.deleted {
-            guard let object = registry[id]?.object else { continue }
-            insertedInOrder.removeAll { $0 === object }
-            updatedSet.remove(object)
-            deletedSet.remove(object)
-            deletesToPropagate.removeAll { $0 === object }
-            object.changes.removeAll()
-            object.inserted = false
-            object.deleted = false
-            event.deleted.insert(object)
-            unregister(object)
+            if let object = registry[id]?.object { forgetDeletedElsewhere(object) }
         }
         for id in changes.updated {
             guard let object = registry[id]?.object, !object.inserted else { continue }

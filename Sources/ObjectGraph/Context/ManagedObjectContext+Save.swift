@@ -33,8 +33,8 @@ extension ManagedObjectContext {
         try validatePendingChanges()
 
         let inserted = insertedInOrder
-        let updated = Array(updatedSet)
-        let deleted = Array(deletedSet)
+        var updated = Array(updatedSet)
+        var deleted = Array(deletedSet)
         if let parent = parentContext {
             try pushToParent(parent, inserted: inserted, updated: updated, deleted: deleted)
             for object in inserted { object.existsUpstream = true }
@@ -47,12 +47,14 @@ extension ManagedObjectContext {
                 entityName: object.entity.name, objectID: object.objectID)
         }
         let permanentIDs = try obtainPermanentIDsReplacing(inserted)
-        try saveToStores(coordinator, inserted: inserted)
-        // The merge policy may have discarded changes or deletes, or forgotten objects whose
-        // rows went: the save reports what it wrote.
-        let saved = (updated: updated.filter { updatedSet.contains($0) }, deleted: deleted.filter { $0.deleted && deletedSet.contains($0) })
+        if try saveToStores(coordinator, inserted: inserted) {
+            // The merge policy discarded changes or deletes, or forgot objects whose rows
+            // went: the save reports what it wrote.
+            updated = updated.filter { updatedSet.contains($0) }
+            deleted = deleted.filter(\.deleted)
+        }
         lockedObjects = []
-        finishSave(inserted: inserted, updated: saved.updated, deleted: saved.deleted, permanentIDs: permanentIDs)
+        finishSave(inserted: inserted, updated: updated, deleted: deleted, permanentIDs: permanentIDs)
     }
 
     /// The most times a save is tried again after its merge policy resolved its conflicts
@@ -62,7 +64,8 @@ extension ManagedObjectContext {
     /// Sends one ``SaveChangesRequest`` per store. A store that reports conflicts
     /// (``ObjectGraphError/Code/mergeConflict``) hands them to ``mergePolicy``, and the
     /// requests of the stores not saved yet are made again from the objects as it left them.
-    private func saveToStores(_ coordinator: PersistentStoreCoordinator, inserted: [ManagedObject]) throws {
+    /// Returns whether the merge policy resolved conflicts.
+    private func saveToStores(_ coordinator: PersistentStoreCoordinator, inserted: [ManagedObject]) throws -> Bool {
         var saved = Set<ObjectIdentifier>()
         var rounds = 0
         while true {
@@ -76,7 +79,7 @@ extension ManagedObjectContext {
                     break
                 }
             }
-            guard let conflict else { return }
+            guard let conflict else { return rounds > 0 }
             rounds += 1
             guard rounds <= Self.mergeRounds else { throw conflict }
             try mergePolicy.resolve(mergeConflicts: conflict.conflicts)

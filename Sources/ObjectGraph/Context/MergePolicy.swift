@@ -93,9 +93,7 @@ open class MergePolicy: @unchecked Sendable {
     /// Call it on the context's queue (the context does, during ``ManagedObjectContext/save()``).
     open func resolve(optimisticLockingConflicts list: [MergeConflict]) throws {
         guard mergeType != .error else { throw ObjectGraphError.mergeConflicts(list) }
-        for conflict in list {
-            guard let context = conflict.sourceObject.managedObjectContext else { continue }
-            try context.resolve(conflict, by: mergeType)
-        }
+        // An object no longer in a context (resolved already, or gone) is left alone.
+        for conflict in list { try conflict.sourceObject.managedObjectContext?.resolve(conflict, by: mergeType) }
     }
 }

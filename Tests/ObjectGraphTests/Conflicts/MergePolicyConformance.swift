@@ -30,6 +30,21 @@ struct MergePolicyConformance {
         }
     }
 
+    /// A store holding Ada (30), saved; a context with the policy that has loaded her, and
+    /// another context to change the store under it.
+    private func adaReadByTwoContexts(
+        _ fixture: any StoreFixture, policy: MergePolicy.MergeType
+    ) throws -> (TestStack, ada: ManagedObject, context: ManagedObjectContext, mine: ManagedObject, other: ManagedObjectContext) {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let setup = stack.context()
+        let ada = try setup.makePerson("Ada", age: 30)
+        try setup.save()
+        let context = stack.context()
+        context.mergePolicy = MergePolicy(merge: policy)
+        let mine = try context.existingObject(with: ada.objectID)
+        return (stack, ada, context, mine, stack.context())
+    }
+
     private func person(_ context: ManagedObjectContext, _ id: ManagedObjectID) throws -> ManagedObject {
         try context.existingObject(with: id)
     }
@@ -138,14 +153,7 @@ struct MergePolicyConformance {
     /// leaves the context as a merged delete does.
     @Test(arguments: conflictDetectingStoreFixtures, MergePolicy.MergeType.allCases)
     func anObjectChangedHereAndDeletedInTheStoreFollowsThePolicy(fixture: any StoreFixture, policy: MergePolicy.MergeType) throws {
-        let stack = try fixture.makeStack(model: try TestModel.make())
-        let setup = stack.context()
-        let ada = try setup.makePerson("Ada", age: 30)
-        try setup.save()
-        let context = stack.context()
-        context.mergePolicy = MergePolicy(merge: policy)
-        let mine = try context.existingObject(with: ada.objectID)
-        let other = stack.context()
+        let (stack, ada, context, mine, other) = try adaReadByTwoContexts(fixture, policy: policy)
         other.delete(try other.existingObject(with: ada.objectID))
         try other.save()
         try mine.setValue(.int16(31), forKey: "age")
@@ -168,14 +176,7 @@ struct MergePolicyConformance {
     /// object with the store's values; the others save the delete.
     @Test(arguments: conflictDetectingStoreFixtures, MergePolicy.MergeType.allCases)
     func anObjectDeletedHereAndChangedInTheStoreFollowsThePolicy(fixture: any StoreFixture, policy: MergePolicy.MergeType) throws {
-        let stack = try fixture.makeStack(model: try TestModel.make())
-        let setup = stack.context()
-        let ada = try setup.makePerson("Ada", age: 30)
-        try setup.save()
-        let context = stack.context()
-        context.mergePolicy = MergePolicy(merge: policy)
-        let mine = try context.existingObject(with: ada.objectID)
-        let other = stack.context()
+        let (stack, ada, context, mine, other) = try adaReadByTwoContexts(fixture, policy: policy)
         try other.existingObject(with: ada.objectID).setValue(.int16(31), forKey: "age")
         try other.save()
         context.delete(mine)
