@@ -104,6 +104,7 @@ extension ManagedObjectContext {
         }
         for object in updated.union(deleted) where !object.inserted {
             object.changes.removeAll()
+            object.transientChanged = false
             object.deleted = false
         }
     }
@@ -176,7 +177,7 @@ extension ManagedObjectContext {
                 if let committed = try? object.committedValue(for: property), sameValue(committed, value, for: property) { return }
                 object.changes.set(value, for: property)
             }
-            if object.changes.isEmpty && !object.deleted { updatedSet.remove(object) }
+            if object.changes.isEmpty && !object.transientChanged && !object.deleted { updatedSet.remove(object) }
         } else {
             object.turnIntoFault()
             // A child's fault fires from its parent's current values, not the row it had.

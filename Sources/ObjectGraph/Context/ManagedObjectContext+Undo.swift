@@ -91,7 +91,7 @@ extension ManagedObjectContext {
         }
         // A to-many relationship put back as committed is no change any more (the setters keep
         // a changed to-many pending, as it usually is not back).
-        for object in touched where object.dropPendingValuesEqualToCommitted() && !object.inserted && !object.deleted {
+        for object in touched where object.dropPendingValuesEqualToCommitted() && !object.transientChanged && !object.inserted && !object.deleted {
             updatedSet.remove(object)
         }
         for object in record.inserted { removeInserted(object) }

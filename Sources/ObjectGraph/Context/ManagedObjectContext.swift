@@ -535,14 +535,20 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Called by an object after a property changed.
     ///
-    /// A primitive change (`notify` false) still makes the object updated, so it is saved,
-    /// but is not recorded in the event and posts no notification.
+    /// A primitive change (`notify` false) is not tracked: not recorded, no notification, and
+    /// the object is not counted as updated for it. A transient change makes it updated.
     func objectDidChange(_ object: ManagedObject, property: PropertyDescription, change: @autoclosure () -> PropertyChange.Kind, notify: Bool) {
         if notify && recordsPropertyChanges { event.propertyChanges.append(PropertyChange(object: object, property: property, kind: change())) }
-        guard !object.inserted, !object.deleted, !property.isTransient else { return }
+        // A primitive change is not tracked (Core Data's primitive setters): the object is not
+        // counted as updated for it.
+        guard notify, !object.inserted, !object.deleted else { return }
         // A change back to the committed value is still a change observers hear of.
-        if notify { event.updated.insert(object) }
-        if object.changes.isEmpty {
+        event.updated.insert(object)
+        if property.isTransient {
+            // A transient change makes the object updated, with nothing stored changed.
+            object.transientChanged = true
+            updatedSet.insert(object)
+        } else if object.changes.isEmpty && !object.transientChanged {
             updatedSet.remove(object)
         } else {
             updatedSet.insert(object)

@@ -222,8 +222,9 @@ extension ManagedObject: FetchEvaluable {
         return (try? currentValue(for: attribute))?.attributeValue
     }
 
-    /// Sets an attribute without change notification, delete propagation or inverse
-    /// maintenance. The value is still saved.
+    /// Sets an attribute without change tracking (Core Data's primitive setter): no change
+    /// notification, no undo, and the context does not count the object as updated for it. The
+    /// value is saved with the object's next tracked change; a primitive change alone is not.
     public func setPrimitiveValue(_ value: AttributeValue, forKey key: String) throws {
         guard let attribute = entity.attributesByName[key] else {
             throw ObjectGraphError(.unknownKey, "Entity \(entity.name) has no attribute \"\(key)\".", entityName: entity.name, key: key)

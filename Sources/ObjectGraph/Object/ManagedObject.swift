@@ -106,6 +106,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     private final class Extras {
         var faultBatch: (batch: FaultBatch, index: Int)?
         var transientValues: [Int: AttributeValue] = [:]
+        var transientChanged = false
         weak var assignedStore: PersistentStore?
         var lastAccessError: ObjectGraphError?
     }
@@ -140,6 +141,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         get { extras?.transientValues ?? [:] }
         _modify { yield &ensureExtras().transientValues }
         set { if !newValue.isEmpty || extras != nil { ensureExtras().transientValues = newValue } }
+    }
+    /// Whether a transient attribute was changed since the object was last saved or fetched:
+    /// that makes the object updated (as in Core Data), though no stored value changed.
+    var transientChanged: Bool {
+        get { extras?.transientChanged ?? false }
+        set { if newValue || extras != nil { ensureExtras().transientChanged = newValue } }
     }
     /// Whether the object has values of transient attributes (no empty table made to ask).
     var hasTransientValues: Bool { extras.map { !$0.transientValues.isEmpty } ?? false }
@@ -213,11 +220,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the object is inserted and not yet saved.
     public var isInserted: Bool { inserted }
     /// Whether the object has unsaved changes (and is neither inserted nor deleted).
-    public var isUpdated: Bool { !inserted && !deleted && !changes.isEmpty }
+    public var isUpdated: Bool { !inserted && !deleted && (!changes.isEmpty || transientChanged) }
     /// Whether the object is deleted and the delete is not yet saved.
     public var isDeleted: Bool { deleted }
     /// Whether the object is inserted, updated or deleted.
-    public var hasChanges: Bool { inserted || deleted || !changes.isEmpty }
+    public var hasChanges: Bool { inserted || deleted || !changes.isEmpty || transientChanged }
 
     /// The version of the row the committed values came from (the store's node version,
     /// counted up by each save of this object), or `nil` while the object is a fault. Stores
@@ -512,6 +519,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         changes.removeAll()
         prefetchedDestinations = []
         transientValues = [:]
+        transientChanged = false
         didTurnIntoFault()
     }
 
@@ -524,6 +532,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         Self.commit(changes, inserted: inserted, into: &committed)
         changes.removeAll()
         inserted = false
+        if extras != nil { transientChanged = false }
     }
 
     /// Moves `changes` into `values`, where they are: a copy of the snapshot would copy its

@@ -40,9 +40,8 @@ public enum ReferenceObject: Sendable, Hashable, CustomStringConvertible {
     /// The reference as written in an object URI.
     public var description: String { uriComponent }
 
-    private static let unescaped: CharacterSet = {
-        var set = CharacterSet.alphanumerics
-        set.insert(charactersIn: "-._~")
-        return set
-    }()
+    /// RFC 3986's unreserved characters, ASCII only: everything else (non-ASCII letters
+    /// too, which `CharacterSet.alphanumerics` would keep and `URL` would then escape a
+    /// second time) is percent-escaped as UTF-8.
+    private static let unescaped = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 }

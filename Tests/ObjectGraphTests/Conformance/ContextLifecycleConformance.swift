@@ -191,22 +191,4 @@ struct ContextLifecycleConformance {
         try context.save()
         #expect(try stack.read { try $0.existingObject(with: ada.objectID).value(forKey: "name") } == "Ada")
     }
-
-    @Test(arguments: allStoreFixtures)
-    func primitiveAccessorsBypassNotificationsButStillSave(fixture: any StoreFixture) throws {
-        let stack = try fixture.makeStack(model: try TestModel.make())
-        let context = stack.context()
-        let ada = try context.makePerson("Ada")
-        try context.save()
-        let recorder = NotificationRecorder(ManagedObjectContext.objectsDidChangeNotification, from: context)
-        try ada.setPrimitiveValue(41, forKey: "age")
-        #expect(ada.primitiveValue(forKey: "age") == .int16(41))
-        #expect(ada.primitiveValue(forKey: "nope") == nil)
-        context.processPendingChanges()
-        #expect(recorder.received.isEmpty)
-        #expect(ada.changedValues()["age"] == .attribute(.int16(41)))
-        #expect(context.updatedObjects == [ada])
-        try context.save()
-        #expect(try stack.read { try $0.existingObject(with: ada.objectID).value(forKey: "age") } == .int16(41))
-    }
 }
