@@ -155,14 +155,45 @@ extension ManagedObjectContext {
             try Self.checkKeyPath(FetchExpression.strippingOperators(descriptor.keyPath), from: entity)
         }
         for keyPath in request.relationshipKeyPathsForPrefetching { try Self.checkKeyPath(keyPath, from: entity) }
+        if request.propertiesToGroupBy != nil || request.havingPredicate != nil {
+            // Core Data: grouping needs dictionary results, and HAVING needs a GROUP BY.
+            guard request.resultType == .dictionary || request.resultType == .count else {
+                throw ObjectGraphError(
+                    .invalidFetchRequest, "propertiesToGroupBy and havingPredicate need the dictionary result type; use fetchDictionaries(_:).",
+                    entityName: entity.name)
+            }
+            guard request.propertiesToGroupBy != nil else {
+                throw ObjectGraphError(
+                    .invalidFetchRequest, "havingPredicate filters groups: set propertiesToGroupBy too.", entityName: entity.name)
+            }
+        }
         if request.resultType == .dictionary {
             for property in (request.propertiesToFetch ?? []) + (request.propertiesToGroupBy ?? []) {
                 for keyPath in property.keyPaths { try Self.checkKeyPath(keyPath, from: entity) }
+                if case .keyPath(let keyPath) = property { try Self.checkNoToMany(keyPath, from: entity) }
             }
         }
         let stores = try coordinator.incrementalStores(for: request)
         endEvent()
         return (request, stores)
+    }
+
+    /// A property a dictionary fetches or groups by as a plain key path has one value per row:
+    /// Core Data rejects a to-many relationship on the way ("Invalid to many relationship in
+    /// setPropertiesToFetch"); fetch an aggregate or `@count` of it instead.
+    static func checkNoToMany(_ keyPath: String, from entity: EntityDescription) throws {
+        var current = entity
+        for name in keyPath.split(separator: ".") {
+            guard let relationship = current.relationshipsByName[String(name)] else { return }
+            if relationship.isToMany {
+                throw ObjectGraphError(
+                    .invalidFetchRequest,
+                    "\(keyPath) goes through the to-many relationship \(current.name).\(relationship.name), which has no single value per row; fetch an aggregate of it or its @count instead.",
+                    entityName: entity.name, key: keyPath)
+            }
+            guard let destination = relationship.destinationEntity else { return }
+            current = destination
+        }
     }
 
     static func checkKeyPath(_ keyPath: String, from entity: EntityDescription) throws {

@@ -95,6 +95,8 @@ public final class PersistentStoreCoordinator: Sendable {
     /// - Throws: ``ObjectGraphError/Code/unknownStoreType``,
     ///   ``ObjectGraphError/Code/invalidArgument`` for an unknown configuration,
     ///   ``ObjectGraphError/Code/storeMismatch`` if a store at `url` is already added,
+    ///   ``ObjectGraphError/Code/storeTypeMismatch`` if the store's metadata says another type
+    ///   made it,
     ///   ``ObjectGraphError/Code/incompatibleModel`` naming every difference if the store's
     ///   metadata records version hashes other than this model's (an entity missing, added or
     ///   changed; nothing is written), or the store's own error.
@@ -116,6 +118,12 @@ public final class PersistentStoreCoordinator: Sendable {
         let store = storeClass.init(persistentStoreCoordinator: self, configurationName: configuration, at: url, options: options)
         try store.loadMetadata()
         var metadata = store.metadata
+        // A store records the type that made it: another type may not take it over.
+        if let recorded = metadata[PersistentStore.storeTypeKey]?.stringValue, !recorded.isEmpty, recorded != store.type.rawValue {
+            throw ObjectGraphError(
+                .storeTypeMismatch,
+                "The store at \(url?.absoluteString ?? "(no URL)") was made by a \(recorded) store and cannot be added as \(store.type.rawValue); add it with type \"\(recorded)\".")
+        }
         if metadata[PersistentStore.storeUUIDKey]?.stringValue?.isEmpty ?? true {
             metadata[PersistentStore.storeUUIDKey] = .string(storeClass.identifierForNewStore(at: url))
         }

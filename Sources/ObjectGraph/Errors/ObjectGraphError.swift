@@ -90,6 +90,9 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         /// A saved object would refer to an object the same save deletes (Core Data's
         /// "dangling reference to an invalid object").
         public static let danglingReference = Code(rawValue: "danglingReference")
+        /// The store at the URL was made by another store type than the one it is added as
+        /// (Core Data's `NSPersistentStoreTypeMismatchError`, 134010); nothing was written.
+        public static let storeTypeMismatch = Code(rawValue: "storeTypeMismatch")
         /// A save found objects whose rows changed or went since the context read them
         /// (optimistic locking), and the merge policy did not resolve them: Core Data's
         /// `NSManagedObjectMergeError`. ``ObjectGraphError/conflicts`` holds one

@@ -183,3 +183,62 @@ struct CoreDataParityConformance {
         }
     }
 }
+
+/// An in-memory store under another type name: it shares the rows of an InMemoryStore at the
+/// same URL, so it can try to take one over.
+final class OtherTypedMemoryStore: InMemoryStore, @unchecked Sendable {
+    static let storeType = PersistentStore.StoreType("OtherTypedMemory")
+    override var type: StoreType { Self.storeType }
+}
+
+extension CoreDataParityConformance {
+    /// NSPersistentStoreCoordinator `addPersistentStore(ofType:…)` and CoreDataErrors.h
+    /// (`NSPersistentStoreTypeMismatchError`): a store made by one type, added as another, is
+    /// refused with the type mismatch error, and its metadata is left as it was.
+    @Test func addingAStoreAsAnotherTypeThanMadeItIsATypeMismatch() throws {
+        PersistentStoreCoordinator.registerStoreClass(OtherTypedMemoryStore.self, type: OtherTypedMemoryStore.storeType)
+        let stack = try InMemoryFixture().makeStack(model: try TestModel.make())
+        try stack.read { context in
+            try context.makePerson("Ada")
+            try context.save()
+        }
+        let url = try #require(stack.url)
+        let before = try InMemoryStore.metadataForPersistentStore(at: url)
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try TestModel.make())
+        let error = #expect(throws: ObjectGraphError.self) {
+            try coordinator.addPersistentStore(type: OtherTypedMemoryStore.storeType, at: url)
+        }
+        #expect(error?.code == .storeTypeMismatch && error?.code.cocoaErrorCode == 134010)
+        #expect(coordinator.persistentStores.isEmpty)
+        #expect(try InMemoryStore.metadataForPersistentStore(at: url) == before, "nothing written")
+        #expect(throws: Never.self) { try coordinator.addPersistentStore(type: .inMemory, at: url) }
+    }
+
+    /// NSFetchRequest `propertiesToGroupBy` / `havingPredicate` ("you must set the resultType
+    /// to NSDictionaryResultType") and `propertiesToFetch` (a to-many relationship is not a
+    /// column): Core Data rejects these requests; so does every store here, before reading.
+    @Test(arguments: allStoreFixtures)
+    func dictionaryRequestsCoreDataRejectsAreRejected(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let context = stack.context()
+        try context.makeDepartment("Sales")
+        try context.save()
+        var toMany = FetchRequest(entityName: "Department")
+        toMany.propertiesToFetch = ["name", "employees"]
+        #expect(throws: ObjectGraphError.self) { _ = try context.fetchDictionaries(toMany) }
+        var throughToMany = FetchRequest(entityName: "Department")
+        throughToMany.propertiesToFetch = ["employees.name"]
+        #expect(throws: ObjectGraphError.self) { _ = try context.fetchDictionaries(throughToMany) }
+        var havingAlone = FetchRequest(entityName: "Person")
+        havingAlone.propertiesToFetch = [.aggregate(.count, of: "age", as: "people")]
+        havingAlone.havingPredicate = .greaterThan("people", 1)
+        #expect(throws: ObjectGraphError.self) { _ = try context.fetchDictionaries(havingAlone) }
+        var groupedObjects = FetchRequest(entityName: "Person")
+        groupedObjects.propertiesToGroupBy = ["age"]
+        #expect(throws: ObjectGraphError.self) { _ = try context.fetch(groupedObjects) }
+        // What Core Data accepts still works: a to-one key path and a to-many's count.
+        var accepted = FetchRequest(entityName: "Person")
+        accepted.propertiesToFetch = ["name", "department.name"]
+        #expect(throws: Never.self) { _ = try context.fetchDictionaries(accepted) }
+    }
+}
