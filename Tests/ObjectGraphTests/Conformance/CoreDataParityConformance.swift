@@ -242,3 +242,44 @@ extension CoreDataParityConformance {
         #expect(throws: Never.self) { _ = try context.fetchDictionaries(accepted) }
     }
 }
+
+extension CoreDataParityConformance {
+    /// Seed 002 ("executeRequest:withContext:error: is preceded by a call to
+    /// obtainPermanentIDsForObjects:error: … Once these IDs have been assigned, they cannot
+    /// change") and seed 000 (register counts): inserted objects get their permanent IDs first,
+    /// are registered under them once, then the save request carries them; a save that fails
+    /// after that keeps the IDs, and the next save neither asks for new ones nor registers
+    /// the objects again.
+    @Test func insertedObjectsTakePermanentIDsThenRegisterThenSaveAndKeepThemAfterAFailure() throws {
+        let (coordinator, store) = try RecordingStore.makeStack()
+        let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let ada = try setup.makePerson("Ada", age: 30)
+        try setup.save()
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let mine = try context.existingObject(with: ada.objectID)
+        try ada.setValue(.int16(31), forKey: "age")
+        try setup.save()
+        try mine.setValue(.int16(32), forKey: "age")
+        let bob = try context.makePerson("Bob")
+        store.clear()
+        #expect(throws: ObjectGraphError.self) { try context.save() }  // conflicts on Ada
+        let permanent = bob.objectID
+        #expect(!permanent.isTemporaryID, "the IDs stay assigned")
+        let calls = store.calls
+        let obtained = calls.firstIndex { if case .obtainPermanentIDs = $0 { return true } else { return false } }
+        let registered = calls.firstIndex { if case .register(let ids) = $0 { return ids.contains(permanent) } else { return false } }
+        let saved = calls.firstIndex { if case .save = $0 { return true } else { return false } }
+        #expect(obtained != nil && registered != nil && saved != nil)
+        if let obtained, let registered, let saved { #expect(obtained < registered && registered < saved) }
+        #expect(store.registrationCount(for: permanent) == 1)
+
+        store.clear()
+        context.mergePolicy = .mergeByPropertyObjectTrump
+        try context.save()
+        #expect(bob.objectID == permanent)
+        #expect(!store.calls.contains { if case .obtainPermanentIDs = $0 { return true } else { return false } })
+        #expect(!store.calls.contains { if case .register(let ids) = $0 { return ids.contains(permanent) } else { return false } })
+        #expect(store.registrationCount(for: permanent) == 1)
+        #expect(store.bookkeepingErrors.isEmpty)
+    }
+}
