@@ -532,7 +532,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         Self.commit(changes, inserted: inserted, into: &committed)
         changes.removeAll()
         inserted = false
-        if extras != nil { transientChanged = false }
+        transientChanged = false
     }
 
     /// Moves `changes` into `values`, where they are: a copy of the snapshot would copy its
