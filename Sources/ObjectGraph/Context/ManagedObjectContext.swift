@@ -533,12 +533,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
         return try requireCoordinator().newValue(forRelationship: relationship, forObjectWith: id, in: self)
     }
 
+    /// Records one property change in the event, for the undo manager; objects call it only
+    /// while ``recordsPropertyChanges`` is on, so the change is never built otherwise.
+    func recordChange(of object: ManagedObject, _ property: PropertyDescription, _ kind: PropertyChange.Kind) {
+        event.propertyChanges.append(PropertyChange(object: object, property: property, kind: kind))
+    }
+
     /// Called by an object after a property changed.
     ///
     /// A primitive change (`notify` false) is not tracked: not recorded, no notification, and
     /// the object is not counted as updated for it. A transient change makes it updated.
-    func objectDidChange(_ object: ManagedObject, property: PropertyDescription, change: @autoclosure () -> PropertyChange.Kind, notify: Bool) {
-        if notify && recordsPropertyChanges { event.propertyChanges.append(PropertyChange(object: object, property: property, kind: change())) }
+    func objectDidChange(_ object: ManagedObject, property: PropertyDescription, notify: Bool) {
         // A primitive change is not tracked (Core Data's primitive setters): the object is not
         // counted as updated for it.
         guard notify, !object.inserted, !object.deleted else { return }

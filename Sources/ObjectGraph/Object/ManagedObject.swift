@@ -411,7 +411,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if property.isTransient, case .attribute(let attribute) = value {
             let old = transientValues[property.ordinal] ?? .null
             transientValues[property.ordinal] = attribute
-            managedObjectContext?.objectDidChange(self, property: property, change: .value(old: .attribute(old), new: value), notify: notify)
+            if let context = managedObjectContext {
+                if notify && context.recordsPropertyChanges { context.recordChange(of: self, property, .value(old: .attribute(old), new: value)) }
+                context.objectDidChange(self, property: property, notify: notify)
+            }
             return
         }
         let old = try currentValue(for: property)
@@ -422,7 +425,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             changes.reserve(entity.properties.count)
             changes.set(value, for: property)
         }
-        managedObjectContext?.objectDidChange(self, property: property, change: .value(old: old, new: value), notify: notify)
+        if let context = managedObjectContext {
+            if notify && context.recordsPropertyChanges { context.recordChange(of: self, property, .value(old: old, new: value)) }
+            context.objectDidChange(self, property: property, notify: notify)
+        }
     }
 
     /// Adds or removes one destination of a to-many relationship in place (constant time
@@ -432,20 +438,23 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if !changes.contains(relationship.ordinal) {
             changes.set(isNew ? Self.emptyValue(of: relationship) : try committedValue(for: relationship), for: relationship)
         }
+        let context = managedObjectContext
+        let recording = context?.recordsPropertyChanges == true
         // An ordered relationship's change is recorded (for undo) as its whole value: a member
         // removed from the middle must come back where it was.
-        let orderedBefore = relationship.isOrdered && managedObjectContext?.recordsPropertyChanges == true ? changes[relationship.ordinal] : nil
+        let orderedBefore = recording && relationship.isOrdered ? changes[relationship.ordinal] : nil
         let changed = changes.updateMembers(of: relationship) { list in
             adding ? list.append(id) : list.remove(id)
         }
-        if changed {
-            let change: PropertyChange.Kind
-            if let orderedBefore, let after = changes[relationship.ordinal] {
-                change = .value(old: orderedBefore, new: after)
-            } else {
-                change = adding ? .members(added: [id], removed: []) : .members(added: [], removed: [id])
+        if changed, let context {
+            if recording {
+                if let orderedBefore, let after = changes[relationship.ordinal] {
+                    context.recordChange(of: self, relationship, .value(old: orderedBefore, new: after))
+                } else {
+                    context.recordChange(of: self, relationship, adding ? .members(added: [id], removed: []) : .members(added: [], removed: [id]))
+                }
             }
-            managedObjectContext?.objectDidChange(self, property: relationship, change: change, notify: true)
+            context.objectDidChange(self, property: relationship, notify: true)
         }
         return changed
     }
