@@ -357,6 +357,60 @@ import Testing
         }
     }
 
+    // [IDX-S1] [SAVE-4] A uniqueness-constrained attribute has index entries, indexed or not:
+    // reopening a store with a model that adds a constraint builds them (the model record then
+    // says so, and the next open rebuilds nothing), and saves look values up in them. Rows that
+    // were duplicates before the constraint stay; a save that adds another duplicate conflicts.
+    @Test func reopeningWithAModelThatAddsAConstraintIndexesTheAttributeAndEnforcesIt() throws {
+        func model(constrained: Bool) throws -> ManagedObjectModel {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "Item", properties: [
+                    .attribute("name", .string),
+                    .attribute("code", .string),
+                ], uniquenessConstraints: constrained ? [["code"]] : []),
+            ])
+        }
+        let codePrefix = IndexKey.prefix(root: "Item", attribute: "code")
+        let temporary = TemporaryStore()
+        do {
+            let coordinator = try temporary.coordinator(model: model(constrained: false))
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for i in 0..<10 {
+                let item = try context.insertNewObject(forEntityName: "Item")
+                try item.setValue(.string("n\(i)"), forKey: "name")
+                try item.setValue(.string(i == 9 ? "c0" : "c\(i)"), forKey: "code")
+            }
+            try context.save()
+            let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
+            #expect(try engine.snapshot().countKeys(from: codePrefix, to: StrataStore.prefixEnd(codePrefix)) == 0)
+            for store in coordinator.persistentStores { try coordinator.remove(store) }
+        }
+        for pass in 0..<2 {
+            let reopened = try temporary.coordinator(model: model(constrained: true))
+            let engine = try #require((reopened.persistentStores.first as? StrataStore)?.storageEngine)
+            #expect(try engine.snapshot().countKeys(from: codePrefix, to: StrataStore.prefixEnd(codePrefix)) == 10 + pass, "pass \(pass)")
+            #expect(try StrataStore.indexesAreCurrent(for: model(constrained: true), in: engine.snapshot()))
+            let context = ManagedObjectContext(persistentStoreCoordinator: reopened)
+            for code in ["c5", "c0"] {
+                let duplicate = try context.insertNewObject(forEntityName: "Item")
+                try duplicate.setValue(.string(code), forKey: "code")
+                let error = try #require(throws: ObjectGraphError.self) { try context.save() }
+                #expect(error.code == .constraintConflict)
+                #expect(try error.constraintConflicts.first?.databaseObject?.value(forKey: "code") == .string(code))
+                context.rollback()
+            }
+            let fresh = try context.insertNewObject(forEntityName: "Item")
+            try fresh.setValue(.string("new\(pass)"), forKey: "code")
+            try context.save()
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "code == 'c0'")
+            #expect(try context.fetch(request).count == 2, "the index serves the fetch and finds both old duplicates")
+            let report = try ObjectChecker.check(engine: engine, repair: false)
+            #expect(report.problems.isEmpty, "\(report.problems)")
+            for store in reopened.persistentStores { try reopened.remove(store) }
+        }
+    }
+
     // [IDX-S7] Counts the indexes answer exactly read no row and equal the reference store's;
     // the others (BEGINSWITH, subentities only, non-index parts) are counted from rows, also
     // equal.

@@ -32,7 +32,7 @@ extension ManagedObjectContext {
 
         try validatePendingChanges()
 
-        let inserted = insertedInOrder
+        var inserted = insertedInOrder
         var updated = Array(updatedSet)
         var deleted = Array(deletedSet)
         if let parent = parentContext {
@@ -46,12 +46,15 @@ extension ManagedObjectContext {
                 .invalidArgument, "The store of \(object.objectID) is read-only; the save was refused.",
                 entityName: object.entity.name, objectID: object.objectID)
         }
-        let permanentIDs = try obtainPermanentIDsReplacing(inserted)
-        if try saveToStores(coordinator, inserted: inserted) {
-            // The merge policy discarded changes or deletes, or forgot objects whose rows
-            // went: the save reports what it wrote.
-            updated = updated.filter { updatedSet.contains($0) }
-            deleted = deleted.filter(\.deleted)
+        var permanentIDs = try obtainPermanentIDsReplacing(inserted)
+        if try saveToStores(coordinator, permanentIDs: &permanentIDs) {
+            // The merge policy changed, discarded or deleted objects, or forgot objects whose
+            // rows went: the save reports what it wrote.
+            inserted = insertedInOrder
+            updated = Array(updatedSet)
+            deleted = Array(deletedSet)
+            let insertedIDs = Set(inserted.map(\.objectID))
+            permanentIDs = permanentIDs.filter { insertedIDs.contains($0.value) }
         }
         lockedObjects = []
         finishSave(inserted: inserted, updated: updated, deleted: deleted, permanentIDs: permanentIDs)
@@ -62,19 +65,23 @@ extension ManagedObjectContext {
     static let mergeRounds = 8
 
     /// Sends one ``SaveChangesRequest`` per store. A store that reports conflicts
-    /// (``ObjectGraphError/Code/mergeConflict``) hands them to ``mergePolicy``, and the
-    /// requests of the stores not saved yet are made again from the objects as it left them.
-    /// Returns whether the merge policy resolved conflicts.
-    private func saveToStores(_ coordinator: PersistentStoreCoordinator, inserted: [ManagedObject]) throws -> Bool {
+    /// (``ObjectGraphError/Code/mergeConflict`` or ``ObjectGraphError/Code/constraintConflict``)
+    /// hands them to ``mergePolicy``, and the requests of the stores not saved yet are made
+    /// again from the objects as it left them (after a constraint resolution, which deletes
+    /// and changes objects, the event is ended and the changes validated again; objects it
+    /// inserted get permanent IDs, added to `permanentIDs`). Returns whether the merge policy
+    /// resolved conflicts.
+    private func saveToStores(_ coordinator: PersistentStoreCoordinator, permanentIDs: inout [ManagedObjectID: ManagedObjectID]) throws -> Bool {
         var saved = Set<ObjectIdentifier>()
         var rounds = 0
         while true {
             var conflict: ObjectGraphError?
-            for (store, request) in try requestsByStore(coordinator, inserted: inserted) where !saved.contains(ObjectIdentifier(store)) {
+            for (store, request) in try requestsByStore(coordinator, inserted: insertedInOrder) where !saved.contains(ObjectIdentifier(store)) {
                 do {
                     try coordinator.executeSave([(store, request)], in: self)
                     saved.insert(ObjectIdentifier(store))
-                } catch let error as ObjectGraphError where error.code == .mergeConflict && !error.conflicts.isEmpty {
+                } catch let error as ObjectGraphError
+                    where (error.code == .mergeConflict && !error.conflicts.isEmpty) || (error.code == .constraintConflict && !error.constraintConflicts.isEmpty) {
                     conflict = error
                     break
                 }
@@ -82,7 +89,15 @@ extension ManagedObjectContext {
             guard let conflict else { return rounds > 0 }
             rounds += 1
             guard rounds <= Self.mergeRounds else { throw conflict }
-            try mergePolicy.resolve(mergeConflicts: conflict.conflicts)
+            if conflict.code == .mergeConflict {
+                try mergePolicy.resolve(mergeConflicts: conflict.conflicts)
+            } else {
+                attachDatabaseObjects(conflict.constraintConflicts)
+                try mergePolicy.resolve(constraintConflicts: conflict.constraintConflicts)
+                endEventForSave()
+                try validatePendingChanges()
+                permanentIDs.merge(try obtainPermanentIDsReplacing(insertedInOrder)) { first, _ in first }
+            }
         }
     }
 

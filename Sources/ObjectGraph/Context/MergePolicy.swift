@@ -87,6 +87,32 @@ open class MergePolicy: @unchecked Sendable {
         try resolve(optimisticLockingConflicts: list)
     }
 
+    /// Resolves uniqueness-constraint conflicts (``ConstraintConflict``) by ``mergeType``;
+    /// ``MergeType/error`` throws them all as one ``ObjectGraphError/Code/constraintConflict``
+    /// error. The context calls it with the conflicts of one failed save attempt, each
+    /// conflict with the store already holding its ``ConstraintConflict/databaseObject``.
+    ///
+    /// By type, for a conflict with a row in the store (`D`, the database object) and the
+    /// save's object `C`: ``MergeType/rollback`` discards `C`'s changes (deletes it when it is
+    /// inserted); ``MergeType/overwrite`` moves `D`'s to-many members to `C` and deletes `D`,
+    /// so `C` replaces the row; ``MergeType/mergeByPropertyStoreTrump`` moves `C`'s to-many
+    /// members to `D` and deletes `C`; ``MergeType/mergeByPropertyObjectTrump`` gives `D`
+    /// `C`'s values (every attribute of an inserted `C`, the changed ones of an updated one),
+    /// the to-one destinations `C` set and its to-many members, and deletes `C`: the stored
+    /// row is updated in place. For a conflict within the save, one object is kept (an updated
+    /// one before inserted ones, else the first inserted) and the others are deleted; the two
+    /// merging types first give the kept object the values the others changed where it did
+    /// not change its own, and their relationships.
+    ///
+    /// Call it on the context's queue (the context does, during ``ManagedObjectContext/save()``).
+    open func resolve(constraintConflicts list: [ConstraintConflict]) throws {
+        guard mergeType != .error else { throw ObjectGraphError.constraintConflicts(list) }
+        for conflict in list {
+            let context = conflict.databaseObject?.managedObjectContext ?? conflict.conflictingObjects.first?.managedObjectContext
+            try context?.resolve(conflict, by: mergeType)
+        }
+    }
+
     /// Resolves optimistic-locking conflicts by ``mergeType``; ``MergeType/error`` throws
     /// them all as one ``ObjectGraphError/Code/mergeConflict`` error.
     ///

@@ -98,6 +98,12 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         /// `NSManagedObjectMergeError`. ``ObjectGraphError/conflicts`` holds one
         /// ``MergeConflict`` per object; nothing was written.
         public static let mergeConflict = Code(rawValue: "mergeConflict")
+        /// A save would give two objects the same values for a uniqueness constraint
+        /// (``EntityDescription/uniquenessConstraints``), and the merge policy did not
+        /// resolve it: Core Data's `NSManagedObjectConstraintMergeError`.
+        /// ``ObjectGraphError/constraintConflicts`` holds one ``ConstraintConflict`` per
+        /// duplicate; nothing was written.
+        public static let constraintConflict = Code(rawValue: "constraintConflict")
 
         /// The number Core Data (or Cocoa) gives the same error, for code ported from Core
         /// Data that switches on `NSError.code`: 133020 for ``mergeConflict``
@@ -161,6 +167,8 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
     public var detailedErrors: [ObjectGraphError]
     /// For ``Code/mergeConflict``, one record per object in conflict.
     public var conflicts: [MergeConflict] = []
+    /// For ``Code/constraintConflict``, one record per duplicate.
+    public var constraintConflicts: [ConstraintConflict] = []
     /// For ``Code/malformedPredicate``, the zero-based offset, in characters, of the
     /// offending position in the format string.
     public var offset: Int?
@@ -204,6 +212,22 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
             entityName: conflicts.count == 1 ? conflicts[0].objectID.entityName : nil,
             objectID: conflicts.count == 1 ? conflicts[0].objectID : nil)
         error.conflicts = conflicts
+        return error
+    }
+
+    /// The error a store throws for a save that would break uniqueness constraints:
+    /// ``Code/constraintConflict``, with the records in ``constraintConflicts``.
+    ///
+    /// A store calls it after releasing its locks (the records read the objects' values).
+    public static func constraintConflicts(_ conflicts: [ConstraintConflict]) -> ObjectGraphError {
+        var error = ObjectGraphError(
+            .constraintConflict,
+            "The save would break uniqueness constraints: "
+                + conflicts.map(\.description).joined(separator: "; ")
+                + ". Set the context's mergePolicy to resolve such conflicts, or change the values and save again.",
+            entityName: conflicts.first?.conflictingObjects.first?.entity.name,
+            objectID: conflicts.count == 1 ? conflicts[0].conflictingObjects.first?.objectID : nil)
+        error.constraintConflicts = conflicts
         return error
     }
 

@@ -17,6 +17,12 @@ public final class AttributeDescription: PropertyDescription, @unchecked Sendabl
     public let validationRules: [ValidationRule]
     /// For transformable attributes, the name of the Codable type stored (documentation only).
     public let valueTypeName: String?
+    /// Whether a uniqueness constraint of the model names the attribute; set when the model
+    /// is created.
+    @exclusivity(unchecked) package internal(set) var isConstrained = false
+    /// Whether stores keep index entries for the attribute: it is indexed, or a uniqueness
+    /// constraint names it (a save looks its values up).
+    package var hasIndexEntries: Bool { isIndexed || isConstrained }
 
     /// Creates an attribute.
     public init(

@@ -30,6 +30,16 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public let ownProperties: [PropertyDescription]
     /// The class instantiated for objects of this entity.
     public let managedObjectClass: ManagedObject.Type
+    /// The entity's own uniqueness constraints (Core Data's `uniquenessConstraints`): each
+    /// is a list of attribute names whose values, taken together, no two objects of this
+    /// entity (or of its subentities) may share in a store. Subentities inherit them.
+    ///
+    /// A constraint names stored attributes of the entity, its own or inherited. A value
+    /// list with a null value is not constrained (as SQL's `UNIQUE`). A save that would
+    /// duplicate a constrained value list fails with
+    /// ``ObjectGraphError/Code/constraintConflict``, or is resolved by the context's
+    /// ``ManagedObjectContext/mergePolicy``; see ``ConstraintConflict``.
+    public let uniquenessConstraints: [[String]]
 
     /// The model the entity belongs to; set when the model is created.
     public internal(set) weak var managedObjectModel: ManagedObjectModel?
@@ -70,6 +80,12 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     @exclusivity(unchecked) var initialProperties: [PropertyDescription] = []
     /// The relationships with a `deny` delete rule.
     @exclusivity(unchecked) var denyRelationships: [RelationshipDescription] = []
+    /// Every uniqueness constraint objects of this entity are held to: its own and its
+    /// superentities', resolved to attributes; set when the model is created.
+    @exclusivity(unchecked) package internal(set) var constraints: [UniquenessConstraint] = []
+    /// The stored attributes a store keeps an index of: the indexed ones and those in a
+    /// uniqueness constraint (see `AttributeDescription.hasIndexEntries`).
+    @exclusivity(unchecked) package internal(set) var attributesWithIndexEntries: [AttributeDescription] = []
     /// The hash of ``name``, computed once (object IDs combine it into theirs).
     let nameHash: Int
     /// The name of the root of the entity's inheritance tree (``rootEntity``), computed when
@@ -79,8 +95,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Creates an entity.
     public init(
         name: String, superentity: String? = nil, isAbstract: Bool = false,
-        managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription] = []
+        managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription] = [],
+        uniquenessConstraints: [[String]] = []
     ) {
+        self.uniquenessConstraints = uniquenessConstraints
         self.name = name
         self.superentityName = superentity
         self.isAbstract = isAbstract
@@ -113,6 +131,19 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             return property is RelationshipDescription
         }
         denyRelationships = relationships.filter { $0.deleteRule == .deny }
+        var constraints: [UniquenessConstraint] = []
+        var owner: EntityDescription? = self
+        while let declaring = owner {
+            for (index, names) in declaring.uniquenessConstraints.enumerated() {
+                let attributes = names.compactMap { attributesByName[$0] }
+                if attributes.count == names.count {
+                    constraints.append(UniquenessConstraint(scope: declaring, index: index, attributes: attributes))
+                }
+            }
+            owner = declaring.superentityLink
+        }
+        self.constraints = constraints
+        attributesWithIndexEntries = attributes.filter { $0.hasIndexEntries && !$0.isTransient }
     }
 
     /// The entity's name.

@@ -74,6 +74,10 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
                 Self.link(relationship, in: entity, byName, &problems)
             }
         }
+        for entity in entities {
+            for case let attribute as AttributeDescription in entity.ownProperties { attribute.isConstrained = false }
+        }
+        for entity in entities { Self.checkConstraints(of: entity, &problems) }
         for (configuration, names) in configurations {
             for name in names where byName[name] == nil {
                 problems.append("Configuration \"\(configuration)\" names unknown entity \"\(name)\".")
@@ -202,6 +206,31 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             }
             property.entityLink = entity
             if let attribute = property as? AttributeDescription { check(attribute, in: entity, &problems) }
+        }
+    }
+
+    /// Checks an entity's uniqueness constraints (each names stored attributes of the entity,
+    /// at least one, none twice) and marks the attributes they name.
+    private static func checkConstraints(of entity: EntityDescription, _ problems: inout [String]) {
+        for names in entity.uniquenessConstraints {
+            let label = "Uniqueness constraint [\(names.joined(separator: ", "))] of \(entity.name)"
+            if names.isEmpty { problems.append("A uniqueness constraint of \(entity.name) names no attribute.") }
+            if Set(names).count != names.count { problems.append("\(label) names an attribute twice.") }
+            for name in names {
+                guard let property = entity.propertiesByName[name] else {
+                    problems.append("\(label) names \"\(name)\", which is not a property of \(entity.name).")
+                    continue
+                }
+                guard let attribute = property as? AttributeDescription else {
+                    problems.append("\(label) names relationship \"\(name)\"; only attributes can be constrained.")
+                    continue
+                }
+                if attribute.isTransient {
+                    problems.append("\(label) names transient attribute \"\(name)\", which no store holds.")
+                    continue
+                }
+                attribute.isConstrained = true
+            }
         }
     }
 

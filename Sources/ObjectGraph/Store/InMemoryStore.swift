@@ -168,7 +168,10 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         // The objects checked, with the version each read (nil: a fault, which read none).
         let checked = updates.map { ($0.0, $0.1) } + deletes + locked
         let readVersions = checked.map { ($0.1, $0.0.committedVersion) }
-        let conflicts = try backing.database.withLock { database -> [(index: Int, row: Row?)] in
+        // Uniqueness constraints: the values the save gives, looked up under the lock.
+        let uniqueness = try UniquenessCheck(request)
+        let model = persistentStoreCoordinator?.managedObjectModel
+        let (conflicts, duplicates) = try backing.database.withLock { database -> ([(index: Int, row: Row?)], [UniquenessCheck.Finding]) in
             for (object, reference, _) in inserts where database.rows[reference] != nil {
                 throw ObjectGraphError(.invalidArgument, "Row \(reference) already exists; cannot insert \(object.objectID) again.", objectID: object.objectID)
             }
@@ -177,7 +180,11 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
                 let row = database.rows[reference]
                 if row == nil || read.map({ $0 != row?.version }) == true { conflicts.append((index, row)) }
             }
-            guard conflicts.isEmpty else { return conflicts }
+            guard conflicts.isEmpty else { return (conflicts, []) }
+            if !uniqueness.isEmpty, let model {
+                let duplicates = holdersByValues(uniqueness, in: database, model: model)
+                guard duplicates.isEmpty else { return ([], duplicates) }
+            }
             for (object, reference, slots) in inserts {
                 database.rows[reference] = Row(entityName: object.entity.name, slots: slots, version: 1)
                 database.nextReference = max(database.nextReference, reference + 1)
@@ -193,8 +200,9 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
             }
             for (_, reference) in deletes { database.rows[reference] = nil }
             database.metadata = metadata
-            return []
+            return ([], [])
         }
+        guard duplicates.isEmpty else { throw ObjectGraphError.constraintConflicts(uniqueness.conflicts(duplicates)) }
         guard conflicts.isEmpty else {
             throw ObjectGraphError.mergeConflicts(conflicts.map { index, row in
                 let object = checked[index].0
@@ -202,6 +210,25 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
             })
         }
         return .saved
+    }
+
+    /// Under the database lock: the conflicts of a save's uniqueness probes with each other
+    /// and with the rows. Each constraint the save touches gets one table, from values to
+    /// rows, made by one pass over the rows.
+    private func holdersByValues(_ check: UniquenessCheck, in database: Database, model: ManagedObjectModel) -> [UniquenessCheck.Finding] {
+        var tables: [UniquenessConstraint.Key: [[AttributeValue]: [IncrementalStoreNode]]] = [:]
+        for probe in check.probes where tables[probe.constraint.key] == nil {
+            let constraint = probe.constraint
+            var table: [[AttributeValue]: [IncrementalStoreNode]] = [:]
+            for (reference, row) in database.rows {
+                guard let entity = model.entitiesByName[row.entityName], entity.inherits(from: constraint.scope),
+                    let values = constraint.values({ $0.ordinal < row.slots.count ? row.slots[$0.ordinal]?.attributeValue ?? .null : .null })
+                else { continue }
+                table[values, default: []].append(node(of: row, objectID: newObjectID(for: entity, referenceObject: .int64(reference))))
+            }
+            tables[constraint.key] = table
+        }
+        return check.findings { probe in tables[probe.constraint.key]?[probe.values] ?? [] }
     }
 
     // MARK: Faulting

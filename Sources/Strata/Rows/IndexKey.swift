@@ -170,7 +170,8 @@ enum IndexKey {
         return out
     }
 
-    /// Every index key of a row: one per indexed, stored attribute of its entity.
+    /// Every index key of a row: one per stored attribute of its entity that is indexed or
+    /// uniqueness-constrained ([IDX-S1]).
     static func keys(of row: StoredRow, reference: Int64, entity: EntityDescription, root: String) -> [[UInt8]] {
         keys(reference: reference, entity: entity, root: root) { row.attributes[$0.name] ?? .null }
     }
@@ -180,7 +181,7 @@ enum IndexKey {
         reference: Int64, entity: EntityDescription, root: String, value: (AttributeDescription) throws -> AttributeValue
     ) rethrows -> [[UInt8]] {
         var keys: [[UInt8]] = []
-        for attribute in entity.attributes where attribute.isIndexed && !attribute.isTransient {
+        for attribute in entity.attributesWithIndexEntries {
             var key: [UInt8] = []
             key.reserveCapacity(root.utf8.count + attribute.name.utf8.count + 40)
             appendPrefix(root: root, attribute: attribute.name, to: &key)

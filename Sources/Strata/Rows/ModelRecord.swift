@@ -7,7 +7,7 @@ import ObjectGraph
 /// model    := format u8 (1) | count varint | entity × count
 /// entity   := name string | superentity string ("" for none) | flags u8 (1 abstract)
 ///             | count varint | property × count
-/// property := name string | kind u8 | flags u8 (1 optional, 2 transient, 4 indexed) | payload
+/// property := name string | kind u8 | flags u8 (1 optional, 2 transient, 4 index entries) | payload
 ///             kind 0 attribute:    type string (AttributeType's raw value)
 ///             kind 1 relationship: destination string | inverse string ("" for none)
 ///                                  | toMany u8 | ordered u8 | deleteRule string
@@ -32,7 +32,9 @@ enum ModelRecord {
             writer.varint(UInt64(entity.ownProperties.count))
             for property in entity.ownProperties {
                 writer.string(property.name)
-                let flags: UInt8 = (property.isOptional ? 1 : 0) | (property.isTransient ? 2 : 0) | (property.isIndexed ? 4 : 0)
+                // Bit 4: the attribute has index entries (indexed, or uniqueness-constrained).
+                let indexed = (property as? AttributeDescription)?.hasIndexEntries ?? property.isIndexed
+                let flags: UInt8 = (property.isOptional ? 1 : 0) | (property.isTransient ? 2 : 0) | (indexed ? 4 : 0)
                 if let attribute = property as? AttributeDescription {
                     writer.u8(0)
                     writer.u8(flags)

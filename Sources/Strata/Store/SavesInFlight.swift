@@ -65,6 +65,24 @@ struct SaveReads {
         return try snapshot.get(key)
     }
 
+    /// The keys from `lowerBound` up to `upperBound`: the snapshot's, with the puts and
+    /// deletes of the saves in flight applied in order; sorted.
+    func keys(from lowerBound: [UInt8], to upperBound: [UInt8]) -> [[UInt8]] {
+        var keys: [[UInt8]] = []
+        snapshot.forEachKey(from: lowerBound, to: upperBound) { key in
+            keys.append(key)
+            return true
+        }
+        guard !inFlight.isEmpty else { return keys }
+        var present = Set(keys)
+        for writes in inFlight {
+            for (key, value) in writes where !key.lexicographicallyPrecedes(lowerBound) && key.lexicographicallyPrecedes(upperBound) {
+                if value == nil { present.remove(key) } else { present.insert(key) }
+            }
+        }
+        return present.sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
     /// The members of one owner's relationship keys ([REL-1]): the snapshot's, with the puts
     /// and deletes of the saves in flight applied in order.
     func members(_ ownerPrefix: [UInt8]) -> [StoredObject] {

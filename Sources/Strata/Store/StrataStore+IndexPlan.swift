@@ -56,7 +56,7 @@ extension StrataStore {
         guard request.fetchLimit > 0, request.resultType == .managedObject || request.resultType == .managedObjectID,
             let first = request.sortDescriptors.first, first.ascending, first.options.isEmpty,
             !first.keyPath.utf8.contains(UInt8(ascii: ".")), let attribute = entity.propertiesByName[first.keyPath] as? AttributeDescription,
-            attribute.isIndexed, !attribute.isTransient
+            attribute.hasIndexEntries, !attribute.isTransient
         else { return nil }
         switch attribute.attributeType {
         case .integer16, .integer32, .integer64, .boolean, .string, .date, .uuid: break
@@ -218,7 +218,7 @@ extension StrataStore {
         var plans: [IndexPlan] = []
         for constraint in predicate.conjunctiveConstraints where constraint.options.isEmpty && !constraint.keyPath.utf8.contains(UInt8(ascii: ".")) {
             guard let attribute = entity.propertiesByName[constraint.keyPath] as? AttributeDescription,
-                attribute.isIndexed, !attribute.isTransient, let kind = typeByte(of: attribute.attributeType)
+                attribute.hasIndexEntries, !attribute.isTransient, let kind = typeByte(of: attribute.attributeType)
             else { continue }
             let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
             func encoded(_ value: FetchValue) -> [UInt8]? {
@@ -294,7 +294,7 @@ extension StrataStore {
             entity.superentity == nil, entity.subentities.isEmpty || request.includesSubentities,
             let properties = request.propertiesToFetch, properties.count == 1, case .keyPath(let name) = properties[0],
             request.dictionaryRowKeyPaths == [name],
-            let attribute = entity.attributesByName[name], attribute.isIndexed, !attribute.isTransient
+            let attribute = entity.attributesByName[name], attribute.hasIndexEntries, !attribute.isTransient
         else { return nil }
         switch attribute.attributeType {
         case .integer16, .integer32, .integer64, .boolean, .string, .date, .uuid: return attribute

@@ -4,13 +4,14 @@ import ObjectGraph
 import StrataEngine
 
 extension StrataStore {
-    /// The indexed, stored attributes of a model, as `Entity.attribute`: what decides which
-    /// index entries rows have ([IDX-S1]). Model version hashes do not cover indexing, so a
+    /// The stored attributes of a model that have index entries (indexed, or named by a
+    /// uniqueness constraint), as `Entity.attribute`: what decides which index entries rows
+    /// have ([IDX-S1]). Model version hashes do not cover indexing, so a
     /// store opens with a model that indexes other attributes than the one it was saved with.
     static func indexSignature(of model: ManagedObjectModel) -> Set<String> {
         var signature = Set<String>()
         for entity in model.entities {
-            for attribute in entity.attributes where attribute.isIndexed && !attribute.isTransient {
+            for attribute in entity.attributesWithIndexEntries {
                 signature.insert(entity.name + "." + attribute.name)
             }
         }

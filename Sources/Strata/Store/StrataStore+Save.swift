@@ -93,7 +93,46 @@ extension StrataStore {
             throw ObjectGraphError.mergeConflicts(found.rows.map { object, row in
                 MergeConflict(sourceObject: object, storedRow: row.map { node(from: $0, objectID: object.objectID, layout: layout) })
             })
+        } catch let found as SaveDuplicates {
+            throw ObjectGraphError.constraintConflicts(found.check.conflicts(found.findings))
         }
+    }
+
+    /// The uniqueness-constraint conflicts a save found, thrown out of the save lock.
+    ///
+    /// `@unchecked Sendable`: thrown and caught on the saving thread, inside ``execute(_:)``.
+    struct SaveDuplicates: Error, @unchecked Sendable {
+        let check: UniquenessCheck
+        let findings: [UniquenessCheck.Finding]
+    }
+
+    /// [SAVE-4] Under the save lock: the rows of the store (through the saves in flight) that
+    /// hold a probe's values, of the constraint's scope or below it. The constraint's first
+    /// attribute's index entries for the first value give the candidates; each candidate's row
+    /// is read and compared on every attribute of the constraint (an index key may stand for
+    /// several values, [IDX-S2]).
+    func holders(of probe: UniquenessCheck.Probe, reads: SaveReads, layout: StoreLayout) throws -> [IncrementalStoreNode] {
+        let constraint = probe.constraint
+        let root = constraint.scope.rootEntityName
+        var prefix = IndexKey.prefix(root: root, attribute: constraint.attributes[0].name)
+        IndexKey.encode(probe.values[0], into: &prefix)
+        var nodes: [IncrementalStoreNode] = []
+        for key in reads.keys(from: prefix, to: Self.prefixEnd(prefix)) where key.count == prefix.count + 8 {
+            guard let reference = IndexKey.reference(fromIndexKey: key) else { continue }
+            var rowKey = KeyLayout.rowPrefix(root: root)
+            KeyLayout.appendReference(reference, to: &rowKey)
+            guard let bytes = try mappingEngineErrors("read a row of \(root)", { () throws(StoreError) in try reads.get(rowKey) }) else { continue }
+            let row = try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+            guard let entity = layout.entity(number: row.entityNumber), entity.isKind(of: constraint.scope) else { continue }
+            var same = true
+            for (attribute, value) in zip(constraint.attributes, probe.values) where try (row.attribute(atOrdinal: attribute.ordinal) ?? .null) != value {
+                same = false
+                break
+            }
+            guard same else { continue }
+            nodes.append(node(from: row, objectID: newObjectID(for: entity, referenceObject: .int64(reference)), layout: layout))
+        }
+        return nodes
     }
 
     /// The rows a save found in conflict, thrown out of the save lock.
@@ -121,6 +160,8 @@ extension StrataStore {
         }, key: \.1)
         let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
+        // Uniqueness constraints: the values the save gives, looked up under the lock.
+        let uniqueness = try UniquenessCheck(request)
         let metadata = self.metadata
         let model = try self.model()
         let modelRecordCurrent = state.withLock { $0.modelRecordCurrent }
@@ -201,6 +242,10 @@ extension StrataStore {
             }
             for (object, key) in locked { _ = try current(object, key) }
             guard conflicts.isEmpty else { throw SaveConflicts(rows: conflicts) }
+            if !uniqueness.isEmpty {
+                let duplicates = try uniqueness.findings { try holders(of: $0, reads: reads, layout: layout) }
+                guard duplicates.isEmpty else { throw SaveDuplicates(check: uniqueness, findings: duplicates) }
+            }
             batch.put(KeyLayout.metadataKey, record.encodeKeepingCaches())
             // [ROW-5] The model travels with the data, for tools that have no application code.
             if !modelRecordCurrent {
