@@ -74,11 +74,17 @@ struct BadInputTests {
         #expect(code { try coordinator.addPersistentStore(type: .inMemory, configuration: "Nope") } == .invalidArgument)
     }
 
-    @Test func unregisteredStoreTypeAndAtomicStoresAreRefused() throws {
+    /// An unregistered type is refused; so is an atomic store without a URL, and the bare
+    /// `AtomicStore`, whose `load()` a subclass must override (seed 004).
+    @Test func unregisteredStoreTypesAndIncompleteAtomicStoresAreRefused() throws {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try TestModel.make())
         #expect(code { try coordinator.addPersistentStore(type: PersistentStore.StoreType("NoSuchType")) } == .unknownStoreType)
         PersistentStoreCoordinator.registerStoreClass(AtomicStore.self, type: PersistentStore.StoreType("AtomicStub"))
-        #expect(code { try coordinator.addPersistentStore(type: PersistentStore.StoreType("AtomicStub")) } == .unsupportedRequest)
+        #expect(code { try coordinator.addPersistentStore(type: PersistentStore.StoreType("AtomicStub")) } == .invalidArgument)
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("atomic-stub-\(UUID().uuidString)")
+        #expect(code { try coordinator.addPersistentStore(type: PersistentStore.StoreType("AtomicStub"), at: url) } == .unsupportedRequest)
+        #expect(!FileManager.default.fileExists(atPath: url.path), "the reservation file went with the failed load")
+        #expect(coordinator.persistentStores.isEmpty)
     }
 
     @Test func sameURLCannotBeAddedTwiceToOneCoordinator() throws {

@@ -95,12 +95,12 @@ final class GatedStrataStore: StrataStore, @unchecked Sendable {
         let url: URL
     }
 
-    func stack() throws -> Stack {
+    func stack(model: ManagedObjectModel? = nil) throws -> Stack {
         PersistentStoreCoordinator.registerStoreClass(GatedStrataStore.self, type: GatedStrataStore.type)
         let url = FileManager.default.temporaryDirectory.appending(path: "group-commit-\(UUID().uuidString)")
         let fs = GatedFileSystem()
         GatedStrataStore.fileSystems.withLock { $0[url.path] = fs }
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: try StoreTestModel.make())
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try model ?? StoreTestModel.make())
         try coordinator.addPersistentStore(type: GatedStrataStore.type, at: url)
         return Stack(coordinator: coordinator, fs: fs, url: url)
     }
@@ -217,5 +217,53 @@ final class GatedStrataStore: StrataStore, @unchecked Sendable {
         let stored = try reader.existingObject(with: annID)
         #expect(try stored.value(forKey: "score") == .int64(50), "the first save's change is not lost")
         #expect(try stored.value(forKey: "name") == .string("Ann"))
+    }
+
+    /// [SAVE-4] Uniqueness is checked through the saves in flight: a value a save in flight
+    /// inserts is taken, and one it renames away is free.
+    @Test func uniquenessIsCheckedAgainstTheSavesInFlight() throws {
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Tag", properties: [.attribute("name", .string)], uniquenessConstraints: [["name"]]),
+        ])
+        let stack = try stack(model: model)
+        defer { try? FileManager.default.removeItem(at: stack.url) }
+        let setup = ManagedObjectContext(persistentStoreCoordinator: stack.coordinator)
+        let a = try setup.insertNewObject(forEntityName: "Tag")
+        try a.setValue("a", forKey: "name")
+        try setup.save()
+        let aID = a.objectID
+
+        let syncsBefore = stack.fs.syncs
+        stack.fs.close()
+        let first = ManagedObjectContext(concurrencyType: .privateQueue)
+        first.persistentStoreCoordinator = stack.coordinator
+        let firstDone = saveInBackground(first) { context in
+            try context.insertNewObject(forEntityName: "Tag").setValue("x", forKey: "name")
+            try context.object(with: aID).setValue("b", forKey: "name")
+        }
+        stack.fs.waitForSyncs(syncsBefore + 1)
+        let late = ManagedObjectContext(persistentStoreCoordinator: stack.coordinator)
+        for taken in ["x", "b"] {
+            try late.insertNewObject(forEntityName: "Tag").setValue(.string(taken), forKey: "name")
+            let error = #expect(throws: ObjectGraphError.self, "\(taken) is written by the save in flight") { try late.save() }
+            #expect(error?.code == .constraintConflict)
+            late.rollback()
+        }
+        let second = ManagedObjectContext(concurrencyType: .privateQueue)
+        second.persistentStoreCoordinator = stack.coordinator
+        let secondDone = saveInBackground(second) { context in
+            try context.insertNewObject(forEntityName: "Tag").setValue("a", forKey: "name")
+        }
+        // The second save is built on the first, in flight, before the gate opens.
+        let store = try #require(stack.coordinator.persistentStores.first as? StrataStore)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while store.savesInFlight < 2, ContinuousClock.now < deadline { sched_yield() }
+        #expect(store.savesInFlight == 2, "the second save was built while the first was in flight")
+        stack.fs.open()
+        firstDone.wait()
+        secondDone.wait()
+        let reader = ManagedObjectContext(persistentStoreCoordinator: stack.coordinator)
+        let names = try reader.fetch(FetchRequest(entityName: "Tag")).map { try $0.value(forKey: "name").stringValue ?? "" }
+        #expect(names.sorted() == ["a", "b", "x"], "a, renamed away in flight, was free for the second save")
     }
 }

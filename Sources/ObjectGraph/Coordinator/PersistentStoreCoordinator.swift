@@ -106,9 +106,6 @@ public final class PersistentStoreCoordinator: Sendable {
         options: [String: AttributeValue] = [:]
     ) throws -> PersistentStore {
         let storeClass = try Self.storeClass(for: type)
-        guard !(storeClass is AtomicStore.Type) else {
-            throw ObjectGraphError(.unsupportedRequest, "Atomic stores are not supported yet; \(type) cannot be added.")
-        }
         if let configuration, managedObjectModel.configurations[configuration] == nil {
             throw ObjectGraphError(.invalidArgument, "The model has no configuration named \"\(configuration)\".")
         }

@@ -65,20 +65,36 @@ struct SaveReads {
         return try snapshot.get(key)
     }
 
-    /// The keys from `lowerBound` up to `upperBound`: the snapshot's, with the puts and
-    /// deletes of the saves in flight applied in order; sorted.
-    func keys(from lowerBound: [UInt8], to upperBound: [UInt8]) -> [[UInt8]] {
+    /// The index entries ([IDX-S1]) the saves in flight write, each key's newest write
+    /// (`true`: put, `false`: delete), in key order. A save that looks values up makes it once,
+    /// so that each lookup is a binary search rather than a pass over every write in flight.
+    func inFlightIndexWrites() -> [(key: [UInt8], put: Bool)] {
+        guard !inFlight.isEmpty else { return [] }
+        var newest: [[UInt8]: Bool] = [:]
+        for writes in inFlight {
+            for (key, value) in writes where key.first == IndexKey.tag { newest[key] = value != nil }
+        }
+        return newest.map { (key: $0.key, put: $0.value) }.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+    }
+
+    /// The keys from `lowerBound` up to `upperBound`, sorted: the snapshot's, with `writes`
+    /// (``inFlightIndexWrites()``, the saves in flight's) applied.
+    func keys(from lowerBound: [UInt8], to upperBound: [UInt8], inFlight writes: [(key: [UInt8], put: Bool)]) -> [[UInt8]] {
         var keys: [[UInt8]] = []
         snapshot.forEachKey(from: lowerBound, to: upperBound) { key in
             keys.append(key)
             return true
         }
-        guard !inFlight.isEmpty else { return keys }
+        var low = 0, high = writes.count
+        while low < high {
+            let middle = (low + high) / 2
+            if writes[middle].key.lexicographicallyPrecedes(lowerBound) { low = middle + 1 } else { high = middle }
+        }
+        guard low < writes.count, writes[low].key.lexicographicallyPrecedes(upperBound) else { return keys }
         var present = Set(keys)
-        for writes in inFlight {
-            for (key, value) in writes where !key.lexicographicallyPrecedes(lowerBound) && key.lexicographicallyPrecedes(upperBound) {
-                if value == nil { present.remove(key) } else { present.insert(key) }
-            }
+        while low < writes.count, writes[low].key.lexicographicallyPrecedes(upperBound) {
+            if writes[low].put { present.insert(writes[low].key) } else { present.remove(writes[low].key) }
+            low += 1
         }
         return present.sorted { $0.lexicographicallyPrecedes($1) }
     }

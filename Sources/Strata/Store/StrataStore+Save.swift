@@ -111,13 +111,15 @@ extension StrataStore {
     /// attribute's index entries for the first value give the candidates; each candidate's row
     /// is read and compared on every attribute of the constraint (an index key may stand for
     /// several values, [IDX-S2]).
-    func holders(of probe: UniquenessCheck.Probe, reads: SaveReads, layout: StoreLayout) throws -> [IncrementalStoreNode] {
+    func holders(
+        of probe: UniquenessCheck.Probe, reads: SaveReads, inFlight: [(key: [UInt8], put: Bool)], layout: StoreLayout
+    ) throws -> [IncrementalStoreNode] {
         let constraint = probe.constraint
         let root = constraint.scope.rootEntityName
         var prefix = IndexKey.prefix(root: root, attribute: constraint.attributes[0].name)
         IndexKey.encode(probe.values[0], into: &prefix)
         var nodes: [IncrementalStoreNode] = []
-        for key in reads.keys(from: prefix, to: Self.prefixEnd(prefix)) where key.count == prefix.count + 8 {
+        for key in reads.keys(from: prefix, to: Self.prefixEnd(prefix), inFlight: inFlight) where key.count == prefix.count + 8 {
             guard let reference = IndexKey.reference(fromIndexKey: key) else { continue }
             var rowKey = KeyLayout.rowPrefix(root: root)
             KeyLayout.appendReference(reference, to: &rowKey)
@@ -243,7 +245,8 @@ extension StrataStore {
             for (object, key) in locked { _ = try current(object, key) }
             guard conflicts.isEmpty else { throw SaveConflicts(rows: conflicts) }
             if !uniqueness.isEmpty {
-                let duplicates = try uniqueness.findings { try holders(of: $0, reads: reads, layout: layout) }
+                let inFlight = reads.inFlightIndexWrites()
+                let duplicates = try uniqueness.findings { try holders(of: $0, reads: reads, inFlight: inFlight, layout: layout) }
                 guard duplicates.isEmpty else { throw SaveDuplicates(check: uniqueness, findings: duplicates) }
             }
             batch.put(KeyLayout.metadataKey, record.encodeKeepingCaches())

@@ -103,6 +103,9 @@ struct ContextLifecycleConformance {
     func stalenessIntervalDecidesWhetherCachedValuesAreReused(fixture: any StoreFixture) throws {
         guard fixture.supportsReopen else { return }
         let stack = try fixture.makeStack(model: try TestModel.make())
+        // An atomic store reads its file once, when added: its nodes are the store, and
+        // another coordinator's saves to the file are not seen (seed 004).
+        guard !(stack.store is AtomicStore) else { return }
         let context = stack.context()
         let ada = try context.makePerson("Ada")
         try context.save()

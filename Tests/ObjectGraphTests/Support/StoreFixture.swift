@@ -48,7 +48,7 @@ struct InMemoryFixture: StoreFixture {
 }
 
 /// Every store the conformance suite runs against.
-let allStoreFixtures: [any StoreFixture] = [InMemoryFixture(), DictionaryStoreFixture(), StrataFixture(), ReopeningStrataFixture()]
+let allStoreFixtures: [any StoreFixture] = [InMemoryFixture(), DictionaryStoreFixture(), StrataFixture(), ReopeningStrataFixture(), JSONFileFixture()]
 
 /// Observes one notification name from one context until released.
 ///
