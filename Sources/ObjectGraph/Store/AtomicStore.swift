@@ -423,7 +423,7 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
 
     /// A node's value for a property, as the object graph holds it: an attribute converted to
     /// its type (null when the node has none), a to-one's destination ID, a to-many's IDs.
-    static func propertyValue(of node: AtomicStoreCacheNode, for property: PropertyDescription) throws -> PropertyValue {
+    package static func propertyValue(of node: AtomicStoreCacheNode, for property: PropertyDescription) throws -> PropertyValue {
         let entity = node.objectID.entity
         let value = node.value(forKey: property.name)
         func wrong(_ expected: String) -> ObjectGraphError {

@@ -39,9 +39,10 @@ open class PersistentContainer: @unchecked Sendable {
     private let descriptions: Locked<[PersistentStoreDescription]>
 
     /// Creates a container for a model; nothing is opened until
-    /// ``loadPersistentStores(completionHandler:)``. Registers ``StrataStore``.
+    /// ``loadPersistentStores(completionHandler:)``. Registers ``StrataStore`` and ``BinaryStore``.
     public init(name: String, managedObjectModel: ManagedObjectModel) {
         StrataStore.register()
+        BinaryStore.register()
         self.name = name
         self.managedObjectModel = managedObjectModel
         persistentStoreCoordinator = PersistentStoreCoordinator(managedObjectModel: managedObjectModel)

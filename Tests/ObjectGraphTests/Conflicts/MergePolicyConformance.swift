@@ -5,7 +5,7 @@ import Testing
 /// The stores that detect conflicting saves (optimistic locking): InMemoryStore and
 /// StrataStore, fresh and reopened after every save. (The documentation's DictionaryStore
 /// example leaves the last writer winning.)
-let conflictDetectingStoreFixtures: [any StoreFixture] = [InMemoryFixture(), StrataFixture(), ReopeningStrataFixture(), JSONFileFixture()]
+let conflictDetectingStoreFixtures: [any StoreFixture] = [InMemoryFixture(), StrataFixture(), ReopeningStrataFixture(), JSONFileFixture(), BinaryStoreFixture()]
 
 /// Merge policies (seed 003, "Merge Policies"; Core Data's NSMergePolicy documentation): two
 /// contexts on one coordinator, one saving over the other's read.

@@ -48,7 +48,7 @@ struct InMemoryFixture: StoreFixture {
 }
 
 /// Every store the conformance suite runs against.
-let allStoreFixtures: [any StoreFixture] = [InMemoryFixture(), DictionaryStoreFixture(), StrataFixture(), ReopeningStrataFixture(), JSONFileFixture()]
+let allStoreFixtures: [any StoreFixture] = [InMemoryFixture(), DictionaryStoreFixture(), StrataFixture(), ReopeningStrataFixture(), JSONFileFixture(), BinaryStoreFixture()]
 
 /// Observes one notification name from one context until released.
 ///

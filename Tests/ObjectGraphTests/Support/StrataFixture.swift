@@ -29,3 +29,30 @@ struct StrataFixture: StoreFixture {
         return TestStack(coordinator: coordinator, store: store, url: stack.url)
     }
 }
+
+/// The binary atomic store in a fresh file, so the conformance suite runs against Strata's
+/// atomic store too.
+struct BinaryStoreFixture: StoreFixture {
+    var description: String { "BinaryStore (atomic)" }
+    var supportsReopen: Bool { true }
+
+    static let registered: Bool = {
+        BinaryStore.register()
+        return true
+    }()
+
+    func makeStack(model: ManagedObjectModel) throws -> TestStack {
+        _ = Self.registered
+        let url = StrataFixture.root.appendingPathComponent(UUID().uuidString + ".strata-binary")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let store = try coordinator.addPersistentStore(type: .binary, configuration: nil, at: url, options: [:])
+        return TestStack(coordinator: coordinator, store: store, url: url)
+    }
+
+    /// A second coordinator on the same file: it loads what was saved.
+    func reopen(_ stack: TestStack) throws -> TestStack {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: stack.coordinator.managedObjectModel)
+        let store = try coordinator.addPersistentStore(type: .binary, configuration: nil, at: stack.url, options: [:])
+        return TestStack(coordinator: coordinator, store: store, url: stack.url)
+    }
+}

@@ -1,0 +1,241 @@
+import Foundation
+import ObjectGraph
+import StrataEngine
+
+extension PersistentStore.StoreType {
+    /// The binary atomic store (Core Data's `NSBinaryStoreType`): ``BinaryStore``.
+    public static let binary = PersistentStore.StoreType("Binary")
+}
+
+/// An atomic store that keeps the whole object graph in one file, in Strata's formats
+/// (SPEC.md [BIN-1]…[BIN-4]): Core Data's binary store, for data that fits in memory and is
+/// written whole (a document, a cache, a settings file).
+///
+/// The file holds a header with a generation number, the metadata record (with the model's
+/// version hashes), the model record, and every object as a row in Strata's row encoding,
+/// LZ4-compressed; a CRC-32C covers every part. A save writes a new file, syncs it, renames it
+/// over the old one and syncs the directory, so a crash at any point leaves the old file or the
+/// new one, whole. A file whose bytes fail a check is refused with an error that names the
+/// offset; one saved by another coordinator or process since this one loaded it is not
+/// overwritten (`ObjectGraphError/Code/storeLocked`).
+///
+/// ```swift
+/// BinaryStore.register()
+/// try coordinator.addPersistentStore(type: .binary, at: URL(filePath: "/path/to/library.strata-binary"))
+/// ```
+///
+/// Thread safety: the file state is protected by `AtomicStore`'s lock (every method below
+/// runs under it).
+open class BinaryStore: AtomicStore, @unchecked Sendable {
+    // @unchecked: the generation below is read and written under AtomicStore's lock only.
+    /// The generation of the file as loaded or last saved (0: none yet).
+    private var generation: UInt64 = 0
+
+    /// Registers this class for `PersistentStore/StoreType/binary`. Call once at start-up.
+    public static func register() {
+        PersistentStoreCoordinator.registerStoreClass(BinaryStore.self, type: .binary)
+    }
+
+    /// `PersistentStore/StoreType/binary`.
+    open override var type: StoreType { .binary }
+
+    /// The file system the store reads and writes through (a seam for fault injection).
+    open var fileSystem: any FileSystem { PosixFileSystem() }
+
+    /// The path of the store's file.
+    private var path: String {
+        get throws {
+            guard let url, url.isFileURL else {
+                throw ObjectGraphError(.invalidArgument, "A binary store needs a file URL; got \(url?.absoluteString ?? "none").")
+            }
+            return url.path
+        }
+    }
+
+    // MARK: Loading
+
+    /// [BIN-3] Reads the file: an empty or missing file is a new store; otherwise the header,
+    /// the metadata (its version hashes are checked against the coordinator's model before
+    /// any row is read), and the objects, registered as nodes.
+    open override func load() throws {
+        let path = try self.path
+        let bytes = try Self.readFile(path, fileSystem: fileSystem)
+        guard !bytes.isEmpty else { return }
+        let file = try BinaryStoreFile.decode(bytes, path: path)
+        generation = file.generation
+        let record = try MetadataRecord.decode(file.metadata)
+        metadata = record.metadata
+        guard let coordinator = persistentStoreCoordinator else { return }
+        let model = coordinator.managedObjectModel
+        let differences = model.differences(ofConfiguration: configurationName, fromStoreMetadata: record.metadata)
+        if !differences.isEmpty { throw ObjectGraphError.incompatibleModel(differences, storeURL: url) }
+        let layout = try StoreLayout(model: model)
+        let objects = try BinaryStoreFile.objects(file, layout: layout, path: path)
+        var nodes: [ObjectKey: AtomicStoreCacheNode] = [:]
+        nodes.reserveCapacity(objects.count)
+        for object in objects {
+            guard let entity = model.entitiesByName[object.row.entity] else { continue }
+            let key = ObjectKey(root: entity.rootEntityName, reference: object.reference)
+            guard nodes[key] == nil else {
+                throw ObjectGraphError(.storeCorrupted, "binary store \(path): two objects of \(entity.rootEntityName)'s hierarchy have reference \(object.reference)")
+            }
+            nodes[key] = AtomicStoreCacheNode(objectID: objectID(for: entity, withReferenceObject: .int64(object.reference)))
+        }
+        func node(_ target: (entity: String, reference: Int64)) throws -> AtomicStoreCacheNode {
+            guard let entity = model.entitiesByName[target.entity], let node = nodes[ObjectKey(root: entity.rootEntityName, reference: target.reference)] else {
+                throw ObjectGraphError(.storeCorrupted, "binary store \(path): a relationship names \(target.entity) \(target.reference), which the file does not hold")
+            }
+            return node
+        }
+        for object in objects {
+            guard let entity = model.entitiesByName[object.row.entity],
+                let owner = nodes[ObjectKey(root: entity.rootEntityName, reference: object.reference)]
+            else { continue }
+            for (name, value) in object.row.attributes { owner.setValue(.attribute(value), forKey: name) }
+            for (name, target) in object.row.toOne { owner.setValue(.toOne(try target.map(node)), forKey: name) }
+            for (name, members) in object.row.toMany { owner.setValue(.toMany(try members.map(node)), forKey: name) }
+        }
+        addCacheNodes(Set(nodes.values))
+    }
+
+    /// The bytes of the file at `path`; empty when there is none.
+    static func readFile(_ path: String, fileSystem: any FileSystem) throws -> [UInt8] {
+        do {
+            guard case .file(let size)? = try fileSystem.kind(of: path), size > 0 else { return [] }
+            let handle = try fileSystem.open(path, mode: .readOnly)
+            defer { handle.close() }
+            var bytes = [UInt8](repeating: 0, count: Int(size))
+            var read = 0
+            while read < bytes.count {
+                let count = try bytes.withUnsafeMutableBytes { buffer in
+                    try handle.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[read...]), at: UInt64(read))
+                }
+                if count == 0 { break }
+                read += count
+            }
+            return Array(bytes[..<read])
+        } catch let error as StoreError {
+            throw ObjectGraphError(error, while: "read the binary store \(path)")
+        }
+    }
+
+    // MARK: Saving
+
+    /// [BIN-4] Writes every node to a new file and moves it over the old one: the file is
+    /// written and synced under a temporary name in the same directory, renamed over the
+    /// store's file, and the directory synced. Refuses (`ObjectGraphError/Code/storeLocked`)
+    /// when the file on disk is no longer the generation this store loaded or last wrote.
+    open override func save() throws {
+        let path = try self.path
+        guard let model = persistentStoreCoordinator?.managedObjectModel else {
+            throw ObjectGraphError(.noPersistentStore, "The binary store \(path) is not part of a coordinator.")
+        }
+        let fileSystem = self.fileSystem
+        let onDisk = try Self.readFile(path, fileSystem: fileSystem)
+        let diskGeneration = onDisk.isEmpty ? 0 : try BinaryStoreFile.generation(of: onDisk, path: path)
+        guard diskGeneration == generation else {
+            throw ObjectGraphError(
+                .storeLocked,
+                "The binary store \(path) was saved by another coordinator or process since this one loaded it (generation \(diskGeneration) on disk, \(generation) loaded); nothing was written. Remove the store and add it again to load what is there.")
+        }
+        let layout = try StoreLayout(model: model)
+        var objects: [BinaryStoreFile.Object] = []
+        var counts: [String: Int] = [:]
+        var largest: Int64 = 0
+        let nodes = cacheNodes().sorted { a, b in
+            let x = a.objectID, y = b.objectID
+            if x.entity.name != y.entity.name { return x.entity.name < y.entity.name }
+            if case .int64(let l)? = x.referenceObject, case .int64(let r)? = y.referenceObject { return l < r }
+            return false
+        }
+        objects.reserveCapacity(nodes.count)
+        for node in nodes {
+            let entity = node.objectID.entity
+            guard case .int64(let reference) = try referenceObject(for: node.objectID) else {
+                throw ObjectGraphError(.invalidArgument, "The binary store keeps integer references; \(node.objectID) has another kind.", objectID: node.objectID)
+            }
+            var row = StoredRow(entity: entity.name, version: 1, attributes: [:], toOne: [:], toMany: [:])
+            func target(_ id: ManagedObjectID) throws -> (entity: String, reference: Int64) {
+                guard case .int64(let reference) = try referenceObject(for: id) else {
+                    throw ObjectGraphError(.invalidArgument, "The binary store keeps integer references; \(id) has another kind.", objectID: id)
+                }
+                return (id.entity.name, reference)
+            }
+            for property in entity.properties where !property.isTransient {
+                switch try AtomicStore.propertyValue(of: node, for: property) {
+                case .attribute(let value): row.attributes[property.name] = value
+                case .relationship(.toOne(let id)): row.toOne[property.name] = .some(try id.map(target))
+                case .relationship(.toMany(let ids)): row.toMany[property.name] = try ids.map(target)
+                }
+            }
+            objects.append(BinaryStoreFile.Object(reference: reference, row: row))
+            counts[entity.name, default: 0] += 1
+            largest = max(largest, reference)
+        }
+        let record = MetadataRecord(nextReference: largest + 1, rowCounts: counts, metadata: metadata)
+        let next = generation + 1
+        let bytes = try BinaryStoreFile.encode(
+            generation: next, metadata: record.encode(), model: ModelRecord.encode(model), objects: objects, layout: layout)
+        try Self.replaceFile(path, with: bytes, fileSystem: fileSystem)
+        generation = next
+    }
+
+    /// Writes `bytes` to a new file next to `path`, syncs it, renames it over `path` and syncs
+    /// the directory. A failure before the rename leaves the old file; the temporary file is
+    /// removed.
+    static func replaceFile(_ path: String, with bytes: [UInt8], fileSystem: any FileSystem) throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        let temporary = path + ".saving-" + UUID().uuidString
+        do {
+            do {
+                let handle = try fileSystem.open(temporary, mode: .createNew)
+                defer { handle.close() }
+                try bytes.withUnsafeBytes { try handle.write($0, at: 0) }
+                try handle.sync()
+            }
+            try fileSystem.rename(temporary, to: path)
+        } catch {
+            try? fileSystem.remove(temporary)
+            if let error = error as? StoreError { throw ObjectGraphError(error, while: "write the binary store \(path)") }
+            throw error
+        }
+        do {
+            try fileSystem.syncDirectory(directory.isEmpty ? "." : directory)
+        } catch {
+            throw ObjectGraphError(error, while: "sync the directory of the binary store \(path)")
+        }
+    }
+
+    // MARK: Metadata without opening
+
+    /// The metadata of the binary store at `url` (every part of the file checked); empty for
+    /// an empty (reservation) file.
+    open override class func metadataForPersistentStore(at url: URL) throws -> [String: AttributeValue] {
+        let bytes = try readFile(url.path, fileSystem: PosixFileSystem())
+        guard !bytes.isEmpty else { return [:] }
+        return try MetadataRecord.decode(BinaryStoreFile.decode(bytes, path: url.path).metadata).metadata
+    }
+
+    /// Replaces the metadata of the binary store at `url`, as a save does (a new generation,
+    /// written whole and moved over the old file).
+    ///
+    /// - Throws: `ObjectGraphError/Code/invalidArgument` when nothing was saved at `url`.
+    open override class func setMetadata(_ metadata: [String: AttributeValue], forPersistentStoreAt url: URL) throws {
+        let fileSystem = PosixFileSystem()
+        let bytes = try readFile(url.path, fileSystem: fileSystem)
+        guard !bytes.isEmpty else {
+            throw ObjectGraphError(.invalidArgument, "No binary store has been saved at \(url.path); its metadata is written with its first save.")
+        }
+        let file = try BinaryStoreFile.decode(bytes, path: url.path)
+        var record = try MetadataRecord.decode(file.metadata)
+        record.metadata = metadata
+        let updated = try BinaryStoreFile.assemble(generation: file.generation + 1, metadata: record.encode(), model: file.model, objects: file.objects)
+        try replaceFile(url.path, with: updated, fileSystem: fileSystem)
+    }
+
+    /// An object's place: its hierarchy and reference.
+    private struct ObjectKey: Hashable {
+        let root: String
+        let reference: Int64
+    }
+}
