@@ -422,9 +422,13 @@ final class DiffDirectory {
     let url: URL
     init() {
         StrataStore.register()
+        BinaryStore.register()
         url = FileManager.default.temporaryDirectory.appendingPathComponent("strata-differential-\(UUID().uuidString)")
     }
-    deinit { try? FileManager.default.removeItem(at: url) }
+    deinit {
+        try? FileManager.default.removeItem(at: url)
+        try? FileManager.default.removeItem(at: url.appendingPathExtension("strata-binary"))
+    }
 }
 
 /// One stack: a coordinator with one store, and one context.
@@ -435,16 +439,20 @@ final class DiffStack {
     var context: ManagedObjectContext
     var cache: [Int64: ManagedObject] = [:]
 
-    init(model: ManagedObjectModel, url: URL?) throws {
+    /// The type of the store at `url` (none without one: an InMemoryStore).
+    let type: PersistentStore.StoreType
+
+    init(model: ManagedObjectModel, url: URL?, type: PersistentStore.StoreType = .strata) throws {
         self.model = model
         self.url = url
-        coordinator = try Self.open(model: model, url: url)
+        self.type = url == nil ? .inMemory : type
+        coordinator = try Self.open(model: model, url: url, type: self.type)
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     }
 
-    static func open(model: ManagedObjectModel, url: URL?) throws -> PersistentStoreCoordinator {
+    static func open(model: ManagedObjectModel, url: URL?, type: PersistentStore.StoreType) throws -> PersistentStoreCoordinator {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addPersistentStore(type: url == nil ? .inMemory : .strata, at: url)
+        try coordinator.addPersistentStore(type: type, at: url)
         return coordinator
     }
 
@@ -453,7 +461,7 @@ final class DiffStack {
         cache = [:]
         if url != nil {
             for store in coordinator.persistentStores { try coordinator.remove(store) }
-            coordinator = try Self.open(model: model, url: url)
+            coordinator = try Self.open(model: model, url: url, type: type)
             context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         } else {
             context.reset()
@@ -657,11 +665,12 @@ func runDifferential(_ ops: [DiffOp]) throws -> DiffMismatch? {
     return try runDifferential(ops, statistics: &statistics)
 }
 
-func runDifferential(_ ops: [DiffOp], statistics: inout DiffStatistics) throws -> DiffMismatch? {
+/// `type`: the store compared with the reference, StrataStore or the binary atomic store.
+func runDifferential(_ ops: [DiffOp], statistics: inout DiffStatistics, type: PersistentStore.StoreType = .strata) throws -> DiffMismatch? {
     let model = try DiffModel.make()
     let directory = DiffDirectory()
     let reference = try DiffStack(model: model, url: nil)
-    let strata = try DiffStack(model: model, url: directory.url)
+    let strata = try DiffStack(model: model, url: type == .binary ? directory.url.appendingPathExtension("strata-binary") : directory.url, type: type)
     for (step, op) in ops.enumerated() {
         let expected = try reference.apply(op)
         let actual = try strata.apply(op)

@@ -35,6 +35,21 @@ import Testing
         }
     }
 
+    /// Issue 16: the binary atomic store, reloaded from its file at every reopen, against the
+    /// same reference.
+    @Test(arguments: [UInt64(3), 7, 8])
+    func randomOperationsGiveTheSameResultsInTheBinaryStore(seed: UInt64) throws {
+        var generator = DiffGenerator(seed: seed)
+        let ops = generator.operations(Self.operationsPerSeed, reopenEvery: 250, compareEvery: 50)
+        var statistics = DiffStatistics()
+        if let mismatch = try runDifferential(ops, statistics: &statistics, type: .binary) {
+            let context = ops[max(0, mismatch.step - 5)...mismatch.step].map(\.description).joined(separator: "\n  ")
+            Issue.record("Seed \(seed): the stores differ at \(mismatch)\nlast operations:\n  \(context)")
+            return
+        }
+        #expect(statistics.count("save") > 50 && statistics.count("reopen") > 0 && statistics.objectsCompared > 1000)
+    }
+
     @Test func bothStacksFindTheSavedObjectsByUIDAndReadTheSameContentBackAfterAReopen() throws {
         // The comparison is not vacuous: each stack really finds (and misses) objects by uid.
         let directory = DiffDirectory()

@@ -112,7 +112,9 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
     /// at the node registered for it at the end.
     ///
     /// The default fills the node ``cacheNode(for:)`` gives for the object with every stored
-    /// property (attributes as they are, relationships as nodes).
+    /// property (attributes as they are, relationships as nodes; a destination that has no
+    /// node, deleted while a `noAction` rule kept this reference, as a node of its own that is
+    /// not registered).
     open func newCacheNode(for managedObject: ManagedObject) throws -> AtomicStoreCacheNode {
         let node = cacheNode(for: managedObject.objectID) ?? AtomicStoreCacheNode(objectID: managedObject.objectID)
         try copyValues(of: managedObject, into: node)
@@ -175,12 +177,12 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
         for property in object.entity.properties where !property.isTransient {
             switch property {
             case let relationship as RelationshipDescription:
-                let ids = try object.objectIDs(forRelationshipNamed: relationship.name)
-                if relationship.isToMany {
-                    node.setValue(.toMany(ids.compactMap { cacheNode(for: $0) }), forKey: relationship.name)
-                } else {
-                    node.setValue(.toOne(ids.first.flatMap { cacheNode(for: $0) }), forKey: relationship.name)
+                // A destination without a node (deleted while a noAction rule left this
+                // object pointing at it) stays referenced, through a node not registered.
+                let nodes = try object.objectIDs(forRelationshipNamed: relationship.name).map {
+                    cacheNode(for: $0) ?? AtomicStoreCacheNode(objectID: $0)
                 }
+                node.setValue(relationship.isToMany ? .toMany(nodes) : .toOne(nodes.first), forKey: relationship.name)
             default:
                 node.setValue(.attribute(try object.value(forKey: property.name)), forKey: property.name)
             }

@@ -81,10 +81,18 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
             }
             nodes[key] = AtomicStoreCacheNode(objectID: objectID(for: entity, withReferenceObject: .int64(object.reference)))
         }
+        // A destination the file does not hold is an object deleted while this one kept
+        // pointing at it (a noAction rule): the reference stays, through a node that is not
+        // registered, as the other stores keep it.
+        var missing: [ObjectKey: AtomicStoreCacheNode] = [:]
         func node(_ target: (entity: String, reference: Int64)) throws -> AtomicStoreCacheNode {
-            guard let entity = model.entitiesByName[target.entity], let node = nodes[ObjectKey(root: entity.rootEntityName, reference: target.reference)] else {
-                throw ObjectGraphError(.storeCorrupted, "binary store \(path): a relationship names \(target.entity) \(target.reference), which the file does not hold")
+            guard let entity = model.entitiesByName[target.entity] else {
+                throw ObjectGraphError(.storeCorrupted, "binary store \(path): a relationship names entity \(target.entity), which the model does not have")
             }
+            let key = ObjectKey(root: entity.rootEntityName, reference: target.reference)
+            if let node = nodes[key] ?? missing[key] { return node }
+            let node = AtomicStoreCacheNode(objectID: objectID(for: entity, withReferenceObject: .int64(target.reference)))
+            missing[key] = node
             return node
         }
         for object in objects {
