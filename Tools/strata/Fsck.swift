@@ -59,7 +59,7 @@ struct Fsck: ParsableCommand {
               strata fsck --repair --backup-dir /backups/store-before-repair /var/lib/app/store
             """)
 
-    @Argument(help: "The store directory.")
+    @Argument(help: "The store directory, or a binary store file.")
     var store: String
 
     @Flag(help: "Salvage what can be salvaged (after backing the store up).")
@@ -83,6 +83,7 @@ struct Fsck: ParsableCommand {
     }
 
     func run() throws {
+        if BinaryStoreInspector.isBinaryStore(at: store) { return try checkBinaryStore() }
         let progress = Progress("fsck", quiet: output.quiet || output.json)
         var options = FsckOptions()
         options.repair = repair
@@ -192,5 +193,24 @@ struct Fsck: ParsableCommand {
         } else {
             Output.line("problems found; some remain after repair (see above)")
         }
+    }
+
+    /// A binary store file ([BIN-2]): every part checked, objects decoded with the stored
+    /// model, counts and inverses compared. Nothing to repair: the file is replaced whole by
+    /// each save, so a damaged one is restored from a copy.
+    private func checkBinaryStore() throws {
+        guard !repair else {
+            throw ToolFailure(message: "\(store) is a binary store file: fsck checks it, but there is nothing to repair in place (each save replaces the file whole); restore a copy, or open it to save it anew.")
+        }
+        let check = BinaryStoreInspector.check(at: store)
+        if output.json {
+            try Output.json(WithVerdict(verdict: check.isClean ? "clean" : "problems", result: check))
+        } else {
+            Output.line("binary store \(store): \(check.objects) objects")
+            for problem in check.problems.prefix(limit) { Output.line("  error: \(problem)") }
+            for note in check.notes.prefix(limit) { Output.line("  note: \(note)") }
+            Output.line(check.isClean ? "clean" : "\(check.problems.count) problem\(check.problems.count == 1 ? "" : "s")")
+        }
+        if !check.isClean { throw ExitCode(1) }
     }
 }

@@ -19,7 +19,7 @@ struct Inspect: ParsableCommand {
               strata inspect --json /var/lib/app/store
             """)
 
-    @Argument(help: "The store directory.")
+    @Argument(help: "The store directory, or a binary store file.")
     var store: String
 
     @Option(help: "Print the record with this key (hex, optionally 0x-prefixed, or text).")
@@ -35,6 +35,26 @@ struct Inspect: ParsableCommand {
     }
 
     func run() throws {
+        if BinaryStoreInspector.isBinaryStore(at: store) {
+            guard key == nil, object == nil else { throw ToolFailure(message: "\(store) is a binary store file: it has no keys; use `strata dump` for its objects.") }
+            let report = try explained(path: store) { try BinaryStoreInspector.inspect(at: store) }
+            if output.json { return try Output.json(WithVerdict(verdict: "ok", result: report)) }
+            Output.line("binary store \(report.path)  format \(report.format), generation \(report.generation), \(Output.bytes(UInt64(report.fileBytes)))")
+            for section in report.sections {
+                Output.line("  \(section.kind) at byte \(section.offset): \(Output.bytes(UInt64(section.storedBytes))) stored, \(Output.bytes(UInt64(section.rawBytes))) raw")
+            }
+            Output.line("  store \(report.storeIdentifier ?? "(no NSStoreUUID)"), \(report.objects) objects, next reference \(report.nextReference)")
+            Output.line("  model and objects:")
+            for entity in report.entities {
+                Output.line("    \(entity.name)\(entity.superentity.map { " : \($0)" } ?? "")  \(entity.objects) objects")
+                for property in entity.properties { Output.line("      \(property)") }
+            }
+            if !report.metadata.isEmpty {
+                Output.line("  metadata:")
+                for (key, value) in report.metadata.sorted(by: { $0.key < $1.key }) { Output.line("    \(key) = \(value)") }
+            }
+            return
+        }
         if key != nil || object != nil {
             let record = try explained(path: store) { try StoreInspector.record(at: store, key: key.map(parseKey), objectURI: object) }
             if output.json { return try Output.json(WithVerdict(verdict: "ok", result: record)) }
@@ -99,7 +119,7 @@ struct Dump: ParsableCommand {
               strata dump --rows-only /var/lib/app/store > before.txt
             """)
 
-    @Argument(help: "The store directory.")
+    @Argument(help: "The store directory, or a binary store file.")
     var store: String
 
     @Flag(name: .customLong("rows-only"), help: "Only rows (skip metadata, model and index entries).")
@@ -108,6 +128,21 @@ struct Dump: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() throws {
+        if BinaryStoreInspector.isBinaryStore(at: store) {
+            var buffer = ""
+            try explained(path: store) {
+                try BinaryStoreInspector.dump(at: store) { object in
+                    buffer += (output.json ? try Output.jsonLine(object) : object.line) + "\n"
+                    if buffer.utf8.count > 1 << 16 {
+                        FileHandle.standardOutput.write(Data(buffer.utf8))
+                        buffer = ""
+                    }
+                    return true
+                }
+            }
+            FileHandle.standardOutput.write(Data(buffer.utf8))
+            return
+        }
         let progress = Progress("dump", quiet: output.quiet || isatty(STDOUT_FILENO) == 1)
         progress.begin("opening the store (replaying its log)")
         var buffer = ""

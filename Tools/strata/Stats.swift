@@ -18,12 +18,22 @@ struct Stats: ParsableCommand {
               strata stats --json /var/lib/app/store | jq .spaceAmplification
             """)
 
-    @Argument(help: "The store directory.")
+    @Argument(help: "The store directory, or a binary store file.")
     var store: String
 
     @OptionGroup var output: OutputOptions
 
     func run() throws {
+        if BinaryStoreInspector.isBinaryStore(at: store) {
+            let report = try explained(path: store) { try BinaryStoreInspector.inspect(at: store) }
+            if output.json { return try Output.json(WithVerdict(verdict: "ok", result: report)) }
+            Output.line("stats \(report.path) (binary store)")
+            Output.line("  disk:                \(Output.bytes(UInt64(report.fileBytes))), generation \(report.generation)")
+            Output.line("  objects:             \(report.objects)")
+            Output.line(String(format: "  compression:         %.2f× (objects)", report.compressionRatio))
+            Output.line("  rows:                " + report.entities.filter { $0.objects > 0 }.map { "\($0.name) \($0.objects)" }.joined(separator: ", "))
+            return
+        }
         // Opening replays the log and builds the index: it is what can take a while here.
         let progress = Progress("stats", quiet: output.quiet || output.json)
         progress.begin("opening the store (replaying its log)")

@@ -8,7 +8,8 @@ struct StrataCommand: ParsableCommand {
         commandName: "strata",
         abstract: "Check, repair, compact and look inside Strata stores.",
         discussion: """
-            A store is a directory (MANIFEST, LOCK, numbered .wal and .seg files). No command \
+            A store is a directory (MANIFEST, LOCK, numbered .wal and .seg files), or, for \
+            fsck, inspect, dump and stats, a binary store file (BinaryStore). No command \
             touches a store another process has open for writing: compact and fsck --repair take \
             the store's lock; fsck (without --repair), inspect, dump and stats share it, or read \
             without it on a read-only file system or directory, and create no file.
