@@ -61,6 +61,40 @@ import Testing
             "too few saves acknowledged to test much: \(acknowledgedTotal) in \(Self.cycles) cycles")
     }
 
+    // Issue 16: the same on a binary store, whose save writes a new file and renames it over
+    // the old one: after a SIGKILL at any moment the file is a whole graph, every
+    // acknowledged save is in it, at most the one in flight beyond, and no save is half there.
+    @Test(.timeLimit(.minutes(4)))
+    func everyAcknowledgedSaveOfABinaryStoreSurvivesASigkill() throws {
+        let worker = try Self.workerExecutable()
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("binary").path
+        var random = Random(seed: 0x5EED_B1A5_0016)
+        var highest: Int64 = 0
+        var acknowledgedTotal: Int64 = 0
+        for cycle in 1...Self.cycles {
+            let point = KillPoint.random(using: &random, maxAcks: Self.maxAcks)
+            let jitter = Duration.microseconds(Int64(random.next() % 8_001))
+            let readOnly = random.next() % 3 == 0 && highest > 0
+            switch try Self.crashAndVerify(
+                worker: worker, store: store, seed: random.next(), killPoint: point, jitter: jitter,
+                readOnly: readOnly, resumingAt: highest, kind: "binary")
+            {
+            case .success(let (acknowledged, stored)):
+                acknowledgedTotal += acknowledged - highest
+                highest = stored
+            case .failure(let failure):
+                Issue.record("cycle \(cycle) (kill \(point) + \(jitter), store at save \(highest)): \(failure)")
+                return
+            }
+        }
+        #expect(acknowledgedTotal >= Int64(Self.cycles / 2), "too few saves acknowledged: \(acknowledgedTotal) in \(Self.cycles) cycles")
+        let entries = try FileManager.default.contentsOfDirectory(atPath: store)
+        #expect(entries.contains("store.strata-binary"))
+        #expect(entries.allSatisfy { $0 == "store.strata-binary" || $0.hasPrefix("store.strata-binary.saving-") }, "only the store and temporary files of killed saves: \(entries)")
+    }
+
     // A kill while the first open creates the store (or during its first saves) leaves a
     // directory that opens as a store holding whole acknowledged saves only ([DIR-4]).
     @Test(.timeLimit(.minutes(1)))
@@ -193,12 +227,12 @@ import Testing
     /// acknowledged and the highest stored, or what went wrong.
     static func crashAndVerify(
         worker: String, store: String, seed: UInt64, killPoint: KillPoint, jitter: Duration, readOnly: Bool,
-        resumingAt highest: Int64
+        resumingAt highest: Int64, kind: String = "strata"
     ) throws -> Result<(acknowledged: Int64, stored: Int64), CrashTestFailure> {
         let stderrPath = store + ".stderr"
         defer { try? FileManager.default.removeItem(atPath: stderrPath) }
         let run = try ChildProcess(
-            executable: worker, arguments: ["run", store, "--seed", String(seed)], standardErrorPath: stderrPath)
+            executable: worker, arguments: ["run", store, "--seed", String(seed), "--store", kind], standardErrorPath: stderrPath)
         var lines: [String] = []
         while lines.count < killPoint.linesBeforeKill {
             guard let line = try run.readLine(timeout: lineTimeout) else { break }
@@ -224,7 +258,7 @@ import Testing
 
         let verify = try ChildProcess(
             executable: worker,
-            arguments: ["verify", store, "--acknowledged", String(acknowledged)] + (readOnly ? ["--read-only"] : []),
+            arguments: ["verify", store, "--acknowledged", String(acknowledged), "--store", kind] + (readOnly ? ["--read-only"] : []),
             standardErrorPath: stderrPath)
         let output = try verify.readRemainingLines(timeout: lineTimeout)
         let verifyExit = verify.waitForExit()

@@ -55,9 +55,19 @@ enum CrashModel {
     }
 
     /// Opens the store at `directory` with `durability` (``StrataStore/durabilityOption``).
+    /// `kind` `binary`: a binary store, the file `store.strata-binary` in `directory` (made if
+    /// missing); otherwise a StrataStore at `directory`.
     static func openStore(
-        at directory: URL, durability: String = "full", readOnly: Bool = false
+        at directory: URL, durability: String = "full", readOnly: Bool = false, kind: String = "strata"
     ) throws -> PersistentStoreCoordinator {
+        if kind == "binary" {
+            BinaryStore.register()
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: try make())
+            let options: [String: AttributeValue] = readOnly ? [PersistentStore.readOnlyOption: true] : [:]
+            try coordinator.addPersistentStore(type: .binary, at: directory.appendingPathComponent("store.strata-binary"), options: options)
+            return coordinator
+        }
         StrataStore.register()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try make())
         var options: [String: AttributeValue] = [StrataStore.durabilityOption: .string(durability)]

@@ -4,8 +4,8 @@ import Strata
 // strata-crash-worker: the process the crash tests kill. See README.md.
 
 let usage = """
-    usage: strata-crash-worker run DIR [--seed S] [--saves N] [--durability full|normal|none]
-           strata-crash-worker verify DIR [--acknowledged K] [--read-only]
+    usage: strata-crash-worker run DIR [--seed S] [--saves N] [--durability full|normal|none] [--store strata|binary]
+           strata-crash-worker verify DIR [--acknowledged K] [--read-only] [--store strata|binary]
            strata-crash-worker soak DIR [--cycles N] [--seed S] [--max-acks M] [--max-jitter-us U]
                                     [--durability full|normal|none]
     """
@@ -62,7 +62,7 @@ func runWorker(_ arguments: Arguments) throws {
     let saves: Int64 = try arguments.integer("saves", default: .max)
     emit("opening")
     let coordinator = try CrashModel.openStore(
-        at: arguments.directory, durability: arguments.options["durability"] ?? "full")
+        at: arguments.directory, durability: arguments.options["durability"] ?? "full", kind: arguments.options["store"] ?? "strata")
     var k = try CrashModel.counterValue(in: ManagedObjectContext(persistentStoreCoordinator: coordinator))
     emit("ready \(k)")
     var done: Int64 = 0
@@ -80,8 +80,8 @@ func runWorker(_ arguments: Arguments) throws {
 
 /// Opens the store, summarises it and checks the invariant (the store is closed again before
 /// returning).
-func verifyStore(at directory: URL, acknowledged: Int64?, readOnly: Bool) throws -> CrashSummary {
-    let coordinator = try CrashModel.openStore(at: directory, readOnly: readOnly)
+func verifyStore(at directory: URL, acknowledged: Int64?, readOnly: Bool, kind: String = "strata") throws -> CrashSummary {
+    let coordinator = try CrashModel.openStore(at: directory, readOnly: readOnly, kind: kind)
     var summary = try CrashModel.summary(of: coordinator)
     summary.violations = CrashInvariant.violations(of: summary, acknowledged: acknowledged)
     try CrashModel.close(coordinator)
@@ -92,7 +92,8 @@ func verifyStore(at directory: URL, acknowledged: Int64?, readOnly: Bool) throws
 func runVerify(_ arguments: Arguments) throws -> Int32 {
     let acknowledged: Int64? = arguments.options["acknowledged"] == nil ? nil : try arguments.integer("acknowledged", default: 0)
     let summary = try verifyStore(
-        at: arguments.directory, acknowledged: acknowledged, readOnly: arguments.options["read-only"] != nil)
+        at: arguments.directory, acknowledged: acknowledged, readOnly: arguments.options["read-only"] != nil,
+        kind: arguments.options["store"] ?? "strata")
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys]
     emit(String(decoding: try encoder.encode(summary), as: UTF8.self))
