@@ -221,6 +221,42 @@ final class FaultInjectingBinaryStore: BinaryStore, @unchecked Sendable {
         #expect(try Data(contentsOf: file) == before)
     }
 
+    /// `migratePersistentStore(_:to:options:type:)` from a StrataStore to a binary store and
+    /// back: the same objects, values, relationships (in order) and metadata keys of one's
+    /// own; the coordinator then holds only the new store.
+    @Test func migrationMovesTheGraphFromStrataToBinaryAndBack() throws {
+        StrataStore.register()
+        BinaryStore.register()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("migrate-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.model())
+        let strata = try coordinator.addPersistentStore(type: .strata, at: directory.appendingPathComponent("first"))
+        var metadata = strata.metadata
+        metadata["app.version"] = "3"
+        coordinator.setMetadata(metadata, for: strata)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        try populate(context)
+        try context.save()
+        let original = try describe(coordinator)
+
+        let binary = try coordinator.migratePersistentStore(strata, to: directory.appendingPathComponent("graph.strata-binary"), type: .binary)
+        #expect(coordinator.persistentStores.count == 1 && coordinator.persistentStores.first === binary)
+        #expect(binary.type == .binary && binary.identifier != strata.identifier)
+        #expect(binary.metadata["app.version"] == "3")
+        #expect(try describe(coordinator) == original)
+        #expect(try describe(try self.coordinator(directory.appendingPathComponent("graph.strata-binary"))) == original, "the file holds it")
+
+        let back = try coordinator.migratePersistentStore(binary, to: directory.appendingPathComponent("second"), type: .strata)
+        #expect(back.type == .strata && back.metadata["app.version"] == "3")
+        #expect(try describe(coordinator) == original)
+        let error = #expect(throws: ObjectGraphError.self) {
+            try coordinator.migratePersistentStore(back, to: directory.appendingPathComponent("graph.strata-binary"), type: .binary)
+        }
+        #expect(error?.code == .invalidArgument, "a store that holds objects is not migrated into")
+        #expect(coordinator.persistentStores.first === back, "the failed migration left the store in place")
+    }
+
     /// [BIN-4] A crash at every I/O operation of a save (before or after it), with the writes
     /// not synced lost, kept, or kept in part: the file then holds the old graph or the new
     /// one, whole; and the new one whenever the save returned.
