@@ -44,6 +44,7 @@ public func runObjectGraphComparison(
             "settings", "workloads \(settings.workloads.joined(separator: ",")): expected a subset of \(ObjectGraphComparisonSettings.allWorkloads.joined(separator: ","))")
     }
     StrataStore.register()
+    BinaryStore.register()
     return try withoutActuallyEscaping(log) { log in
         var run = try ObjectGraphRun(settings: settings, directory: directory, log: log)
         let workloads = Set(settings.workloads)
@@ -51,6 +52,7 @@ public func runObjectGraphComparison(
         if workloads.contains("saves") { try run.smallSaves() }
         if workloads.contains("concurrent") { try run.concurrentSaves() }
         if workloads.contains("reopen") { try run.reopen() }
+        if workloads.contains("binary") { try run.binaryStore() }
         return run.rows
     }
 }
@@ -384,6 +386,122 @@ private struct ObjectGraphRun {
             "open a store of \(thousands(rowCount)) rows, first count and fetch", unit: "s", higherIsBetter: false,
             strata: median(strataSteps.map { $0.reduce(0, +) }), sqlite: median(sqliteSteps.map { $0.reduce(0, +) }),
             note: "Median of \(settings.reopens) reopens. \(customers) customers and \(customers * Shop.ordersPerCustomer) orders, built in saves of \(perSave * Shop.objectsPerCustomer) rows (Strata \(fixed(strataBuild, 1)) s, SQLite \(fixed(sqliteBuild, 1)) s, not counted). Timed: new coordinator + addPersistentStore / new connection with WAL and PRAGMAs; count of customers; one customer faulted in by ID. Strata \(breakdown(strataSteps)); SQLite \(breakdown(sqliteSteps)). OS page cache warm for both. \(Self.normal).")
+    }
+}
+
+// MARK: The binary store (issue 16)
+
+extension ObjectGraphRun {
+    /// Appends a row of the binary-store level: the binary store under "Strata", beside
+    /// SQLite and StrataStore.
+    mutating func addBinary(
+        _ operation: String, unit: String, higherIsBetter: Bool = true, binary: Double, sqlite: Double, strataStore: Double, note: String
+    ) {
+        let row = ComparisonRow(
+            level: "object graph, binary store", operation: operation, unit: unit, higherIsBetter: higherIsBetter,
+            results: ["Strata": binary, "SQLite": sqlite, "StrataStore": strataStore],
+            note: "Strata here is BinaryStore, the binary atomic store; StrataStore and SQLite hold the same data. " + note)
+        rows.append(row)
+        let ratio = row.strataRatio(to: "SQLite").map { fixed($0, 2) } ?? "-"
+        log("  \(operation): binary \(format(binary)), SQLite \(format(sqlite)), StrataStore \(format(strataStore)) \(unit), binary/SQLite \(ratio)")
+    }
+
+    /// The rows that suit an atomic store, for a store of 10k objects and one of ``settings``'
+    /// objects: open it and answer a first fetch, repeated indexed fetches, a save after a
+    /// small change, and the file's size, each beside SQLite and StrataStore holding the same
+    /// data. Saves are durable on all three (the binary store syncs its new file and the
+    /// directory at every save; StrataStore `full`; SQLite `synchronous=FULL`).
+    mutating func binaryStore() throws {
+        let sizes = Array(Set([min(10_000, settings.objects), settings.objects])).sorted()
+        for size in sizes {
+            let data = ShopData.graph(objects: size, seed: settings.seed ^ 0xB1)
+            let label = thousands(data.objectCount)
+            log("binary store: \(label) objects")
+            let binaryPath = directory + "/og-binary-\(size).strata-binary"
+            let binary = try StrataShop(path: binaryPath, model: model, durability: "full", type: .binary)
+            try binary.insert(data)
+            let strata = try StrataShop(path: directory + "/og-strata-atomic-\(size)", model: model, durability: "full")
+            try strata.insert(data)
+            let sqlitePath = directory + "/og-sqlite-atomic-\(size).db"
+            let sqlite = try SQLiteShop(path: sqlitePath, synchronous: "FULL")
+            try sqlite.insert(data)
+            try sqlite.analyze()
+            let durable = "Durable saves on all three: the binary store syncs its new file and the directory; StrataStore durability full; SQLite WAL, synchronous=FULL."
+
+            // Open the store and answer a first fetch: an atomic store reads its whole file.
+            let query = CustomerQuery(indexed: true, tier: 3, prefix: "C", limit: settings.fetchLimit)
+            func opened(_ shop: StrataShop) throws -> (names: [String], seconds: Double) {
+                try shop.close()
+                let ((_, names), seconds) = try timed { () throws -> (Int, [String]) in (try shop.openAgainAndCount(), try shop.fetch(query)) }
+                return (names, seconds)
+            }
+            let binaryOpen = try opened(binary), strataOpen = try opened(strata)
+            let (sqliteNames, sqliteOpen) = try timed { () throws -> [String] in
+                try sqlite.reopen()
+                return try sqlite.fetch(query, times: 1, until: .now + .seconds(60)).names
+            }
+            try check("open and first fetch (binary)", strata: binaryOpen.names, sqlite: sqliteNames)
+            try check("open and first fetch (StrataStore)", strata: strataOpen.names, sqlite: sqliteNames)
+            addBinary(
+                "open a store of \(label) objects and fetch 100 customers", unit: "s", higherIsBetter: false,
+                binary: binaryOpen.seconds, sqlite: sqliteOpen, strataStore: strataOpen.seconds,
+                note: "A new coordinator adds the store (the binary store reads, checks and decodes its whole file into cache nodes), counts the orders and runs the indexed fetch below once; SQLite opens a connection and runs the same SELECT. \(durable)")
+
+            // Indexed fetches, warm: the binary store answers from its nodes (no index).
+            let binaryRuns = try repeatedRuns(settings.indexedFetches, budget: settings.budget) { try binary.fetch(query) }
+            binary.resetContext()
+            let strataRuns = try repeatedRuns(settings.indexedFetches, budget: settings.budget) { try strata.fetch(query) }
+            strata.resetContext()
+            let ((sqliteRuns, _), sqliteTime) = try timed {
+                try sqlite.fetch(query, times: settings.indexedFetches, until: .now + .milliseconds(Int(settings.budget * 1000)))
+            }
+            try check("fetch (binary)", strata: binaryRuns.first, sqlite: strataRuns.first)
+            addBinary(
+                "fetch, predicate on indexed attributes, sorted, limit \(settings.fetchLimit) (\(label) objects)", unit: "fetches/s",
+                binary: Double(binaryRuns.runs) / binaryRuns.seconds, sqlite: Double(sqliteRuns) / sqliteTime,
+                strataStore: Double(strataRuns.runs) / strataRuns.seconds,
+                note: "Customers \(query.format). The binary store evaluates the predicate over every customer's node (an atomic store keeps no index); StrataStore and SQLite use their indexes on name and tier. \(durable)")
+
+            // A save after a small change: the binary store writes its whole file again.
+            let saves = max(3, min(20, settings.saves / 20))
+            func smallSaves(_ update: (Int) throws -> Void) throws -> Double {
+                try timed { for round in 0..<saves { try update(round) } }.1
+            }
+            let customers = data.customers.count, orders = data.orders.count
+            func picks(_ round: Int) -> (customers: [Int], orders: [Int]) {
+                ((0..<2).map { (round * 7 + $0 * 13) % customers }, (0..<8).map { (round * 11 + $0 * 17) % orders })
+            }
+            let binarySaves = try smallSaves { try binary.update(customers: picks($0).customers, orders: picks($0).orders) }
+            let strataSaves = try smallSaves { try strata.update(customers: picks($0).customers, orders: picks($0).orders) }
+            let sqliteSaves = try smallSaves { try sqlite.update(customers: picks($0).customers, orders: picks($0).orders) }
+            addBinary(
+                "save after changing 10 objects (\(label) objects)", unit: "saves/s",
+                binary: Double(saves) / binarySaves, sqlite: Double(saves) / sqliteSaves, strataStore: Double(saves) / strataSaves,
+                note: "\(saves) saves, each after moving 2 customers to another city and 8 orders to another status. The binary store writes, syncs and renames a new file of the whole graph at each save. \(durable)")
+
+            // The size on disk.
+            try binary.close()
+            try strata.close()
+            try sqlite.close()
+            func megabytes(_ path: String) -> Double {
+                var total: UInt64 = 0
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                    for name in (try? FileManager.default.subpathsOfDirectory(atPath: path)) ?? [] {
+                        total += ((try? FileManager.default.attributesOfItem(atPath: path + "/" + name)[.size]) as? NSNumber)?.uint64Value ?? 0
+                    }
+                } else {
+                    for file in [path, path + "-wal", path + "-shm"] {
+                        total += ((try? FileManager.default.attributesOfItem(atPath: file)[.size]) as? NSNumber)?.uint64Value ?? 0
+                    }
+                }
+                return Double(total) / 1_000_000
+            }
+            addBinary(
+                "size on disk, \(label) objects", unit: "MB", higherIsBetter: false,
+                binary: megabytes(binaryPath), sqlite: megabytes(sqlitePath), strataStore: megabytes(directory + "/og-strata-atomic-\(size)"),
+                note: "After the saves above, every store closed: the binary file; SQLite's database with its -wal and -shm files; StrataStore's directory (WAL and segments, before compaction).")
+        }
     }
 }
 

@@ -13,6 +13,9 @@ final class StrataShop {
     let model: ManagedObjectModel
     /// StrataStore's durability option: `"full"`, `"normal"` or `"none"`.
     let durability: String
+    /// The store's type: StrataStore, or the binary atomic store (which has no durability
+    /// option: each save syncs its new file and the directory).
+    let type: PersistentStore.StoreType
     private let customerEntity: EntityDescription
     private let orderEntity: EntityDescription
     private let productEntity: EntityDescription
@@ -32,24 +35,28 @@ final class StrataShop {
 
     /// Opens (or creates) the store at `path` with `durability`; `customerRefs` are the keys
     /// of customers saved earlier, for ``customerName(_:)`` after a reopen.
-    init(path: String, model: ManagedObjectModel, durability: String, customerRefs: [ReferenceObject] = []) throws {
+    init(
+        path: String, model: ManagedObjectModel, durability: String, customerRefs: [ReferenceObject] = [],
+        type: PersistentStore.StoreType = .strata
+    ) throws {
         self.customerRefs = customerRefs
         url = URL(fileURLWithPath: path)
         self.model = model
         self.durability = durability
+        self.type = type
         customerEntity = try model.entity(named: "Customer")
         orderEntity = try model.entity(named: "Order")
         productEntity = try model.entity(named: "Product")
-        (coordinator, store) = try Self.open(url, model: model, durability: durability)
+        (coordinator, store) = try Self.open(url, model: model, durability: durability, type: type)
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     }
 
-    private static func open(_ url: URL, model: ManagedObjectModel, durability: String) throws
+    private static func open(_ url: URL, model: ManagedObjectModel, durability: String, type: PersistentStore.StoreType) throws
         -> (PersistentStoreCoordinator, IncrementalStore)
     {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         let added = try coordinator.addPersistentStore(
-            type: .strata, at: url, options: [StrataStore.durabilityOption: .string(durability)])
+            type: type, at: url, options: type == .strata ? [StrataStore.durabilityOption: .string(durability)] : [:])
         guard let store = added as? IncrementalStore else {
             throw ObjectGraphComparisonError("open StrataStore", "\(url.path) did not open as an incremental store")
         }
@@ -65,14 +72,14 @@ final class StrataShop {
     /// Closes the store, then opens it again with a new coordinator and a new context.
     func reopen() throws {
         try close()
-        (coordinator, store) = try Self.open(url, model: model, durability: durability)
+        (coordinator, store) = try Self.open(url, model: model, durability: durability, type: type)
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     }
 
     /// Opens the store again after ``close()`` (a new coordinator and context) and counts the
     /// orders: what an application's launch does first.
     func openAgainAndCount() throws -> Int {
-        (coordinator, store) = try Self.open(url, model: model, durability: durability)
+        (coordinator, store) = try Self.open(url, model: model, durability: durability, type: type)
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         return try countOrders()
     }

@@ -106,13 +106,13 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
         addCacheNodes(Set(nodes.values))
     }
 
-    /// The bytes of the file at `path`; empty when there is none.
-    static func readFile(_ path: String, fileSystem: any FileSystem) throws -> [UInt8] {
+    /// The bytes of the file at `path` (at most `limit` of them); empty when there is none.
+    static func readFile(_ path: String, fileSystem: any FileSystem, upTo limit: Int = .max) throws -> [UInt8] {
         do {
             guard case .file(let size)? = try fileSystem.kind(of: path), size > 0 else { return [] }
             let handle = try fileSystem.open(path, mode: .readOnly)
             defer { handle.close() }
-            var bytes = [UInt8](repeating: 0, count: Int(size))
+            var bytes = [UInt8](repeating: 0, count: Int(min(size, UInt64(limit))))
             var read = 0
             while read < bytes.count {
                 let count = try bytes.withUnsafeMutableBytes { buffer in
@@ -139,7 +139,7 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
             throw ObjectGraphError(.noPersistentStore, "The binary store \(path) is not part of a coordinator.")
         }
         let fileSystem = self.fileSystem
-        let onDisk = try Self.readFile(path, fileSystem: fileSystem)
+        let onDisk = try Self.readFile(path, fileSystem: fileSystem, upTo: BinaryStoreFile.headerSize)
         let diskGeneration = onDisk.isEmpty ? 0 : try BinaryStoreFile.generation(of: onDisk, path: path)
         guard diskGeneration == generation else {
             throw ObjectGraphError(
@@ -147,43 +147,29 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
                 "The binary store \(path) was saved by another coordinator or process since this one loaded it (generation \(diskGeneration) on disk, \(generation) loaded); nothing was written. Remove the store and add it again to load what is there.")
         }
         let layout = try StoreLayout(model: model)
-        var objects: [BinaryStoreFile.Object] = []
-        var counts: [String: Int] = [:]
-        var largest: Int64 = 0
-        let nodes = cacheNodes().sorted { a, b in
-            let x = a.objectID, y = b.objectID
-            if x.entity.name != y.entity.name { return x.entity.name < y.entity.name }
-            if case .int64(let l)? = x.referenceObject, case .int64(let r)? = y.referenceObject { return l < r }
-            return false
-        }
-        objects.reserveCapacity(nodes.count)
-        for node in nodes {
-            let entity = node.objectID.entity
-            guard case .int64(let reference) = try referenceObject(for: node.objectID) else {
+        // The nodes in file order (entity, then reference), keyed once.
+        var keyed: [(entity: String, reference: Int64, node: AtomicStoreCacheNode)] = []
+        for node in cacheNodes() {
+            guard case .int64(let reference)? = node.objectID.referenceObject else {
                 throw ObjectGraphError(.invalidArgument, "The binary store keeps integer references; \(node.objectID) has another kind.", objectID: node.objectID)
             }
-            var row = StoredRow(entity: entity.name, version: 1, attributes: [:], toOne: [:], toMany: [:])
-            func target(_ id: ManagedObjectID) throws -> (entity: String, reference: Int64) {
-                guard case .int64(let reference) = try referenceObject(for: id) else {
-                    throw ObjectGraphError(.invalidArgument, "The binary store keeps integer references; \(id) has another kind.", objectID: id)
-                }
-                return (id.entity.name, reference)
-            }
-            for property in entity.properties where !property.isTransient {
-                switch try AtomicStore.propertyValue(of: node, for: property) {
-                case .attribute(let value): row.attributes[property.name] = value
-                case .relationship(.toOne(let id)): row.toOne[property.name] = .some(try id.map(target))
-                case .relationship(.toMany(let ids)): row.toMany[property.name] = try ids.map(target)
-                }
-            }
-            objects.append(BinaryStoreFile.Object(reference: reference, row: row))
-            counts[entity.name, default: 0] += 1
+            keyed.append((node.objectID.entity.name, reference, node))
+        }
+        keyed.sort { ($0.entity, $0.reference) < ($1.entity, $1.reference) }
+        var encoded = RowWriter()
+        encoded.bytes.reserveCapacity(keyed.count * 64)
+        encoded.varint(UInt64(keyed.count))
+        var counts: [String: Int] = [:]
+        var largest: Int64 = 0
+        for (_, reference, node) in keyed {
+            try BinaryStoreFile.append(node, reference: reference, layout: layout, to: &encoded)
+            counts[node.objectID.entity.name, default: 0] += 1
             largest = max(largest, reference)
         }
         let record = MetadataRecord(nextReference: largest + 1, rowCounts: counts, metadata: metadata)
         let next = generation + 1
-        let bytes = try BinaryStoreFile.encode(
-            generation: next, metadata: record.encode(), model: ModelRecord.encode(model), objects: objects, layout: layout)
+        let bytes = try BinaryStoreFile.assemble(
+            generation: next, metadata: record.encode(), model: ModelRecord.encode(model), objects: encoded.bytes)
         try Self.replaceFile(path, with: bytes, fileSystem: fileSystem)
         generation = next
     }

@@ -45,29 +45,38 @@ enum BinaryStoreFile {
 
     // MARK: Writing
 
-    /// The bytes of a file.
-    static func encode(generation: UInt64, metadata: [UInt8], model: [UInt8], objects: [Object], layout: StoreLayout) throws -> [UInt8] {
-        var raw = RowWriter()
-        raw.varint(UInt64(objects.count))
-        for object in objects {
-            guard let entity = layout.model.entitiesByName[object.row.entity], let rowLayout = layout.layout(of: entity) else {
-                throw ObjectGraphError(.unknownEntity, "An object of entity \(object.row.entity), which the model does not have.", entityName: object.row.entity)
+    /// Appends one object ([BIN-1] `object`) straight from its cache node: the row's fields
+    /// through the entity's layout, then its keyed relationships' members.
+    static func append(_ node: AtomicStoreCacheNode, reference: Int64, layout: StoreLayout, to writer: inout RowWriter) throws {
+        let entity = node.objectID.entity
+        guard let rowLayout = layout.layout(of: entity) else {
+            throw ObjectGraphError(.unknownEntity, "An object of entity \(entity.name), which the store's model does not have.", entityName: entity.name)
+        }
+        func stored(_ id: ManagedObjectID) throws -> StoredObject {
+            guard let number = layout.number(of: id.entity), case .int64(let reference)? = id.referenceObject else {
+                throw ObjectGraphError(.invalidArgument, "\(entity.name) refers to \(id), which the binary store cannot write (another model's entity, or not an integer reference).", objectID: id)
             }
-            raw.fixed64(UInt64(bitPattern: object.reference))
-            raw.blob(try object.row.encode(layout))
-            for relationship in rowLayout.keyedRelationships {
-                let members = object.row.toMany[relationship.name] ?? []
-                raw.varint(UInt64(members.count))
-                for member in members {
-                    guard let number = layout.number(of: member.entity) else {
-                        throw ObjectGraphError(.unknownEntity, "\(entity.name).\(relationship.name) names entity \(member.entity), which the model does not have.", entityName: member.entity)
-                    }
-                    raw.varint(UInt64(number))
-                    raw.signed(member.reference)
-                }
+            return StoredObject(entity: number, reference: reference)
+        }
+        let row = try RowEncoder.encode(layout: rowLayout, version: 1, entityName: entity.name) { index in
+            let field = rowLayout.fields[index]
+            switch try AtomicStore.propertyValue(of: node, for: entity.properties[field.ordinal]) {
+            case .attribute(let value): return value.isNull ? .null : .attribute(value)
+            case .relationship(.toOne(let id)): return try id.map { .object(try stored($0)) } ?? .null
+            case .relationship(.toMany(let ids)): return ids.isEmpty ? .null : .objects(try ids.map(stored))
             }
         }
-        return try assemble(generation: generation, metadata: metadata, model: model, objects: raw.bytes)
+        writer.fixed64(UInt64(bitPattern: reference))
+        writer.blob(row)
+        for relationship in rowLayout.keyedRelationships {
+            let members = try AtomicStore.propertyValue(of: node, for: relationship).relationshipValue?.objectIDs ?? []
+            writer.varint(UInt64(members.count))
+            for member in members {
+                let target = try stored(member)
+                writer.varint(UInt64(target.entity))
+                writer.signed(target.reference)
+            }
+        }
     }
 
     /// The bytes of a file from its parts, the objects already encoded (not compressed).
