@@ -209,6 +209,37 @@ public final class PersistentStoreCoordinator: Sendable {
         try storeClass(for: type).destroyPersistentStore(at: url)
     }
 
+    /// Removes the store of `type` at `url` with its files (Core Data's
+    /// `destroyPersistentStore(at:type:options:)`); a store of this coordinator at `url` is
+    /// removed from it first.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/unknownStoreType``, or the store's error (a store open
+    ///   in another coordinator or process is not destroyed).
+    public func destroyPersistentStore(at url: URL, type: PersistentStore.StoreType, options: [String: AttributeValue] = [:]) throws {
+        let storeClass = try Self.storeClass(for: type)
+        if let added = persistentStore(for: url) { try remove(added) }
+        try storeClass.destroyPersistentStore(at: url)
+    }
+
+    /// Makes the store of `type` at `destination` a copy of the one at `source`, store UUID
+    /// included (Core Data's `replacePersistentStore(at:destinationOptions:withPersistentStoreFrom:sourceOptions:type:)`):
+    /// what was at `destination` is destroyed first. Neither may be added to this coordinator.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/storeMismatch`` when one is added here,
+    ///   ``ObjectGraphError/Code/invalidArgument`` when there is no store at `source`, or the
+    ///   store's error.
+    public func replacePersistentStore(
+        at destination: URL, destinationOptions: [String: AttributeValue] = [:], withPersistentStoreFrom source: URL,
+        sourceOptions: [String: AttributeValue] = [:], type: PersistentStore.StoreType
+    ) throws {
+        let storeClass = try Self.storeClass(for: type)
+        for url in [destination, source] where persistentStore(for: url) != nil {
+            throw ObjectGraphError(.storeMismatch, "The store at \(url.absoluteString) is added to this coordinator; remove it before replacing.")
+        }
+        guard destination.standardizedFileURL != source.standardizedFileURL else { return }
+        try storeClass.replacePersistentStore(at: destination, withPersistentStoreFrom: source)
+    }
+
     // MARK: Object IDs
 
     /// The object ID a URI from ``ManagedObjectID/uriRepresentation()`` names, if its

@@ -110,6 +110,19 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
         _ = backings.withLock { $0.removeValue(forKey: url) }
     }
 
+    /// Copies the rows and metadata kept under `source` to `destination`.
+    open override class func replacePersistentStore(at destination: URL, withPersistentStoreFrom source: URL) throws {
+        try backings.withLock { backings in
+            guard let from = backings[source] else {
+                throw ObjectGraphError(.invalidArgument, "There is no in-memory store at \(source.absoluteString) to copy.")
+            }
+            let copy = Backing()
+            let database = from.database.withLock { $0 }
+            copy.database.withLock { $0 = database }
+            backings[destination] = copy
+        }
+    }
+
     // MARK: Requests
 
     /// Executes fetch and save requests; any other request throws

@@ -131,8 +131,31 @@ open class PersistentStore: @unchecked Sendable {
         throw ObjectGraphError(.unsupportedRequest, "\(self) cannot write metadata without opening the store at \(url.path).")
     }
 
-    /// Removes the store at `url` and its files.
-    open class func destroyPersistentStore(at url: URL) throws {}
+    /// Removes the store at `url` and its files. The default removes the file or directory at
+    /// `url`, if there is one (a store of another kind overrides it).
+    open class func destroyPersistentStore(at url: URL) throws {
+        guard url.isFileURL, FileManager.default.fileExists(atPath: url.path) else { return }
+        do {
+            try FileManager.default.removeItem(at: url)
+        } catch {
+            throw ObjectGraphError(.invalidArgument, "Could not remove the store at \(url.path): \(error)")
+        }
+    }
+
+    /// Makes the store at `destination` a copy of the store at `source` (whatever was at
+    /// `destination` is destroyed first). The default copies the file or directory at `source`;
+    /// a store that must not be copied while open elsewhere overrides it.
+    open class func replacePersistentStore(at destination: URL, withPersistentStoreFrom source: URL) throws {
+        guard source.isFileURL, destination.isFileURL, FileManager.default.fileExists(atPath: source.path) else {
+            throw ObjectGraphError(.invalidArgument, "There is no store at \(source.absoluteString) to copy.")
+        }
+        try destroyPersistentStore(at: destination)
+        do {
+            try FileManager.default.copyItem(at: source, to: destination)
+        } catch {
+            throw ObjectGraphError(.invalidArgument, "Could not copy the store at \(source.path) to \(destination.path): \(error)")
+        }
+    }
 
     /// Called after the coordinator added the store.
     open func didAdd(to coordinator: PersistentStoreCoordinator) {}

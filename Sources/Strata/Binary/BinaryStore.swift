@@ -227,6 +227,25 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
         try replaceFile(url.path, with: updated, fileSystem: fileSystem)
     }
 
+    /// Removes the binary store file at `url` (and temporary files of interrupted saves);
+    /// refuses a file that is not a binary store.
+    open override class func destroyPersistentStore(at url: URL) throws {
+        guard FileManager.default.fileExists(atPath: url.path) else { return }
+        let head = try readFile(url.path, fileSystem: PosixFileSystem(), upTo: BinaryStoreFile.magic.count)
+        guard head.isEmpty || head == BinaryStoreFile.magic else {
+            throw ObjectGraphError(.invalidArgument, "\(url.path) is not a binary store file; nothing was removed.")
+        }
+        let directory = url.deletingLastPathComponent()
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [] where name.hasPrefix(url.lastPathComponent + ".saving-") {
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+        }
+        do {
+            try FileManager.default.removeItem(at: url)
+        } catch {
+            throw ObjectGraphError(.storeIOFailed, "Could not remove the binary store \(url.path): \(error)")
+        }
+    }
+
     /// An object's place: its hierarchy and reference.
     private struct ObjectKey: Hashable {
         let root: String

@@ -206,6 +206,51 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         return try record(in: snapshot).metadata
     }
 
+    /// Removes the store directory at `url`, after taking its lock: a store open in this
+    /// process or another is not destroyed (`ObjectGraphError/Code/storeLocked`), nor is a
+    /// directory that is not a Strata store (`ObjectGraphError/Code/invalidArgument`).
+    open override class func destroyPersistentStore(at url: URL) throws {
+        let path = url.path
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        try withStoreLock(path, doing: "destroy") { try FileManager.default.removeItem(at: url) }
+    }
+
+    /// Copies the store directory at `source` over `destination` (destroyed first), holding
+    /// both stores' locks: neither may be open in this process or another.
+    open override class func replacePersistentStore(at destination: URL, withPersistentStoreFrom source: URL) throws {
+        guard FileManager.default.fileExists(atPath: source.path) else {
+            throw ObjectGraphError(.invalidArgument, "There is no Strata store at \(source.path) to copy.")
+        }
+        try withStoreLock(source.path, doing: "copy") {
+            try destroyPersistentStore(at: destination)
+            try FileManager.default.copyItem(at: source, to: destination)
+            try? FileManager.default.removeItem(at: destination.appendingPathComponent("LOCK"))
+        }
+    }
+
+    /// Runs `body` holding the engine lock of the store directory at `path`, which must look
+    /// like a Strata store (a MANIFEST, or nothing but a LOCK).
+    private static func withStoreLock(_ path: String, doing: String, _ body: () throws -> Void) throws {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
+        guard entries.contains("MANIFEST") || entries.allSatisfy({ $0 == "LOCK" }) else {
+            throw ObjectGraphError(.invalidArgument, "\(path) is not a Strata store (it has no MANIFEST); nothing was changed.")
+        }
+        guard !SharedEngine.isOpen(path: path) else {
+            throw ObjectGraphError(.storeLocked, "The store at \(path) is open in this process; remove it from its coordinators to \(doing) it.")
+        }
+        let lock = try mappingEngineErrors("lock the store at \(path) to \(doing) it") { () throws(StoreError) in
+            try PosixFileSystem().lock(path + "/LOCK")
+        }
+        defer { lock.unlock() }
+        do {
+            try body()
+        } catch let error as ObjectGraphError {
+            throw error
+        } catch {
+            throw ObjectGraphError(.storeIOFailed, "Could not \(doing) the store at \(path): \(error)")
+        }
+    }
+
     /// [META-1] Throws ``ObjectGraphError/Code/storeCorrupted`` when `snapshot` holds rows or
     /// keys but no metadata record.
     static func refuseLostMetadata(in snapshot: Snapshot, at url: URL) throws {

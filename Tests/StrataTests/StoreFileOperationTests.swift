@@ -1,0 +1,106 @@
+import Foundation
+import ObjectGraph
+import Testing
+@testable import Strata
+
+/// The coordinator's store-file operations (Core Data's `destroyPersistentStore(at:type:options:)`
+/// and `replacePersistentStore(at:destinationOptions:withPersistentStoreFrom:sourceOptions:type:)`)
+/// on every store type: they act on closed stores only, and never on files that are not stores.
+@Suite struct StoreFileOperationTests {
+    private func scratch() throws -> URL {
+        StrataStore.register()
+        BinaryStore.register()
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("store-files-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// A store of `type` at `url` holding members named `names`; returns its coordinator.
+    private func store(_ type: PersistentStore.StoreType, at url: URL, names: [String]) throws -> PersistentStoreCoordinator {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try StoreTestModel.make())
+        try coordinator.addPersistentStore(type: type, at: url)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for name in names { try context.insertNewObject(forEntityName: "Member").setValue(.string(name), forKey: "name") }
+        try context.save()
+        return coordinator
+    }
+
+    private func names(_ type: PersistentStore.StoreType, at url: URL) throws -> [String] {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try StoreTestModel.make())
+        let added = try coordinator.addPersistentStore(type: type, at: url)
+        defer { try? coordinator.remove(added) }
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        return try context.fetch(FetchRequest(entityName: "Member")).map { try $0.value(forKey: "name").stringValue ?? "" }.sorted()
+    }
+
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary])
+    func destroyRemovesAClosedStoreAndRefusesAnOpenOneOrAForeignFile(type: PersistentStore.StoreType) throws {
+        let root = try scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let url = root.appendingPathComponent(type == .binary ? "a.strata-binary" : "a")
+        let coordinator = try store(type, at: url, names: ["Ann"])
+        if type == .strata {
+            let error = #expect(throws: ObjectGraphError.self) { try PersistentStoreCoordinator.destroyPersistentStore(at: url, type: type) }
+            #expect(error?.code == .storeLocked, "open in this process")
+            #expect(FileManager.default.fileExists(atPath: url.path))
+        }
+        // Through the coordinator that has it: removed from it first, then destroyed.
+        try coordinator.destroyPersistentStore(at: url, type: type)
+        #expect(coordinator.persistentStores.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: url.path))
+        try PersistentStoreCoordinator.destroyPersistentStore(at: url, type: type)  // nothing there: nothing to do
+
+        // Something that is not a store of the type is left alone.
+        let foreign = root.appendingPathComponent("notes")
+        if type == .strata {
+            try FileManager.default.createDirectory(at: foreign, withIntermediateDirectories: true)
+            try Data("keep".utf8).write(to: foreign.appendingPathComponent("todo.txt"))
+        } else {
+            try Data("keep me".utf8).write(to: foreign)
+        }
+        let refused = #expect(throws: ObjectGraphError.self) { try PersistentStoreCoordinator.destroyPersistentStore(at: foreign, type: type) }
+        #expect(refused?.code == .invalidArgument)
+        #expect(FileManager.default.fileExists(atPath: foreign.path))
+    }
+
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary])
+    func replaceCopiesAClosedStoreWithItsIdentifier(type: PersistentStore.StoreType) throws {
+        let root = try scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let suffix = type == .binary ? ".strata-binary" : ""
+        let source = root.appendingPathComponent("source" + suffix), destination = root.appendingPathComponent("destination" + suffix)
+        let sourceCoordinator = try store(type, at: source, names: ["Ann", "Ben"])
+        let sourceID = try #require(sourceCoordinator.persistentStores.first).identifier
+        let destinationCoordinator = try store(type, at: destination, names: ["Zed"])
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try StoreTestModel.make())
+        if type == .strata {
+            let error = #expect(throws: ObjectGraphError.self) {
+                try coordinator.replacePersistentStore(at: destination, withPersistentStoreFrom: source, type: type)
+            }
+            #expect(error?.code == .storeLocked, "the source is open")
+        }
+        for (added, url) in [(sourceCoordinator, source), (destinationCoordinator, destination)] {
+            for store in added.persistentStores where store.url == url { try added.remove(store) }
+        }
+        try coordinator.replacePersistentStore(at: destination, withPersistentStoreFrom: source, type: type)
+        #expect(try names(type, at: destination) == ["Ann", "Ben"])
+        #expect(try names(type, at: source) == ["Ann", "Ben"], "the source is unchanged")
+        let copy = try coordinator.addPersistentStore(type: type, at: destination)
+        #expect(copy.identifier == sourceID, "a copy keeps the store's UUID")
+        let busy = #expect(throws: ObjectGraphError.self) {
+            try coordinator.replacePersistentStore(at: destination, withPersistentStoreFrom: source, type: type)
+        }
+        #expect(busy?.code == .storeMismatch, "the destination is added to this coordinator")
+    }
+
+    @Test func inMemoryStoresAreReplacedByTheirContents() throws {
+        let source = try #require(URL(string: "memory://files/\(UUID().uuidString)")), destination = try #require(URL(string: "memory://files/\(UUID().uuidString)"))
+        let first = try store(.inMemory, at: source, names: ["Ann"])
+        for store in first.persistentStores { try first.remove(store) }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try StoreTestModel.make())
+        try coordinator.replacePersistentStore(at: destination, withPersistentStoreFrom: source, type: .inMemory)
+        #expect(try names(.inMemory, at: destination) == ["Ann"])
+        try coordinator.destroyPersistentStore(at: destination, type: .inMemory)
+        #expect(try names(.inMemory, at: destination) == [])
+    }
+}
