@@ -8,8 +8,7 @@
 
 @testable import StrataEngine
 
-/// The decoder an input exercises, chosen by the low three bits of its first byte
-/// (value 7 wraps around to 0).
+/// The decoder an input exercises, chosen by the low three bits of its first byte.
 enum FuzzTarget: UInt8, CaseIterable, Sendable {
     /// `Manifest.decode` ([MAN-1]…[MAN-3]).
     case manifest = 0
@@ -25,6 +24,9 @@ enum FuzzTarget: UInt8, CaseIterable, Sendable {
     case row = 5
     /// The predicate format parser, and the checks and evaluation of what it parses.
     case predicate = 6
+    /// The binary store's file ([BIN-1]…[BIN-3]): `BinaryStoreFile.decode`, its records and
+    /// objects.
+    case binary = 7
 }
 
 /// The flag bits (bits 3…7) of an input's first byte. Bit 3 means the same for every target;
@@ -98,6 +100,8 @@ func fuzzOne(_ bytes: [UInt8]) {
         FuzzRows.row(fix ? FuzzRows.fixChecksum(body) : body)
     case .predicate:
         FuzzPredicates.predicate(body, withArguments: selector.has(FuzzFlag.predicateArguments))
+    case .binary:
+        FuzzBinary.binary(fix ? FuzzBinary.fix(body) : body)
     case .engine:
         FuzzTargets.engine(
             StoreImage(parsing: body, fixChecksums: fix), repair: selector.has(FuzzFlag.engineRepair),

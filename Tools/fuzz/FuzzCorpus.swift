@@ -29,6 +29,10 @@ enum FuzzCorpus {
         for (index, format) in FuzzPredicates.seeds().enumerated() {
             seeds.append(("predicate-\(index)", [FuzzSelector.byte(.predicate, index % 2 == 0 ? 0 : FuzzFlag.predicateArguments)] + format))
         }
+        if let file = FuzzBinary.seed() {
+            seeds.append(("binary-0", [FuzzSelector.byte(.binary)] + file))
+            seeds.append(("binary-0-fix", [FuzzSelector.byte(.binary, FuzzFlag.fixChecksums)] + file))
+        }
         // A new store ([DIR-4]) and tiny inputs for every target.
         seeds.append(("engine-new", [FuzzSelector.byte(.engine, FuzzFlag.engineCommitAndReopen)]))
         for target in FuzzTarget.allCases {
