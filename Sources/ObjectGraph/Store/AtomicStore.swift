@@ -137,9 +137,34 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
     /// Registers nodes with the store (from ``load()``, usually): fetches and faults see
     /// them. A node replaces one registered before for the same object ID.
     public final func addCacheNodes(_ cacheNodes: Set<AtomicStoreCacheNode>) {
+        addCacheNodes(inOrder: Self.inIDOrder(Array(cacheNodes)) { $0.objectID })
+    }
+
+    /// `items` in an order of their object IDs that is the same in every run: by entity name,
+    /// then reference (integers first, in order; then the others by their text), each key
+    /// taken once per item rather than per comparison.
+    static func inIDOrder<Item>(_ items: [Item], _ id: (Item) -> ManagedObjectID) -> [Item] {
+        var keyed: [(entity: String, integer: Int64, text: String, item: Item)] = []
+        keyed.reserveCapacity(items.count)
+        for item in items {
+            let objectID = id(item)
+            switch objectID.referenceObject {
+            case .int64(let reference)?: keyed.append((objectID.entity.name, reference, "", item))
+            case .string(let text)?: keyed.append((objectID.entity.name, .max, text, item))
+            case .uuid(let uuid)?: keyed.append((objectID.entity.name, .max, "~" + uuid.uuidString, item))
+            case nil: keyed.append((objectID.entity.name, .max, objectID.uriRepresentation().absoluteString, item))
+            }
+        }
+        keyed.sort { ($0.entity, $0.integer, $0.text) < ($1.entity, $1.integer, $1.text) }
+        return keyed.map(\.item)
+    }
+
+    /// Registers nodes in the order given (a file's order, which fetches then follow).
+    package final func addCacheNodes(inOrder cacheNodes: [AtomicStoreCacheNode]) {
         lock.lock()
         defer { lock.unlock() }
-        for node in cacheNodes.sorted(by: { Self.precedes($0.objectID, $1.objectID) }) { register(node) }
+        nodesByID.reserveCapacity(nodesByID.count + cacheNodes.count)
+        for node in cacheNodes { register(node) }
     }
 
     /// The nodes registered with the store.
@@ -317,7 +342,7 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
         if request.isMetadataSave { return .saved }
         guard !isReadOnly else { throw ObjectGraphError(.invalidArgument, "The atomic store \(identifier) is read-only.") }
         func ordered(_ objects: Set<ManagedObject>?) -> [ManagedObject] {
-            (objects ?? []).sorted { Self.precedes($0.objectID, $1.objectID) }
+            Self.inIDOrder(Array(objects ?? [])) { $0.objectID }
         }
         let inserted = ordered(request.insertedObjects), updated = ordered(request.updatedObjects)
         let deleted = ordered(request.deletedObjects), locked = ordered(request.lockedObjects)
@@ -454,18 +479,6 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
             case .toOne(let destination?)?: return .relationship(.toOne(destination.objectID))
             default: throw wrong("a node")
             }
-        }
-    }
-
-    /// An order of object IDs that is the same in every run: by entity name, then reference
-    /// (integers before strings before UUIDs, each in its own order).
-    static func precedes(_ a: ManagedObjectID, _ b: ManagedObjectID) -> Bool {
-        if a.entity.name != b.entity.name { return a.entity.name < b.entity.name }
-        switch (a.referenceObject, b.referenceObject) {
-        case (.int64(let x)?, .int64(let y)?): return x < y
-        case (.string(let x)?, .string(let y)?): return x < y
-        case (.uuid(let x)?, .uuid(let y)?): return x.uuidString < y.uuidString
-        default: return a.uriRepresentation().absoluteString < b.uriRepresentation().absoluteString
         }
     }
 }

@@ -73,13 +73,17 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
         let objects = try BinaryStoreFile.objects(file, layout: layout, path: path)
         var nodes: [ObjectKey: AtomicStoreCacheNode] = [:]
         nodes.reserveCapacity(objects.count)
+        var inFileOrder: [AtomicStoreCacheNode] = []
+        inFileOrder.reserveCapacity(objects.count)
         for object in objects {
             guard let entity = model.entitiesByName[object.row.entity] else { continue }
             let key = ObjectKey(root: entity.rootEntityName, reference: object.reference)
             guard nodes[key] == nil else {
                 throw ObjectGraphError(.storeCorrupted, "binary store \(path): two objects of \(entity.rootEntityName)'s hierarchy have reference \(object.reference)")
             }
-            nodes[key] = AtomicStoreCacheNode(objectID: objectID(for: entity, withReferenceObject: .int64(object.reference)))
+            let node = AtomicStoreCacheNode(objectID: objectID(for: entity, withReferenceObject: .int64(object.reference)))
+            nodes[key] = node
+            inFileOrder.append(node)
         }
         // A destination the file does not hold is an object deleted while this one kept
         // pointing at it (a noAction rule): the reference stays, through a node that is not
@@ -103,7 +107,8 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
             for (name, target) in object.row.toOne { owner.setValue(.toOne(try target.map(node)), forKey: name) }
             for (name, members) in object.row.toMany { owner.setValue(.toMany(try members.map(node)), forKey: name) }
         }
-        addCacheNodes(Set(nodes.values))
+        // The file is in entity and reference order already ([BIN-4]'s save writes it so).
+        addCacheNodes(inOrder: inFileOrder)
     }
 
     /// The bytes of the file at `path` (at most `limit` of them); empty when there is none.
