@@ -103,4 +103,22 @@ import Testing
         try coordinator.destroyPersistentStore(at: destination, type: .inMemory)
         #expect(try names(.inMemory, at: destination) == [])
     }
+
+    /// Core Data's names for reading a closed store's metadata and checking a model against it.
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary])
+    func metadataOfAClosedStoreAnswersWhetherAModelFitsIt(type: PersistentStore.StoreType) throws {
+        let root = try scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let url = root.appendingPathComponent(type == .binary ? "a.strata-binary" : "a")
+        let coordinator = try store(type, at: url, names: ["Ann"])
+        for store in coordinator.persistentStores { try coordinator.remove(store) }
+        let metadata = try PersistentStoreCoordinator.metadataForPersistentStore(ofType: type, at: url, options: [:])
+        #expect(metadata[PersistentStore.storeTypeKey] == .string(type.rawValue))
+        #expect(try StoreTestModel.make().isConfiguration(withName: nil, compatibleWithStoreMetadata: metadata))
+        #expect(try !StoreTestModel.make(extraAttribute: true).isConfiguration(withName: nil, compatibleWithStoreMetadata: metadata))
+        var changed = metadata
+        changed["note"] = "kept"
+        try PersistentStoreCoordinator.setMetadata(changed, forPersistentStoreOfType: type, at: url, options: [:])
+        #expect(try PersistentStoreCoordinator.metadataForPersistentStore(ofType: type, at: url)["note"] == "kept")
+    }
 }

@@ -188,6 +188,20 @@ public final class PersistentStoreCoordinator: Sendable {
         try storeClass(for: type).metadataForPersistentStore(at: url)
     }
 
+    /// ``metadataForPersistentStore(type:at:)`` under Core Data's name
+    /// (`metadataForPersistentStore(ofType:at:options:)`).
+    public static func metadataForPersistentStore(ofType type: PersistentStore.StoreType, at url: URL, options: [String: AttributeValue] = [:]) throws -> [String: AttributeValue] {
+        try metadataForPersistentStore(type: type, at: url)
+    }
+
+    /// ``setMetadata(_:forPersistentStoreOfType:at:)``, with Core Data's `options` argument.
+    public static func setMetadata(
+        _ metadata: [String: AttributeValue], forPersistentStoreOfType type: PersistentStore.StoreType, at url: URL,
+        options: [String: AttributeValue]
+    ) throws {
+        try setMetadata(metadata, forPersistentStoreOfType: type, at: url)
+    }
+
     /// Writes the metadata of the store of a type at a URL, without adding it.
     public static func setMetadata(_ metadata: [String: AttributeValue], forPersistentStoreOfType type: PersistentStore.StoreType, at url: URL) throws {
         try storeClass(for: type).setMetadata(metadata, forPersistentStoreAt: url)

@@ -132,6 +132,12 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         differences(ofConfiguration: configuration, fromStoreMetadata: metadata).isEmpty
     }
 
+    /// ``isConfiguration(_:compatibleWithStoreMetadata:)`` under Core Data's name
+    /// (`isConfiguration(withName:compatibleWithStoreMetadata:)`).
+    public func isConfiguration(withName configuration: String?, compatibleWithStoreMetadata metadata: [String: AttributeValue]) -> Bool {
+        isConfiguration(configuration, compatibleWithStoreMetadata: metadata)
+    }
+
     /// The entity whose objects are instances of `type`, if exactly that class is used.
     public func entity(for type: ManagedObject.Type) -> EntityDescription? {
         entities.first { $0.managedObjectClass == type }
