@@ -59,6 +59,14 @@ enum FuzzBinary {
         }
         guard let layout else { return }
         do { _ = try BinaryStoreFile.objects(file, layout: layout, path: "fuzz") } catch { typed(error, "objects") }
+        // The in-place reading a store's load does: every field of every row.
+        do {
+            try BinaryStoreFile.forEachObject(file, layout: layout, path: "fuzz") { view in
+                for index in view.row.layout.fields.indices { _ = try view.row.value(index) }
+            }
+        } catch {
+            typed(error, "objects in place")
+        }
     }
 
     /// A small binary store file of the row target's model: two things, one other, relationships.

@@ -70,18 +70,22 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
         let differences = model.differences(ofConfiguration: configurationName, fromStoreMetadata: record.metadata)
         if !differences.isEmpty { throw ObjectGraphError.incompatibleModel(differences, storeURL: url) }
         let layout = try StoreLayout(model: model)
-        let objects = try BinaryStoreFile.objects(file, layout: layout, path: path)
+        var views: [BinaryStoreFile.ObjectView] = []
+        try BinaryStoreFile.forEachObject(file, layout: layout, path: path) { views.append($0) }
+        // Every node first (a relationship names another), keyed by hierarchy and reference.
         var nodes: [ObjectKey: AtomicStoreCacheNode] = [:]
-        nodes.reserveCapacity(objects.count)
+        nodes.reserveCapacity(views.count)
         var inFileOrder: [AtomicStoreCacheNode] = []
-        inFileOrder.reserveCapacity(objects.count)
-        for object in objects {
-            guard let entity = model.entitiesByName[object.row.entity] else { continue }
-            let key = ObjectKey(root: entity.rootEntityName, reference: object.reference)
-            guard nodes[key] == nil else {
-                throw ObjectGraphError(.storeCorrupted, "binary store \(path): two objects of \(entity.rootEntityName)'s hierarchy have reference \(object.reference)")
+        inFileOrder.reserveCapacity(views.count)
+        for view in views {
+            guard let entity = layout.entity(number: view.row.entityNumber) else {
+                throw ObjectGraphError(.storeCorrupted, "binary store \(path): an object of entity number \(view.row.entityNumber), which the model does not have")
             }
-            let node = AtomicStoreCacheNode(objectID: objectID(for: entity, withReferenceObject: .int64(object.reference)))
+            let key = ObjectKey(root: entity.rootEntityName, reference: view.reference)
+            guard nodes[key] == nil else {
+                throw ObjectGraphError(.storeCorrupted, "binary store \(path): two objects of \(entity.rootEntityName)'s hierarchy have reference \(view.reference)")
+            }
+            let node = AtomicStoreCacheNode(objectID: objectID(for: entity, withReferenceObject: .int64(view.reference)))
             nodes[key] = node
             inFileOrder.append(node)
         }
@@ -89,9 +93,9 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
         // pointing at it (a noAction rule): the reference stays, through a node that is not
         // registered, as the other stores keep it.
         var missing: [ObjectKey: AtomicStoreCacheNode] = [:]
-        func node(_ target: (entity: String, reference: Int64)) throws -> AtomicStoreCacheNode {
-            guard let entity = model.entitiesByName[target.entity] else {
-                throw ObjectGraphError(.storeCorrupted, "binary store \(path): a relationship names entity \(target.entity), which the model does not have")
+        func node(_ target: StoredObject) throws -> AtomicStoreCacheNode {
+            guard let entity = layout.entity(number: target.entity) else {
+                throw ObjectGraphError(.storeCorrupted, "binary store \(path): a relationship names entity number \(target.entity), which the model does not have")
             }
             let key = ObjectKey(root: entity.rootEntityName, reference: target.reference)
             if let node = nodes[key] ?? missing[key] { return node }
@@ -99,13 +103,22 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
             missing[key] = node
             return node
         }
-        for object in objects {
-            guard let entity = model.entitiesByName[object.row.entity],
-                let owner = nodes[ObjectKey(root: entity.rootEntityName, reference: object.reference)]
-            else { continue }
-            for (name, value) in object.row.attributes { owner.setValue(.attribute(value), forKey: name) }
-            for (name, target) in object.row.toOne { owner.setValue(.toOne(try target.map(node)), forKey: name) }
-            for (name, members) in object.row.toMany { owner.setValue(.toMany(try members.map(node)), forKey: name) }
+        for (view, owner) in zip(views, inFileOrder) {
+            let rowLayout = view.row.layout
+            var values: [String: AtomicStoreCacheNode.Value] = [:]
+            values.reserveCapacity(rowLayout.fields.count + rowLayout.keyedRelationships.count)
+            for (index, field) in rowLayout.fields.enumerated() {
+                switch try view.row.value(index) {
+                case .null: if field.kind == .toOne { values[field.name] = .toOne(nil) }
+                case .attribute(let value): values[field.name] = .attribute(value)
+                case .object(let target): values[field.name] = .toOne(try node(target))
+                case .objects(let targets): values[field.name] = .toMany(try targets.map(node))
+                }
+            }
+            for (relationship, members) in zip(rowLayout.keyedRelationships, view.members) {
+                values[relationship.name] = .toMany(try members.map(node))
+            }
+            owner.propertyCache = values
         }
         // The file is in entity and reference order already ([BIN-4]'s save writes it so).
         addCacheNodes(inOrder: inFileOrder)

@@ -193,6 +193,47 @@ enum BinaryStoreFile {
         return Decoded(generation: generation, metadata: parts[0], model: parts[1], objects: parts[2])
     }
 
+    /// One object of a checked file as read in place: its reference, its row (a view on the
+    /// decompressed bytes) and its keyed relationships' members, by the layout's order.
+    struct ObjectView {
+        let reference: Int64
+        let row: RowBytes
+        let members: [[StoredObject]]
+    }
+
+    /// Calls `body` with every object of a checked file, read with `layout`, without decoding
+    /// rows into dictionaries (what loading a store does).
+    static func forEachObject(_ file: Decoded, layout: StoreLayout, path: String, _ body: (ObjectView) throws -> Void) throws {
+        var reader = RowReader(file.objects, context: "binary store \(path), objects (decompressed)")
+        let count = try reader.varint()
+        guard count <= UInt64(file.objects.count) else { throw reader.fail("a count of \(count) objects") }
+        for _ in 0..<count {
+            let reference = Int64(bitPattern: try reader.fixed64())
+            let row = try RowBytes(Array(try reader.blob()), store: layout, context: .key(root: "binary", reference: reference))
+            guard let entity = layout.entity(number: row.entityNumber), let rowLayout = layout.layout(of: entity) else {
+                throw reader.fail("an object of entity number \(row.entityNumber), which the model does not have,")
+            }
+            var members: [[StoredObject]] = []
+            members.reserveCapacity(rowLayout.keyedRelationships.count)
+            for relationship in rowLayout.keyedRelationships {
+                let memberCount = try reader.varint()
+                guard memberCount <= UInt64(file.objects.count) else { throw reader.fail("a count of \(memberCount) members") }
+                var list: [StoredObject] = []
+                list.reserveCapacity(Int(memberCount))
+                for _ in 0..<memberCount {
+                    let number = try reader.varint()
+                    guard number <= UInt64(UInt16.max), layout.entity(number: UInt16(number)) != nil else {
+                        throw reader.fail("entity number \(number) of a member of \(entity.name).\(relationship.name)")
+                    }
+                    list.append(StoredObject(entity: UInt16(number), reference: try reader.signed()))
+                }
+                members.append(list)
+            }
+            try body(ObjectView(reference: reference, row: row, members: members))
+        }
+        guard reader.isAtEnd else { throw reader.fail("bytes after the last object") }
+    }
+
     /// The objects of a checked file, read with `layout`.
     static func objects(_ file: Decoded, layout: StoreLayout, path: String) throws -> [Object] {
         var reader = RowReader(file.objects, context: "binary store \(path), objects (decompressed)")
