@@ -28,7 +28,7 @@ public final class AttributeDescription: PropertyDescription, @unchecked Sendabl
     public init(
         name: String, type: AttributeType, isOptional: Bool = true, defaultValue: AttributeValue = .null,
         isTransient: Bool = false, isIndexed: Bool = false, validationRules: [ValidationRule] = [],
-        valueTypeName: String? = nil
+        valueTypeName: String? = nil, versionHashModifier: String? = nil, renamingIdentifier: String? = nil
     ) {
         self.attributeType = type
         // Literals arrive as int64/double; store the default in the attribute's own type.
@@ -36,7 +36,9 @@ public final class AttributeDescription: PropertyDescription, @unchecked Sendabl
         self.defaultValue = defaultValue.converted(to: type) ?? defaultValue
         self.validationRules = validationRules
         self.valueTypeName = valueTypeName
-        super.init(name: name, isOptional: isOptional, isTransient: isTransient, isIndexed: isIndexed, slotKind: .attribute)
+        super.init(
+            name: name, isOptional: isOptional, isTransient: isTransient, isIndexed: isIndexed, slotKind: .attribute,
+            versionHashModifier: versionHashModifier, renamingIdentifier: renamingIdentifier)
     }
 
     /// Creates a transformable attribute that stores a `Codable` type.

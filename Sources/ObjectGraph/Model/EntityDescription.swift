@@ -40,6 +40,13 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// ``ObjectGraphError/Code/constraintConflict``, or is resolved by the context's
     /// ``ManagedObjectContext/mergePolicy``; see ``ConstraintConflict``.
     public let uniquenessConstraints: [[String]]
+    /// Text that enters the entity's version hash (Core Data's `versionHashModifier`): change it
+    /// to mark the entity's stored form as changed when nothing else in the model says so.
+    /// `nil`: no effect on the hash.
+    public let versionHashModifier: String?
+    /// The entity's name in an earlier model version (Core Data's `renamingIdentifier`):
+    /// migration reads its objects under that name. It does not enter the version hash.
+    public let renamingIdentifier: String?
 
     /// The model the entity belongs to; set when the model is created.
     public internal(set) weak var managedObjectModel: ManagedObjectModel?
@@ -96,9 +103,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public init(
         name: String, superentity: String? = nil, isAbstract: Bool = false,
         managedObjectClass: ManagedObject.Type = ManagedObject.self, properties: [PropertyDescription] = [],
-        uniquenessConstraints: [[String]] = []
+        uniquenessConstraints: [[String]] = [], versionHashModifier: String? = nil, renamingIdentifier: String? = nil
     ) {
         self.uniquenessConstraints = uniquenessConstraints
+        self.versionHashModifier = versionHashModifier
+        self.renamingIdentifier = renamingIdentifier
         self.name = name
         self.superentityName = superentity
         self.isAbstract = isAbstract

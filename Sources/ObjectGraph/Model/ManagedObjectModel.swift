@@ -32,14 +32,19 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     public let configurations: [String: [String]]
     /// Each entity's version hash, by entity name.
     public let entityVersionHashesByName: [String: Data]
+    /// The model's version names (Core Data's `versionIdentifiers`): yours to tell versions
+    /// apart; they do not enter any version hash.
+    public let versionIdentifiers: Set<String>
 
     /// Creates and checks a model.
     ///
     /// - Parameters:
     ///   - entities: The entities; superentities and relationship destinations are named.
     ///   - configurations: Configuration names mapped to the names of their entities.
+    ///   - versionIdentifiers: The model's version names (``versionIdentifiers``).
     /// - Throws: ``ObjectGraphError/Code/invalidModel`` naming every inconsistency.
-    public init(entities: [EntityDescription], configurations: [String: [String]] = [:]) throws {
+    public init(entities: [EntityDescription], configurations: [String: [String]] = [:], versionIdentifiers: Set<String> = []) throws {
+        self.versionIdentifiers = versionIdentifiers
         var problems: [String] = []
         var byName: [String: EntityDescription] = [:]
         for entity in entities {
@@ -89,6 +94,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         for entity in entities {
             entity.versionHash = VersionHash.digest(of: Self.versionText(of: entity))
             hashes[entity.name] = entity.versionHash
+            for property in entity.ownProperties { property.versionHash = VersionHash.digest(of: property.versionHashText) }
         }
         self.entities = entities
         self.entitiesByName = byName
@@ -293,6 +299,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
 
     private static func versionText(of entity: EntityDescription) -> String {
         let stored = entity.properties.filter { !$0.isTransient }.sorted { $0.name < $1.name }
-        return "\(entity.name)|\(entity.superentityName ?? "")|\(entity.isAbstract)|" + stored.map(\.versionHashText).joined(separator: ";")
+        let text = "\(entity.name)|\(entity.superentityName ?? "")|\(entity.isAbstract)|" + stored.map(\.versionHashText).joined(separator: ";")
+        return entity.versionHashModifier.map { text + "|modifier:" + $0 } ?? text
     }
 }

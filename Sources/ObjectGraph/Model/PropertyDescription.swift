@@ -4,7 +4,7 @@ import Foundation
 /// `NSPropertyDescription`).
 ///
 /// Create properties through ``AttributeDescription`` and ``RelationshipDescription``
-/// or the factory methods such as ``attribute(_:_:optional:defaultValue:transient:indexed:rules:)``.
+/// or the factory methods such as ``attribute(_:_:optional:defaultValue:transient:indexed:rules:versionHashModifier:renamingIdentifier:)``.
 /// A property belongs to one model; it becomes immutable once the model that
 /// contains it is created.
 ///
@@ -22,6 +22,17 @@ public class PropertyDescription: @unchecked Sendable, CustomStringConvertible, 
     public let isTransient: Bool
     /// Whether stores should index the property (a hint).
     public let isIndexed: Bool
+    /// Text that enters the property's version hash (Core Data's `versionHashModifier`): change
+    /// it to mark the property's stored form as changed when nothing else in the model says so
+    /// (the values it holds mean something else now). `nil`: no effect on the hash.
+    public let versionHashModifier: String?
+    /// The property's name in an earlier model version (Core Data's `renamingIdentifier`):
+    /// migration reads the property under that name. It does not enter the version hash.
+    public let renamingIdentifier: String?
+    /// The digest of the property's stored shape (Core Data's `versionHash`): name, kind, type,
+    /// optionality, relationship shape and ``versionHashModifier``; set when the model is
+    /// created (empty before).
+    @exclusivity(unchecked) public internal(set) var versionHash = Data()
     /// The entity that declares the property; set when the model is created, `nil` once
     /// the model is gone.
     public var entity: EntityDescription? {
@@ -40,7 +51,12 @@ public class PropertyDescription: @unchecked Sendable, CustomStringConvertible, 
     /// What kind of value the property holds, decided once (no dynamic casts on hot paths).
     let slotKind: SlotKind
 
-    init(name: String, isOptional: Bool, isTransient: Bool, isIndexed: Bool, slotKind: SlotKind) {
+    init(
+        name: String, isOptional: Bool, isTransient: Bool, isIndexed: Bool, slotKind: SlotKind,
+        versionHashModifier: String? = nil, renamingIdentifier: String? = nil
+    ) {
+        self.versionHashModifier = versionHashModifier
+        self.renamingIdentifier = renamingIdentifier
         self.slotKind = slotKind
         self.name = name
         self.isOptional = isOptional
@@ -58,37 +74,44 @@ public class PropertyDescription: @unchecked Sendable, CustomStringConvertible, 
     }
 
     /// Text that changes whenever the stored shape of the property changes; feeds the version hash.
-    var versionHashText: String { "\(name)|\(isOptional)|\(isTransient)" }
+    var versionHashText: String {
+        let base = "\(name)|\(isOptional)|\(isTransient)"
+        return versionHashModifier.map { base + "|modifier:" + $0 } ?? base
+    }
 
     /// Creates an attribute; see ``AttributeDescription``.
     public static func attribute(
         _ name: String, _ type: AttributeType, optional: Bool = true,
         defaultValue: AttributeValue = .null, transient: Bool = false, indexed: Bool = false,
-        rules: [ValidationRule] = []
+        rules: [ValidationRule] = [], versionHashModifier: String? = nil, renamingIdentifier: String? = nil
     ) -> PropertyDescription {
         AttributeDescription(
             name: name, type: type, isOptional: optional, defaultValue: defaultValue,
-            isTransient: transient, isIndexed: indexed, validationRules: rules)
+            isTransient: transient, isIndexed: indexed, validationRules: rules,
+            versionHashModifier: versionHashModifier, renamingIdentifier: renamingIdentifier)
     }
 
     /// Creates a to-one relationship; see ``RelationshipDescription``.
     public static func toOne(
         _ name: String, _ destination: String, inverse: String? = nil, optional: Bool = true,
-        deleteRule: DeleteRule = .nullify
+        deleteRule: DeleteRule = .nullify, versionHashModifier: String? = nil, renamingIdentifier: String? = nil
     ) -> PropertyDescription {
         RelationshipDescription(
             name: name, destination: destination, inverse: inverse, isToMany: false,
-            isOptional: optional, deleteRule: deleteRule)
+            isOptional: optional, deleteRule: deleteRule,
+            versionHashModifier: versionHashModifier, renamingIdentifier: renamingIdentifier)
     }
 
     /// Creates a to-many relationship; see ``RelationshipDescription``.
     public static func toMany(
         _ name: String, _ destination: String, inverse: String? = nil, ordered: Bool = false,
-        minCount: Int = 0, maxCount: Int = 0, deleteRule: DeleteRule = .nullify
+        minCount: Int = 0, maxCount: Int = 0, deleteRule: DeleteRule = .nullify,
+        versionHashModifier: String? = nil, renamingIdentifier: String? = nil
     ) -> PropertyDescription {
         RelationshipDescription(
             name: name, destination: destination, inverse: inverse, isToMany: true,
-            isOrdered: ordered, minCount: minCount, maxCount: maxCount, deleteRule: deleteRule)
+            isOrdered: ordered, minCount: minCount, maxCount: maxCount, deleteRule: deleteRule,
+            versionHashModifier: versionHashModifier, renamingIdentifier: renamingIdentifier)
     }
 }
 

@@ -50,7 +50,8 @@ public final class RelationshipDescription: PropertyDescription, @unchecked Send
     public init(
         name: String, destination: String, inverse: String? = nil, isToMany: Bool = false,
         isOrdered: Bool = false, isOptional: Bool = true, minCount: Int = 0, maxCount: Int = 0,
-        deleteRule: DeleteRule = .nullify, isTransient: Bool = false
+        deleteRule: DeleteRule = .nullify, isTransient: Bool = false,
+        versionHashModifier: String? = nil, renamingIdentifier: String? = nil
     ) {
         self.destinationEntityName = destination
         self.inverseName = inverse
@@ -59,7 +60,9 @@ public final class RelationshipDescription: PropertyDescription, @unchecked Send
         self.minCount = minCount
         self.maxCount = maxCount
         self.deleteRule = deleteRule
-        super.init(name: name, isOptional: isOptional, isTransient: isTransient, isIndexed: false, slotKind: isToMany ? .toMany : .toOne)
+        super.init(
+            name: name, isOptional: isOptional, isTransient: isTransient, isIndexed: false, slotKind: isToMany ? .toMany : .toOne,
+            versionHashModifier: versionHashModifier, renamingIdentifier: renamingIdentifier)
     }
 
     /// Whether the relationship holds at most one object.
