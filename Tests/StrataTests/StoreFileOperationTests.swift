@@ -121,4 +121,25 @@ import Testing
         try PersistentStoreCoordinator.setMetadata(changed, forPersistentStoreOfType: type, at: url, options: [:])
         #expect(try PersistentStoreCoordinator.metadataForPersistentStore(ofType: type, at: url)["note"] == "kept")
     }
+
+    /// `strata inspect` lists the row layouts a store holds and their rows (what a migration
+    /// reads): after a save with one model, every row is in the stored model's layout.
+    @Test func inspectListsEachEntitysRowLayoutWithItsRows() throws {
+        let root = try scratch()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let url = root.appendingPathComponent("store")
+        let coordinator = try store(.strata, at: url, names: ["Ann", "Ben", "Cy"])
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        try context.insertNewObject(forEntityName: "Team").setValue("Red", forKey: "name")
+        try context.save()
+        for store in coordinator.persistentStores { try coordinator.remove(store) }
+        let report = try StoreInspector.inspect(at: url.path)
+        #expect(report.layouts.map(\.entity).sorted() == ["Member", "Team"])
+        #expect(report.layouts.first { $0.entity == "Member" }?.rows == 3)
+        #expect(report.layouts.first { $0.entity == "Team" }?.rows == 1)
+        #expect(report.layouts.allSatisfy { $0.current && $0.layout.count == 8 })
+        let layout = try StoreLayout(model: try StoreTestModel.make())
+        let member = try StoreTestModel.make().entity(named: "Member")
+        #expect(report.layouts.first { $0.entity == "Member" }?.layout == hexLayout(try #require(layout.layout(of: member)).layoutID))
+    }
 }

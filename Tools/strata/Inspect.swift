@@ -96,6 +96,12 @@ struct Inspect: ParsableCommand {
                 for relationship in entity.relationships { Output.line("      \(relationship)") }
             }
         }
+        if !report.layouts.isEmpty {
+            Output.line("  row layouts:")
+            for layout in report.layouts {
+                Output.line("    \(layout.entity)  layout \(layout.layout)  \(layout.rows) rows\(layout.current ? "" : "  (not the stored model's layout)")")
+            }
+        }
         if !report.metadata.isEmpty {
             Output.line("  metadata:")
             for (key, value) in report.metadata.sorted(by: { $0.key < $1.key }) { Output.line("    \(key) = \(value.text)") }

@@ -155,6 +155,22 @@ public struct InspectReport: Sendable, Equatable, Codable {
     public var rowCounts: [String: Int]
     /// The coordinator's metadata keys and values.
     public var metadata: [String: JSONValue]
+    /// The row layouts present ([ROW-1]: each row's header names its entity number and layout),
+    /// with their rows: what a migration of the store would have to read.
+    public var layouts: [LayoutRows] = []
+
+    /// The rows written in one layout of one entity.
+    public struct LayoutRows: Sendable, Equatable, Codable {
+        /// The entity the stored model numbers so (`#n in Root` when it has no such number).
+        public var entity: String
+        /// The layout ID in the row headers (the first four bytes of the entity's version hash
+        /// when the rows were written), in hex.
+        public var layout: String
+        /// The rows in this layout.
+        public var rows: Int
+        /// Whether it is the stored model's layout of the entity.
+        public var current: Bool
+    }
 }
 
 /// One live file as `inspect` shows it.
@@ -288,11 +304,22 @@ public enum StoreInspector {
                             + (relationship.inverseName.map { " (inverse \($0))" } ?? "")
                     })
             }
-            return InspectReport(
+            var report = InspectReport(
                 path: path, nextFileNumber: stats.nextFileNumber, lastSequence: stats.lastSequence, keyCount: stats.keyCount,
                 files: files, isObjectStore: isObjectStore, storeIdentifier: record?.metadata["NSStoreUUID"]?.stringValue,
                 nextReference: record?.nextReference, entities: entities, rowCounts: counts,
                 metadata: (record?.metadata ?? [:]).mapValues(JSONValue.init))
+            if isObjectStore {
+                // Every row's header, read once (a scan of the rows).
+                let layout = try model.flatMap { try StoreLayout(model: $0) }
+                report.layouts = try StoreSurvey.survey(snapshot).rows.sorted { $0.key < $1.key }.map { kind, rows in
+                    let entity = layout?.entity(number: kind.number).flatMap { $0.rootEntityName == kind.root ? $0 : nil }
+                    return InspectReport.LayoutRows(
+                        entity: entity?.name ?? "#\(kind.number) in \(kind.root)", layout: hexLayout(kind.layoutID), rows: rows,
+                        current: entity.flatMap { layout?.layout(of: $0)?.layoutID } == kind.layoutID)
+                }
+            }
+            return report
         }
     }
 
