@@ -143,7 +143,7 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
     /// `items` in an order of their object IDs that is the same in every run: by entity name,
     /// then reference (integers first, in order; then the others by their text), each key
     /// taken once per item rather than per comparison.
-    static func inIDOrder<Item>(_ items: [Item], _ id: (Item) -> ManagedObjectID) -> [Item] {
+    package static func inIDOrder<Item>(_ items: [Item], _ id: (Item) -> ManagedObjectID) -> [Item] {
         var keyed: [(entity: String, integer: Int64, text: String, item: Item)] = []
         keyed.reserveCapacity(items.count)
         for item in items {
@@ -266,22 +266,14 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
     }
 
     private func execute(_ request: FetchRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
-        guard let model = persistentStoreCoordinator?.managedObjectModel else {
-            throw ObjectGraphError(.noPersistentStore, "The store is not part of a coordinator.")
+        try answerInMemory(request, with: context) { request, names, _ in
+            try withLock {
+                let views = nodesByID.values.filter { names.contains($0.objectID.entity.name) }
+                    .sorted { $0.sequence < $1.sequence }
+                    .map { NodeView(node: $0, store: self) }
+                return try request.apply(to: views, objectID: \.objectID)
+            }
         }
-        var request = request
-        if request.entity == nil { request.entity = try model.entity(named: request.entityName) }
-        let names = request.matchingEntityNames()
-        let result = try withLock { () throws -> PersistentStoreResult in
-            let views = nodesByID.values.filter { names.contains($0.objectID.entity.name) }
-                .sorted { $0.sequence < $1.sequence }
-                .map { NodeView(node: $0, store: self) }
-            return try request.apply(to: views, objectID: \.objectID)
-        }
-        if request.resultType == .managedObject, let context, case .objectIDs(let ids) = result {
-            return .objects(ids.map { context.object(with: $0) })
-        }
-        return result
     }
 
     /// The object's attributes (converted to their types) and to-one destinations, with the
@@ -291,15 +283,7 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
     ///   ``ObjectGraphError/Code/wrongValueType`` for a value the node holds that does not fit
     ///   the property.
     public final override func newValuesForObject(with objectID: ManagedObjectID, with context: ManagedObjectContext) throws -> IncrementalStoreNode {
-        try withLock {
-            let node = try existingNode(objectID)
-            let entity = objectID.entity
-            var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
-            for property in entity.storedProperties where property.slotKind != .toMany {
-                values[property.ordinal] = try Self.propertyValue(of: node, for: property)
-            }
-            return IncrementalStoreNode(objectID: objectID, valuesByOrdinal: values, version: node.version)
-        }
+        try withLock { try storedNode(existingNode(objectID)) }
     }
 
     /// The destinations of one relationship, from the node.

@@ -137,21 +137,13 @@ open class InMemoryStore: IncrementalStore, @unchecked Sendable {
     }
 
     private func execute(_ request: FetchRequest, with context: ManagedObjectContext?) throws -> PersistentStoreResult {
-        guard let model = persistentStoreCoordinator?.managedObjectModel else {
-            throw ObjectGraphError(.noPersistentStore, "The store is not part of a coordinator.")
+        try answerInMemory(request, with: context) { request, names, model in
+            let database = backing.database.withLock { $0 }
+            let rows = database.rows.filter { names.contains($0.value.entityName) }.keys.sorted().compactMap {
+                RowView(reference: $0, database: database, store: self, model: model)
+            }
+            return try request.apply(to: rows, objectID: \.objectID)
         }
-        var request = request
-        if request.entity == nil { request.entity = try model.entity(named: request.entityName) }
-        let names = request.matchingEntityNames()
-        let database = backing.database.withLock { $0 }
-        let rows = database.rows.filter { names.contains($0.value.entityName) }.keys.sorted().compactMap {
-            RowView(reference: $0, database: database, store: self, model: model)
-        }
-        let result = try request.apply(to: rows, objectID: \.objectID)
-        if request.resultType == .managedObject, let context, case .objectIDs(let ids) = result {
-            return .objects(ids.map { context.object(with: $0) })
-        }
-        return result
     }
 
     private func execute(_ request: SaveChangesRequest) throws -> PersistentStoreResult {

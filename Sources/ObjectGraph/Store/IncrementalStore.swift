@@ -143,3 +143,24 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
     /// The default does nothing.
     open func managedObjectContextDidUnregisterObjects(with objectIDs: [ManagedObjectID]) {}
 }
+
+extension IncrementalStore {
+    /// A fetch answered by a store that evaluates it in memory (InMemoryStore, AtomicStore):
+    /// the request gets its entity, `evaluate` applies it to the store's candidates of the
+    /// matching entity names, and IDs become the context's objects for an object result.
+    func answerInMemory(
+        _ request: FetchRequest, with context: ManagedObjectContext?,
+        evaluate: (_ request: FetchRequest, _ entityNames: Set<String>, _ model: ManagedObjectModel) throws -> PersistentStoreResult
+    ) throws -> PersistentStoreResult {
+        guard let model = persistentStoreCoordinator?.managedObjectModel else {
+            throw ObjectGraphError(.noPersistentStore, "The store is not part of a coordinator.")
+        }
+        var request = request
+        if request.entity == nil { request.entity = try model.entity(named: request.entityName) }
+        let result = try evaluate(request, request.matchingEntityNames(), model)
+        if request.resultType == .managedObject, let context, case .objectIDs(let ids) = result {
+            return .objects(ids.map { context.object(with: $0) })
+        }
+        return result
+    }
+}

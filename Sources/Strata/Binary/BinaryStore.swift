@@ -165,21 +165,17 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
                 "The binary store \(path) was saved by another coordinator or process since this one loaded it (generation \(diskGeneration) on disk, \(generation) loaded); nothing was written. Remove the store and add it again to load what is there.")
         }
         let layout = try StoreLayout(model: model)
-        // The nodes in file order (entity, then reference), keyed once.
-        var keyed: [(entity: String, reference: Int64, node: AtomicStoreCacheNode)] = []
-        for node in cacheNodes() {
+        // The nodes in file order: entity, then reference.
+        let nodes = AtomicStore.inIDOrder(Array(cacheNodes())) { $0.objectID }
+        var encoded = RowWriter()
+        encoded.bytes.reserveCapacity(nodes.count * 64)
+        encoded.varint(UInt64(nodes.count))
+        var counts: [String: Int] = [:]
+        var largest: Int64 = 0
+        for node in nodes {
             guard case .int64(let reference)? = node.objectID.referenceObject else {
                 throw ObjectGraphError(.invalidArgument, "The binary store keeps integer references; \(node.objectID) has another kind.", objectID: node.objectID)
             }
-            keyed.append((node.objectID.entity.name, reference, node))
-        }
-        keyed.sort { ($0.entity, $0.reference) < ($1.entity, $1.reference) }
-        var encoded = RowWriter()
-        encoded.bytes.reserveCapacity(keyed.count * 64)
-        encoded.varint(UInt64(keyed.count))
-        var counts: [String: Int] = [:]
-        var largest: Int64 = 0
-        for (_, reference, node) in keyed {
             try BinaryStoreFile.append(node, reference: reference, layout: layout, to: &encoded)
             counts[node.objectID.entity.name, default: 0] += 1
             largest = max(largest, reference)

@@ -113,7 +113,8 @@ enum BinaryStoreFile {
 
     // MARK: Reading
 
-    private static func read<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], at offset: Int) -> T {
+    /// A little-endian integer at `offset` (the caller checked the bounds).
+    static func read<T: FixedWidthInteger>(_ type: T.Type, _ bytes: [UInt8], at offset: Int) -> T {
         var value: T = 0
         for index in (0..<MemoryLayout<T>.size).reversed() { value = value << 8 | T(bytes[offset + index]) }
         return value
@@ -236,35 +237,19 @@ enum BinaryStoreFile {
 
     /// The objects of a checked file, read with `layout`.
     static func objects(_ file: Decoded, layout: StoreLayout, path: String) throws -> [Object] {
-        var reader = RowReader(file.objects, context: "binary store \(path), objects (decompressed)")
-        let count = try reader.varint()
-        guard count <= UInt64(file.objects.count) else { throw reader.fail("a count of \(count) objects") }
         var objects: [Object] = []
-        objects.reserveCapacity(Int(count))
-        for _ in 0..<count {
-            let reference = Int64(bitPattern: try reader.fixed64())
-            let rowBytes = Array(try reader.blob())
-            var row = try StoredRow.decode(rowBytes, store: layout, context: .key(root: "binary", reference: reference))
-            guard let entity = layout.model.entitiesByName[row.entity], let rowLayout = layout.layout(of: entity) else {
-                throw reader.fail("an object of entity \(row.entity), which the model does not have,")
-            }
-            for relationship in rowLayout.keyedRelationships {
-                let members = try reader.varint()
-                guard members <= UInt64(file.objects.count) else { throw reader.fail("a count of \(members) members") }
-                var list: [(entity: String, reference: Int64)] = []
-                list.reserveCapacity(Int(members))
-                for _ in 0..<members {
-                    let number = try reader.varint()
-                    guard number <= UInt64(UInt16.max), let destination = layout.entity(number: UInt16(number)) else {
-                        throw reader.fail("entity number \(number) of a member of \(entity.name).\(relationship.name)")
+        try forEachObject(file, layout: layout, path: path) { view in
+            var row = try StoredRow(view.row, store: layout)
+            for (relationship, members) in zip(view.row.layout.keyedRelationships, view.members) {
+                row.toMany[relationship.name] = try members.map { member in
+                    guard let destination = layout.entity(number: member.entity) else {
+                        throw ObjectGraphError(.storeCorrupted, "binary store \(path): entity number \(member.entity) of a member of \(row.entity).\(relationship.name)")
                     }
-                    list.append((destination.name, try reader.signed()))
+                    return (destination.name, member.reference)
                 }
-                row.toMany[relationship.name] = list
             }
-            objects.append(Object(reference: reference, row: row))
+            objects.append(Object(reference: view.reference, row: row))
         }
-        guard reader.isAtEnd else { throw reader.fail("bytes after the last object") }
         return objects
     }
 }

@@ -119,9 +119,10 @@ extension StrataStore {
         var prefix = IndexKey.prefix(root: root, attribute: constraint.attributes[0].name)
         IndexKey.encode(probe.values[0], into: &prefix)
         var nodes: [IncrementalStoreNode] = []
+        let rowPrefix = KeyLayout.rowPrefix(root: root)
         for key in reads.keys(from: prefix, to: Self.prefixEnd(prefix), inFlight: inFlight) where key.count == prefix.count + 8 {
             guard let reference = IndexKey.reference(fromIndexKey: key) else { continue }
-            var rowKey = KeyLayout.rowPrefix(root: root)
+            var rowKey = rowPrefix
             KeyLayout.appendReference(reference, to: &rowKey)
             guard let bytes = try mappingEngineErrors("read a row of \(root)", { () throws(StoreError) in try reads.get(rowKey) }) else { continue }
             let row = try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference), readByEngine: true)

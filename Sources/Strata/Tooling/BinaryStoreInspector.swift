@@ -117,7 +117,8 @@ public enum BinaryStoreInspector {
         var sections: [Section] = []
         var offset = BinaryStoreFile.headerSize
         for kind in ["metadata", "model", "objects"] {
-            let stored = Int(readUInt64(bytes, at: offset + 4)), raw = Int(readUInt64(bytes, at: offset + 12))
+            let stored = Int(BinaryStoreFile.read(UInt64.self, bytes, at: offset + 4))
+            let raw = Int(BinaryStoreFile.read(UInt64.self, bytes, at: offset + 12))
             sections.append(Section(kind: kind, offset: offset, storedBytes: stored, rawBytes: raw))
             offset += BinaryStoreFile.sectionHeaderSize + stored
         }
@@ -223,11 +224,5 @@ public enum BinaryStoreInspector {
         case .data(let data), .transformable(let data): return "0x" + data.map { String(format: "%02x", $0) }.joined()
         default: return "\(value)"
         }
-    }
-
-    private static func readUInt64(_ bytes: [UInt8], at offset: Int) -> UInt64 {
-        var value: UInt64 = 0
-        for index in (0..<8).reversed() { value = value << 8 | UInt64(bytes[offset + index]) }
-        return value
     }
 }
