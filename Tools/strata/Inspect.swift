@@ -97,9 +97,15 @@ struct Inspect: ParsableCommand {
             }
         }
         if !report.layouts.isEmpty {
-            Output.line("  row layouts:")
+            Output.line("  row layouts (\(report.modelVersions) model version\(report.modelVersions == 1 ? "" : "s") in the model record):")
             for layout in report.layouts {
-                Output.line("    \(layout.entity)  layout \(layout.layout)  \(layout.rows) rows\(layout.current ? "" : "  (not the stored model's layout)")")
+                let note: String
+                switch (layout.current, layout.modelVersion) {
+                case (true, _): note = ""
+                case (false, let version?): note = "  (model version \(version) back, read upgraded)"
+                case (false, nil): note = "  (no model version in the record has this layout)"
+                }
+                Output.line("    \(layout.entity)  layout \(layout.layout)  \(layout.rows) rows\(note)")
             }
         }
         if !report.metadata.isEmpty {

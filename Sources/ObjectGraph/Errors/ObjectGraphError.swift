@@ -104,6 +104,14 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
         /// ``ObjectGraphError/constraintConflicts`` holds one ``ConstraintConflict`` per
         /// duplicate; nothing was written.
         public static let constraintConflict = Code(rawValue: "constraintConflict")
+        /// Lightweight migration cannot infer how the store's model maps to the opening one
+        /// (``MappingModel/inferred(from:to:)``): Core Data's `NSInferredMappingModelError`.
+        /// ``ObjectGraphError/detailedErrors`` names each change, with its entity and
+        /// property; nothing was written.
+        public static let inferredMappingFailed = Code(rawValue: "inferredMappingFailed")
+        /// A migration failed (Core Data's `NSMigrationError`); the message says where, and
+        /// the store is as it was before the migration.
+        public static let migrationFailed = Code(rawValue: "migrationFailed")
 
         /// The number Core Data (or Cocoa) gives the same error, for code ported from Core
         /// Data that switches on `NSError.code`: 133020 for ``mergeConflict``
@@ -149,6 +157,8 @@ public struct ObjectGraphError: Error, Sendable, CustomStringConvertible {
             "storeLocked": 134090,             // NSPersistentStoreTimeoutError
             "unsupportedRequest": 134091,      // NSPersistentStoreUnsupportedRequestTypeError
             "incompatibleModel": 134100,       // NSPersistentStoreIncompatibleVersionHashError
+            "migrationFailed": 134110,         // NSMigrationError
+            "inferredMappingFailed": 134190,   // NSInferredMappingModelError
             "storeCorrupted": 259,             // NSFileReadCorruptFileError
         ]
     }

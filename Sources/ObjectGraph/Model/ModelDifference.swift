@@ -184,7 +184,7 @@ extension ObjectGraphError {
             .incompatibleModel,
             "The model used to open the store at \(location) is incompatible with the one the store was saved with (\(count)): "
                 + differences.map(\.description).joined(separator: "; ")
-                + ". Nothing was written; open the store with its own model (migration is not supported yet).",
+                + ". Nothing was written; open the store with its own model, or migrate it (with the migrate and infer-mapping options, a store that keeps its model migrates lightweight changes).",
             entityName: differences.first?.entityName,
             key: differences.first?.propertyName,
             detailedErrors: differences.map {

@@ -35,11 +35,16 @@ open class PersistentStore: @unchecked Sendable {
     /// Option key: open the store read-only (a ``AttributeValue/bool(_:)``).
     public static let readOnlyOption = "NSReadOnlyPersistentStoreOption"
     /// Option key: migrate a store written with an older model when it is added (a
-    /// ``AttributeValue/bool(_:)``). Recorded; migration is not supported yet, so a store
-    /// written with another model is refused whatever it says.
+    /// ``AttributeValue/bool(_:)``; Core Data's `NSMigratePersistentStoresAutomaticallyOption`).
+    /// With ``inferMappingModelAutomaticallyOption`` too, a store that knows the model it was
+    /// saved with (StrataStore keeps it in its model record) migrates lightweight: the mapping
+    /// is ``MappingModel/inferred(from:to:)``. Off on a bare coordinator, on in a persistent
+    /// container, as in Core Data. A store type that cannot migrate refuses a store written
+    /// with another model whatever it says.
     public static let migratePersistentStoresAutomaticallyOption = "NSMigratePersistentStoresAutomaticallyOption"
-    /// Option key: infer the mapping of such a migration (a ``AttributeValue/bool(_:)``).
-    /// Recorded, as ``migratePersistentStoresAutomaticallyOption``.
+    /// Option key: infer the mapping of such a migration (a ``AttributeValue/bool(_:)``; Core
+    /// Data's `NSInferMappingModelAutomaticallyOption`). Needs
+    /// ``migratePersistentStoresAutomaticallyOption``.
     public static let inferMappingModelAutomaticallyOption = "NSInferMappingModelAutomaticallyOption"
 
     // Constant after construction.

@@ -85,8 +85,9 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
 
     /// Whether an older store is migrated to the model when added (the
     /// `PersistentStore/migratePersistentStoresAutomaticallyOption` option); `true` by
-    /// default in a description, as in Core Data's container. Recorded for the stores; no
-    /// store migrates yet, so a store written with another model is still refused.
+    /// default in a description, as in Core Data's container. With
+    /// ``shouldInferMappingModelAutomatically``, a StrataStore saved with an earlier model
+    /// migrates lightweight changes in place when the container loads it (SPEC.md [MIG-1]).
     public var shouldMigrateStoreAutomatically: Bool {
         get { options[PersistentStore.migratePersistentStoresAutomaticallyOption]?.boolValue ?? false }
         set { setOption(.bool(newValue), forKey: PersistentStore.migratePersistentStoresAutomaticallyOption) }
@@ -94,7 +95,7 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
 
     /// Whether the mapping of a migration is inferred (the
     /// `PersistentStore/inferMappingModelAutomaticallyOption` option); `true` by default in a
-    /// description. Recorded, as ``shouldMigrateStoreAutomatically``.
+    /// description; it needs ``shouldMigrateStoreAutomatically``.
     public var shouldInferMappingModelAutomatically: Bool {
         get { options[PersistentStore.inferMappingModelAutomaticallyOption]?.boolValue ?? false }
         set { setOption(.bool(newValue), forKey: PersistentStore.inferMappingModelAutomaticallyOption) }

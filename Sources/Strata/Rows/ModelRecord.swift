@@ -1,12 +1,21 @@
 import ObjectGraph
 
-/// The model a store was last saved with (SPEC.md [ROW-5]), so tools can decode and check a
-/// store's rows without the application's code.
+/// The models a store's rows were written with (SPEC.md [ROW-5]): the current one first, then
+/// every older version whose row layouts rows may still have, each entity with the number
+/// rows give it ([ROW-1]) and the layout its rows carry, so tools decode and check a store's
+/// rows without the application's code, and a store opened after a lightweight migration reads
+/// rows of older layouts ([MIG-2]).
 ///
 /// ```
-/// model    := format u8 (1) | count varint | entity × count
-/// entity   := name string | superentity string ("" for none) | flags u8 (1 abstract)
-///             | count varint | property × count
+/// record   := format u8 (2) | nextEntity varint | count varint | version × count
+/// version  := count varint | entity × count                      (entities in name order)
+/// entity   := number varint | layout varint | name string | superentity string
+///             | flags u8 (1 abstract) | count varint | property × count
+///             | count varint | upgrade × count                   (none in the current version)
+/// upgrade  := target string | kind u8 | payload                  (how old rows read a current field)
+///             kind 0 field:       source string | fallback value [ROW-2]
+///             kind 1 list of one: source string
+///             kind 2 constant:    value [ROW-2]
 /// property := name string | kind u8 | flags u8 (1 optional, 2 transient, 4 index entries) | payload
 ///             kind 0 attribute:    type string (AttributeType's raw value)
 ///             kind 1 relationship: destination string | inverse string ("" for none)
@@ -14,18 +23,205 @@ import ObjectGraph
 ///                                  | minCount varint | maxCount varint
 /// ```
 ///
+/// Format 1 (written before [MIG-1]) is one version without numbers or layouts: its entities
+/// are numbered in name order and their layouts come from their version hashes.
+///
 /// What is stored is what describes the bytes of rows and index entries; defaults, validation
 /// rules and classes stay in the application's model.
-enum ModelRecord {
-    static let formatVersion: UInt8 = 1
+struct ModelRecord: Equatable {
+    static let formatVersion: UInt8 = 2
 
-    /// The record of `model`, entities in name order and properties in their model order.
-    static func encode(_ model: ManagedObjectModel) -> [UInt8] {
+    /// How a row of an older version reads one field of its entity's current layout ([MIG-2]).
+    enum Upgrade: Equatable {
+        /// The old row's field of this property, or `fallback` when it is null (a default
+        /// value an attribute made required takes).
+        case field(String, fallback: AttributeValue)
+        /// The old row's to-one field of this name, as a to-many of one destination.
+        case listOfOne(String)
+        /// A value the row never held: the default of an attribute added since (null for a
+        /// relationship).
+        case constant(AttributeValue)
+    }
+
+    /// One model version: the model, and for each of its entities (by name) its number and
+    /// the layout of its rows.
+    struct Version: Equatable {
+        let model: ManagedObjectModel
+        let numbers: [String: UInt16]
+        let layoutIDs: [String: UInt32]
+        /// The attributes (`Entity.attribute`, inherited ones under each entity) whose index
+        /// entries the store holds, when not those `model` asks for: a migration records the
+        /// entries that exist, so that [IDX-S6] builds the missing ones at this open or, after
+        /// a crash, at the next.
+        var indexEntries: Set<String>? = nil
+        /// For an older version: per entity of this version (by name), how its rows read each
+        /// field of the current entity with its number (by the current property's name). Made
+        /// when the store migrates, from the mapping then, and composed with each later one;
+        /// so reading an old row needs no renaming identifier of the application's model.
+        var upgrades: [String: [String: Upgrade]] = [:]
+
+        init(
+            model: ManagedObjectModel, numbers: [String: UInt16], layoutIDs: [String: UInt32], indexEntries: Set<String>? = nil,
+            upgrades: [String: [String: Upgrade]] = [:]
+        ) {
+            self.model = model
+            self.numbers = numbers
+            self.layoutIDs = layoutIDs
+            self.indexEntries = indexEntries
+            self.upgrades = upgrades
+        }
+
+        static func == (a: Version, b: Version) -> Bool {
+            a.numbers == b.numbers && a.layoutIDs == b.layoutIDs && ModelRecord.encode(version: a) == ModelRecord.encode(version: b)
+        }
+
+        /// The pairs (number, layout) of its entities: the row layouts it describes.
+        var layoutKeys: Set<UInt64> {
+            Set(numbers.compactMap { name, number in layoutIDs[name].map { StoreLayout.legacyKey(number: number, layoutID: $0) } })
+        }
+    }
+
+    /// The current version first, then older ones.
+    var versions: [Version]
+    /// The number the next new entity takes: numbers are never reused.
+    var nextEntity: UInt16
+
+    /// The record of a store that knows only `model`: numbers in name order, layouts from the
+    /// version hashes (what format 1 means).
+    init(model: ManagedObjectModel) {
+        let sorted = model.entities.sorted { $0.name < $1.name }
+        var numbers: [String: UInt16] = [:], layoutIDs: [String: UInt32] = [:]
+        for (index, entity) in sorted.enumerated() {
+            numbers[entity.name] = UInt16(truncatingIfNeeded: index)
+            layoutIDs[entity.name] = RowLayout.layoutID(of: entity)
+        }
+        versions = [Version(model: model, numbers: numbers, layoutIDs: layoutIDs)]
+        nextEntity = UInt16(truncatingIfNeeded: sorted.count)
+    }
+
+    init(versions: [Version], nextEntity: UInt16) {
+        self.versions = versions
+        self.nextEntity = nextEntity
+    }
+
+    /// The current version.
+    var current: Version { versions[0] }
+
+    /// The record after a migration to `model` by `mapping` ([MIG-1]): each entity of `model`
+    /// keeps the number of the current version's entity it maps from, a new entity takes
+    /// ``nextEntity`` onwards; the current version becomes an older one. Every older version
+    /// gets, per entity, how its rows read the new layout's fields: the mapping composed with
+    /// what the version's rows read before. An older version is kept while one of its layouts
+    /// is not its entity's newest (its rows are read through it, [MIG-2]).
+    func migrated(to model: ManagedObjectModel, mapping: MappingModel) throws -> ModelRecord {
+        var sources: [String: EntityMapping] = [:]
+        for entityMapping in mapping.entityMappings {
+            if let destination = entityMapping.destinationEntityName, entityMapping.sourceEntityName != nil { sources[destination] = entityMapping }
+        }
+        var numbers: [String: UInt16] = [:], layoutIDs: [String: UInt32] = [:]
+        var next = Int(nextEntity)
+        var destinationOfNumber: [UInt16: (entity: EntityDescription, mapping: EntityMapping)] = [:]
+        for entity in model.entities.sorted(by: { $0.name < $1.name }) {
+            if let entityMapping = sources[entity.name], let source = entityMapping.sourceEntityName, let number = current.numbers[source] {
+                numbers[entity.name] = number
+                destinationOfNumber[number] = (entity, entityMapping)
+            } else {
+                guard next <= Int(UInt16.max) else {
+                    throw ObjectGraphError(.invalidModel, "The store has numbered 65,536 entities; \(entity.name) cannot take a new number.", entityName: entity.name)
+                }
+                numbers[entity.name] = UInt16(next)
+                next += 1
+            }
+            layoutIDs[entity.name] = RowLayout.layoutID(of: entity)
+        }
+        var currentOfNumber: [UInt16: EntityDescription] = [:]
+        for (name, number) in current.numbers { currentOfNumber[number] = current.model.entitiesByName[name] }
+        var layoutOf: [UInt16: UInt32] = [:]
+        for (name, number) in numbers { layoutOf[number] = layoutIDs[name] }
+        var older: [Version] = []
+        for (index, version) in versions.enumerated() {
+            var upgrades: [String: [String: Upgrade]] = [:]
+            for old in version.model.entities {
+                guard let number = version.numbers[old.name], let (entity, entityMapping) = destinationOfNumber[number],
+                    let before = currentOfNumber[number]
+                else { continue }
+                // How this version's rows read the fields of the entity before the migration.
+                let reads = index == 0
+                    ? Dictionary(uniqueKeysWithValues: Self.fieldProperties(of: before).map { ($0.name, Upgrade.field($0.name, fallback: .null)) })
+                    : version.upgrades[old.name] ?? [:]
+                var program: [String: Upgrade] = [:]
+                for property in Self.fieldProperties(of: entity) {
+                    let attribute = property as? AttributeDescription
+                    let defaultValue = attribute?.defaultValue ?? .null
+                    let fallback = attribute.map { $0.isOptional ? .null : $0.defaultValue } ?? .null
+                    guard let source = entityMapping.propertyMapping(named: property.name)?.sourcePropertyName,
+                        let sourceProperty = before.propertiesByName[source]
+                    else {
+                        program[property.name] = .constant(defaultValue)
+                        continue
+                    }
+                    let becomesList = (property as? RelationshipDescription)?.isToMany == true
+                        && (sourceProperty as? RelationshipDescription)?.isToMany == false
+                    switch reads[source] {
+                    case .field(let field, let previous)?:
+                        program[property.name] = becomesList ? .listOfOne(field) : .field(field, fallback: previous.isNull ? fallback : previous)
+                    case .listOfOne(let field)?:
+                        program[property.name] = .listOfOne(field)
+                    case .constant(let value)?:
+                        program[property.name] = .constant(value.isNull ? fallback : value)
+                    case nil:
+                        program[property.name] = .constant(defaultValue)
+                    }
+                }
+                upgrades[old.name] = program
+            }
+            older.append(Version(model: version.model, numbers: version.numbers, layoutIDs: version.layoutIDs, upgrades: upgrades))
+        }
+        let newest = Version(model: model, numbers: numbers, layoutIDs: layoutIDs)
+        let kept = older.filter { version in
+            version.numbers.contains { name, number in
+                guard let current = layoutOf[number], let layout = version.layoutIDs[name] else { return false }
+                return current != layout
+            }
+        }
+        return ModelRecord(versions: [newest] + kept, nextEntity: UInt16(truncatingIfNeeded: min(next, Int(UInt16.max))))
+    }
+
+    /// The properties an entity's rows hold as fields ([ROW-1]): stored, and not unordered
+    /// to-many relationships (keys, [REL-1]).
+    static func fieldProperties(of entity: EntityDescription) -> [PropertyDescription] {
+        entity.properties.filter { property in
+            guard !property.isTransient else { return false }
+            guard let relationship = property as? RelationshipDescription else { return true }
+            return !RelationshipKeys.isKeyed(relationship)
+        }
+    }
+
+    /// The record's bytes.
+    func encode() -> [UInt8] {
         var writer = RowWriter()
-        writer.u8(formatVersion)
-        let entities = model.entities.sorted { $0.name < $1.name }
+        writer.u8(Self.formatVersion)
+        writer.varint(UInt64(nextEntity))
+        writer.varint(UInt64(versions.count))
+        for version in versions { Self.write(version, to: &writer) }
+        return writer.bytes
+    }
+
+    /// The record of `model` alone (a store whose rows are all in its layouts).
+    static func encode(_ model: ManagedObjectModel) -> [UInt8] { ModelRecord(model: model).encode() }
+
+    private static func encode(version: Version) -> [UInt8] {
+        var writer = RowWriter()
+        write(version, to: &writer)
+        return writer.bytes
+    }
+
+    private static func write(_ version: Version, to writer: inout RowWriter) {
+        let entities = version.model.entities.sorted { $0.name < $1.name }
         writer.varint(UInt64(entities.count))
         for entity in entities {
+            writer.varint(UInt64(version.numbers[entity.name] ?? 0))
+            writer.varint(UInt64(version.layoutIDs[entity.name] ?? 0))
             writer.string(entity.name)
             writer.string(entity.superentityName ?? "")
             writer.u8(entity.isAbstract ? 1 : 0)
@@ -33,7 +229,8 @@ enum ModelRecord {
             for property in entity.ownProperties {
                 writer.string(property.name)
                 // Bit 4: the attribute has index entries (indexed, or uniqueness-constrained).
-                let indexed = (property as? AttributeDescription)?.hasIndexEntries ?? property.isIndexed
+                let indexed = version.indexEntries.map { $0.contains(entity.name + "." + property.name) }
+                    ?? (property as? AttributeDescription)?.hasIndexEntries ?? property.isIndexed
                 let flags: UInt8 = (property.isOptional ? 1 : 0) | (property.isTransient ? 2 : 0) | (indexed ? 4 : 0)
                 if let attribute = property as? AttributeDescription {
                     writer.u8(0)
@@ -51,22 +248,81 @@ enum ModelRecord {
                     writer.varint(UInt64(max(0, relationship.maxCount)))
                 }
             }
+            let upgrades = (version.upgrades[entity.name] ?? [:]).sorted { $0.key < $1.key }
+            writer.varint(UInt64(upgrades.count))
+            for (target, upgrade) in upgrades {
+                writer.string(target)
+                switch upgrade {
+                case .field(let source, let fallback):
+                    writer.u8(0)
+                    writer.string(source)
+                    writer.value(fallback)
+                case .listOfOne(let source):
+                    writer.u8(1)
+                    writer.string(source)
+                case .constant(let value):
+                    writer.u8(2)
+                    writer.value(value)
+                }
+            }
         }
-        return writer.bytes
     }
 
-    /// The model a record describes.
+    /// The current model of a record (format 1 or 2).
     ///
-    /// - Throws: ``ObjectGraphError`` (`storeCorrupted`) naming what does not decode, or the
-    ///   model's own validation error when the entities do not form a valid model.
-    static func decode(_ bytes: [UInt8]) throws -> ManagedObjectModel {
+    /// - Throws: as ``decodeRecord(_:)``.
+    static func decode(_ bytes: [UInt8]) throws -> ManagedObjectModel { try decodeRecord(bytes).current.model }
+
+    /// A record, of format 1 or 2.
+    ///
+    /// - Throws: ``ObjectGraphError`` (`storeCorrupted`) naming what does not decode (a
+    ///   number used twice in a version or not below `nextEntity` included), or the model's
+    ///   own validation error when the entities do not form a valid model.
+    static func decodeRecord(_ bytes: [UInt8]) throws -> ModelRecord {
         var reader = RowReader(bytes, context: "model record")
         let format = try reader.u8()
-        guard format == formatVersion else { throw reader.fail("model format \(format) is not supported") }
+        switch format {
+        case 1:
+            let model = try decodeVersion(&reader, bytes: bytes, numbered: false).model
+            guard reader.isAtEnd else { throw reader.fail("trailing bytes") }
+            return ModelRecord(model: model)
+        case formatVersion:
+            let next = try reader.varint()
+            guard next <= UInt64(UInt16.max) + 1 else { throw reader.fail("next entity number \(next)") }
+            let count = try reader.varint()
+            guard count >= 1, count <= UInt64(bytes.count) else { throw reader.fail("version count \(count)") }
+            var versions: [Version] = []
+            for _ in 0..<count {
+                let version = try decodeVersion(&reader, bytes: bytes, numbered: true)
+                guard Set(version.numbers.values).count == version.numbers.count, version.numbers.values.allSatisfy({ UInt64($0) < next }) else {
+                    throw reader.fail("entity numbers \(version.numbers.values.sorted()) repeat or are not below \(next)")
+                }
+                versions.append(version)
+            }
+            guard reader.isAtEnd else { throw reader.fail("trailing bytes") }
+            return ModelRecord(versions: versions, nextEntity: UInt16(truncatingIfNeeded: min(next, UInt64(UInt16.max))))
+        default:
+            throw reader.fail("model format \(format) is not supported")
+        }
+    }
+
+    /// One version's entities: format 2 gives each a number and a layout; format 1 numbers
+    /// them in name order with layouts from their hashes.
+    private static func decodeVersion(
+        _ reader: inout RowReader, bytes: [UInt8], numbered: Bool
+    ) throws -> Version {
         let count = try reader.varint()
         guard count <= UInt64(bytes.count) else { throw reader.fail("entity count \(count)") }
         var entities: [EntityDescription] = []
+        var numbers: [String: UInt16] = [:], layouts: [String: UInt32] = [:]
+        var upgrades: [String: [String: Upgrade]] = [:]
         for _ in 0..<count {
+            var number: UInt64 = 0, layout: UInt64 = 0
+            if numbered {
+                number = try reader.varint()
+                layout = try reader.varint()
+                guard number <= UInt64(UInt16.max), layout <= UInt64(UInt32.max) else { throw reader.fail("entity number \(number) or layout \(layout)") }
+            }
             let name = try reader.string()
             let superentity = try reader.string()
             let isAbstract = try reader.u8() & 1 != 0
@@ -101,10 +357,29 @@ enum ModelRecord {
                     throw reader.fail("property kind \(kind)")
                 }
             }
+            if numbered {
+                let count = try reader.varint()
+                guard count <= UInt64(bytes.count) else { throw reader.fail("upgrade count \(count)") }
+                var program: [String: Upgrade] = [:]
+                for _ in 0..<count {
+                    let target = try reader.string()
+                    switch try reader.u8() {
+                    case 0: program[target] = .field(try reader.string(), fallback: try reader.value())
+                    case 1: program[target] = .listOfOne(try reader.string())
+                    case 2: program[target] = .constant(try reader.value())
+                    case let kind: throw reader.fail("upgrade kind \(kind)")
+                    }
+                }
+                if !program.isEmpty { upgrades[name] = program }
+            }
+            guard numbers[name] == nil else { throw reader.fail("entity \(name) appears twice") }
             entities.append(EntityDescription(
                 name: name, superentity: superentity.isEmpty ? nil : superentity, isAbstract: isAbstract, properties: properties))
+            numbers[name] = UInt16(truncatingIfNeeded: number)
+            layouts[name] = UInt32(truncatingIfNeeded: layout)
         }
-        guard reader.isAtEnd else { throw reader.fail("trailing bytes") }
-        return try ManagedObjectModel(entities: entities)
+        let model = try ManagedObjectModel(entities: entities)
+        guard numbered else { return ModelRecord(model: model).current }
+        return Version(model: model, numbers: numbers, layoutIDs: layouts, upgrades: upgrades)
     }
 }

@@ -4,7 +4,7 @@ import StrataEngine
 import StrataSync
 
 /// One field's value as a row holds it.
-enum FieldValue: Equatable {
+enum FieldValue: Equatable, Sendable {
     case null
     case attribute(AttributeValue)
     /// A destination: entity number and reference.
@@ -177,6 +177,11 @@ struct RowBytes {
 
     /// Checks `raw` as ``init(_:store:context:readByEngine:values:)`` does and copies it.
     init(raw: UnsafeRawBufferPointer, store: StoreLayout, context: RowOrigin, readByEngine: Bool, values: RowStorage.Values? = nil) throws {
+        // [MIG-2] A row in an older layout is kept in its entity's current one.
+        if store.hasLegacy, let upgraded = try RowFields.upgradedIfLegacy(raw, store: store, context: context, readByEngine: readByEngine) {
+            self = try upgraded.withUnsafeBytes { try RowBytes(raw: $0, store: store, context: context, readByEngine: true, values: values) }
+            return
+        }
         let reader = try RowFields(raw, store: store, context: context, readByEngine: readByEngine)
         self.init(copying: reader, context: context, values: values)
     }
@@ -318,6 +323,27 @@ final class RowStorage: ManagedBuffer<RowStorage.Header, UInt8>, LazyNodeValues 
     }
 }
 
+/// Bytes a reader of borrowed rows holds for a row it upgraded from an older layout ([MIG-2]):
+/// one buffer, reused row after row, so a scan of a migrated store allocates per upgraded row
+/// only what the encoder does. Not shared: each scan or row source has its own.
+final class RowScratch {
+    private var buffer = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+
+    /// `bytes` copied into the buffer; valid until the next call or the scratch's end.
+    func hold(_ bytes: [UInt8]) -> UnsafeRawBufferPointer {
+        if buffer.count < bytes.count {
+            buffer.deallocate()
+            buffer = .allocate(byteCount: max(bytes.count, 2 * buffer.count), alignment: 8)
+        }
+        bytes.withUnsafeBytes { source in
+            if let base = source.baseAddress, let target = buffer.baseAddress { target.copyMemory(from: base, byteCount: source.count) }
+        }
+        return UnsafeRawBufferPointer(start: buffer.baseAddress, count: bytes.count)
+    }
+
+    deinit { buffer.deallocate() }
+}
+
 /// The checks and the field decoding of a row ([ROW-1], format 3) over bytes it does not own:
 /// a row's array (``RowBytes``), or a value a scan sees in the engine's decompressed block or
 /// WAL window, tested before (and without) being copied.
@@ -338,8 +364,15 @@ struct RowFields {
     /// Checks `bytes` as a row of some entity of `store` (see
     /// ``RowBytes/init(_:store:context:readByEngine:)``); `context`, where the bytes came from,
     /// is made only for an error.
+    ///
+    /// A row in an older layout of its entity that `store` keeps ([MIG-2]) is upgraded to the
+    /// current layout into `scratch`, whose bytes the reader then reads (valid until the
+    /// scratch holds another row); without a scratch it is refused as a layout mismatch.
     @inline(__always)
-    init(_ bytes: UnsafeRawBufferPointer, store: StoreLayout, context: @autoclosure () -> RowOrigin, readByEngine: Bool) throws {
+    init(
+        _ bytes: UnsafeRawBufferPointer, store: StoreLayout, context: @autoclosure () -> RowOrigin, readByEngine: Bool,
+        scratch: RowScratch? = nil
+    ) throws {
         // The checks build no message and capture nothing counted: a row read per scanned row
         // costs no reference count. The error is made out of line, only on failure.
         switch Self.check(bytes, store: store, readByEngine: readByEngine) {
@@ -348,7 +381,45 @@ struct RowFields {
             self.layout = layout.takeUnretainedValue()
             self.version = Self.load(UInt64.self, bytes, 8)
         case .failure(let problem):
+            if case .layout(let number, let layoutID) = problem, let scratch,
+                let legacy = store.legacyLayout(number: number, layoutID: layoutID)
+            {
+                let upgraded = try Self.upgrade(bytes, legacy: legacy, store: store, context: context(), readByEngine: readByEngine)
+                self.bytes = scratch.hold(upgraded)
+                self.layout = legacy.current
+                self.version = Self.load(UInt64.self, self.bytes, 8)
+                return
+            }
             throw problem.error(bytes, store: store, context: context())
+        }
+    }
+
+    /// The bytes of a row in an older layout ([MIG-2]) in its entity's current one, or `nil`
+    /// when `bytes` is not such a row (it is then checked as usual).
+    ///
+    /// - Throws: `storeCorrupted` when the old row fails its old layout's checks or a field
+    ///   does not decode.
+    static func upgradedIfLegacy(
+        _ bytes: UnsafeRawBufferPointer, store: StoreLayout, context: @autoclosure () -> RowOrigin, readByEngine: Bool
+    ) throws -> [UInt8]? {
+        guard store.hasLegacy, case .failure(.layout(let number, let layoutID)) = check(bytes, store: store, readByEngine: readByEngine),
+            let legacy = store.legacyLayout(number: number, layoutID: layoutID)
+        else { return nil }
+        return try upgrade(bytes, legacy: legacy, store: store, context: context(), readByEngine: readByEngine)
+    }
+
+    /// `bytes`, checked against `legacy`'s old layout, in the current one.
+    @inline(never)
+    private static func upgrade(
+        _ bytes: UnsafeRawBufferPointer, legacy: LegacyLayout, store: StoreLayout, context: RowOrigin, readByEngine: Bool
+    ) throws -> [UInt8] {
+        if let problem = check(bytes, row: legacy.old, number: legacy.old.number, readByEngine: true) {
+            throw problem.error(bytes, store: store, context: context)
+        }
+        do {
+            return try legacy.upgrade(RowFields(checked: bytes, layout: legacy.old, version: load(UInt64.self, bytes, 8)))
+        } catch {
+            throw context.locating(error)
         }
     }
 
@@ -374,15 +445,15 @@ struct RowFields {
             case .flags:
                 return fail("row flags \(bytes[1]) are not 0")
             case .entity(let number):
-                return fail("entity number \(number) is not in the model (\(store.entities.count) entities)")
+                return fail("entity number \(number) is not in the model (its entities are numbered below \(store.numberCount))")
             case .layout(let number, let layoutID):
-                let name = store.entities[Int(number)].name
+                let name = store.entity(number: number)?.name ?? "#\(number)"
                 return ObjectGraphError(
                     .storeCorrupted,
-                    "\(context): the row of \(name) was written with layout \(hex(layoutID)), not this model's \(hex(store.layouts[Int(number)].layoutID)); open the store with the model it was saved with",
+                    "\(context): the row of \(name) was written with layout \(hex(layoutID)), not this model's \(hex(store.layoutsByNumber[Int(number)]?.layoutID ?? 0)) nor an older one the store's model record keeps; open the store with the model it was saved with",
                     entityName: name)
             case .shortForLayout(let number):
-                return fail("row of \(bytes.count) bytes is shorter than the layout of \(store.entities[Int(number)].name)")
+                return fail("row of \(bytes.count) bytes is shorter than the layout of \(store.entity(number: number)?.name ?? "#\(number)")")
             case .endsMismatch(let previous, let area):
                 return fail("variable fields end at \(previous), the row's variable area holds \(area) bytes")
             }
@@ -407,14 +478,29 @@ struct RowFields {
         // By number: no lookup by entity, and the entity itself only for an error.
         guard let layout = store.unretainedLayout(number: number) else { return .failure(.entity(number)) }
         return layout._withUnsafeGuaranteedRef { (row) -> Result<Unmanaged<RowLayout>, Problem> in
-            guard Self.load(UInt32.self, bytes, 4) == row.layoutID else { return .failure(.layout(number, Self.load(UInt32.self, bytes, 4))) }
-            guard body >= row.variableStart else { return .failure(.shortForLayout(number)) }
-            // The last end must close the variable area; each field's own ends are checked when
-            // it is read (``variableRange(_:_:in:)``), so a scan testing one field reads two.
-            let last: UInt32 = row.variableCount == 0 ? 0 : Self.load(UInt32.self, bytes, row.endsStart + 4 * (row.variableCount - 1))
-            guard Int(last) == body - row.variableStart else { return .failure(.endsMismatch(last, body - row.variableStart)) }
+            if let problem = check(bytes, row: row, number: number, readByEngine: true) { return .failure(problem) }
             return .success(layout)
         }
+    }
+
+    /// The checks of the bytes after the entity number against `row`, the layout of entity
+    /// `number` (the checksum, the format and flags too when `readByEngine` is `false`).
+    @inline(__always)
+    private static func check(_ bytes: UnsafeRawBufferPointer, row: RowLayout, number: UInt16, readByEngine: Bool) -> Problem? {
+        guard bytes.count >= RowLayout.headerSize + RowLayout.trailerSize else { return .short }
+        let body = bytes.count - RowLayout.trailerSize
+        if !readByEngine {
+            let stored = Self.load(UInt32.self, bytes, body)
+            let computed = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<body]))
+            guard stored == computed else { return .checksum(stored: stored, computed: computed) }
+        }
+        guard Self.load(UInt32.self, bytes, 4) == row.layoutID else { return .layout(number, Self.load(UInt32.self, bytes, 4)) }
+        guard body >= row.variableStart else { return .shortForLayout(number) }
+        // The last end must close the variable area; each field's own ends are checked when
+        // it is read (``variableRange(_:_:in:)``), so a scan testing one field reads two.
+        let last: UInt32 = row.variableCount == 0 ? 0 : Self.load(UInt32.self, bytes, row.endsStart + 4 * (row.variableCount - 1))
+        guard Int(last) == body - row.variableStart else { return .endsMismatch(last, body - row.variableStart) }
+        return nil
     }
 
     /// A reader of bytes checked already against `layout`.

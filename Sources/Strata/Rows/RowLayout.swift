@@ -80,11 +80,19 @@ final class RowLayout: Sendable {
     /// Offset of the variable area.
     let variableStart: Int
 
-    init(entity: EntityDescription, number: UInt16) {
-        self.number = number
+    /// The layout an entity's rows carry when nothing else names it: the first four bytes of
+    /// its version hash, big-endian ([ROW-1]).
+    static func layoutID(of entity: EntityDescription) -> UInt32 {
         var id: UInt32 = 0
         for byte in entity.versionHash.prefix(4) { id = id << 8 | UInt32(byte) }
-        self.layoutID = id
+        return id
+    }
+
+    /// The layout of `entity`'s rows, numbered `number`, named `layoutID` (its hash's by
+    /// default; a model record names the layouts of older versions, [ROW-5]).
+    init(entity: EntityDescription, number: UInt16, layoutID: UInt32? = nil) {
+        self.number = number
+        self.layoutID = layoutID ?? Self.layoutID(of: entity)
         // Unordered to-many relationships are keys, not fields ([REL-1]).
         let stored = entity.properties.filter { property in
             guard !property.isTransient else { return false }
@@ -147,50 +155,122 @@ final class RowLayout: Sendable {
     }
 }
 
-/// The row layouts of every entity of a model, numbered by the entities' names in sorted
-/// order (the order of the model record, [ROW-5]).
+/// The row layouts of every entity of a model, numbered as the store's model record numbers
+/// them ([ROW-1], [ROW-5]), with the layouts of older model versions whose rows a store may
+/// still hold, each with the upgrade that reads such a row in its entity's current layout
+/// ([MIG-2]).
 ///
 /// Thread safety: immutable after init.
 final class StoreLayout: Sendable {
     /// The model the layouts describe.
     let model: ManagedObjectModel
-    /// The entities by number.
-    let entities: [EntityDescription]
-    /// The layouts by entity number.
-    let layouts: [RowLayout]
-    /// ``layouts`` unretained, for readers of many rows (a lookup that counts no reference);
-    /// `layouts` keeps them alive as long as this object.
-    private let unretainedLayouts: [Unmanaged<RowLayout>]
-    /// ``entities`` unretained, likewise.
-    private let unretainedEntities: [Unmanaged<EntityDescription>]
+    /// The model record these layouts write ([ROW-5]): the model's version with its numbers
+    /// first, then the older versions kept.
+    let record: ModelRecord
+    /// One more than the largest entity number: the size of tables indexed by number.
+    let numberCount: Int
+    /// The layouts by entity number (`nil` for a number no entity of the model has).
+    let layoutsByNumber: [RowLayout?]
+    /// ``layoutsByNumber`` unretained, for readers of many rows (a lookup that counts no
+    /// reference); `layoutsByNumber` keeps them alive as long as this object.
+    private let unretainedLayouts: [Unmanaged<RowLayout>?]
+    /// The entities by number, likewise.
+    private let entitiesByNumber: [EntityDescription?]
+    private let unretainedEntities: [Unmanaged<EntityDescription>?]
     private let numbers: [String: UInt16]
     /// Numbers by entity object, for the entities of ``model`` (a pointer hash, not a name's).
     private let numbersByEntity: [ObjectIdentifier: UInt16]
     /// A row key ([KEY-1]) of each entity's hierarchy with a zero reference, by entity number:
     /// a row's key is a copy with its reference written in.
     private let rowKeyTemplates: [[UInt8]]
+    /// The layouts of older versions, by ``legacyKey(number:layoutID:)``.
+    let legacy: [UInt64: LegacyLayout]
+    /// Whether ``legacy`` has any layout (a row's layout is looked up only then).
+    let hasLegacy: Bool
 
+    /// The layouts of `model` alone, its entities numbered in name order (a new store's, or
+    /// one whose model record is of format 1).
+    ///
     /// - Throws: ``ObjectGraphError/Code/invalidModel`` for a model of more than 65,536
     ///   entities (rows number entities in 16 bits).
-    init(model: ManagedObjectModel) throws {
+    convenience init(model: ManagedObjectModel) throws {
+        try self.init(model: model, record: ModelRecord(model: model))
+    }
+
+    /// The layouts of the current version of a model record (tools, which have no
+    /// application model).
+    convenience init(record: ModelRecord) throws {
+        try self.init(model: record.current.model, record: record)
+    }
+
+    /// The layouts of `model`, whose entities `record`'s current version numbers by name (an
+    /// entity it lacks is refused: ``ModelRecord/numbered(_:mapping:)`` numbers a new one);
+    /// the record's older versions give the legacy layouts.
+    init(model: ManagedObjectModel, record: ModelRecord) throws {
         guard model.entities.count <= Int(UInt16.max) + 1 else {
             throw ObjectGraphError(.invalidModel, "A Strata store holds at most 65,536 entities; the model has \(model.entities.count).")
         }
-        self.model = model
-        let sorted = model.entities.sorted { $0.name < $1.name }
-        entities = sorted
-        layouts = sorted.enumerated().map { RowLayout(entity: $1, number: UInt16(truncatingIfNeeded: $0)) }
-        unretainedLayouts = layouts.map { Unmanaged.passUnretained($0) }
-        unretainedEntities = sorted.map { Unmanaged.passUnretained($0) }
         var numbers: [String: UInt16] = [:]
         var numbersByEntity: [ObjectIdentifier: UInt16] = [:]
-        for (index, entity) in sorted.enumerated() {
-            numbers[entity.name] = UInt16(truncatingIfNeeded: index)
-            numbersByEntity[ObjectIdentifier(entity)] = UInt16(truncatingIfNeeded: index)
+        var count = 0
+        for entity in model.entities {
+            guard let number = record.current.numbers[entity.name] else {
+                throw ObjectGraphError(.storeCorrupted, "The store's model record numbers no entity \(entity.name).", entityName: entity.name)
+            }
+            numbers[entity.name] = number
+            numbersByEntity[ObjectIdentifier(entity)] = number
+            count = max(count, Int(number) + 1)
         }
+        self.model = model
+        var currentLayoutIDs: [String: UInt32] = [:]
+        var layouts = [RowLayout?](repeating: nil, count: count)
+        var entities = [EntityDescription?](repeating: nil, count: count)
+        var templates = [[UInt8]](repeating: [], count: count)
+        for entity in model.entities {
+            let number = numbers[entity.name] ?? 0
+            let layout = RowLayout(entity: entity, number: number)
+            layouts[Int(number)] = layout
+            entities[Int(number)] = entity
+            templates[Int(number)] = KeyLayout.rowKey(root: entity.rootEntityName, reference: 0)
+            currentLayoutIDs[entity.name] = layout.layoutID
+        }
+        var versions = record.versions
+        versions[0] = ModelRecord.Version(model: model, numbers: numbers, layoutIDs: currentLayoutIDs)
+        self.record = ModelRecord(versions: versions, nextEntity: max(record.nextEntity, UInt16(truncatingIfNeeded: min(count, Int(UInt16.max)))))
+        numberCount = count
+        layoutsByNumber = layouts
+        unretainedLayouts = layouts.map { $0.map { Unmanaged.passUnretained($0) } }
+        entitiesByNumber = entities
+        unretainedEntities = entities.map { $0.map { Unmanaged.passUnretained($0) } }
         self.numbers = numbers
         self.numbersByEntity = numbersByEntity
-        rowKeyTemplates = sorted.map { KeyLayout.rowKey(root: $0.rootEntityName, reference: 0) }
+        rowKeyTemplates = templates
+        var legacy: [UInt64: LegacyLayout] = [:]
+        for version in versions.dropFirst() {
+            for old in version.model.entities {
+                guard let number = version.numbers[old.name], let layoutID = version.layoutIDs[old.name],
+                    Int(number) < count, let current = layouts[Int(number)], current.layoutID != layoutID,
+                    let entity = entities[Int(number)]
+                else { continue }
+                let key = Self.legacyKey(number: number, layoutID: layoutID)
+                if legacy[key] == nil {
+                    legacy[key] = LegacyLayout(
+                        old: RowLayout(entity: old, number: number, layoutID: layoutID), current: current, entityName: entity.name,
+                        upgrades: version.upgrades[old.name] ?? [:])
+                }
+            }
+        }
+        self.legacy = legacy
+        hasLegacy = !legacy.isEmpty
+    }
+
+    /// The key of an older layout in ``legacy``.
+    static func legacyKey(number: UInt16, layoutID: UInt32) -> UInt64 { UInt64(number) << 32 | UInt64(layoutID) }
+
+    /// The older layout `layoutID` of entity `number`, if the record keeps it.
+    @inline(__always)
+    func legacyLayout(number: UInt16, layoutID: UInt32) -> LegacyLayout? {
+        hasLegacy ? legacy[Self.legacyKey(number: number, layoutID: layoutID)] : nil
     }
 
     /// The key of the row `reference` of `entity` ([KEY-1], [KEY-2]): a copy of the
@@ -213,7 +293,7 @@ final class StoreLayout: Sendable {
 
     /// The layout of an entity.
     func layout(of entity: EntityDescription) -> RowLayout? {
-        number(of: entity).map { layouts[Int($0)] }
+        number(of: entity).flatMap { layoutsByNumber[Int($0)] }
     }
 
     /// The layout of entity `number`, unretained (``unretainedLayouts``), if in range.
@@ -228,8 +308,74 @@ final class StoreLayout: Sendable {
         Int(number) < unretainedEntities.count ? unretainedEntities[Int(number)] : nil
     }
 
-    /// The entity of a number, if in range.
+    /// The entity of a number, if the model numbers one so.
     func entity(number: UInt16) -> EntityDescription? {
-        Int(number) < entities.count ? entities[Int(number)] : nil
+        Int(number) < entitiesByNumber.count ? entitiesByNumber[Int(number)] : nil
+    }
+}
+
+/// An older layout of an entity's rows ([MIG-2]): how each field of the entity's current
+/// layout is read from a row written in it.
+///
+/// Thread safety: immutable after init.
+final class LegacyLayout: Sendable {
+    /// Where a current field's value comes from.
+    enum Source: Sendable {
+        /// The old row's field, or `fallback` when it is null (a required attribute's default).
+        case field(Int, fallback: FieldValue)
+        /// The old row's to-one field as an ordered to-many of one destination.
+        case listOfOne(Int)
+        /// A constant: the property's default value (null for a relationship).
+        case constant(FieldValue)
+    }
+
+    /// The old layout.
+    let old: RowLayout
+    /// The entity's current layout.
+    let current: RowLayout
+    /// One source per field of ``current``.
+    let sources: [Source]
+    /// The entity's name, for errors.
+    let entityName: String
+
+    /// How the current fields read a row laid out as `old`, by the record's `upgrades` (per
+    /// current property name, [ROW-5]); a field without one reads null.
+    init(old: RowLayout, current: RowLayout, entityName: String, upgrades: [String: ModelRecord.Upgrade]) {
+        self.old = old
+        self.current = current
+        self.entityName = entityName
+        var fieldOfName: [String: Int] = [:]
+        for (index, field) in old.fields.enumerated() { fieldOfName[field.name] = index }
+        func value(_ value: AttributeValue) -> FieldValue { value.isNull ? .null : .attribute(value) }
+        sources = current.fields.map { field in
+            switch upgrades[field.name] {
+            case .field(let name, let fallback)?:
+                return fieldOfName[name].map { .field($0, fallback: value(fallback)) } ?? .constant(.null)
+            case .listOfOne(let name)?:
+                return fieldOfName[name].map { .listOfOne($0) } ?? .constant(.null)
+            case .constant(let constant)?:
+                return .constant(value(constant))
+            case nil:
+                return .constant(.null)
+            }
+        }
+    }
+
+    /// The bytes of `row` (checked against ``old``) in the current layout, at the same version.
+    ///
+    /// - Throws: `storeCorrupted` for a field of the old row that does not decode.
+    func upgrade(_ row: RowFields) throws -> [UInt8] {
+        try RowEncoder.encode(layout: current, version: row.version, entityName: entityName) { index in
+            switch sources[index] {
+            case .field(let field, let fallback):
+                let value = try row.value(field)
+                return value == .null || value == .attribute(.null) ? fallback : value
+            case .listOfOne(let field):
+                if case .object(let target) = try row.value(field) { return .objects([target]) }
+                return .null
+            case .constant(let value):
+                return value
+            }
+        }
     }
 }

@@ -37,7 +37,7 @@ extension StrataStore {
         // The entities the fetch matches (`names`: the fetched entity and, when included, its
         // subentities), by entity number: no name is compared per row.
         let fetched = request.entity.map { !request.includesSubentities || $0.subentities.isEmpty ? [$0] : $0.selfAndAllSubentities } ?? []
-        var wanted = [Bool](repeating: false, count: layout.entities.count)
+        var wanted = [Bool](repeating: false, count: layout.numberCount)
         for entity in fetched {
             if let number = layout.number(of: entity) { wanted[Int(number)] = true }
         }
@@ -265,6 +265,8 @@ extension StrataStore {
                 columnsScanned = true
                 scannedValues.reserveCapacity(try cachedRecord(in: snapshot).rowCount(of: names()) * (columnPaths?.count ?? 0))
             }
+            // [MIG-2] Rows in an older layout are read upgraded, one at a time, in this buffer.
+            let scratch = layout.hasLegacy ? RowScratch() : nil
             for root in roots where rows.count < enough {
                 var failure: Error? = nil
                 _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
@@ -273,7 +275,8 @@ extension StrataStore {
                     try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                            let fields = try RowFields(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+                            let fields = try RowFields(
+                                value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
                             if wanted[Int(fields.entityNumber)], let entity = layout.unretainedEntity(number: fields.entityNumber) {
                                 let borrowed = BorrowedRowView(fields: fields, reference: reference, entity: entity.takeUnretainedValue(), source: source)
                                 if try scanTest?.evaluate(borrowed) ?? true {

@@ -59,21 +59,20 @@ extension StrataStore {
         for kind in survey.rows.keys.sorted() {
             let rows = survey.rows[kind] ?? 0
             let count = "\(rows) row\(rows == 1 ? "" : "s")"
-            guard Int(kind.number) < layout.entities.count else {
+            guard let entity = layout.entity(number: kind.number), let rowLayout = layout.layout(of: entity) else {
                 differences.append(ModelDifference(
                     entityName: kind.root,
-                    description: "\(count) in \(kind.root)'s key space are of entity #\(kind.number); the model has \(layout.entities.count) entities"))
+                    description: "\(count) in \(kind.root)'s key space are of entity #\(kind.number); the model has \(layout.numberCount) entities"))
                 continue
             }
-            let entity = layout.entities[Int(kind.number)]
             if entity.rootEntityName != kind.root {
                 differences.append(ModelDifference(
                     entityName: entity.name,
                     description: "\(count) in \(kind.root)'s key space are of entity #\(kind.number), which is \(entity.name) of hierarchy \(entity.rootEntityName) in the model"))
-            } else if layout.layouts[Int(kind.number)].layoutID != kind.layoutID {
+            } else if rowLayout.layoutID != kind.layoutID {
                 differences.append(ModelDifference(
                     entityName: entity.name,
-                    description: "\(count) of entity #\(kind.number) (\(entity.name) in the model) were written with layout \(hexLayout(kind.layoutID)), the model's \(entity.name) has layout \(hexLayout(layout.layouts[Int(kind.number)].layoutID))"))
+                    description: "\(count) of entity #\(kind.number) (\(entity.name) in the model) were written with layout \(hexLayout(kind.layoutID)), the model's \(entity.name) has layout \(hexLayout(rowLayout.layoutID))"))
             }
         }
         return differences
@@ -84,8 +83,8 @@ extension StrataStore {
     static func rowCounts(of survey: StoreSurvey, model: ManagedObjectModel) throws -> [String: Int] {
         let layout = try StoreLayout(model: model)
         var counts: [String: Int] = [:]
-        for (kind, rows) in survey.rows where Int(kind.number) < layout.entities.count {
-            counts[layout.entities[Int(kind.number)].name, default: 0] += rows
+        for (kind, rows) in survey.rows {
+            if let entity = layout.entity(number: kind.number) { counts[entity.name, default: 0] += rows }
         }
         return counts
     }
@@ -107,7 +106,8 @@ extension StrataStore {
     /// metadata record is rebuilt with `storeIdentifier` (a new UUID when `nil`), the store type
     /// and `model`'s version hashes. Call only after the model has passed [OPEN-1].
     static func reconcile(
-        in shared: SharedEngine, model: ManagedObjectModel, storeIdentifier: String? = nil, force: Bool = false
+        in shared: SharedEngine, model: ManagedObjectModel, layout knownLayout: StoreLayout? = nil, storeIdentifier: String? = nil,
+        force: Bool = false
     ) throws -> MetadataRebuild {
         let engine = shared.engine
         return try shared.withSavesSettled { _ -> MetadataRebuild in
@@ -116,7 +116,7 @@ extension StrataStore {
             var result = MetadataRebuild(rowCounts: stored?.rowCounts ?? [:], nextReference: stored?.nextReference ?? 1)
             if !force, try indexesAreCurrent(for: model, in: snapshot) { return result }
             var batch = WriteBatch()
-            let layout = try StoreLayout(model: model)
+            let layout = try knownLayout ?? storeLayout(for: model, in: snapshot)
             var counts: [String: Int] = [:]
             var maxReference: Int64 = 0
             for root in model.entities where root.superentity == nil {
@@ -153,7 +153,7 @@ extension StrataStore {
             result.indexEntriesChanged = batch.count
             // Relationship keys and index entries name references too (a key may outlive a row).
             maxReference = max(maxReference, StoreSurvey.surveyKeys(snapshot).maxReference)
-            let encodedModel = ModelRecord.encode(model)
+            let encodedModel = layout.record.encode()
             if try mappingEngineErrors("read the model record", { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }) != encodedModel {
                 batch.put(KeyLayout.modelKey, encodedModel)
                 result.rebuiltModelRecord = true

@@ -112,7 +112,7 @@ extension StrataStore {
             scanned = true
             pointReads = nil
             destinations.reserveCapacity(destinationRows)
-            var kinds = [Bool](repeating: false, count: source.layout.entities.count)
+            var kinds = [Bool](repeating: false, count: source.layout.numberCount)
             for entity in destination.selfAndAllSubentities {
                 if let number = source.layout.number(of: entity) { kinds[Int(number)] = true }
             }

@@ -167,7 +167,7 @@ extension StrataStore.RowSource {
     ) throws -> [Int64: [FetchValue]] {
         // Per entity number: the ordinals of the inverse and the attribute in that entity (an
         // entity outside `destination`'s subtree holds no members).
-        var ordinals = [(inverse: Int, attribute: Int)?](repeating: nil, count: layout.entities.count)
+        var ordinals = [(inverse: Int, attribute: Int)?](repeating: nil, count: layout.numberCount)
         for entity in destination.selfAndAllSubentities {
             guard let number = layout.number(of: entity), let owner = entity.relationshipsByName[inverse.name],
                 let attribute = entity.attributesByName[keyPath], owner.ordinal >= 0, attribute.ordinal >= 0
@@ -197,12 +197,14 @@ extension StrataStore.RowSource {
     /// a row or from `body` stops the scan and is thrown.
     func forEachRow(ofHierarchy root: String, _ body: (StrataStore.BorrowedRowView) throws -> Void) throws {
         let layout = self.layout
+        let scratch = layout.hasLegacy ? RowScratch() : nil
         var failure: (any Error)? = nil
         _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
             try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                 do {
                     guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                    let fields = try RowFields(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+                    let fields = try RowFields(
+                        value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
                     guard let entity = layout.unretainedEntity(number: fields.entityNumber) else { return true }
                     try body(StrataStore.BorrowedRowView(fields: fields, reference: reference, entity: entity.takeUnretainedValue(), source: self))
                     return true

@@ -88,7 +88,8 @@ extension StrataStore {
                     let origin = RowOrigin.key(root: hierarchy.root, reference: object.reference)
                     do {
                         // The row's own checks name it; a field's error gets its origin here.
-                        let fields = try RowFields(raw, store: layout, context: origin, readByEngine: true)
+                        let fields = try RowFields(
+                            raw, store: layout, context: origin, readByEngine: true, scratch: layout.hasLegacy ? onceScratch : nil)
                         guard let rowEntity = layout.unretainedEntity(number: fields.entityNumber) else { return }
                         do { answer = try body(fields, rowEntity.takeUnretainedValue()) } catch { failure = origin.locating(error) }
                     } catch {
@@ -142,6 +143,8 @@ extension StrataStore {
         /// The key ``readOnce(prefix:root:reference:)`` read last, and its hierarchy's root.
         @exclusivity(unchecked) private var onceKey: [UInt8] = []
         @exclusivity(unchecked) private var onceRoot = ""
+        /// Where ``withRowOnce(of:_:)`` keeps a row upgraded from an older layout ([MIG-2]).
+        private lazy var onceScratch = RowScratch()
 
         /// The row at `key`, the row key of `reference` in the hierarchy rooted at `root`.
         private func read(key: [UInt8], root: String, reference: Int64, forNode: Bool = true) throws -> RowBytes? {

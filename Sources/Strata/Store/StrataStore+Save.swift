@@ -166,7 +166,6 @@ extension StrataStore {
         // Uniqueness constraints: the values the save gives, looked up under the lock.
         let uniqueness = try UniquenessCheck(request)
         let metadata = self.metadata
-        let model = try self.model()
         let modelRecordCurrent = state.withLock { $0.modelRecordCurrent }
 
         // [SAVE-3] The save is built under the lock, on the snapshot seen through the saves
@@ -253,7 +252,7 @@ extension StrataStore {
             batch.put(KeyLayout.metadataKey, record.encodeKeepingCaches())
             // [ROW-5] The model travels with the data, for tools that have no application code.
             if !modelRecordCurrent {
-                let encoded = ModelRecord.encode(model)
+                let encoded = layout.record.encode()
                 if try mappingEngineErrors("read the model record", { () throws(StoreError) in try reads.get(KeyLayout.modelKey) }) != encoded {
                     batch.put(KeyLayout.modelKey, encoded)
                 }

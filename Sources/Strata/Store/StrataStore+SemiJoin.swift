@@ -182,8 +182,8 @@ extension StrataStore {
         }
         // The entities whose rows write keys under this prefix: a one-to-many of the owner's
         // hierarchy with this name, kept by their to-one.
-        let writesKeys = layout.layouts.map { rowLayout in
-            rowLayout.foreignKeys.contains { $0.inverse.name == inverse.name && $0.inverse.entity?.rootEntityName == owner.rootEntityName }
+        let writesKeys = layout.layoutsByNumber.map { rowLayout in
+            rowLayout?.foreignKeys.contains { $0.inverse.name == inverse.name && $0.inverse.entity?.rootEntityName == owner.rootEntityName } ?? false
         }
         let keyed: Int
         if zip(writesKeys, wanted).allSatisfy({ !$0 || $1 }) {

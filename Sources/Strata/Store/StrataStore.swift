@@ -114,6 +114,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         }
         var record: MetadataRecord
         var countsFromRows: (sequence: UInt64, record: MetadataRecord)?
+        var loadedLayout: StoreLayout?
         do {
             var snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
             let model = persistentStoreCoordinator?.managedObjectModel
@@ -131,9 +132,33 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             }
             record = try Self.record(in: snapshot)
             if let model {
-                // [OPEN-1] The model must be the store's before anything is written.
+                // [OPEN-1] The model must be the store's before anything is written, unless the
+                // options ask for a lightweight migration ([MIG-1]), made in place.
+                var migrated: StoreLayout?
                 let differences = try Self.modelDifferences(of: model, configuration: configurationName, record: record, in: snapshot)
-                if !differences.isEmpty { throw ObjectGraphError.incompatibleModel(differences, storeURL: url) }
+                if !differences.isEmpty {
+                    guard migratesAutomatically, !repairing, let stored = try Self.modelRecord(in: snapshot) else {
+                        throw ObjectGraphError.incompatibleModel(differences, storeURL: url)
+                    }
+                    if isReadOnly {
+                        // Read in memory through the new layouts; nothing is written.
+                        let plan = try Self.planLightweightMigration(from: stored, to: model, in: snapshot, url: url)
+                        guard plan.batch.isEmpty else {
+                            throw ObjectGraphError(
+                                .migrationFailed,
+                                "The StrataStore at \(url.path) is opened read-only, and migrating it to the model deletes or moves \(plan.batch.count) keys (a removed entity or relationship, a renamed relationship); open it read-write once to migrate it. Nothing was written.")
+                        }
+                        migrated = plan.layout
+                        record.metadata = Self.migratedMetadata(record.metadata, to: model)
+                        record.rowCounts = Self.migratedCounts(record.rowCounts, mapping: plan.mapping)
+                        if let sequence = snapshot.sequence(of: KeyLayout.metadataKey) { countsFromRows = (sequence, record) }
+                    } else {
+                        migrated = try Self.migrateLightweight(in: shared, from: stored, to: model, url: url)
+                        snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
+                        record = try Self.record(in: snapshot)
+                    }
+                }
+                loadedLayout = try migrated ?? Self.storeLayout(for: model, in: snapshot)
                 if isReadOnly {
                     indexesServeFetches.store(try Self.indexesAreCurrent(for: model, in: snapshot), ordering: .relaxed)
                     // [META-3] A record rebuilt without a model counts no rows: a read-only load
@@ -146,7 +171,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                         countsFromRows = (sequence, counted)
                     }
                 } else {
-                    _ = try Self.reconcile(in: shared, model: model, force: repairing)
+                    _ = try Self.reconcile(in: shared, model: model, layout: loadedLayout, force: repairing)
                     indexesServeFetches.store(true, ordering: .relaxed)
                     if repairing {
                         snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
@@ -163,6 +188,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                 state.shared = shared
                 state.modelRecordCurrent = false
                 state.metadataCache = countsFromRows
+                state.layout = loadedLayout
             }
             return state.shared
         }

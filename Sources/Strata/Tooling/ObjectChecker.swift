@@ -224,9 +224,9 @@ public enum ObjectChecker {
             storeIdentifier = record?.metadata["NSStoreUUID"]?.stringValue ?? ""
             if let modelBytes {
                 do {
-                    let decoded = try ModelRecord.decode(modelBytes)
-                    layout = try StoreLayout(model: decoded)
-                    model = decoded
+                    let decoded = try ModelRecord.decodeRecord(modelBytes)
+                    layout = try StoreLayout(record: decoded)
+                    model = decoded.current.model
                     report.hasModel = true
                 } catch {
                     problem(.model, key: KeyLayout.modelKey, "the model record does not decode: \(error)")

@@ -170,7 +170,14 @@ public struct InspectReport: Sendable, Equatable, Codable {
         public var rows: Int
         /// Whether it is the stored model's layout of the entity.
         public var current: Bool
+        /// Which version of the model record ([ROW-5]) names the layout: 0 the current one, 1
+        /// the one before, and so on (rows of an older version are read upgraded, [MIG-2]);
+        /// `nil` when none does.
+        public var modelVersion: Int?
     }
+    /// The model versions the model record keeps ([ROW-5]): the current one and those whose
+    /// layouts rows may still have; 0 without a model record.
+    public var modelVersions = 0
 }
 
 /// One live file as `inspect` shows it.
@@ -288,7 +295,8 @@ public enum StoreInspector {
             }
             let snapshot = try engine.snapshot()
             let record = try snapshot.get(KeyLayout.metadataKey).map { try MetadataRecord.decode($0) }
-            let model = try snapshot.get(KeyLayout.modelKey).map { try ModelRecord.decode($0) }
+            let modelRecord = try snapshot.get(KeyLayout.modelKey).map { try ModelRecord.decodeRecord($0) }
+            let model = modelRecord?.current.model
             // [META-1] A store that lost both records is still a StrataStore by its rows and keys.
             let isObjectStore = try record != nil || model != nil || StoreSurvey.survey(snapshot).isStrataStore
             let counts = record?.rowCounts ?? [:]
@@ -311,12 +319,16 @@ public enum StoreInspector {
                 metadata: (record?.metadata ?? [:]).mapValues(JSONValue.init))
             if isObjectStore {
                 // Every row's header, read once (a scan of the rows).
-                let layout = try model.flatMap { try StoreLayout(model: $0) }
+                let layout = try modelRecord.flatMap { try StoreLayout(record: $0) }
+                report.modelVersions = modelRecord?.versions.count ?? 0
                 report.layouts = try StoreSurvey.survey(snapshot).rows.sorted { $0.key < $1.key }.map { kind, rows in
                     let entity = layout?.entity(number: kind.number).flatMap { $0.rootEntityName == kind.root ? $0 : nil }
+                    let version = modelRecord?.versions.firstIndex { version in
+                        version.numbers.contains { $0.value == kind.number && version.layoutIDs[$0.key] == kind.layoutID }
+                    }
                     return InspectReport.LayoutRows(
                         entity: entity?.name ?? "#\(kind.number) in \(kind.root)", layout: hexLayout(kind.layoutID), rows: rows,
-                        current: entity.flatMap { layout?.layout(of: $0)?.layoutID } == kind.layoutID)
+                        current: entity.flatMap { layout?.layout(of: $0)?.layoutID } == kind.layoutID, modelVersion: version)
                 }
             }
             return report
@@ -429,8 +441,9 @@ struct RecordDecoder {
         let record = metadataBytes.flatMap { try? MetadataRecord.decode($0) }
         storeIdentifier = record?.metadata["NSStoreUUID"]?.stringValue ?? ""
         let modelBytes = try snapshot.get(KeyLayout.modelKey)
-        model = modelBytes.flatMap { try? ModelRecord.decode($0) }
-        layout = model.flatMap { try? StoreLayout(model: $0) }
+        let modelRecord = modelBytes.flatMap { try? ModelRecord.decodeRecord($0) }
+        model = modelRecord?.current.model
+        layout = modelRecord.flatMap { try? StoreLayout(record: $0) }
     }
 
     func uri(_ entity: String, _ reference: Int64) -> String { "x-coredata://\(storeIdentifier)/\(entity)/p\(reference)" }
@@ -472,9 +485,12 @@ struct RecordDecoder {
             return record
         }
         if key == KeyLayout.modelKey {
-            guard let model = try? ModelRecord.decode(value) else { return raw() }
+            guard let modelRecord = try? ModelRecord.decodeRecord(value) else { return raw() }
             record.kind = "model"
-            record.fields = ["entities": .array(model.entities.map(\.name).sorted().map(JSONValue.string))]
+            record.fields = [
+                "entities": .array(modelRecord.current.model.entities.map(\.name).sorted().map(JSONValue.string)),
+                "versions": .number(Double(modelRecord.versions.count)),
+            ]
             return record
         }
         if key.first == KeyLayout.rowTag, let (_, reference) = ObjectChecker.Run.parseRowKey(key) {

@@ -1,0 +1,215 @@
+import Foundation
+import ObjectGraph
+import StrataEngine
+
+extension StrataStore {
+    /// The layouts `model` reads the store in `snapshot` with: the model record's numbers and
+    /// older layouts when its current version is `model`'s (no difference in what version
+    /// hashes cover), else the entities in name order (a store without a readable record).
+    static func storeLayout(for model: ManagedObjectModel, in snapshot: Snapshot) throws -> StoreLayout {
+        if let record = try modelRecord(in: snapshot), model.differences(fromStoreModel: record.current.model).isEmpty {
+            return try StoreLayout(model: model, record: record)
+        }
+        return try StoreLayout(model: model)
+    }
+
+    /// The model record of `snapshot`, or `nil` when it is missing or does not decode (fsck
+    /// reports it; [IDX-S6] rewrites it).
+    static func modelRecord(in snapshot: Snapshot) throws -> ModelRecord? {
+        guard let bytes = try mappingEngineErrors("read the model record", { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }) else {
+            return nil
+        }
+        return try? ModelRecord.decodeRecord(bytes)
+    }
+
+    /// What a lightweight migration of a store to another model does ([MIG-1]).
+    struct LightweightMigration {
+        /// The inferred mapping.
+        let mapping: MappingModel
+        /// The model record after it.
+        let record: ModelRecord
+        /// The layouts after it.
+        let layout: StoreLayout
+        /// The writes besides the two records: relationship keys moved to a renamed
+        /// relationship, keys of removed relationships deleted, rows of removed entities
+        /// deleted (their index entries go at the [IDX-S6] rebuild that follows).
+        var batch = WriteBatch()
+    }
+
+    /// [MIG-1] The lightweight migration of the store in `snapshot`, whose model record says
+    /// it holds `record.current`, to `model`: the inferred mapping, the new record and layouts,
+    /// and the writes it needs besides them. Reads only what the writes need (the keys of a
+    /// renamed or removed relationship, the rows of a removed entity).
+    ///
+    /// - Throws: ``ObjectGraphError/Code/inferredMappingFailed`` naming every change that
+    ///   lightweight migration cannot infer; ``ObjectGraphError/Code/migrationFailed`` naming a
+    ///   change StrataStore cannot make in place (it says how to migrate instead).
+    static func planLightweightMigration(
+        from record: ModelRecord, to model: ManagedObjectModel, in snapshot: Snapshot, url: URL?
+    ) throws -> LightweightMigration {
+        let source = record.current.model
+        let mapping = try MappingModel.inferred(from: source, to: model)
+        let location = url?.path ?? "(no URL)"
+        func refuse(_ entity: String, _ property: String?, _ what: String) -> ObjectGraphError {
+            ObjectGraphError(
+                .migrationFailed,
+                "The StrataStore at \(location) cannot migrate in place: \(what). Nothing was written; copy the store into a new one with PersistentStoreCoordinator.migratePersistentStore(_:to:options:type:) opened with the store's model, or use a custom migration stage.",
+                entityName: entity, key: property)
+        }
+        let migrated = try record.migrated(to: model, mapping: mapping)
+        var plan = LightweightMigration(mapping: mapping, record: migrated, layout: try StoreLayout(model: model, record: migrated))
+        // Key spaces are named by hierarchy roots ([KEY-2]); relationship keys by relationship
+        // names ([REL-1]). What would rename them is not done in place (yet).
+        var keptRelationshipKeys = Set<[UInt8]>()
+        for entityMapping in mapping.entityMappings {
+            guard let destinationName = entityMapping.destinationEntityName, let sourceName = entityMapping.sourceEntityName,
+                let entity = model.entitiesByName[destinationName], let old = source.entitiesByName[sourceName]
+            else { continue }
+            if entity.rootEntityName != old.rootEntityName {
+                throw refuse(
+                    entity.name, nil,
+                    "the rows of \(old.name) are kept under their hierarchy's root \(old.rootEntityName), and \(entity.name)'s root is \(entity.rootEntityName) (a renamed root entity or a changed hierarchy moves every row)")
+            }
+            for relationship in entity.relationships where !relationship.isTransient && relationship.entity === entity {
+                let keyed = RelationshipKeys.isKeyed(relationship)
+                let before = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName
+                    .flatMap { old.relationshipsByName[$0] }
+                guard let before else { continue }
+                let wasKeyed = RelationshipKeys.isKeyed(before)
+                switch (wasKeyed, keyed) {
+                case (true, true):
+                    let oldPrefix = RelationshipKeys.relationshipPrefix(root: old.rootEntityName, relationship: before.name)
+                    keptRelationshipKeys.insert(oldPrefix)
+                    if before.name != relationship.name {
+                        // A renamed keyed relationship: its keys move to the new name.
+                        let newPrefix = RelationshipKeys.relationshipPrefix(root: entity.rootEntityName, relationship: relationship.name)
+                        snapshot.forEachKey(from: oldPrefix, to: RelationshipKeys.end(of: oldPrefix)) { key in
+                            plan.batch.delete(key)
+                            plan.batch.put(newPrefix + key[oldPrefix.count...], [])
+                            return true
+                        }
+                    }
+                case (false, false):
+                    break
+                case (false, true):
+                    throw refuse(
+                        entity.name, relationship.name,
+                        "\(entity.name).\(relationship.name) becomes an unordered to-many, whose members are keys ([REL-1]) that \(old.name).\(before.name) never wrote")
+                case (true, false):
+                    throw refuse(
+                        entity.name, relationship.name,
+                        "\(entity.name).\(relationship.name) becomes a list in the row, and \(old.name).\(before.name)'s members are keys ([REL-1])")
+                }
+            }
+        }
+        // Keys of keyed relationships that no longer exist.
+        for entity in source.entities {
+            for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
+                let prefix = RelationshipKeys.relationshipPrefix(root: entity.rootEntityName, relationship: relationship.name)
+                guard !keptRelationshipKeys.contains(prefix) else { continue }
+                snapshot.forEachKey(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
+                    plan.batch.delete(key)
+                    return true
+                }
+            }
+        }
+        // Rows of removed entities, with their index entries (rebuilt afterwards) and the keys
+        // they own (deleted above with their relationships).
+        let removed = mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap { $0.sourceEntityName }
+        if !removed.isEmpty {
+            let numbers = Set(removed.compactMap { record.current.numbers[$0] })
+            for root in Set(removed.compactMap { source.entitiesByName[$0]?.rootEntityName }) {
+                try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+                    try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
+                        if value.count >= 4, numbers.contains(UInt16(value[2]) | UInt16(value[3]) << 8) { plan.batch.delete(Array(key)) }
+                        return true
+                    }
+                }
+            }
+        }
+        return plan
+    }
+
+    /// [MIG-1] Migrates the store in `shared` to `model` in place, in one engine transaction:
+    /// the new model record (the old version kept for its rows' layouts), the metadata record
+    /// with `model`'s version hashes and the row counts under the new entity names, and the
+    /// plan's other writes. Returns the store's layouts under `model`.
+    static func migrateLightweight(
+        in shared: SharedEngine, from record: ModelRecord, to model: ManagedObjectModel, url: URL?
+    ) throws -> StoreLayout {
+        try shared.withSavesSettled { _ -> StoreLayout in
+            let engine = shared.engine
+            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+            var plan = try planLightweightMigration(from: record, to: model, in: snapshot, url: url)
+            var metadata = try Self.record(in: snapshot)
+            metadata.metadata = migratedMetadata(metadata.metadata, to: model)
+            metadata.rowCounts = migratedCounts(metadata.rowCounts, mapping: plan.mapping)
+            // [MIG-1] The record names the index entries that exist, not those the model asks
+            // for: [IDX-S6] then builds the rest, now or at the next open after a crash.
+            var written = plan.record
+            written.versions[0].indexEntries = existingIndexEntries(after: plan, from: record.current.model, to: model)
+            plan.batch.put(KeyLayout.modelKey, written.encode())
+            plan.batch.put(KeyLayout.metadataKey, metadata.encode())
+            _ = try mappingEngineErrors("commit the migration") { () throws(StoreError) in try engine.commit(plan.batch) }
+            engine.logger.notice("migrated the store lightweight, in place", metadata: [
+                "path": "\(engine.path)",
+                "changedEntities": "\(plan.mapping.entityMappings.filter { $0.mappingType != .copy }.map(\.name))",
+                "keptVersions": "\(plan.record.versions.count)",
+            ])
+            return plan.layout
+        }
+    }
+
+    /// The index entries ([IDX-S1]) a store holds after the migration `plan` from `source` to
+    /// `model`, as `Entity.attribute` for `model`'s entities: an attribute has them when the
+    /// attribute it maps from had them under the same name in the same hierarchy, and no row
+    /// of the hierarchy was deleted (a deleted row's entries are stale until rebuilt).
+    static func existingIndexEntries(after plan: LightweightMigration, from source: ManagedObjectModel, to model: ManagedObjectModel) -> Set<String> {
+        let removedRoots = Set(plan.mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap {
+            $0.sourceEntityName.flatMap { source.entitiesByName[$0]?.rootEntityName }
+        })
+        var entries = Set<String>()
+        for entity in model.entities where !removedRoots.contains(entity.rootEntityName) {
+            guard let entityMapping = plan.mapping.mapping(ofDestinationEntity: entity.name),
+                let old = entityMapping.sourceEntityName.flatMap({ source.entitiesByName[$0] }), old.rootEntityName == entity.rootEntityName
+            else { continue }
+            for attribute in entity.properties.compactMap({ $0 as? AttributeDescription }) {
+                guard let from = entityMapping.propertyMapping(named: attribute.name)?.sourcePropertyName, from == attribute.name,
+                    old.attributesByName[from]?.hasIndexEntries == true
+                else { continue }
+                entries.insert(entity.name + "." + attribute.name)
+            }
+        }
+        return entries
+    }
+
+    /// Row counts by entity name after a migration: each destination entity takes its source
+    /// entity's count.
+    static func migratedCounts(_ counts: [String: Int], mapping: MappingModel) -> [String: Int] {
+        var result: [String: Int] = [:]
+        for entityMapping in mapping.entityMappings {
+            guard let destination = entityMapping.destinationEntityName, let source = entityMapping.sourceEntityName else { continue }
+            if let rows = counts[source] { result[destination] = rows }
+        }
+        return result
+    }
+
+    /// The coordinator metadata after a migration to `model`: the version hashes are
+    /// `model`'s (an entity no longer in it loses its hash); everything else is kept.
+    static func migratedMetadata(_ metadata: [String: AttributeValue], to model: ManagedObjectModel) -> [String: AttributeValue] {
+        var result = metadata.filter { !$0.key.hasPrefix(PersistentStore.modelVersionHashKeyPrefix) }
+        for entity in model.entities {
+            result[PersistentStore.modelVersionHashKeyPrefix + entity.name] = .data(entity.versionHash)
+        }
+        return result
+    }
+
+    /// Whether the store's options ask for inferred lightweight migration (Core Data's
+    /// `NSMigratePersistentStoresAutomaticallyOption` and
+    /// `NSInferMappingModelAutomaticallyOption`, both needed; a persistent container sets
+    /// both, a bare coordinator neither).
+    var migratesAutomatically: Bool {
+        options[PersistentStore.migratePersistentStoresAutomaticallyOption]?.boolValue == true
+            && options[PersistentStore.inferMappingModelAutomaticallyOption]?.boolValue == true
+    }
+}

@@ -1,0 +1,401 @@
+import Foundation
+import ObjectGraph
+@testable import Strata
+import StrataEngine
+import Testing
+
+/// Version 1 of the library model these tests migrate, and its variants: Author 1—* Book
+/// (a foreign-key index of the books' to-one, [REL-2]), Book *—* Tag (keys both ways), Novel a
+/// subentity of Book.
+struct LibraryModel {
+    /// Made anew for each model: a property belongs to one model.
+    var bookExtra: @Sendable () -> [PropertyDescription] = { [] }
+    var titleIndexed = false
+    var titleName = "title"
+    var titleIdentifier: String? = nil
+    var pagesOptional = true
+    var pagesDefault: AttributeValue = .null
+    var tagsName = "tags"
+    var tagsIdentifier: String? = nil
+    var novelName = "Novel"
+    var novelIdentifier: String? = nil
+    var withTags = true
+    var extraEntities: @Sendable () -> [EntityDescription] = { [] }
+    var authorName = "Author"
+    var authorIdentifier: String? = nil
+
+    func make() throws -> ManagedObjectModel {
+        var book: [PropertyDescription] = [
+            .attribute(titleName, .string, optional: false, indexed: titleIndexed, renamingIdentifier: titleIdentifier),
+            .attribute("pages", .integer32, optional: pagesOptional, defaultValue: pagesDefault),
+            .toOne("author", authorName, inverse: "books"),
+        ]
+        if withTags { book.append(.toMany(tagsName, "Tag", inverse: "books", renamingIdentifier: tagsIdentifier)) }
+        var entities = [
+            EntityDescription(name: authorName, properties: [
+                .attribute("name", .string, indexed: true),
+                .toMany("books", "Book", inverse: "author"),
+            ], renamingIdentifier: authorIdentifier),
+            EntityDescription(name: "Book", properties: book + bookExtra()),
+            EntityDescription(name: novelName, superentity: "Book", properties: [.attribute("genre", .string)], renamingIdentifier: novelIdentifier),
+        ]
+        if withTags {
+            entities.append(EntityDescription(name: "Tag", properties: [
+                .attribute("label", .string), .toMany("books", "Book", inverse: tagsName),
+            ]))
+        }
+        return try ManagedObjectModel(entities: entities + extraEntities())
+    }
+}
+
+/// Issue 17, SPEC.md [MIG-1] [MIG-2]: a store opened with a model that changed in a way
+/// lightweight migration infers is migrated in place, at the cost of writing its two records:
+/// rows stay in the layout they were written in and are read through it.
+@Suite struct LightweightMigrationTests {
+    static let migrating: [String: AttributeValue] = [
+        PersistentStore.migratePersistentStoresAutomaticallyOption: .bool(true),
+        PersistentStore.inferMappingModelAutomaticallyOption: .bool(true),
+    ]
+
+    /// A store of `model` (version 1 by default) with 2 authors, 4 books (2 of them novels), 2
+    /// tags: book i has i * 100 pages (book 0 none), and tags by parity.
+    static func savedStore(_ model: LibraryModel = LibraryModel()) throws -> TemporaryStore {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: model.make())
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let authors = try ["Le Guin", "Lem"].map { name in
+            let author = try context.insertNewObject(forEntityName: model.authorName)
+            try author.setValue(.string(name), forKey: "name")
+            return author
+        }
+        let tags = try ["even", "odd"].map { label in
+            let tag = try context.insertNewObject(forEntityName: "Tag")
+            try tag.setValue(.string(label), forKey: "label")
+            return tag
+        }
+        for index in 0..<4 {
+            let book = try context.insertNewObject(forEntityName: index >= 2 ? model.novelName : "Book")
+            try book.setValue(.string("Book \(index)"), forKey: model.titleName)
+            if index > 0 { try book.setValue(.int64(Int64(index * 100)), forKey: "pages") }
+            try book.setValue(authors[index % 2], forKey: "author")
+            try book.addObject(tags[index % 2], toRelationship: model.tagsName)
+            if index >= 2 { try book.setValue("sf", forKey: "genre") }
+        }
+        try context.save()
+        for persistent in coordinator.persistentStores { try coordinator.remove(persistent) }
+        return store
+    }
+
+    /// The store opened with `model` and the migration options (read-only when asked).
+    static func open(_ store: TemporaryStore, _ model: LibraryModel, readOnly: Bool = false) throws -> PersistentStoreCoordinator {
+        var options = migrating
+        if readOnly { options[PersistentStore.readOnlyOption] = .bool(true) }
+        return try store.coordinator(model: model.make(), options: options)
+    }
+
+    static func close(_ coordinator: PersistentStoreCoordinator) throws {
+        for persistent in coordinator.persistentStores { try coordinator.remove(persistent) }
+    }
+
+    /// Every book as `title|pages|author|tags|entity`, by title.
+    static func books(_ coordinator: PersistentStoreCoordinator, _ model: LibraryModel) throws -> [String] {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var request = FetchRequest(entityName: "Book")
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: model.titleName, ascending: true)]
+        return try context.fetch(request).map { book in
+            let pages = try book.value(forKey: "pages").integer.map(String.init) ?? "nil"
+            let author = try book.object(forKey: "author")?.value(forKey: "name").stringValue ?? "nil"
+            let tags = model.withTags ? try book.objects(forKey: model.tagsName).map { try $0.value(forKey: "label").stringValue ?? "?" }.sorted().joined(separator: ",") : "-"
+            return "\(try book.value(forKey: model.titleName).stringValue ?? "nil")|\(pages)|\(author)|\(tags)|\(book.entity.name)"
+        }
+    }
+
+    static let version1Books = ["Book 0|nil|Le Guin|even|Book", "Book 1|100|Lem|odd|Book", "Book 2|200|Le Guin|even|Novel", "Book 3|300|Lem|odd|Novel"]
+
+    static func request(_ entity: String, _ format: String) throws -> FetchRequest {
+        var request = FetchRequest(entityName: entity)
+        request.predicate = try FetchPredicate(format: format)
+        return request
+    }
+
+    static func engine(_ coordinator: PersistentStoreCoordinator) throws -> Engine {
+        try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
+    }
+
+    static func expectClean(_ coordinator: PersistentStoreCoordinator, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let report = try ObjectChecker.check(engine: try engine(coordinator), repair: false)
+        #expect(report.problems.isEmpty, "\(report.problems)", sourceLocation: sourceLocation)
+    }
+
+    // [MIG-1] The common case: an optional attribute and one with a default added. The old rows
+    // read the defaults, new saves write the new layout, and after reopening (and a
+    // compaction) both layouts read back; fsck finds nothing wrong.
+    @Test func anAddedAttributeReadsItsDefaultFromRowsWrittenBefore() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(bookExtra: { [.attribute("isbn", .string), .attribute("rating", .integer16, optional: false, defaultValue: 3)] })
+        let coordinator = try Self.open(store, v2)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var request = FetchRequest(entityName: "Book")
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "title", ascending: true)]
+        let fetched = try context.fetch(request)
+        #expect(try fetched.map { try $0.value(forKey: "rating") } == Array(repeating: .int16(3), count: 4))
+        #expect(try fetched.map { try $0.value(forKey: "isbn") } == Array(repeating: .null, count: 4))
+        // A predicate on the new attribute over old rows.
+        #expect(try context.count(for: Self.request("Book", "rating == 3")) == 4)
+        try fetched[1].setValue(.string("978-0"), forKey: "isbn")
+        try fetched[1].setValue(.int64(5), forKey: "rating")
+        let added = try context.insertNewObject(forEntityName: "Novel")
+        try added.setValue("Book 4", forKey: "title")
+        try context.save()
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+
+        let reopened = try Self.open(store, v2)
+        let again = ManagedObjectContext(persistentStoreCoordinator: reopened)
+        let ratings = try again.fetch(request).map { "\(try $0.value(forKey: "title").stringValue ?? "")=\(try $0.value(forKey: "rating").integer ?? -1)" }
+        #expect(ratings == ["Book 0=3", "Book 1=5", "Book 2=3", "Book 3=3", "Book 4=3"])
+        #expect(try again.count(for: Self.request("Book", "isbn == '978-0'")) == 1)
+        try Self.engine(reopened).compact()
+        #expect(try again.count(for: Self.request("Book", "rating == 3")) == 4)
+        try Self.expectClean(reopened)
+        try Self.close(reopened)
+    }
+
+    // [MIG-1] Opening after a lightweight change writes only the two records: no row is rewritten.
+    @Test func theMigrationWritesTheRecordsAndNoRow() throws {
+        let store = try Self.savedStore()
+        let before = try StoreSurvey.survey(try {
+            let coordinator = try store.coordinator(model: LibraryModel().make())
+            defer { try? Self.close(coordinator) }
+            return try Self.engine(coordinator).snapshot()
+        }())
+        let coordinator = try Self.open(store, LibraryModel(bookExtra: { [.attribute("isbn", .string)] }))
+        let after = try StoreSurvey.survey(try Self.engine(coordinator).snapshot())
+        #expect(after.rows == before.rows, "every row keeps its layout")
+        let record = try ModelRecord.decodeRecord(try #require(try Self.engine(coordinator).get(KeyLayout.modelKey)))
+        #expect(record.versions.count == 2, "the old version is kept for its rows")
+        try Self.close(coordinator)
+    }
+
+    @Test func aRemovedAttributeIsNoLongerReadAndRowsStillDecode() throws {
+        let store = try Self.savedStore(LibraryModel(bookExtra: { [.attribute("isbn", .string)] }))
+        let v2 = LibraryModel()
+        let coordinator = try Self.open(store, v2)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+
+    // A renamed attribute keeps its values, through its renaming identifier; an index on it is
+    // rebuilt under its new name ([IDX-S6]) and serves fetches.
+    @Test(arguments: [false, true])
+    func aRenamedAttributeKeepsItsValues(indexed: Bool) throws {
+        let store = try Self.savedStore(LibraryModel(titleIndexed: indexed))
+        let v2 = LibraryModel(titleIndexed: indexed, titleName: "name", titleIdentifier: "title")
+        let coordinator = try Self.open(store, v2)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.fetch(Self.request("Book", "name == 'Book 2'")).map { try $0.value(forKey: "name") } == ["Book 2"])
+        let engine = try Self.engine(coordinator)
+        let newIndex = IndexKey.prefix(root: "Book", attribute: "name"), oldIndex = IndexKey.prefix(root: "Book", attribute: "title")
+        #expect(try engine.snapshot().countKeys(from: newIndex, to: StrataStore.prefixEnd(newIndex)) == (indexed ? 4 : 0))
+        #expect(try engine.snapshot().countKeys(from: oldIndex, to: StrataStore.prefixEnd(oldIndex)) == 0)
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+
+    @Test func optionalToRequiredWithADefaultReadsTheDefaultForNulls() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(pagesOptional: false, pagesDefault: .int64(1))
+        let coordinator = try Self.open(store, v2)
+        #expect(try Self.books(coordinator, v2).first == "Book 0|1|Le Guin|even|Book")
+        // The object validates and saves: its value is the default.
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let book = try #require(try context.fetch(Self.request("Book", "title == 'Book 0'")).first)
+        try book.setValue("Book 0 revised", forKey: "title")
+        try context.save()
+        try Self.close(coordinator)
+    }
+
+    // Entity numbers ([ROW-1]) are the model record's, not name order: an entity added whose
+    // name sorts first takes a new number, and every stored reference still resolves.
+    @Test func anAddedEntityTakesANewNumberAndReferencesStillResolve() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(extraEntities: { [EntityDescription(name: "Aardvark", properties: [.attribute("name", .string)])] })
+        let coordinator = try Self.open(store, v2)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let aardvark = try context.insertNewObject(forEntityName: "Aardvark")
+        try aardvark.setValue("first", forKey: "name")
+        try context.save()
+        let record = try ModelRecord.decodeRecord(try #require(try Self.engine(coordinator).get(KeyLayout.modelKey)))
+        #expect(record.current.numbers["Aardvark"] == 4, "after Author 0, Book 1, Novel 2, Tag 3")
+        #expect(record.current.numbers["Author"] == 0)
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+        let reopened = try Self.open(store, v2)
+        #expect(try Self.books(reopened, v2) == Self.version1Books)
+        let context2 = ManagedObjectContext(persistentStoreCoordinator: reopened)
+        #expect(try names(fetch("Aardvark", in: context2)) == ["first"])
+        try Self.close(reopened)
+    }
+
+    @Test func aRemovedEntityLosesItsRowsAndKeys() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(withTags: false)
+        let coordinator = try Self.open(store, v2)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books.map { $0.replacingOccurrences(of: "|even|", with: "|-|").replacingOccurrences(of: "|odd|", with: "|-|") })
+        let engine = try Self.engine(coordinator)
+        #expect(try engine.snapshot().countKeys(from: KeyLayout.rowPrefix(root: "Tag"), to: KeyLayout.rowPrefixEnd(root: "Tag")) == 0)
+        #expect(try ModelRecord.decodeRecord(try #require(try engine.get(KeyLayout.modelKey))).current.numbers["Tag"] == nil)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: FetchRequest(entityName: "Book")) == 4)
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+
+    // A renamed subentity keeps its number and its rows (its hierarchy's key space is its root's).
+    @Test func aRenamedSubentityKeepsItsObjects() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(novelName: "Fiction", novelIdentifier: "Novel")
+        let coordinator = try Self.open(store, v2)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books.map { $0.replacingOccurrences(of: "Novel", with: "Fiction") })
+        #expect(try ManagedObjectContext(persistentStoreCoordinator: coordinator).count(for: FetchRequest(entityName: "Fiction")) == 2)
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+
+    // A renamed many-to-many moves its keys ([REL-1] keys name the relationship).
+    @Test func aRenamedKeyedRelationshipKeepsItsMembers() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(tagsName: "labels", tagsIdentifier: "tags")
+        let coordinator = try Self.open(store, v2)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: Self.request("Book", "ANY labels.label == 'odd'")) == 2)
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+
+    // A persistent container migrates by default (its descriptions set both options), as Core
+    // Data's does.
+    @Test func aContainerMigratesByDefault() async throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(bookExtra: { [.attribute("isbn", .string, defaultValue: "unknown")] })
+        let container = PersistentContainer(name: "Library", managedObjectModel: try v2.make())
+        container.persistentStoreDescriptions = [PersistentStoreDescription(url: store.url)]
+        try await container.loadPersistentStores()
+        let coordinator = container.persistentStoreCoordinator
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: Self.request("Book", "isbn == 'unknown'")) == 4)
+        try Self.close(coordinator)
+    }
+
+    // Three versions, rows written under each: every row reads through its own layout, and
+    // `inspect` counts the rows of each.
+    @Test func aChainOfThreeVersionsReadsEveryRow() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(bookExtra: { [.attribute("isbn", .string)] })
+        let v3 = LibraryModel(bookExtra: { [.attribute("isbn", .string), .attribute("year", .integer16, defaultValue: 2000)] }, titleName: "name", titleIdentifier: "title")
+        var coordinator = try Self.open(store, v2)
+        var context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let second = try context.insertNewObject(forEntityName: "Book")
+        try second.setValue("Book 5", forKey: "title")
+        try second.setValue("isbn-5", forKey: "isbn")
+        try context.save()
+        try Self.close(coordinator)
+        coordinator = try Self.open(store, v3)
+        context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let third = try context.insertNewObject(forEntityName: "Book")
+        try third.setValue("Book 6", forKey: "name")
+        try third.setValue(.int64(1999), forKey: "year")
+        try context.save()
+        let rows = try fetch("Book", in: context).map { (book: ManagedObject) -> String in
+            "\(try book.value(forKey: "name").stringValue ?? "")/\(try book.value(forKey: "isbn").stringValue ?? "-")/\(try book.value(forKey: "year").integer ?? 0)"
+        }
+        #expect(rows == ["Book 0/-/2000", "Book 1/-/2000", "Book 2/-/2000", "Book 3/-/2000", "Book 5/isbn-5/2000", "Book 6/-/1999"])
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+        let report = try StoreInspector.inspect(at: store.url.path)
+        #expect(report.modelVersions == 3)
+        let books = report.layouts.filter { $0.entity == "Book" }
+        #expect(books.map(\.rows).sorted() == [1, 1, 2], "\(report.layouts)")
+        #expect(Set(books.compactMap(\.modelVersion)) == [0, 1, 2])
+    }
+
+    // Without both options (a bare coordinator's default), a changed model is refused as before
+    // and nothing is written.
+    @Test(arguments: [[:], [PersistentStore.migratePersistentStoresAutomaticallyOption: AttributeValue.bool(true)]])
+    func withoutTheOptionsTheStoreIsRefusedUntouched(options: [String: AttributeValue]) throws {
+        let store = try Self.savedStore()
+        let before = try ModelSafetyTests.files(of: store)
+        let error = try #require(throws: ObjectGraphError.self) {
+            try store.coordinator(model: LibraryModel(bookExtra: { [.attribute("isbn", .string)] }).make(), options: options)
+        }
+        #expect(error.code == .incompatibleModel)
+        #expect(try ModelSafetyTests.files(of: store) == before)
+    }
+
+    // A change lightweight migration cannot infer names entity and property, and writes nothing.
+    @Test func anUninferableChangeIsRefusedUntouched() throws {
+        let store = try Self.savedStore(LibraryModel(bookExtra: { [.attribute("year", .integer16)] }))
+        let before = try ModelSafetyTests.files(of: store)
+        let error = try #require(throws: ObjectGraphError.self) {
+            try Self.open(store, LibraryModel(bookExtra: { [.attribute("year", .string)] }))
+        }
+        #expect(error.code == .inferredMappingFailed)
+        #expect(error.detailedErrors.contains { $0.entityName == "Book" && $0.key == "year" })
+        #expect(try ModelSafetyTests.files(of: store) == before)
+    }
+
+    // A change StrataStore does not make in place yet (a renamed root entity moves every row's
+    // key) is refused with a way out, and writes nothing.
+    @Test func aRenamedRootEntityIsRefusedWithAWayOut() throws {
+        let store = try Self.savedStore()
+        let before = try ModelSafetyTests.files(of: store)
+        let error = try #require(throws: ObjectGraphError.self) {
+            try Self.open(store, LibraryModel(authorName: "Writer", authorIdentifier: "Author"))
+        }
+        #expect(error.code == .migrationFailed)
+        #expect(error.message.contains("migratePersistentStore"))
+        #expect(try ModelSafetyTests.files(of: store) == before)
+    }
+
+    // Read-only, a migration that needs no key written is made in memory: the store reads
+    // through the new model and no file changes.
+    @Test func aReadOnlyStoreMigratesInMemory() throws {
+        let store = try Self.savedStore()
+        let before = try ModelSafetyTests.files(of: store)
+        let v2 = LibraryModel(bookExtra: { [.attribute("isbn", .string, defaultValue: "none")] })
+        let coordinator = try Self.open(store, v2, readOnly: true)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: Self.request("Book", "isbn == 'none'")) == 4)
+        try Self.close(coordinator)
+        #expect(try ModelSafetyTests.files(of: store) == before)
+    }
+
+    // [MIG-1] A crash after the migration's transaction and before the index rebuild: the record
+    // names the index entries that exist, so the next open builds the rest.
+    @Test func anIndexAddedByAMigrationIsBuiltAfterACrashBeforeTheRebuild() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(titleIndexed: true)
+        // The migration's transaction alone, as a crash right after it would leave the store.
+        do {
+            let shared = try SharedEngine.acquire(path: store.url.path, options: EngineOptions()) { _ in 1 }
+            defer { shared.release() }
+            let record = try #require(try StrataStore.modelRecord(in: try shared.engine.snapshot()))
+            _ = try StrataStore.migrateLightweight(in: shared, from: record, to: try v2.make(), url: store.url)
+            let prefix = IndexKey.prefix(root: "Book", attribute: "title")
+            #expect(try shared.engine.snapshot().countKeys(from: prefix, to: StrataStore.prefixEnd(prefix)) == 0)
+        }
+        let coordinator = try Self.open(store, v2)
+        let prefix = IndexKey.prefix(root: "Book", attribute: "title")
+        #expect(try Self.engine(coordinator).snapshot().countKeys(from: prefix, to: StrataStore.prefixEnd(prefix)) == 4)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+}
