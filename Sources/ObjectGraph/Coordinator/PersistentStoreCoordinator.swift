@@ -105,6 +105,30 @@ public final class PersistentStoreCoordinator: Sendable {
         type: PersistentStore.StoreType, configuration: String? = nil, at url: URL? = nil,
         options: [String: AttributeValue] = [:]
     ) throws -> PersistentStore {
+        do {
+            return try addStore(type: type, configuration: configuration, at: url, options: options)
+        } catch let error as ObjectGraphError where error.code == .incompatibleModel {
+            // Lightweight migration by copy ([MIG-3]): with both options, read-write, a store
+            // whose type says what model it was saved with is copied by the inferred mapping
+            // into a new store swapped in, and then added.
+            guard let url, options[PersistentStore.migratePersistentStoresAutomaticallyOption]?.boolValue == true,
+                options[PersistentStore.inferMappingModelAutomaticallyOption]?.boolValue == true,
+                options[PersistentStore.readOnlyOption]?.boolValue != true,
+                let source = try Self.storeClass(for: type).storedModel(at: url)
+            else { throw error }
+            let mapping = try MappingModel.inferred(from: source, to: managedObjectModel)
+            var copyOptions = options
+            copyOptions[PersistentStore.migratePersistentStoresAutomaticallyOption] = nil
+            copyOptions[PersistentStore.inferMappingModelAutomaticallyOption] = nil
+            try MigrationManager(sourceModel: source, destinationModel: managedObjectModel)
+                .migrateStore(at: url, type: type, options: copyOptions, mapping: mapping)
+            return try addStore(type: type, configuration: configuration, at: url, options: options)
+        }
+    }
+
+    private func addStore(
+        type: PersistentStore.StoreType, configuration: String?, at url: URL?, options: [String: AttributeValue]
+    ) throws -> PersistentStore {
         let storeClass = try Self.storeClass(for: type)
         if let configuration, managedObjectModel.configurations[configuration] == nil {
             throw ObjectGraphError(.invalidArgument, "The model has no configuration named \"\(configuration)\".")
@@ -112,6 +136,8 @@ public final class PersistentStoreCoordinator: Sendable {
         if let url, persistentStore(for: url) != nil {
             throw ObjectGraphError(.storeMismatch, "A store at \(url.absoluteString) is already added to this coordinator.")
         }
+        // A migration a crash interrupted is completed (or undone) first.
+        if let url { try storeClass.finishInterruptedMigration(at: url) }
         let store = storeClass.init(persistentStoreCoordinator: self, configurationName: configuration, at: url, options: options)
         try store.loadMetadata()
         var metadata = store.metadata

@@ -136,6 +136,12 @@ open class PersistentStore: @unchecked Sendable {
         throw ObjectGraphError(.unsupportedRequest, "\(self) cannot write metadata without opening the store at \(url.path).")
     }
 
+    /// The model the store at `url` was last saved with, for a store type that keeps it
+    /// (StrataStore and the binary store do, in their model records); `nil` by default. With
+    /// it, a coordinator adding the store with another model and the migrate options migrates
+    /// the store by copy when it cannot migrate in place (``MigrationManager``).
+    open class func storedModel(at url: URL) throws -> ManagedObjectModel? { nil }
+
     /// Removes the store at `url` and its files. The default removes the file or directory at
     /// `url`, if there is one (a store of another kind overrides it).
     open class func destroyPersistentStore(at url: URL) throws {

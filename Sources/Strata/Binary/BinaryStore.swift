@@ -224,6 +224,14 @@ open class BinaryStore: AtomicStore, @unchecked Sendable {
         return try MetadataRecord.decode(BinaryStoreFile.decode(bytes, path: url.path).metadata).metadata
     }
 
+    /// The model the binary store at `url` was last saved with: its file's model record
+    /// ([BIN-2], [ROW-5]); `nil` for an empty or missing file.
+    open override class func storedModel(at url: URL) throws -> ManagedObjectModel? {
+        let bytes = try readFile(url.path, fileSystem: PosixFileSystem())
+        guard !bytes.isEmpty else { return nil }
+        return try ModelRecord.decode(BinaryStoreFile.decode(bytes, path: url.path).model)
+    }
+
     /// Replaces the metadata of the binary store at `url`, as a save does (a new generation,
     /// written whole and moved over the old file).
     ///

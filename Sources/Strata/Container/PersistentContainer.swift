@@ -132,6 +132,7 @@ open class PersistentContainer: @unchecked Sendable {
         do {
             if let url = description.url, url.isFileURL {
                 try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+                try description.migrationPlan?.migrateStore(at: url, type: description.type, options: description.options)
             }
             try persistentStoreCoordinator.addPersistentStore(
                 type: description.type, configuration: description.configuration, at: description.url, options: description.options)

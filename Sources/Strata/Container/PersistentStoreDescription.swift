@@ -21,6 +21,7 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
         var url: URL?
         var options: [String: AttributeValue] = [:]
         var shouldAddStoreAsynchronously = false
+        var migrationPlan: MigrationPlan?
     }
 
     // Every property lives here.
@@ -91,6 +92,16 @@ public final class PersistentStoreDescription: Sendable, CustomStringConvertible
     public var shouldMigrateStoreAutomatically: Bool {
         get { options[PersistentStore.migratePersistentStoresAutomaticallyOption]?.boolValue ?? false }
         set { setOption(.bool(newValue), forKey: PersistentStore.migratePersistentStoresAutomaticallyOption) }
+    }
+
+    /// The model versions of the store and the stages between them (SwiftData's schema
+    /// migration plan): loading the store first brings it from whichever version it was
+    /// saved with to the plan's last, stage by stage (`MigrationPlan/migrateStore(at:type:options:)`);
+    /// the plan's last model should be the container's. `nil` by default: only lightweight
+    /// changes migrate, as the migrate options say.
+    public var migrationPlan: MigrationPlan? {
+        get { state.withLock { $0.migrationPlan } }
+        set { state.withLock { $0.migrationPlan = newValue } }
     }
 
     /// Whether the mapping of a migration is inferred (the

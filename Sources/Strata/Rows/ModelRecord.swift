@@ -9,14 +9,14 @@ import ObjectGraph
 /// ```
 /// record   := format u8 (2) | nextEntity varint | count varint | version × count
 /// version  := count varint | entity × count                      (entities in name order)
-/// entity   := number varint | layout varint | name string | superentity string
+/// entity   := number varint | layout varint | name string | superentity string | modifier string
 ///             | flags u8 (1 abstract) | count varint | property × count
 ///             | count varint | upgrade × count                   (none in the current version)
 /// upgrade  := target string | kind u8 | payload                  (how old rows read a current field)
 ///             kind 0 field:       source string | fallback value [ROW-2]
 ///             kind 1 list of one: source string
 ///             kind 2 constant:    value [ROW-2]
-/// property := name string | kind u8 | flags u8 (1 optional, 2 transient, 4 index entries) | payload
+/// property := name string | modifier string | kind u8 | flags u8 (1 optional, 2 transient, 4 index entries) | payload
 ///             kind 0 attribute:    type string (AttributeType's raw value)
 ///             kind 1 relationship: destination string | inverse string ("" for none)
 ///                                  | toMany u8 | ordered u8 | deleteRule string
@@ -224,10 +224,12 @@ struct ModelRecord: Equatable {
             writer.varint(UInt64(version.layoutIDs[entity.name] ?? 0))
             writer.string(entity.name)
             writer.string(entity.superentityName ?? "")
+            writer.string(entity.versionHashModifier ?? "")
             writer.u8(entity.isAbstract ? 1 : 0)
             writer.varint(UInt64(entity.ownProperties.count))
             for property in entity.ownProperties {
                 writer.string(property.name)
+                writer.string(property.versionHashModifier ?? "")
                 // Bit 4: the attribute has index entries (indexed, or uniqueness-constrained).
                 let indexed = version.indexEntries.map { $0.contains(entity.name + "." + property.name) }
                     ?? (property as? AttributeDescription)?.hasIndexEntries ?? property.isIndexed
@@ -325,12 +327,14 @@ struct ModelRecord: Equatable {
             }
             let name = try reader.string()
             let superentity = try reader.string()
+            let entityModifier = numbered ? try reader.string() : ""
             let isAbstract = try reader.u8() & 1 != 0
             let propertyCount = try reader.varint()
             guard propertyCount <= UInt64(bytes.count) else { throw reader.fail("property count \(propertyCount)") }
             var properties: [PropertyDescription] = []
             for _ in 0..<propertyCount {
                 let propertyName = try reader.string()
+                let modifier = numbered ? try reader.string() : ""
                 let kind = try reader.u8()
                 let flags = try reader.u8()
                 let optional = flags & 1 != 0, transient = flags & 2 != 0, indexed = flags & 4 != 0
@@ -339,7 +343,8 @@ struct ModelRecord: Equatable {
                     let typeName = try reader.string()
                     guard let type = AttributeType(rawValue: typeName) else { throw reader.fail("attribute type \"\(typeName)\"") }
                     properties.append(AttributeDescription(
-                        name: propertyName, type: type, isOptional: optional, isTransient: transient, isIndexed: indexed))
+                        name: propertyName, type: type, isOptional: optional, isTransient: transient, isIndexed: indexed,
+                        versionHashModifier: modifier.isEmpty ? nil : modifier))
                 case 1:
                     let destination = try reader.string()
                     let inverse = try reader.string()
@@ -352,7 +357,8 @@ struct ModelRecord: Equatable {
                     properties.append(RelationshipDescription(
                         name: propertyName, destination: destination, inverse: inverse.isEmpty ? nil : inverse,
                         isToMany: toMany, isOrdered: ordered, isOptional: optional, minCount: Int(minCount),
-                        maxCount: Int(maxCount), deleteRule: rule, isTransient: transient))
+                        maxCount: Int(maxCount), deleteRule: rule, isTransient: transient,
+                        versionHashModifier: modifier.isEmpty ? nil : modifier))
                 default:
                     throw reader.fail("property kind \(kind)")
                 }
@@ -374,7 +380,8 @@ struct ModelRecord: Equatable {
             }
             guard numbers[name] == nil else { throw reader.fail("entity \(name) appears twice") }
             entities.append(EntityDescription(
-                name: name, superentity: superentity.isEmpty ? nil : superentity, isAbstract: isAbstract, properties: properties))
+                name: name, superentity: superentity.isEmpty ? nil : superentity, isAbstract: isAbstract, properties: properties,
+                versionHashModifier: entityModifier.isEmpty ? nil : entityModifier))
             numbers[name] = UInt16(truncatingIfNeeded: number)
             layouts[name] = UInt32(truncatingIfNeeded: layout)
         }

@@ -22,6 +22,13 @@ extension StrataStore {
         return try? ModelRecord.decodeRecord(bytes)
     }
 
+    /// A lightweight change StrataStore does not make in place ([MIG-1]): ``error`` is an
+    /// `incompatibleModel` error, which a coordinator adding the store read-write with the
+    /// migrate options answers by migrating it by copy ([MIG-3]).
+    struct InPlaceRefusal: Error {
+        let error: ObjectGraphError
+    }
+
     /// What a lightweight migration of a store to another model does ([MIG-1]).
     struct LightweightMigration {
         /// The inferred mapping.
@@ -42,19 +49,19 @@ extension StrataStore {
     /// renamed or removed relationship, the rows of a removed entity).
     ///
     /// - Throws: ``ObjectGraphError/Code/inferredMappingFailed`` naming every change that
-    ///   lightweight migration cannot infer; ``ObjectGraphError/Code/migrationFailed`` naming a
-    ///   change StrataStore cannot make in place (it says how to migrate instead).
+    ///   lightweight migration cannot infer; ``InPlaceRefusal`` naming a change StrataStore
+    ///   cannot make in place.
     static func planLightweightMigration(
         from record: ModelRecord, to model: ManagedObjectModel, in snapshot: Snapshot, url: URL?
     ) throws -> LightweightMigration {
         let source = record.current.model
         let mapping = try MappingModel.inferred(from: source, to: model)
         let location = url?.path ?? "(no URL)"
-        func refuse(_ entity: String, _ property: String?, _ what: String) -> ObjectGraphError {
-            ObjectGraphError(
-                .migrationFailed,
-                "The StrataStore at \(location) cannot migrate in place: \(what). Nothing was written; copy the store into a new one with PersistentStoreCoordinator.migratePersistentStore(_:to:options:type:) opened with the store's model, or use a custom migration stage.",
-                entityName: entity, key: property)
+        func refuse(_ entity: String, _ property: String?, _ what: String) -> InPlaceRefusal {
+            InPlaceRefusal(error: ObjectGraphError(
+                .incompatibleModel,
+                "The StrataStore at \(location) cannot migrate in place: \(what). Nothing was written; added read-write with the migrate options, it is migrated by copy (MigrationManager.migrateStore(at:type:options:mapping:)).",
+                entityName: entity, key: property))
         }
         let migrated = try record.migrated(to: model, mapping: mapping)
         var plan = LightweightMigration(mapping: mapping, record: migrated, layout: try StoreLayout(model: model, record: migrated))

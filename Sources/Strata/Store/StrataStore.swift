@@ -142,7 +142,12 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                     }
                     if isReadOnly {
                         // Read in memory through the new layouts; nothing is written.
-                        let plan = try Self.planLightweightMigration(from: stored, to: model, in: snapshot, url: url)
+                        let plan: LightweightMigration
+                        do {
+                            plan = try Self.planLightweightMigration(from: stored, to: model, in: snapshot, url: url)
+                        } catch let refusal as InPlaceRefusal {
+                            throw refusal.error
+                        }
                         guard plan.batch.isEmpty else {
                             throw ObjectGraphError(
                                 .migrationFailed,
@@ -153,7 +158,12 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                         record.rowCounts = Self.migratedCounts(record.rowCounts, mapping: plan.mapping)
                         if let sequence = snapshot.sequence(of: KeyLayout.metadataKey) { countsFromRows = (sequence, record) }
                     } else {
-                        migrated = try Self.migrateLightweight(in: shared, from: stored, to: model, url: url)
+                        do {
+                            migrated = try Self.migrateLightweight(in: shared, from: stored, to: model, url: url)
+                        } catch let refusal as InPlaceRefusal {
+                            // The coordinator migrates by copy instead ([MIG-3]).
+                            throw refusal.error
+                        }
                         snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
                         record = try Self.record(in: snapshot)
                     }
@@ -230,6 +240,19 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
         try refuseLostMetadata(in: snapshot, at: url)
         return try record(in: snapshot).metadata
+    }
+
+    /// The model the store at `url` was last saved with: its model record's current version
+    /// ([ROW-5]); `nil` when it has none (or it does not decode).
+    ///
+    /// - Throws: `ObjectGraphError/Code/storeLocked` if another process has it open.
+    open override class func storedModel(at url: URL) throws -> ManagedObjectModel? {
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        let shared = try SharedEngine.acquire(path: url.path, options: EngineOptions()) { engine in
+            try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
+        }
+        defer { shared.release() }
+        return try modelRecord(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() })?.current.model
     }
 
     /// Removes the store directory at `url`, after taking its lock: a store open in this
