@@ -197,6 +197,8 @@ struct LibraryModel {
         #expect(try Self.books(coordinator, v2) == Self.version1Books)
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         #expect(try context.fetch(Self.request("Book", "name == 'Book 2'")).map { try $0.value(forKey: "name") } == ["Book 2"])
+        try (coordinator.persistentStores.first as? StrataStore)?.waitForIndexBuild()
+        #expect(try context.fetch(Self.request("Book", "name == 'Book 2'")).map { try $0.value(forKey: "name") } == ["Book 2"])
         let engine = try Self.engine(coordinator)
         let newIndex = IndexKey.prefix(root: "Book", attribute: "name"), oldIndex = IndexKey.prefix(root: "Book", attribute: "title")
         #expect(try engine.snapshot().countKeys(from: newIndex, to: StrataStore.prefixEnd(newIndex)) == (indexed ? 4 : 0))
@@ -379,6 +381,7 @@ struct LibraryModel {
             #expect(try shared.engine.snapshot().countKeys(from: prefix, to: StrataStore.prefixEnd(prefix)) == 0)
         }
         let coordinator = try Self.open(store, v2)
+        try (coordinator.persistentStores.first as? StrataStore)?.waitForIndexBuild()
         let prefix = IndexKey.prefix(root: "Book", attribute: "title")
         #expect(try Self.engine(coordinator).snapshot().countKeys(from: prefix, to: StrataStore.prefixEnd(prefix)) == 4)
         #expect(try Self.books(coordinator, v2) == Self.version1Books)

@@ -165,6 +165,7 @@ struct SafetyModel {
     @Test func aModelThatOnlyChangesIndexingOpensAndRebuildsTheIndexes() throws {
         let store = try Self.savedStore()
         let coordinator = try store.coordinator(model: SafetyModel(nameIndexed: true).make())
+        try (coordinator.persistentStores.first as? StrataStore)?.waitForIndexBuild()
         let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
         let prefix = IndexKey.prefix(root: "Member", attribute: "name")
         #expect(try engine.snapshot().countKeys(from: prefix, to: StrataStore.prefixEnd(prefix)) == 3)
@@ -223,6 +224,7 @@ struct SafetyModel {
         let unrelated = try #require(try Self.refusal(store, try SafetyModel.unrelated()))
         #expect(unrelated.message.contains("Invoice") && unrelated.message.contains("Team"), "\(unrelated.message)")
         let coordinator = try store.coordinator(model: SafetyModel(nameIndexed: true).make())
+        try (coordinator.persistentStores.first as? StrataStore)?.waitForIndexBuild()
         let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
         #expect(try engine.get(KeyLayout.modelKey) != nil, "the rebuild writes the model record")
         let prefix = IndexKey.prefix(root: "Member", attribute: "name")

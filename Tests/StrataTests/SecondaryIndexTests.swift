@@ -343,12 +343,17 @@ import Testing
         }
         for indexNote in [true, false, true] {
             let reopened = try temporary.coordinator(model: model(indexNote: indexNote))
-            let engine = try #require((reopened.persistentStores.first as? StrataStore)?.storageEngine)
+            // [IDX-S9] Built in the background: a fetch meanwhile scans (checked below, after).
+            let store = try #require(reopened.persistentStores.first as? StrataStore)
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "note == 'odd'")
+            #expect(try ManagedObjectContext(persistentStoreCoordinator: reopened).fetch(request).count == 10)
+            try store.waitForIndexBuild()
+            #expect(store.indexBuildProgress == nil)
+            let engine = try #require(store.storageEngine)
             let snapshot = try engine.snapshot()
             #expect(snapshot.countKeys(from: IndexKey.prefix(root: "Item", attribute: "note"), to: StrataStore.prefixEnd(IndexKey.prefix(root: "Item", attribute: "note"))) == (indexNote ? 30 : 0))
             #expect(snapshot.countKeys(from: IndexKey.prefix(root: "Item", attribute: "name"), to: StrataStore.prefixEnd(IndexKey.prefix(root: "Item", attribute: "name"))) == (indexNote ? 0 : 30))
-            var request = FetchRequest(entityName: "Item")
-            request.predicate = try FetchPredicate(format: "note == 'odd'")
             let context = ManagedObjectContext(persistentStoreCoordinator: reopened)
             #expect(try context.fetch(request).count == 10)
             let report = try ObjectChecker.check(engine: engine, repair: false)

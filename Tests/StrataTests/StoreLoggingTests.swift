@@ -87,7 +87,9 @@ final class LoggedStrataStore: StrataStore, @unchecked Sendable {
         let second = EventLog()
         LoggedStrataStore.logs.withLock { $0[directory.path] = second }
         let coordinator = PersistentStoreCoordinator(managedObjectModel: try model(indexNote: true))
-        let store = try coordinator.addPersistentStore(type: LoggedStrataStore.type, at: directory)
+        // A synchronous build reconciles at the open ([IDX-S6]); a background one logs when done.
+        let store = try coordinator.addPersistentStore(
+            type: LoggedStrataStore.type, at: directory, options: [StrataStore.indexBuildOption: .string("synchronous")])
         let reconciled = try #require(second.all.first { $0.message == "reconciled the store with the model" }, "\(second.all.map(\.message))")
         #expect(reconciled.level == .notice && reconciled.metadata["indexEntriesChanged"] == "60", "\(reconciled)")
         #expect(reconciled.metadata["rows"] == "30" && reconciled.metadata["path"] == directory.path, "\(reconciled)")

@@ -41,7 +41,7 @@ struct Settings {
           --raw-mib N         engine: MiB of the raw sequential write (default 256; --quick 32)
           --systems LIST      engine: comma-separated subset of strata,leveldb,rocksdb,sqlite
           --objects N         object graph: objects of the bulk insert (default 100000; --quick 10000)
-          --workloads LIST    object graph: comma-separated subset of graph,saves,concurrent,reopen,binary
+          --workloads LIST    object graph: comma-separated subset of graph,saves,concurrent,reopen,binary,migration
                               (default all; graph is the bulk insert and the rows on what it saved)
         """
 

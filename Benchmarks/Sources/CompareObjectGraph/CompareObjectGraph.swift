@@ -53,12 +53,13 @@ public func runObjectGraphComparison(
         if workloads.contains("concurrent") { try run.concurrentSaves() }
         if workloads.contains("reopen") { try run.reopen() }
         if workloads.contains("binary") { try run.binaryStore() }
+        if workloads.contains("migration") { try run.migration() }
         return run.rows
     }
 }
 
 /// One run of the comparison: the workloads in order, collecting rows.
-private struct ObjectGraphRun {
+struct ObjectGraphRun {
     let settings: ObjectGraphComparisonSettings
     let directory: String
     let log: (String) -> Void
@@ -527,7 +528,7 @@ private func repeatedRuns<T: Equatable>(_ times: Int, budget: Double, _ body: ()
 }
 
 /// Seconds between successive calls of ``step()``, from its creation.
-private struct StepClock {
+struct StepClock {
     private var last = ContinuousClock.now
     /// The seconds of each step so far.
     private(set) var steps: [Double] = []
@@ -541,14 +542,14 @@ private struct StepClock {
 }
 
 /// The median of `values` (0 for none).
-private func median(_ values: [Double]) -> Double {
+func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     guard !sorted.isEmpty else { return 0 }
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
 /// `count` as "100k", "1M" or the plain number.
-private func thousands(_ count: Int) -> String {
+func thousands(_ count: Int) -> String {
     if count >= 1_000_000, count % 1_000_000 == 0 { return "\(count / 1_000_000)M" }
     if count >= 1_000, count % 1_000 == 0 { return "\(count / 1_000)k" }
     return "\(count)"

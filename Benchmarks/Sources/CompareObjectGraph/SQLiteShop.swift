@@ -134,6 +134,11 @@ final class SQLiteShop {
     /// Closes the connection.
     func close() throws { try queue.close() }
 
+    /// Runs `sql` (a schema change of the migration rows).
+    func execute(_ sql: String) throws {
+        try queue.inDatabase { db in try db.execute(sql: sql) }
+    }
+
     /// Closes the connection and opens a new one (an empty page cache, no cached statements).
     func reopen() throws {
         try queue.close()

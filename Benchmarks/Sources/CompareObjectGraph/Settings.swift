@@ -82,9 +82,10 @@ public struct ObjectGraphComparisonSettings: Sendable {
 
     /// The workloads, in the order they run: `graph` (the bulk insert, then faults, fetches,
     /// counts, traversal, update and delete on what it saved), `saves` (many small durable
-    /// saves), `concurrent` (concurrent saves with a merging context), `reopen`, and `binary`
-    /// (the binary atomic store beside SQLite and StrataStore, issue 16).
-    public static let allWorkloads = ["graph", "saves", "concurrent", "reopen", "binary"]
+    /// saves), `concurrent` (concurrent saves with a merging context), `reopen`, `binary`
+    /// (the binary atomic store beside SQLite and StrataStore, issue 16), and `migration`
+    /// (opening a store of ``reopenRows`` rows after a model change, issue 17).
+    public static let allWorkloads = ["graph", "saves", "concurrent", "reopen", "binary", "migration"]
 
     /// Tiny sizes for a smoke run: 10k objects, 100 saves, 2k faults, 20k reopen rows, 4
     /// concurrent writers of 50 saves each; verifies.

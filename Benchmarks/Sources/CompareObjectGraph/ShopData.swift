@@ -6,18 +6,22 @@ import Strata
 public enum ShopModel {
     /// `Customer` (name and tier indexed; `label` and `level` unindexed copies) 1—* `Order`
     /// (status indexed) *—* `Product` (sku indexed).
-    public static func make() throws -> ManagedObjectModel {
+    ///
+    /// The migration rows (issue 17) open a store of this model with two later versions:
+    /// `loyalty` adds an optional string attribute to `Customer`, `cityIndexed` indexes its
+    /// `city`.
+    public static func make(loyalty: Bool = false, cityIndexed: Bool = false) throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
             EntityDescription(
                 name: "Customer",
                 properties: [
                     .attribute("name", .string, indexed: true),
                     .attribute("label", .string),
-                    .attribute("city", .string),
+                    .attribute("city", .string, indexed: cityIndexed),
                     .attribute("tier", .integer64, indexed: true),
                     .attribute("level", .integer64),
                     .toMany("orders", "Order", inverse: "customer", deleteRule: .cascade),
-                ]),
+                ] + (loyalty ? [.attribute("loyalty", .string)] : [])),
             EntityDescription(
                 name: "Order",
                 properties: [

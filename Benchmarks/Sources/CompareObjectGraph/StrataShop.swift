@@ -37,7 +37,7 @@ final class StrataShop {
     /// of customers saved earlier, for ``customerName(_:)`` after a reopen.
     init(
         path: String, model: ManagedObjectModel, durability: String, customerRefs: [ReferenceObject] = [],
-        type: PersistentStore.StoreType = .strata
+        type: PersistentStore.StoreType = .strata, options: [String: AttributeValue] = [:]
     ) throws {
         self.customerRefs = customerRefs
         url = URL(fileURLWithPath: path)
@@ -47,16 +47,20 @@ final class StrataShop {
         customerEntity = try model.entity(named: "Customer")
         orderEntity = try model.entity(named: "Order")
         productEntity = try model.entity(named: "Product")
-        (coordinator, store) = try Self.open(url, model: model, durability: durability, type: type)
+        (coordinator, store) = try Self.open(url, model: model, durability: durability, type: type, options: options)
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     }
 
-    private static func open(_ url: URL, model: ManagedObjectModel, durability: String, type: PersistentStore.StoreType) throws
-        -> (PersistentStoreCoordinator, IncrementalStore)
-    {
+    /// The store, for a StrataStore's own calls (``StrataStore/waitForIndexBuild()``).
+    var strataStore: StrataStore? { store as? StrataStore }
+
+    private static func open(
+        _ url: URL, model: ManagedObjectModel, durability: String, type: PersistentStore.StoreType, options: [String: AttributeValue] = [:]
+    ) throws -> (PersistentStoreCoordinator, IncrementalStore) {
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        let added = try coordinator.addPersistentStore(
-            type: type, at: url, options: type == .strata ? [StrataStore.durabilityOption: .string(durability)] : [:])
+        var all = options
+        if type == .strata { all[StrataStore.durabilityOption] = .string(durability) }
+        let added = try coordinator.addPersistentStore(type: type, at: url, options: all)
         guard let store = added as? IncrementalStore else {
             throw ObjectGraphComparisonError("open StrataStore", "\(url.path) did not open as an incremental store")
         }

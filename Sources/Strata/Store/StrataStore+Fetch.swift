@@ -110,10 +110,13 @@ extension StrataStore {
         // Whether the indexes are the model's ([IDX-S6]; not after a read-only open with a
         // model that indexes other attributes): if not, no index serves the fetch.
         let indexed = indexesServeFetches.load(ordering: .relaxed)
+        // [IDX-S9] Indexes a background build has not finished serve no fetch.
+        let unbuilt = indexBuildRunning.load(ordering: .relaxed) ? state.withLock { $0.unbuiltIndexes } : []
+        func usable(_ root: String, _ attribute: String) -> Bool { unbuilt.isEmpty || !unbuilt.contains(root + "\u{0}" + attribute) }
         // One hierarchy: the predicate's index plans, computed once for every path below.
         let hierarchy: (root: String, entity: EntityDescription, plans: [IndexPlan])? = {
             guard roots.count == 1, let root = roots.first, let entity = request.entity else { return nil }
-            return (root, entity, indexed ? Self.indexPlans(for: request, entity: entity, root: root) : [])
+            return (root, entity, indexed ? Self.indexPlans(for: request, entity: entity, root: root).filter { usable(root, $0.attribute) } : [])
         }()
         // [IDX-S7] A count that indexes answer exactly reads no row.
         if request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, let (root, entity, plans) = hierarchy,
@@ -122,7 +125,9 @@ extension StrataStore {
         {
             return .count(count)
         }
-        if indexed, let (root, entity, _) = hierarchy, let attribute = Self.distinctIndexAttribute(of: request, entity: entity) {
+        if indexed, let (root, entity, _) = hierarchy, let attribute = Self.distinctIndexAttribute(of: request, entity: entity),
+            usable(root, attribute.name)
+        {
             // [IDX-S8] The distinct values of one indexed attribute: the index holds them in
             // order, each value's keys together; one row per value gives its stored form.
             let prefix = IndexKey.prefix(root: root, attribute: attribute.name)
@@ -153,7 +158,7 @@ extension StrataStore {
             // the whole predicate (that conjunct included) decides on each.
             try readCandidates(found, root: root)
         } else if indexed, let (root, entity, plans) = hierarchy,
-            let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root, plans: plans)
+            let ordered = Self.orderedIndexPlan(for: request, entity: entity, root: root, plans: plans), usable(root, ordered.attribute)
         {
             // Index order is the sort's order, ties in reference order (as a stable sort of a
             // scan leaves them): with one sort descriptor, the walk's order is the answer's.

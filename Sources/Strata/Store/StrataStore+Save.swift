@@ -166,7 +166,7 @@ extension StrataStore {
         // Uniqueness constraints: the values the save gives, looked up under the lock.
         let uniqueness = try UniquenessCheck(request)
         let metadata = self.metadata
-        let modelRecordCurrent = state.withLock { $0.modelRecordCurrent }
+        let (modelRecordCurrent, indexEntriesOnDisk) = state.withLock { ($0.modelRecordCurrent, $0.indexEntriesOnDisk) }
 
         // [SAVE-3] The save is built under the lock, on the snapshot seen through the saves
         // still in flight, and submitted; the lock is let go before the commit, so saves from
@@ -252,7 +252,10 @@ extension StrataStore {
             batch.put(KeyLayout.metadataKey, record.encodeKeepingCaches())
             // [ROW-5] The model travels with the data, for tools that have no application code.
             if !modelRecordCurrent {
-                let encoded = layout.record.encode()
+                // [IDX-S9] While a build runs, the record names the entries that exist.
+                var written = layout.record
+                if let indexEntriesOnDisk { written.versions[0].indexEntries = indexEntriesOnDisk }
+                let encoded = written.encode()
                 if try mappingEngineErrors("read the model record", { () throws(StoreError) in try reads.get(KeyLayout.modelKey) }) != encoded {
                     batch.put(KeyLayout.modelKey, encoded)
                 }

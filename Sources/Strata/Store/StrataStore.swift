@@ -17,7 +17,10 @@ import StrataSync
 /// The URL names a directory (created if missing) or a zero-length file, which becomes the
 /// store directory. Options: ``durabilityOption`` (`"full"`, the default; `"normal"`;
 /// `"none"`), ``compactionOption`` (`false` stops the background compactor),
-/// ``rowCacheBytesOption`` and ``repairOption`` (rebuild a lost metadata record). Each save
+/// ``rowCacheBytesOption``, ``repairOption`` (rebuild a lost metadata record),
+/// ``indexBuildOption`` and ``indexBuildBatchOption`` (how indexes a new model adds are
+/// built), and Core Data's migrate options (a changed model migrates lightweight, in place:
+/// SPEC.md [MIG-1]). Each save
 /// is one engine transaction; rows a context has registered stay pinned in the engine's row
 /// cache until it unregisters them.
 ///
@@ -43,6 +46,14 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         var metadataCache: (sequence: UInt64, record: MetadataRecord)?
         /// The row layouts of the coordinator's model ([ROW-1]), made once.
         var layout: StoreLayout?
+        /// The background index build of this load ([IDX-S9]), if one was started.
+        var indexBuild: IndexBuildTask?
+        /// While a build runs: the attributes whose index entries the store holds, which a
+        /// model record a save writes must name instead of the model's ([IDX-S9]).
+        var indexEntriesOnDisk: Set<String>?
+        /// While a build runs: the indexes it has not finished, as `root NUL attribute`; no
+        /// fetch uses them ([IDX-S9]).
+        var unbuiltIndexes: Set<String> = []
     }
     /// The shared engine while the store is loaded.
     let state = Locked(State())
@@ -56,6 +67,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// fetches may use them: `false` after a read-only load with a model that indexes other
     /// attributes than the store's ([IDX-S6] needs a write to rebuild them); fetches then scan.
     let indexesServeFetches = Atomic<Bool>(true)
+    /// Whether a background index build runs ([IDX-S9]): a fetch then reads which indexes it
+    /// has not finished (``State/unbuiltIndexes``).
+    let indexBuildRunning = Atomic<Bool>(false)
     /// Relationship-key prefixes ([REL-1]) by relationship instance; a cache, as ``rowPrefixes``.
     let relationshipPrefixes = Locked<[ObjectIdentifier: (relationship: RelationshipDescription, prefix: [UInt8])]>([:])
 
@@ -115,6 +129,8 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         var record: MetadataRecord
         var countsFromRows: (sequence: UInt64, record: MetadataRecord)?
         var loadedLayout: StoreLayout?
+        // [IDX-S9] Index entries the model adds, built in the background once loaded.
+        var backgroundBuild: IndexBuild?
         do {
             var snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
             let model = persistentStoreCoordinator?.managedObjectModel
@@ -181,7 +197,12 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                         countsFromRows = (sequence, counted)
                     }
                 } else {
-                    _ = try Self.reconcile(in: shared, model: model, layout: loadedLayout, force: repairing)
+                    if !repairing, self.options[Self.indexBuildOption]?.stringValue != "synchronous" {
+                        backgroundBuild = try Self.plannedIndexBuild(for: model, in: snapshot)
+                    }
+                    if backgroundBuild == nil {
+                        _ = try Self.reconcile(in: shared, model: model, layout: loadedLayout, force: repairing)
+                    }
                     indexesServeFetches.store(true, ordering: .relaxed)
                     if repairing {
                         snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
@@ -208,6 +229,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         }
         previous?.release()
         metadata = record.metadata
+        if let backgroundBuild, let loadedLayout {
+            startIndexBuild(backgroundBuild, shared: shared, layout: loadedLayout, rowsTotal: record.rowCounts.values.reduce(0, +))
+        }
     }
 
     /// The engine options ``loadMetadata()`` opens the engine with, given those the store's
@@ -344,6 +368,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     }
 
     private func releaseEngine() {
+        cancelIndexBuild()
         let shared = state.withLock { state -> SharedEngine? in
             defer { state.shared = nil }
             return state.shared

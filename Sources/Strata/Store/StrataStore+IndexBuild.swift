@@ -1,0 +1,239 @@
+import Dispatch
+import Foundation
+import ObjectGraph
+import StrataEngine
+import Synchronization
+import StrataSync
+
+extension StrataStore {
+    /// How a read-write load builds the index entries a model adds ([IDX-S9]): `"background"`
+    /// (the default: the store is usable at once; no fetch uses the indexes being built until
+    /// the build completes) or
+    /// `"synchronous"` (the load returns once the entries are built, as before [IDX-S9]).
+    public static let indexBuildOption = "StrataIndexBuild"
+    /// Rows a background index build reads per transaction ([IDX-S9]); an integer, default
+    /// 2,000. Smaller batches hold up saves for less time each.
+    public static let indexBuildBatchOption = "StrataIndexBuildBatch"
+
+    /// The work of a background index build ([IDX-S9]).
+    struct IndexBuild: Sendable {
+        /// Per hierarchy root, the attributes whose entries are built.
+        let builds: [(root: String, attributes: [String])]
+        /// Index key prefixes ([IDX-S1]) of attributes no entity indexes any more, deleted.
+        let drops: [[UInt8]]
+        /// The attributes whose entries the store holds before the build (`Entity.attribute`):
+        /// what a model record written meanwhile says ([ROW-5]).
+        let existing: Set<String>
+    }
+
+    /// A build in progress: its completion, its cancellation, its progress and its error.
+    ///
+    /// Thread safety: the group and atomics are thread-safe; `failure` is behind its lock.
+    final class IndexBuildTask: Sendable {
+        let done = DispatchGroup()
+        let cancelled = Atomic<Bool>(false)
+        let rowsDone = Atomic<Int>(0)
+        let rowsTotal: Int
+        let failure = Locked<(any Error)?>(nil)
+
+        init(rowsTotal: Int) { self.rowsTotal = rowsTotal }
+    }
+
+    /// The background build `model` needs in the store of `snapshot`, or `nil` when its index
+    /// entries are current, or the store has no model record of `model`'s version, or an
+    /// attribute to build is uniqueness-constrained (saves check constraints through the
+    /// entries, [SAVE-4]: those are built before the load returns).
+    static func plannedIndexBuild(for model: ManagedObjectModel, in snapshot: Snapshot) throws -> IndexBuild? {
+        guard let record = try modelRecord(in: snapshot), model.differences(fromStoreModel: record.current.model).isEmpty else { return nil }
+        let stored = indexSignature(of: record.current.model), wanted = indexSignature(of: model)
+        // A prefix (root, attribute) holds the entries of every entity of the hierarchy with
+        // that attribute; one the model does not ask for (an attribute no longer indexed, or
+        // renamed) is dropped.
+        var kept = Set<[UInt8]>()
+        for entity in model.entities {
+            for attribute in entity.attributesWithIndexEntries { kept.insert(IndexKey.prefix(root: entity.rootEntityName, attribute: attribute.name)) }
+        }
+        let drops = presentIndexPrefixes(in: snapshot).filter { !kept.contains($0) }
+        guard stored != wanted || !drops.isEmpty else { return nil }
+        var builds: [String: Set<String>] = [:]
+        for name in wanted.subtracting(stored).sorted() {
+            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let entity = model.entitiesByName[parts[0]], let attribute = entity.attributesByName[parts[1]] else { return nil }
+            if attribute.isConstrained { return nil }
+            builds[entity.rootEntityName, default: []].insert(attribute.name)
+        }
+        return IndexBuild(builds: builds.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }, drops: drops, existing: stored)
+    }
+
+    /// The index prefixes ([IDX-S1]: `0x02 root 0x00 attribute 0x00`) that hold entries, in
+    /// key order: one seek per prefix.
+    static func presentIndexPrefixes(in snapshot: Snapshot) -> [[UInt8]] {
+        var prefixes: [[UInt8]] = []
+        var cursor: [UInt8] = [IndexKey.tag]
+        while true {
+            var first: [UInt8]? = nil
+            snapshot.forEachKey(from: cursor, to: [IndexKey.tag + 1]) { key in
+                first = key
+                return false
+            }
+            guard let key = first, let rootEnd = key.dropFirst().firstIndex(of: 0),
+                let attributeEnd = key[(rootEnd + 1)...].firstIndex(of: 0)
+            else { break }
+            let prefix = Array(key[...attributeEnd])
+            prefixes.append(prefix)
+            cursor = prefixEnd(prefix)
+        }
+        return prefixes
+    }
+
+    /// Starts `build` on a background queue ([IDX-S9]): no fetch uses the indexes it builds,
+    /// and saves write the model record with the entries that exist, until it completes.
+    func startIndexBuild(_ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, rowsTotal: Int) {
+        let task = IndexBuildTask(rowsTotal: rowsTotal)
+        let batchRows: Int
+        if case .int64(let rows)? = options[Self.indexBuildBatchOption], rows > 0 { batchRows = Int(rows) } else { batchRows = 2_000 }
+        state.withLock {
+            $0.indexBuild = task
+            $0.indexEntriesOnDisk = build.existing
+            $0.unbuiltIndexes = Set(build.builds.flatMap { root, attributes in attributes.map { root + "\u{0}" + $0 } })
+        }
+        indexBuildRunning.store(true, ordering: .relaxed)
+        task.done.enter()
+        DispatchQueue.global(qos: .utility).async { [weak self] in
+            defer { task.done.leave() }
+            do {
+                let finished = try Self.runIndexBuild(build, shared: shared, layout: layout, task: task, batchRows: batchRows)
+                guard finished, let self else { return }
+                // The record now says what the model asks for, in the transaction that ends
+                // the build (no save in between: the saves are settled).
+                try shared.withSavesSettled { _ in
+                    var batch = WriteBatch()
+                    batch.put(KeyLayout.modelKey, layout.record.encode())
+                    _ = try mappingEngineErrors("finish the index build") { () throws(StoreError) in try shared.engine.commit(batch) }
+                    self.state.withLock {
+                        $0.indexEntriesOnDisk = nil
+                        $0.modelRecordCurrent = true
+                        $0.unbuiltIndexes = []
+                    }
+                    self.indexBuildRunning.store(false, ordering: .relaxed)
+                }
+                shared.engine.logger.notice("built the model's index entries in the background", metadata: [
+                    "path": "\(shared.engine.path)", "rows": "\(task.rowsDone.load(ordering: .relaxed))",
+                ])
+            } catch {
+                task.failure.withLock { $0 = error }
+                shared.engine.logger.error("the background index build failed; fetches scan until a load builds the entries", metadata: [
+                    "path": "\(shared.engine.path)", "error": "\(error)",
+                ])
+            }
+        }
+    }
+
+    /// Runs `build` batch by batch, each batch in one transaction with the saves settled, so
+    /// a save changes a row's entries either before the batch reads the row or after it
+    /// wrote them. `false` when cancelled.
+    private static func runIndexBuild(
+        _ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, task: IndexBuildTask, batchRows: Int
+    ) throws -> Bool {
+        let engine = shared.engine
+        for (root, attributes) in build.builds {
+            var cursor = KeyLayout.rowPrefix(root: root)
+            let end = KeyLayout.rowPrefixEnd(root: root)
+            let prefixes = attributes.map { IndexKey.prefix(root: root, attribute: $0) }
+            while true {
+                if task.cancelled.load(ordering: .relaxed) { return false }
+                let more = try shared.withSavesSettled { _ -> Bool in
+                    let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+                    var batch = WriteBatch()
+                    var rows = 0
+                    var last: [UInt8]? = nil
+                    var failure: (any Error)? = nil
+                    _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+                        try snapshot.forEachView(from: cursor, to: end) { key, value in
+                            do {
+                                guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                                let row = try RowBytes(raw: value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+                                if let entity = layout.entity(number: row.entityNumber) {
+                                    for (name, prefix) in zip(attributes, prefixes) {
+                                        guard let attribute = entity.attributesByName[name], attribute.hasIndexEntries else { continue }
+                                        var indexKey = prefix
+                                        IndexKey.encode(try row.attribute(atOrdinal: attribute.ordinal) ?? .null, into: &indexKey)
+                                        KeyLayout.appendReference(reference, to: &indexKey)
+                                        batch.put(indexKey, [])
+                                    }
+                                }
+                                rows += 1
+                                if rows >= batchRows {
+                                    last = Array(key)
+                                    return false
+                                }
+                                return true
+                            } catch {
+                                failure = error
+                                return false
+                            }
+                        }
+                    }
+                    if let failure { throw failure }
+                    if !batch.isEmpty {
+                        _ = try mappingEngineErrors("write index entries") { () throws(StoreError) in try engine.commit(batch) }
+                    }
+                    task.rowsDone.add(rows, ordering: .relaxed)
+                    guard let last else { return false }
+                    cursor = last + [0x00]
+                    return true
+                }
+                if !more { break }
+            }
+        }
+        for prefix in build.drops {
+            while true {
+                if task.cancelled.load(ordering: .relaxed) { return false }
+                let more = try shared.withSavesSettled { _ -> Bool in
+                    let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+                    var batch = WriteBatch()
+                    snapshot.forEachKey(from: prefix, to: StrataStore.prefixEnd(prefix)) { key in
+                        batch.delete(key)
+                        return batch.count < batchRows
+                    }
+                    guard !batch.isEmpty else { return false }
+                    _ = try mappingEngineErrors("delete index entries") { () throws(StoreError) in try engine.commit(batch) }
+                    return true
+                }
+                if !more { break }
+            }
+        }
+        return true
+    }
+
+    /// How far a background index build is ([IDX-S9]): the share of rows read (0 to 1), or
+    /// `nil` when none runs (fetches then use every index of the model).
+    public var indexBuildProgress: Double? {
+        guard let task = state.withLock({ $0.indexBuild }), !task.cancelled.load(ordering: .relaxed) else { return nil }
+        if task.done.wait(timeout: .now()) == .success { return nil }
+        return min(1, Double(task.rowsDone.load(ordering: .relaxed)) / Double(max(1, task.rowsTotal)))
+    }
+
+    /// Blocks until the background index build ([IDX-S9]) of this load completes; returns at
+    /// once when none runs.
+    ///
+    /// - Throws: the build's error (fetches keep scanning; the next read-write load builds
+    ///   the entries again).
+    public func waitForIndexBuild() throws {
+        guard let task = state.withLock({ $0.indexBuild }) else { return }
+        task.done.wait()
+        if let failure = task.failure.withLock({ $0 }) { throw failure }
+    }
+
+    /// Stops a background build and waits for its batch in progress (before the engine closes).
+    func cancelIndexBuild() {
+        guard let task = state.withLock({ state -> IndexBuildTask? in
+            defer { state.indexBuild = nil }
+            return state.indexBuild
+        }) else { return }
+        task.cancelled.store(true, ordering: .relaxed)
+        task.done.wait()
+        state.withLock { $0.unbuiltIndexes = [] }
+        indexBuildRunning.store(false, ordering: .relaxed)
+    }
+}
