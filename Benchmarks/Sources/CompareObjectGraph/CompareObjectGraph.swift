@@ -326,15 +326,28 @@ struct ObjectGraphRun {
 
     /// Builds a store of `settings.reopenRows` rows in each system, closes it, then reopens it
     /// `settings.reopens` times: open, count the customers and fault in one customer.
-    mutating func reopen() throws {
-        let customers = max(1, settings.reopenRows / Shop.objectsPerCustomer)
-        let rowCount = customers * Shop.objectsPerCustomer
-        let data = ShopData.customers(0..<customers, seed: settings.seed ^ 0xE0E0)
-        let perSave = max(1, settings.reopenBatch / Shop.objectsPerCustomer)
-        let probe = customers / 2
-        log("object graph: building two stores of \(thousands(rowCount)) rows")
+    /// Two stores of ``ObjectGraphComparisonSettings/reopenRows`` rows (customers with their
+    /// orders), built in saves of ``ObjectGraphComparisonSettings/reopenBatch`` rows and closed:
+    /// what the reopen and migration rows open.
+    struct BuiltStores {
+        var customers: Int
+        var rowCount: Int
+        var perSave: Int
+        var data: ShopData
+        var strataPath: String
+        var sqlitePath: String
+        var strataRefs: [ReferenceObject]
+        var sqliteIDs: [Int64]
+        var strataSeconds: Double
+        var sqliteSeconds: Double
+    }
 
-        let strataPath = directory + "/og-strata-reopen", sqlitePath = directory + "/og-sqlite-reopen.db"
+    func buildStores(_ name: String, seed: UInt64) throws -> BuiltStores {
+        let customers = max(1, settings.reopenRows / Shop.objectsPerCustomer)
+        let data = ShopData.customers(0..<customers, seed: settings.seed ^ seed)
+        let perSave = max(1, settings.reopenBatch / Shop.objectsPerCustomer)
+        log("\(name): building two stores of \(thousands(customers * Shop.objectsPerCustomer)) rows")
+        let strataPath = directory + "/og-strata-\(name)", sqlitePath = directory + "/og-sqlite-\(name).db"
         let builder = try StrataShop(path: strataPath, model: model, durability: "normal")
         let (_, strataBuild) = try timed { try builder.insertInSaves(data, perSave: perSave, resetting: true) }
         let strataRefs = builder.customerRefs
@@ -345,6 +358,19 @@ struct ObjectGraphRun {
         try sqliteBuilder.analyze()
         try sqliteBuilder.close()
         log("  built in \(fixed(strataBuild, 1)) s (Strata), \(fixed(sqliteBuild, 1)) s (SQLite)")
+        return BuiltStores(
+            customers: customers, rowCount: customers * Shop.objectsPerCustomer, perSave: perSave, data: data,
+            strataPath: strataPath, sqlitePath: sqlitePath, strataRefs: strataRefs, sqliteIDs: sqliteIDs,
+            strataSeconds: strataBuild, sqliteSeconds: sqliteBuild)
+    }
+
+    mutating func reopen() throws {
+        let built = try buildStores("reopen", seed: 0xE0E0)
+        let customers = built.customers, rowCount = built.rowCount, data = built.data, perSave = built.perSave
+        let probe = customers / 2
+        let strataPath = built.strataPath, sqlitePath = built.sqlitePath
+        let strataRefs = built.strataRefs, sqliteIDs = built.sqliteIDs
+        let strataBuild = built.strataSeconds, sqliteBuild = built.sqliteSeconds
 
         // Each attempt: [open, count, fetch] seconds.
         var strataSteps: [[Double]] = [], sqliteSteps: [[Double]] = []

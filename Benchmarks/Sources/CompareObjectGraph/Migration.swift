@@ -13,22 +13,9 @@ extension ObjectGraphRun {
     /// open to the first answers an application needs (a count and one customer by ID), and
     /// the index row also the time until the index is complete.
     mutating func migration() throws {
-        let customers = max(1, settings.reopenRows / Shop.objectsPerCustomer)
-        let rowCount = customers * Shop.objectsPerCustomer
-        let data = ShopData.customers(0..<customers, seed: settings.seed ^ 0x3160)
-        let perSave = max(1, settings.reopenBatch / Shop.objectsPerCustomer)
-        let probe = customers / 2
-        log("migration: building two stores of \(thousands(rowCount)) rows")
-        let strataPath = directory + "/og-strata-migration", sqlitePath = directory + "/og-sqlite-migration.db"
-        let builder = try StrataShop(path: strataPath, model: model, durability: "normal")
-        try builder.insertInSaves(data, perSave: perSave, resetting: true)
-        let refs = builder.customerRefs
-        try builder.close()
-        let sqliteBuilder = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL")
-        try sqliteBuilder.insertInSaves(data, perSave: perSave)
-        let ids = sqliteBuilder.customerIDs
-        try sqliteBuilder.analyze()
-        try sqliteBuilder.close()
+        let built = try buildStores("migration", seed: 0x3160)
+        let customers = built.customers, rowCount = built.rowCount, probe = customers / 2
+        let strataPath = built.strataPath, sqlitePath = built.sqlitePath, refs = built.strataRefs, ids = built.sqliteIDs
         let migrate: [String: AttributeValue] = [
             PersistentStore.migratePersistentStoresAutomaticallyOption: .bool(true),
             PersistentStore.inferMappingModelAutomaticallyOption: .bool(true),
