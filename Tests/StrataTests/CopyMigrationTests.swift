@@ -199,6 +199,53 @@ import Testing
         #expect(try Data(contentsOf: type == .strata ? url.appendingPathComponent("MANIFEST") : url) == before)
     }
 
+    // A mapping model built by hand: an inferred one with a property whose value is a
+    // fetch-language expression on the source object (a denormalized count).
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary])
+    func aMappingWithAnExpressionFillsANewAttribute(type: PersistentStore.StoreType) throws {
+        StrataStore.register()
+        BinaryStore.register()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-mapping-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = Self.storeURL(type, in: directory)
+        try Self.authorsStore(type: type, at: url)
+        let v1 = try Self.withoutTags(isbn: false)
+        let v2 = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Author", properties: [
+                .attribute("name", .string), .attribute("bookCount", .integer32, optional: false, defaultValue: 0),
+                .attribute("shout", .string),
+                .toMany("books", "Book", inverse: "author"),
+            ]),
+            EntityDescription(name: "Book", properties: [
+                .attribute("title", .string, optional: false), .attribute("pages", .integer32),
+                .toOne("author", "Author", inverse: "books"),
+            ]),
+        ])
+        var mapping = try MappingModel.inferred(from: v1, to: v2)
+        let index = try #require(mapping.entityMappings.firstIndex { $0.destinationEntityName == "Author" })
+        let count = try FetchExpression(format: "books.@count")
+        mapping.entityMappings[index].attributeMappings = mapping.entityMappings[index].attributeMappings.map { property in
+            switch property.name {
+            case "bookCount": return PropertyMapping(name: "bookCount", value: .expression(count))
+            case "shout": return PropertyMapping(name: "shout", value: .expression(.keyPath("name")))
+            default: return property
+            }
+        }
+        let manager = MigrationManager(sourceModel: v1, destinationModel: v2)
+        var progress: [Double] = []
+        manager.progressHandler = { progress.append($0) }
+        try manager.migrateStore(at: url, type: type, mapping: mapping)
+        #expect(progress.last == 1)
+        #expect(progress == progress.sorted(), "progress only grows")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: v2)
+        try coordinator.addPersistentStore(type: type, at: url)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let rows = try fetch("Author", in: context).map { "\(try $0.value(forKey: "shout").stringValue ?? "")=\(try $0.value(forKey: "bookCount").integer ?? -1)" }
+        #expect(rows == ["Stanisław Lem=1", "Ursula Le Guin=1"])
+        try Library.close(coordinator)
+    }
+
     // A container runs its description's plan before adding the store.
     @Test func aContainerRunsItsDescriptionsPlan() async throws {
         StrataStore.register()

@@ -26,10 +26,11 @@ struct StrataCommand: ParsableCommand {
               strata inspect /var/lib/app/store --object x-coredata://<uuid>/Book/p12
               strata dump --json /var/lib/app/store | head
               strata stats /var/lib/app/store
+              strata migrate /var/lib/app/store --to v2.json   migrate offline to another model
               strata --version                   the release and the on-disk formats
             """,
         version: StrataBuild.description,
-        subcommands: [Fsck.self, Compact.self, Inspect.self, Dump.self, Stats.self, Demo.self])
+        subcommands: [Fsck.self, Compact.self, Inspect.self, Dump.self, Stats.self, Migrate.self, Demo.self])
 }
 
 // A custom entry point: ArgumentParser exits 64 on usage errors; the tool promises 2.

@@ -72,7 +72,11 @@ public final class PersistentStoreCoordinator: Sendable {
         }
     }
 
-    static func storeClass(for type: PersistentStore.StoreType) throws -> PersistentStore.Type {
+    /// The store class registered for `type` (``registerStoreClass(_:type:)``), for its class
+    /// methods (``PersistentStore/storedModel(at:)``, ``PersistentStore/destroyPersistentStore(at:)``).
+    ///
+    /// - Throws: ``ObjectGraphError/Code/unknownStoreType`` when none is.
+    public static func storeClass(for type: PersistentStore.StoreType) throws -> PersistentStore.Type {
         guard let storeClass = storeTypes.withLock({ $0[type.rawValue] }) else {
             throw ObjectGraphError(
                 .unknownStoreType, "No store class is registered for type \"\(type)\"; call registerStoreClass(_:type:) first.")

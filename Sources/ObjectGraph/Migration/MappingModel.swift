@@ -160,6 +160,26 @@ extension MappingModel {
     /// - Throws: ``ObjectGraphError/Code/inferredMappingFailed`` listing every change that
     ///   cannot be inferred.
     public static func inferred(from source: ManagedObjectModel, to destination: ManagedObjectModel) throws -> MappingModel {
+        try inferred(from: source, to: destination, overriding: [:])
+    }
+
+    /// The inferred mapping with the values of some destination properties given by `values`
+    /// (keys `Entity.property`): a custom mapping that states only what inference cannot know,
+    /// such as a changed attribute type converted by an expression. A change inference refuses
+    /// is no error when the property it concerns has a value here.
+    ///
+    /// - Throws: ``ObjectGraphError/Code/inferredMappingFailed`` listing every change that
+    ///   cannot be inferred and has no value; ``ObjectGraphError/Code/invalidArgument`` for a
+    ///   key that names no stored property of the destination model.
+    public static func inferred(
+        from source: ManagedObjectModel, to destination: ManagedObjectModel, overriding values: [String: PropertyMapping.Value]
+    ) throws -> MappingModel {
+        for key in values.keys.sorted() {
+            let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let property = destination.entitiesByName[parts[0]]?.propertiesByName[parts[1]], !property.isTransient else {
+                throw ObjectGraphError(.invalidArgument, "The mapping gives a value for \(key), which is no stored property of the destination model.")
+            }
+        }
         var problems: [ObjectGraphError] = []
         var mappings: [EntityMapping] = []
         var matched: [String: EntityDescription] = [:]  // destination name → source entity
@@ -211,6 +231,8 @@ extension MappingModel {
                 let previous = match(property)
                 if let previous { takenProperties.insert(previous.name) }
                 func fail(_ what: String) {
+                    // A property the caller gives a value needs no inference.
+                    if values[entity.name + "." + property.name] != nil { return }
                     // A change a subentity inherits is named once, at the entity that declares it.
                     let owner = property.entity?.name ?? entity.name
                     guard !problems.contains(where: { $0.entityName == owner && $0.key == property.name }) else { return }
@@ -246,11 +268,22 @@ extension MappingModel {
                     relationships.append(PropertyMapping(name: relationship.name, value: .source(before.name)))
                 case (_, let before?):
                     fail("was \(before is AttributeDescription ? "an attribute" : "a relationship") (stored as \(before.name)), is \(property is AttributeDescription ? "an attribute" : "a relationship"); lightweight migration does not convert between them")
+                    if property is AttributeDescription {
+                        attributes.append(PropertyMapping(name: property.name, value: .defaultValue))
+                    } else {
+                        relationships.append(PropertyMapping(name: property.name, value: .defaultValue))
+                    }
                 default:
                     break
                 }
             }
-            let unchanged = old.name == entity.name && old.versionHash == entity.versionHash
+            for (index, mapping) in attributes.enumerated() {
+                if let value = values[entity.name + "." + mapping.name] { attributes[index].value = value }
+            }
+            for (index, mapping) in relationships.enumerated() {
+                if let value = values[entity.name + "." + mapping.name] { relationships[index].value = value }
+            }
+            let unchanged = values.isEmpty && old.name == entity.name && old.versionHash == entity.versionHash
                 && attributes.allSatisfy { $0.sourcePropertyName == $0.name }
                 && relationships.allSatisfy { $0.sourcePropertyName == $0.name }
             mappings.append(EntityMapping(

@@ -48,7 +48,7 @@ extension StrataStore {
     /// and the writes it needs besides them. Reads only what the writes need (the keys of a
     /// renamed or removed relationship, the rows of a removed entity).
     ///
-    /// - Throws: ``ObjectGraphError/Code/inferredMappingFailed`` naming every change that
+    /// - Throws: `ObjectGraphError/Code/inferredMappingFailed` naming every change that
     ///   lightweight migration cannot infer; ``InPlaceRefusal`` naming a change StrataStore
     ///   cannot make in place.
     static func planLightweightMigration(

@@ -33,7 +33,7 @@ import Testing
         #expect(missing.isEmpty, "the README names files that do not exist: \(missing.sorted())")
     }
 
-    static let subcommands: Set = ["fsck", "compact", "inspect", "dump", "stats", "demo"]
+    static let subcommands: Set = ["fsck", "compact", "inspect", "dump", "stats", "migrate", "demo"]
 
     /// The commands: `$ strata …` and `swift run strata …` lines of its examples and
     /// `strata …` in code voice. Placeholders (`<…>`) and commands that need a damaged store
