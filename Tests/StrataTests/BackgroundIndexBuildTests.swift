@@ -111,6 +111,25 @@ import Testing
         try LightweightMigrationTests.close(plain)
     }
 
+    // A drop cut short, then a model that indexes the attribute again: the record never
+    // claimed a half-deleted index, so the entries are built again, whole.
+    @Test func aDropCutShortIsNotTrustedByAModelThatIndexesAgain() throws {
+        let temporary = try Self.store(count: 2_000)
+        let indexed = try temporary.coordinator(model: Self.model(indexed: true))
+        try #require(indexed.persistentStores.first as? StrataStore).waitForIndexBuild()
+        try LightweightMigrationTests.close(indexed)
+        let plain = try temporary.coordinator(model: Self.model(indexed: false), options: Self.options(batch: 10))
+        try LightweightMigrationTests.close(plain)
+        let again = try temporary.coordinator(model: Self.model(indexed: true))
+        let store = try #require(again.persistentStores.first as? StrataStore)
+        try store.waitForIndexBuild()
+        #expect(try Self.entries(store) == 2_000)
+        let context = ManagedObjectContext(persistentStoreCoordinator: again)
+        #expect(try context.count(for: LightweightMigrationTests.request("Item", "code == 'c1999'")) == 1)
+        try LightweightMigrationTests.expectClean(again)
+        try LightweightMigrationTests.close(again)
+    }
+
     // A uniqueness constraint is checked through its entries ([SAVE-4]): they are built before
     // the load returns.
     @Test func aConstraintsEntriesAreBuiltBeforeTheLoadReturns() throws {

@@ -162,6 +162,36 @@ struct LibraryModel {
         try Self.close(reopened)
     }
 
+    // [MIG-2] [CMP-6] Compaction rewrites rows of older layouts in the newest one (same
+    // versions), and `strata compact` then drops the older version from the model record.
+    @Test func compactionRewritesOldRowsAndTheOfflineCompactionDropsTheirVersion() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(bookExtra: { [.attribute("isbn", .string, defaultValue: "none")] })
+        let coordinator = try Self.open(store, v2)
+        let engine = try Self.engine(coordinator)
+        try engine.flush()
+        try engine.compact(.full)
+        let survey = try StoreSurvey.survey(try engine.snapshot())
+        let layout = try StoreLayout(record: try ModelRecord.decodeRecord(try #require(try engine.get(KeyLayout.modelKey))))
+        for kind in survey.rows.keys {
+            #expect(layout.layoutsByNumber[Int(kind.number)]?.layoutID == kind.layoutID, "\(kind) is in the newest layout")
+        }
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+
+        let report = try OfflineCompaction.run(at: store.url.path, policy: .full)
+        #expect(report.modelVersionsDropped == 1)
+        let reopened = try Self.open(store, v2)
+        #expect(try Self.books(reopened, v2) == Self.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: reopened)
+        #expect(try context.count(for: Self.request("Book", "isbn == 'none'")) == 4)
+        let record = try ModelRecord.decodeRecord(try #require(try Self.engine(reopened).get(KeyLayout.modelKey)))
+        #expect(record.versions.count == 1)
+        try Self.expectClean(reopened)
+        try Self.close(reopened)
+    }
+
     // [MIG-1] Opening after a lightweight change writes only the two records: no row is rewritten.
     @Test func theMigrationWritesTheRecordsAndNoRow() throws {
         let store = try Self.savedStore()

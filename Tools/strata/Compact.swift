@@ -10,7 +10,9 @@ struct Compact: ParsableCommand {
             Takes the store's lock (a store open in another process is refused: compact it \
             from that process, where the background compactor runs, or close it first), writes \
             the WAL into segments, rewrites every segment whose dead bytes pass the thresholds, \
-            drops tombstones nothing needs, and reports bytes before and after.
+            drops tombstones nothing needs, and reports bytes before and after. Rows written \
+            under an older model version are rewritten in the newest layout; a version no row \
+            needs any more leaves the model record (SPEC.md [MIG-2]).
 
             Examples:
               strata compact /var/lib/app/store                       the engine's thresholds (20 % dead)
@@ -67,6 +69,9 @@ struct Compact: ParsableCommand {
         Output.line("  live:     \(Output.bytes(report.liveBytesBefore)) → \(Output.bytes(report.liveBytesAfter)), \(report.keyCount) keys")
         Output.line("  segments: \(report.segmentsBefore) → \(report.segmentsAfter) (\(report.segmentsRemoved) removed, \(report.segmentsWritten) written); WAL files \(report.walsBefore) → \(report.walsAfter)")
         Output.line("  tombstones dropped: \(report.tombstonesDropped)")
+        if report.modelVersionsDropped > 0 {
+            Output.line("  model versions dropped: \(report.modelVersionsDropped) (their rows rewritten in the newest layout)")
+        }
         Output.line(String(format: "  time:     %.3f s", report.seconds))
     }
 }

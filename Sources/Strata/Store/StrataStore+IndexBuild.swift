@@ -21,9 +21,12 @@ extension StrataStore {
         let builds: [(root: String, attributes: [String])]
         /// Index key prefixes ([IDX-S1]) of attributes no entity indexes any more, deleted.
         let drops: [[UInt8]]
-        /// The attributes whose entries the store holds before the build (`Entity.attribute`):
-        /// what a model record written meanwhile says ([ROW-5]).
+        /// The attributes whose entries the store holds before the build (`Entity.attribute`)
+        /// and keeps through it (those of dropped prefixes left out): what a model record
+        /// written meanwhile says ([ROW-5]).
         let existing: Set<String>
+        /// Whether the record must stop claiming entries before they are dropped.
+        let disclaims: Bool
     }
 
     /// A build in progress: its completion, its cancellation, its progress and its error.
@@ -62,7 +65,17 @@ extension StrataStore {
             if attribute.isConstrained { return nil }
             builds[entity.rootEntityName, default: []].insert(attribute.name)
         }
-        return IndexBuild(builds: builds.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }, drops: drops, existing: stored)
+        // The record must not claim entries the build deletes (a load with a model indexing
+        // them again would trust a half-deleted index): claimed are those of kept prefixes.
+        let dropped = Set(drops)
+        let claimed = stored.filter { name in
+            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let entity = record.current.model.entitiesByName[parts[0]] else { return false }
+            return !dropped.contains(IndexKey.prefix(root: entity.rootEntityName, attribute: parts[1]))
+        }
+        return IndexBuild(
+            builds: builds.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }, drops: drops, existing: claimed,
+            disclaims: claimed != stored)
     }
 
     /// The index prefixes ([IDX-S1]: `0x02 root 0x00 attribute 0x00`) that hold entries, in
@@ -136,6 +149,16 @@ extension StrataStore {
         _ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, task: IndexBuildTask, batchRows: Int
     ) throws -> Bool {
         let engine = shared.engine
+        if build.disclaims {
+            // First the record stops claiming what will be deleted.
+            try shared.withSavesSettled { _ in
+                var record = layout.record
+                record.versions[0].indexEntries = build.existing
+                var batch = WriteBatch()
+                batch.put(KeyLayout.modelKey, record.encode())
+                _ = try mappingEngineErrors("write the model record") { () throws(StoreError) in try engine.commit(batch) }
+            }
+        }
         for (root, attributes) in build.builds {
             var cursor = KeyLayout.rowPrefix(root: root)
             let end = KeyLayout.rowPrefixEnd(root: root)

@@ -29,6 +29,19 @@ extension StrataStore {
         let error: ObjectGraphError
     }
 
+    /// [CMP-6] The rewrite compaction applies to rows of older layouts `layout` keeps: each
+    /// in its entity's newest layout, at the same version; `nil` when it keeps none. A row that
+    /// does not upgrade (damage) is copied as it is, for fsck to report.
+    static func compactionRewriter(_ layout: StoreLayout) -> (@Sendable ([UInt8], [UInt8]) -> [UInt8]?)? {
+        guard layout.hasLegacy else { return nil }
+        return { key, value in
+            guard key.first == KeyLayout.rowTag else { return nil }
+            return value.withUnsafeBytes { raw in
+                (try? RowFields.upgradedIfLegacy(raw, store: layout, context: .key(root: "", reference: 0), readByEngine: true)) ?? nil
+            }
+        }
+    }
+
     /// What a lightweight migration of a store to another model does ([MIG-1]).
     struct LightweightMigration {
         /// The inferred mapping.

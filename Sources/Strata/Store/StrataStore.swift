@@ -229,6 +229,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         }
         previous?.release()
         metadata = record.metadata
+        if !isReadOnly, let loadedLayout { shared.engine.setCompactionRewriter(Self.compactionRewriter(loadedLayout)) }
         if let backgroundBuild, let loadedLayout {
             startIndexBuild(backgroundBuild, shared: shared, layout: loadedLayout, rowsTotal: record.rowCounts.values.reduce(0, +))
         }

@@ -33,6 +33,9 @@ public struct CompactReport: Sendable, Equatable, Codable {
     public var keyCount: Int
     /// Wall-clock seconds of the whole run (open, flush, compaction, close).
     public var seconds: Double
+    /// Older model versions the model record no longer keeps: every row of their layouts was
+    /// rewritten in the newest one ([MIG-2], [CMP-6]).
+    public var modelVersionsDropped = 0
 
     /// Bytes reclaimed.
     public var bytesReclaimed: UInt64 { bytesBefore - min(bytesBefore, bytesAfter) }
@@ -93,6 +96,10 @@ public enum OfflineCompaction {
         if let logger { options.logger = logger }
         progress?(CompactProgress(phase: .opening, bytesDone: 0, bytesTotal: 0))
         let engine = try Engine.open(at: path, options: options)
+        // [CMP-6] Rows of older layouts the model record keeps are written in the newest one.
+        let record = (try? engine.get(KeyLayout.modelKey)).flatMap { $0 }.flatMap { try? ModelRecord.decodeRecord($0) }
+        let layout = record.flatMap { try? StoreLayout(record: $0) }
+        if let layout { engine.setCompactionRewriter(StrataStore.compactionRewriter(layout)) }
         do throws(StoreError) {
             let before = try engine.stats()
             progress?(CompactProgress(phase: .flushing, bytesDone: 0, bytesTotal: 0))
@@ -110,6 +117,7 @@ public enum OfflineCompaction {
             }
             defer { ticker?.cancel() }
             try engine.compact(policy)
+            let dropped = try record.map { (record) throws(StoreError) -> Int in try dropUnneededVersions(record, in: engine) } ?? 0
             let after = try engine.stats()
             // Done: the whole budget is accounted for, whether or not every segment was a victim.
             progress?(CompactProgress(bytesDone: total, bytesTotal: total))
@@ -121,10 +129,35 @@ public enum OfflineCompaction {
                 segmentsRemoved: after.compaction.segmentsRemoved, segmentsWritten: after.compaction.segmentsWritten,
                 walsBefore: before.wals.count, walsAfter: after.wals.count, tombstonesDropped: after.compaction.tombstonesDropped,
                 keyCount: after.keyCount,
-                seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+                modelVersionsDropped: dropped)
         } catch {
             try? engine.close()
             throw error
         }
+    }
+
+    /// [MIG-2] Drops from the model record the older versions whose layouts no row has any more
+    /// (a survey of the rows' headers); the number dropped.
+    private static func dropUnneededVersions(_ record: ModelRecord, in engine: Engine) throws(StoreError) -> Int {
+        guard record.versions.count > 1 else { return 0 }
+        let present: Set<UInt64>
+        do {
+            present = Set(try StoreSurvey.survey(try engine.snapshot()).rows.keys.map { StoreLayout.legacyKey(number: $0.number, layoutID: $0.layoutID) })
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            return 0  // rows that do not read: fsck's to report; the record stays as it is
+        }
+        let current = record.current.layoutKeys
+        var kept = [record.current]
+        for version in record.versions.dropFirst() where !version.layoutKeys.subtracting(current).isDisjoint(with: present) {
+            kept.append(version)
+        }
+        guard kept.count < record.versions.count else { return 0 }
+        var batch = WriteBatch()
+        batch.put(KeyLayout.modelKey, ModelRecord(versions: kept, nextEntity: record.nextEntity).encode())
+        _ = try engine.commit(batch)
+        return record.versions.count - kept.count
     }
 }

@@ -44,6 +44,14 @@ extension Engine {
     }
 
     /// What the compactor has done so far.
+    /// Sets the rewrite compaction applies to every live value it copies ([CMP-6]): `rewrite`
+    /// returns the value to write instead (the same entry, same key and sequence number: it
+    /// must mean what the old value meant to every reader), or `nil` to copy it as it is.
+    /// StrataStore uses it to rewrite rows of older layouts in the newest one. `nil` removes it.
+    public func setCompactionRewriter(_ rewrite: (@Sendable (_ key: [UInt8], _ value: [UInt8]) -> [UInt8]?)?) {
+        compactionRewriter.withLock { $0 = rewrite }
+    }
+
     public func compactionStats() -> CompactionStats {
         compaction.withLock { $0.stats }
     }
@@ -128,6 +136,7 @@ extension Engine {
         // tombstone may have been the store's newest entry, and a manifest rebuilt from the
         // segments must not fall below it ([REC-7], [DUR-3]).
         var sequenceFloor: UInt64 = 0
+        let rewrite = compactionRewriter.withLock { $0 }
         for (victim, file) in zip(victims, files) {
             if !ignoringPause && compaction.withLock({ $0.stats.isPaused }) { return nil }
             guard let file, case .segment(let reader) = file.content else {
@@ -157,7 +166,9 @@ extension Engine {
                             "a hint does not describe the entry it points at", path: reader.path,
                             offset: reader.dataBlocks[Int(hint.location.position)].offset)
                     }
-                    puts[hint.key] = (.init(isDelete: false, sequence: entry.sequence, key: entry.key, value: entry.value), hint.location)
+                    // [CMP-6] The owner may write the value in a newer form.
+                    let value = rewrite?(entry.key, entry.value) ?? entry.value
+                    puts[hint.key] = (.init(isDelete: false, sequence: entry.sequence, key: entry.key, value: value), hint.location)
                 }
             }
             bytesRead += reader.fileSize
