@@ -298,6 +298,51 @@ struct LibraryModel {
         try Self.close(coordinator)
     }
 
+    // A new superentity level between the root and a subentity keeps the key space (the root's):
+    // in place, the subentity's rows read through their old layout.
+    @Test func aNewSuperentityLevelBelowTheRootMigratesInPlace() throws {
+        let store = try Self.savedStore()
+        let v2 = LibraryModel(
+            novelName: "Novel",
+            extraEntities: { [EntityDescription(name: "Fiction", superentity: "Book", isAbstract: true, properties: [.attribute("era", .string, defaultValue: "modern")])] })
+        // Novel moves under Fiction: its model says so through a variant of the library model.
+        let model = try ManagedObjectModel(entities: try v2.make().entities.map { entity in
+            guard entity.name == "Novel" else { return Self.copy(entity) }
+            return EntityDescription(name: "Novel", superentity: "Fiction", properties: [.attribute("genre", .string)])
+        })
+        let coordinator = try store.coordinator(model: model, options: Self.migrating)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let novels = try context.fetch(Self.request("Novel", "TRUEPREDICATE"))
+        #expect(novels.count == 2)
+        #expect(try novels.map { try $0.value(forKey: "era") } == ["modern", "modern"])
+        #expect(try context.count(for: FetchRequest(entityName: "Fiction")) == 2)
+        #expect(try context.count(for: FetchRequest(entityName: "Book")) == 4)
+        let engine = try Self.engine(coordinator)
+        #expect(try ModelRecord.decodeRecord(try #require(try engine.get(KeyLayout.modelKey))).versions.count == 2, "in place")
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+
+    /// A copy of an entity description for another model (a description belongs to one model).
+    static func copy(_ entity: EntityDescription) -> EntityDescription {
+        EntityDescription(
+            name: entity.name, superentity: entity.superentityName, isAbstract: entity.isAbstract,
+            properties: entity.ownProperties.map { property in
+                if let attribute = property as? AttributeDescription {
+                    return AttributeDescription(
+                        name: attribute.name, type: attribute.attributeType, isOptional: attribute.isOptional,
+                        defaultValue: attribute.defaultValue, isTransient: attribute.isTransient, isIndexed: attribute.isIndexed,
+                        renamingIdentifier: attribute.renamingIdentifier)
+                }
+                let relationship = property as! RelationshipDescription
+                return RelationshipDescription(
+                    name: relationship.name, destination: relationship.destinationEntityName, inverse: relationship.inverseName,
+                    isToMany: relationship.isToMany, isOrdered: relationship.isOrdered, isOptional: relationship.isOptional,
+                    deleteRule: relationship.deleteRule, renamingIdentifier: relationship.renamingIdentifier)
+            },
+            renamingIdentifier: entity.renamingIdentifier)
+    }
+
     // A renamed many-to-many moves its keys ([REL-1] keys name the relationship).
     @Test func aRenamedKeyedRelationshipKeepsItsMembers() throws {
         let store = try Self.savedStore()
