@@ -33,28 +33,6 @@ import Testing
         #expect(record.versions.count == 1, "a copy holds rows of the new model only")
     }
 
-    // A to-one that becomes an unordered to-many (keys, [REL-1]) is copied too.
-    @Test func aToOneMadeToManyIsMigratedByCopy() throws {
-        let store = try Library.savedStore(LibraryModel(bookExtra: { [.toOne("sequel", "Book")] }))
-        let seeded = try store.coordinator(model: LibraryModel(bookExtra: { [.toOne("sequel", "Book")] }).make())
-        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
-        var request = FetchRequest(entityName: "Book")
-        request.sortDescriptors = [FetchSortDescriptor(keyPath: "title", ascending: true)]
-        let books = try seedContext.fetch(request)
-        try books[0].setValue(books[1], forKey: "sequel")
-        try seedContext.save()
-        try Library.close(seeded)
-
-        let v2 = LibraryModel(bookExtra: { [.toMany("sequel", "Book")] })
-        let coordinator = try Library.open(store, v2)
-        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        let first = try #require(try context.fetch(Library.request("Book", "title == 'Book 0'")).first)
-        #expect(try first.objects(forKey: "sequel").map { try $0.value(forKey: "title") } == ["Book 1"])
-        #expect(try Library.books(coordinator, v2) == Library.version1Books)
-        try Library.expectClean(coordinator)
-        try Library.close(coordinator)
-    }
-
     // A read-only add does not copy: the change is refused, naming it.
     @Test func aReadOnlyStoreIsNotCopied() throws {
         let store = try Library.savedStore()

@@ -343,6 +343,77 @@ struct LibraryModel {
             renamingIdentifier: entity.renamingIdentifier)
     }
 
+    // A to-one without an inverse that becomes an unordered to-many: its keys ([REL-1]) are
+    // built from the owners' rows, in place.
+    @Test func aToOneMadeToManyBuildsItsKeysInPlace() throws {
+        let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book")] })
+        let store = try Self.savedStore(v1)
+        let seeded = try store.coordinator(model: v1.make())
+        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
+        let books = try seedContext.fetch(Self.request("Book", "TRUEPREDICATE")).sorted {
+            (try $0.value(forKey: "title").stringValue ?? "") < (try $1.value(forKey: "title").stringValue ?? "")
+        }
+        try books[0].setValue(books[1], forKey: "sequel")
+        try books[2].setValue(books[3], forKey: "sequel")
+        try seedContext.save()
+        try Self.close(seeded)
+
+        let v2 = LibraryModel(bookExtra: { [.toMany("sequel", "Book")] })
+        let coordinator = try Self.open(store, v2)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let first = try #require(try context.fetch(Self.request("Book", "title == 'Book 0'")).first)
+        #expect(try first.objects(forKey: "sequel").map { try $0.value(forKey: "title") } == ["Book 1"])
+        #expect(try context.count(for: Self.request("Book", "sequel.@count == 1")) == 2)
+        #expect(try Self.books(coordinator, v2) == Self.version1Books)
+        let record = try ModelRecord.decodeRecord(try #require(try Self.engine(coordinator).get(KeyLayout.modelKey)))
+        #expect(record.versions.count == 2, "in place")
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+
+    // A one-to-one that becomes one-to-many: the new to-many's keys index the members' to-one.
+    @Test func aOneToOneMadeOneToManyIndexesTheMembersToOne() throws {
+        func model(toMany: Bool) throws -> ManagedObjectModel {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "Person", properties: [
+                    .attribute("name", .string),
+                    toMany ? .toMany("address", "Address", inverse: "person") : .toOne("address", "Address", inverse: "person"),
+                ]),
+                EntityDescription(name: "Address", properties: [.attribute("city", .string), .toOne("person", "Person", inverse: "address")]),
+            ])
+        }
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: model(toMany: false))
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for (name, city) in [("Ada", "London"), ("Grace", "Arlington"), ("Linus", nil)] {
+            let person = try context.insertNewObject(forEntityName: "Person")
+            try person.setValue(.string(name), forKey: "name")
+            if let city {
+                let address = try context.insertNewObject(forEntityName: "Address")
+                try address.setValue(.string(city), forKey: "city")
+                try person.setValue(address, forKey: "address")
+            }
+        }
+        try context.save()
+        try Self.close(coordinator)
+
+        let migrated = try store.coordinator(model: model(toMany: true), options: Self.migrating)
+        let again = ManagedObjectContext(persistentStoreCoordinator: migrated)
+        let people = try fetch("Person", in: again).map { person in
+            "\(try person.value(forKey: "name").stringValue ?? "")=" + (try person.objects(forKey: "address").map { try $0.value(forKey: "city").stringValue ?? "" }.joined())
+        }
+        #expect(people == ["Ada=London", "Grace=Arlington", "Linus="])
+        // A new address for Ada is one more key, her row untouched.
+        let ada = try #require(try fetch("Person", in: again, where: FetchPredicate(format: "name == 'Ada'")).first)
+        let second = try again.insertNewObject(forEntityName: "Address")
+        try second.setValue("Oxford", forKey: "city")
+        try second.setValue(ada, forKey: "person")
+        try again.save()
+        #expect(try again.count(for: Self.request("Person", "address.@count == 2")) == 1)
+        try Self.expectClean(migrated)
+        try Self.close(migrated)
+    }
+
     // A renamed many-to-many moves its keys ([REL-1] keys name the relationship).
     @Test func aRenamedKeyedRelationshipKeepsItsMembers() throws {
         let store = try Self.savedStore()

@@ -78,8 +78,9 @@ extension StrataStore {
         }
         let migrated = try record.migrated(to: model, mapping: mapping)
         var plan = LightweightMigration(mapping: mapping, record: migrated, layout: try StoreLayout(model: model, record: migrated))
-        // Key spaces are named by hierarchy roots ([KEY-2]); relationship keys by relationship
-        // names ([REL-1]). What would rename them is not done in place (yet).
+        // Key spaces are named by hierarchy roots ([KEY-2]): a changed root is not migrated in
+        // place. Relationship keys ([REL-1]) are moved, built or deleted as their relationships
+        // change.
         var keptRelationshipKeys = Set<[UInt8]>()
         for entityMapping in mapping.entityMappings {
             guard let destinationName = entityMapping.destinationEntityName, let sourceName = entityMapping.sourceEntityName,
@@ -112,10 +113,13 @@ extension StrataStore {
                 case (false, false):
                     break
                 case (false, true):
-                    throw refuse(
-                        entity.name, relationship.name,
-                        "\(entity.name).\(relationship.name) becomes an unordered to-many, whose members are keys ([REL-1]) that \(old.name).\(before.name) never wrote")
+                    // A to-one (or ordered to-many) that becomes an unordered to-many: its keys
+                    // ([REL-1]) are built from the rows, in the migration's transaction.
+                    try buildKeys(
+                        of: relationship, in: entity, from: before, of: old, record: record, layout: plan.layout, snapshot: snapshot,
+                        into: &plan.batch)
                 case (true, false):
+                    // Every owner's row would take a list: copied instead ([MIG-3]).
                     throw refuse(
                         entity.name, relationship.name,
                         "\(entity.name).\(relationship.name) becomes a list in the row, and \(old.name).\(before.name)'s members are keys ([REL-1])")
@@ -148,6 +152,59 @@ extension StrataStore {
             }
         }
         return plan
+    }
+
+    /// [MIG-1] The keys ([REL-1]) of `relationship`, an unordered to-many of `entity` that was
+    /// `before` (a to-one or an ordered to-many of `old`, stored in rows), built from the rows:
+    /// a one-to-many indexes its members' to-one (read through the new layouts), any other
+    /// takes the destinations `before` held in the owners' rows (read through the old ones).
+    private static func buildKeys(
+        of relationship: RelationshipDescription, in entity: EntityDescription, from before: RelationshipDescription,
+        of old: EntityDescription, record: ModelRecord, layout: StoreLayout, snapshot: Snapshot, into batch: inout WriteBatch
+    ) throws {
+        let prefix = RelationshipKeys.relationshipPrefix(root: entity.rootEntityName, relationship: relationship.name)
+        func scan(root: String, store: StoreLayout, _ body: (RowBytes, Int64) throws -> Void) throws {
+            var failure: (any Error)? = nil
+            try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+                try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
+                    do {
+                        guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                        try body(try RowBytes(raw: value, store: store, context: .key(root: root, reference: reference), readByEngine: true), reference)
+                        return true
+                    } catch {
+                        failure = error
+                        return false
+                    }
+                }
+            }
+            if let failure { throw failure }
+        }
+        func put(owner: Int64, member: StoredObject) {
+            batch.put(RelationshipKeys.key(relationshipPrefix: prefix, owner: owner, member: member), [])
+        }
+        if case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship), let destination = relationship.destinationEntity {
+            // The members' to-one names the owner.
+            try scan(root: destination.rootEntityName, store: layout) { row, reference in
+                guard let member = layout.entity(number: row.entityNumber), member.isKind(of: destination),
+                    let toOne = member.relationshipsByName[inverse.name], let owner = try row.object(atOrdinal: toOne.ordinal),
+                    let ownerEntity = layout.entity(number: owner.entity), ownerEntity.isKind(of: entity)
+                else { return }
+                put(owner: owner.reference, member: StoredObject(entity: row.entityNumber, reference: reference))
+            }
+        } else {
+            // The owners' rows held the destinations.
+            let oldLayout = try StoreLayout(model: record.current.model, record: record)
+            try scan(root: old.rootEntityName, store: oldLayout) { row, reference in
+                guard let owner = oldLayout.entity(number: row.entityNumber), owner.isKind(of: old),
+                    let field = owner.relationshipsByName[before.name], let index = row.field(ofOrdinal: field.ordinal)
+                else { return }
+                switch try row.value(index) {
+                case .object(let target): put(owner: reference, member: target)
+                case .objects(let targets): for target in targets { put(owner: reference, member: target) }
+                default: break
+                }
+            }
+        }
     }
 
     /// [MIG-1] Migrates the store in `shared` to `model` in place, in one engine transaction:
