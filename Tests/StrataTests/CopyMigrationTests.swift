@@ -15,33 +15,74 @@ import Testing
             .filter { FileManager.default.fileExists(atPath: $0) }
     }
 
-    // [MIG-3] A renamed root entity moves every row's key: the store is copied into a new one
-    // by the inferred mapping and swapped in; the objects and their relationships are there.
-    @Test func aRenamedRootEntityIsMigratedByCopy() throws {
+    // [MIG-1] A renamed root entity: its key space moves under the new name in the migration's
+    // transaction; the objects keep their references (and the store its UUID).
+    @Test func aRenamedRootEntityMovesItsKeySpaceInPlace() throws {
         let store = try Library.savedStore()
+        let before = try store.coordinator(model: LibraryModel().make())
+        let uuid = try #require(before.persistentStores.first).identifier
+        let references = try fetch("Author", in: ManagedObjectContext(persistentStoreCoordinator: before)).map {
+            $0.objectID.uriRepresentation().lastPathComponent
+        }
+        try Library.close(before)
         let v2 = LibraryModel(authorName: "Writer", authorIdentifier: "Author")
         let coordinator = try Library.open(store, v2)
+        #expect(try #require(coordinator.persistentStores.first).identifier == uuid)
         #expect(try Library.books(coordinator, v2) == Library.version1Books)
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        #expect(try names(fetch("Writer", in: context)) == ["Le Guin", "Lem"])
+        let writers = try fetch("Writer", in: context)
+        #expect(try names(writers) == ["Le Guin", "Lem"])
+        #expect(writers.map { $0.objectID.uriRepresentation().lastPathComponent } == references)
+        try (coordinator.persistentStores.first as? StrataStore)?.waitForIndexBuild()
+        #expect(try context.count(for: Library.request("Writer", "name == 'Lem'")) == 1)
+        let engine = try Library.engine(coordinator)
+        for tag in [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag] {
+            let prefix = [tag] + Array("Author".utf8) + [0]
+            #expect(try engine.snapshot().countKeys(from: prefix, to: StrataStore.prefixEnd(prefix)) == 0, "nothing left under Author (tag \(tag))")
+        }
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
         #expect(Self.leftovers(store.url).isEmpty)
-        let record = try StoreInspector.withEngine(at: store.url.path) { engine in
-            try ModelRecord.decodeRecord(try #require(try engine.get(KeyLayout.modelKey)))
-        }
-        #expect(record.versions.count == 1, "a copy holds rows of the new model only")
     }
 
-    // A read-only add does not copy: the change is refused, naming it.
-    @Test func aReadOnlyStoreIsNotCopied() throws {
+    // A new root level above an entity moves its key space too.
+    @Test func aNewRootLevelMovesTheKeySpaceInPlace() throws {
+        let store = try Library.savedStore()
+        let v2 = LibraryModel(extraEntities: { [EntityDescription(name: "Thing", isAbstract: true, properties: [.attribute("note", .string)])] })
+        let model = try ManagedObjectModel(entities: try v2.make().entities.map { entity in
+            guard entity.name == "Tag" else { return LightweightMigrationTests.copy(entity) }
+            return EntityDescription(name: "Tag", superentity: "Thing", properties: [.attribute("label", .string), .toMany("books", "Book", inverse: "tags")])
+        })
+        let coordinator = try store.coordinator(model: model, options: Library.migrating)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: FetchRequest(entityName: "Thing")) == 2)
+        #expect(try context.count(for: Library.request("Book", "ANY tags.label == 'odd'")) == 2)
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+    }
+
+    // [MIG-3] An unordered to-many made ordered would rewrite every owner's row: the store is
+    // copied by the inferred mapping instead, and swapped in.
+    @Test func anUnorderedToManyMadeOrderedIsMigratedByCopy() throws {
+        let store = try Library.savedStore()
+        let v2 = LibraryModel(tagsOrdered: true)
+        let coordinator = try Library.open(store, v2)
+        #expect(try Library.books(coordinator, v2) == Library.version1Books)
+        let engine = try Library.engine(coordinator)
+        #expect(try ModelRecord.decodeRecord(try #require(try engine.get(KeyLayout.modelKey))).versions.count == 1, "a copy")
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+        #expect(Self.leftovers(store.url).isEmpty)
+    }
+
+    // A read-only add cannot move keys: the change is refused.
+    @Test func aReadOnlyStoreIsNotMoved() throws {
         let store = try Library.savedStore()
         let before = try ModelSafetyTests.files(of: store)
         let error = try #require(throws: ObjectGraphError.self) {
             try Library.open(store, LibraryModel(authorName: "Writer", authorIdentifier: "Author"), readOnly: true)
         }
-        #expect(error.code == .incompatibleModel)
-        #expect(error.message.contains("Author"))
+        #expect(error.code == .migrationFailed, "a move of keys cannot be made read-only: \(error)")
         #expect(try ModelSafetyTests.files(of: store) == before)
     }
 

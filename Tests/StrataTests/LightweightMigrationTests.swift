@@ -17,6 +17,7 @@ struct LibraryModel {
     var pagesDefault: AttributeValue = .null
     var tagsName = "tags"
     var tagsIdentifier: String? = nil
+    var tagsOrdered = false
     var novelName = "Novel"
     var novelIdentifier: String? = nil
     var withTags = true
@@ -30,7 +31,7 @@ struct LibraryModel {
             .attribute("pages", .integer32, optional: pagesOptional, defaultValue: pagesDefault),
             .toOne("author", authorName, inverse: "books"),
         ]
-        if withTags { book.append(.toMany(tagsName, "Tag", inverse: "books", renamingIdentifier: tagsIdentifier)) }
+        if withTags { book.append(.toMany(tagsName, "Tag", inverse: "books", ordered: tagsOrdered, renamingIdentifier: tagsIdentifier)) }
         var entities = [
             EntityDescription(name: authorName, properties: [
                 .attribute("name", .string, indexed: true),

@@ -82,15 +82,18 @@ extension StrataStore {
         // place. Relationship keys ([REL-1]) are moved, built or deleted as their relationships
         // change.
         var keptRelationshipKeys = Set<[UInt8]>()
+        // Each old hierarchy root and the root its entities have now.
+        var rootMoves: [String: String] = [:]
         for entityMapping in mapping.entityMappings {
             guard let destinationName = entityMapping.destinationEntityName, let sourceName = entityMapping.sourceEntityName,
                 let entity = model.entitiesByName[destinationName], let old = source.entitiesByName[sourceName]
             else { continue }
-            if entity.rootEntityName != old.rootEntityName {
+            if let moved = rootMoves[old.rootEntityName], moved != entity.rootEntityName {
                 throw refuse(
                     entity.name, nil,
-                    "the rows of \(old.name) are kept under their hierarchy's root \(old.rootEntityName), and \(entity.name)'s root is \(entity.rootEntityName) (a renamed root entity or a changed hierarchy moves every row)")
+                    "the hierarchy of \(old.rootEntityName) splits: its entities go under \(moved) and \(entity.rootEntityName)")
             }
+            rootMoves[old.rootEntityName] = entity.rootEntityName
             for relationship in entity.relationships where !relationship.isTransient && relationship.entity === entity {
                 let keyed = RelationshipKeys.isKeyed(relationship)
                 let before = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName
@@ -151,7 +154,40 @@ extension StrataStore {
                 }
             }
         }
+        // A hierarchy whose root changed (a renamed root entity, a new root level): every key of
+        // its key space, as the writes above leave it, moves under the new root's name.
+        for (oldRoot, newRoot) in rootMoves.sorted(by: { $0.key < $1.key }) where oldRoot != newRoot {
+            try moveKeySpace(from: oldRoot, to: newRoot, in: snapshot, batch: &plan.batch)
+        }
         return plan
+    }
+
+    /// Appends to `batch` the move of every row, index entry and relationship key of the key
+    /// space of `oldRoot` ([KEY-2], [IDX-S1], [REL-1]) under `newRoot`: the keys as `batch`
+    /// leaves them (a later operation on a key replaces an earlier one), each deleted and put
+    /// again under the new name with its value. References are unique across a store, so key
+    /// spaces merge without collisions.
+    private static func moveKeySpace(from oldRoot: String, to newRoot: String, in snapshot: Snapshot, batch: inout WriteBatch) throws {
+        let prefixes = [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag].map { [$0] + Array(oldRoot.utf8) + [0x00] }
+        func prefix(of key: [UInt8]) -> [UInt8]? { prefixes.first { key.starts(with: $0) } }
+        var final: [[UInt8]: [UInt8]] = [:]
+        for prefix in prefixes {
+            try mappingEngineErrors("read the keys of \(oldRoot)") { () throws(StoreError) in
+                try snapshot.forEach(from: prefix, to: StrataStore.prefixEnd(prefix)) { key, value in
+                    final[key] = value
+                    return true
+                }
+            }
+        }
+        batch.forEach { key, value in
+            guard prefix(of: key) != nil else { return }
+            final[key] = value
+        }
+        for (key, value) in final.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            guard let old = prefix(of: key) else { continue }
+            batch.delete(key)
+            batch.put([key[0]] + Array(newRoot.utf8) + [0x00] + key[old.count...], value)
+        }
     }
 
     /// [MIG-1] The keys ([REL-1]) of `relationship`, an unordered to-many of `entity` that was
