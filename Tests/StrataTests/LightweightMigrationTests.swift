@@ -62,7 +62,12 @@ struct LibraryModel {
     /// tags: book i has i * 100 pages (book 0 none), and tags by parity.
     static func savedStore(_ model: LibraryModel = LibraryModel()) throws -> TemporaryStore {
         let store = TemporaryStore()
-        let coordinator = try store.coordinator(model: model.make())
+        try populate(try store.coordinator(model: model.make()), model)
+        return store
+    }
+
+    /// Saves the library into the store of `coordinator` and removes the store.
+    static func populate(_ coordinator: PersistentStoreCoordinator, _ model: LibraryModel) throws {
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         let authors = try ["Le Guin", "Lem"].map { name in
             let author = try context.insertNewObject(forEntityName: model.authorName)
@@ -84,7 +89,46 @@ struct LibraryModel {
         }
         try context.save()
         for persistent in coordinator.persistentStores { try coordinator.remove(persistent) }
-        return store
+    }
+
+    /// Lightweight changes, each with the model after it and how a book reads after it (from
+    /// ``version1Books``).
+    static let changes: [(label: String, model: LibraryModel, books: [String])] = [
+        ("an attribute added", LibraryModel(bookExtra: { [.attribute("isbn", .string)] }), version1Books),
+        ("an attribute renamed", LibraryModel(titleName: "name", titleIdentifier: "title"), version1Books),
+        ("an indexed attribute", LibraryModel(titleIndexed: true), version1Books),
+        ("required with a default", LibraryModel(pagesOptional: false, pagesDefault: .int64(1)), ["Book 0|1|Le Guin|even|Book"] + version1Books.dropFirst()),
+        ("a subentity renamed", LibraryModel(novelName: "Fiction", novelIdentifier: "Novel"), version1Books.map { $0.replacingOccurrences(of: "Novel", with: "Fiction") }),
+        ("a root entity renamed", LibraryModel(authorName: "Writer", authorIdentifier: "Author"), version1Books),
+        ("a many-to-many renamed", LibraryModel(tagsName: "labels", tagsIdentifier: "tags"), version1Books),
+        ("an entity removed", LibraryModel(withTags: false), version1Books.map { $0.replacingOccurrences(of: "|even|", with: "|-|").replacingOccurrences(of: "|odd|", with: "|-|") }),
+        ("a to-many made ordered", LibraryModel(tagsOrdered: true), version1Books),
+    ]
+
+    // Each lightweight change on each store type that keeps files: the data written before
+    // reads back after, and once more after reopening.
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary], 0..<9)
+    func everyLightweightChangeOnEveryStoreType(type: PersistentStore.StoreType, change: Int) throws {
+        StrataStore.register()
+        BinaryStore.register()
+        let (label, model, books) = Self.changes[change]
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-lightweight-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent(type == .strata ? "store" : "store.bin")
+        let first = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
+        try first.addPersistentStore(type: type, at: url)
+        try Self.populate(first, LibraryModel())
+        for round in 0..<2 {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: try model.make())
+            try coordinator.addPersistentStore(type: type, at: url, options: Self.migrating)
+            try (coordinator.persistentStores.first as? StrataStore)?.waitForIndexBuild()
+            #expect(try Self.books(coordinator, model) == books, "\(label) on \(type), round \(round)")
+            if let engine = (coordinator.persistentStores.first as? StrataStore)?.storageEngine {
+                #expect(try ObjectChecker.check(engine: engine, repair: false).problems.isEmpty, "\(label)")
+            }
+            try Self.close(coordinator)
+        }
     }
 
     /// The store opened with `model` and the migration options (read-only when asked).
