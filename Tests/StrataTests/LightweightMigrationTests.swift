@@ -566,6 +566,38 @@ struct LibraryModel {
         #expect(try ModelSafetyTests.files(of: store) == before)
     }
 
+    // A model that shares no entity with the store's (another application's) is refused even
+    // with the options: migrating would delete every object.
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary])
+    func aModelSharingNoEntityIsNeverMigrated(type: PersistentStore.StoreType) throws {
+        StrataStore.register()
+        BinaryStore.register()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-unrelated-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent(type == .strata ? "store" : "store.bin")
+        let first = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
+        try first.addPersistentStore(type: type, at: url)
+        try Self.populate(first, LibraryModel())
+        func snapshot() throws -> [String: Data] {
+            var isDirectory: ObjCBool = false
+            _ = FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory)
+            guard isDirectory.boolValue else { return [url.lastPathComponent: try Data(contentsOf: url)] }
+            var files: [String: Data] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: url.path) { files[name] = try Data(contentsOf: url.appendingPathComponent(name)) }
+            return files
+        }
+        let before = try snapshot()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try SafetyModel.unrelated())
+        let error = try #require(throws: ObjectGraphError.self) { try coordinator.addPersistentStore(type: type, at: url, options: Self.migrating) }
+        #expect(error.code == .incompatibleModel, "\(error)")
+        #expect(try snapshot() == before)
+        let again = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
+        try again.addPersistentStore(type: type, at: url)
+        #expect(try Self.books(again, LibraryModel()) == Self.version1Books)
+        try Self.close(again)
+    }
+
     // A change lightweight migration cannot infer names entity and property, and writes nothing.
     @Test func anUninferableChangeIsRefusedUntouched() throws {
         let store = try Self.savedStore(LibraryModel(bookExtra: { [.attribute("year", .integer16)] }))

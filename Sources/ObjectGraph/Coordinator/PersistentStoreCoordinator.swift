@@ -121,6 +121,8 @@ public final class PersistentStoreCoordinator: Sendable {
                 let source = try Self.storeClass(for: type).storedModel(at: url)
             else { throw error }
             let mapping = try MappingModel.inferred(from: source, to: managedObjectModel)
+            // Models that share no entity are not migrated: that would delete every object.
+            guard mapping.mapsAnyEntity else { throw error }
             var copyOptions = options
             copyOptions[PersistentStore.migratePersistentStoresAutomaticallyOption] = nil
             copyOptions[PersistentStore.inferMappingModelAutomaticallyOption] = nil

@@ -38,6 +38,13 @@ public struct MappingModel: Sendable, Hashable {
 
     /// Whether the mapping changes nothing: every entity copied as it is.
     public var isIdentity: Bool { entityMappings.allSatisfy { $0.mappingType == .copy } }
+
+    /// Whether some entity of the source maps to one of the destination. Automatic migration
+    /// refuses a mapping that maps none: the models share nothing (a store opened with another
+    /// application's model), and migrating would delete every object.
+    public var mapsAnyEntity: Bool {
+        entityMappings.contains { $0.sourceEntityName != nil && $0.destinationEntityName != nil }
+    }
 }
 
 /// How the objects of one entity migrate (Core Data's `NSEntityMapping`).

@@ -68,8 +68,15 @@ extension StrataStore {
         from record: ModelRecord, to model: ManagedObjectModel, in snapshot: Snapshot, url: URL?
     ) throws -> LightweightMigration {
         let source = record.current.model
-        let mapping = try MappingModel.inferred(from: source, to: model)
         let location = url?.path ?? "(no URL)"
+        // Models that share no entity (another application's): never migrated, which would
+        // delete every object; refused as [OPEN-1] says.
+        let mapping = try MappingModel.inferred(from: source, to: model)
+        guard mapping.mapsAnyEntity else {
+            var error = ObjectGraphError.incompatibleModel(model.differences(fromStoreModel: source), storeURL: url)
+            error.message += " The models share no entity: the store is not migrated (that would delete every object)."
+            throw error
+        }
         func refuse(_ entity: String, _ property: String?, _ what: String) -> InPlaceRefusal {
             InPlaceRefusal(error: ObjectGraphError(
                 .incompatibleModel,
