@@ -91,6 +91,20 @@ struct LibraryModel {
         for persistent in coordinator.persistentStores { try coordinator.remove(persistent) }
     }
 
+    /// A new directory holding a library store of `type` (version 1): the directory (the
+    /// caller removes it) and the store's URL.
+    static func libraryFile(_ type: PersistentStore.StoreType) throws -> (directory: URL, url: URL) {
+        StrataStore.register()
+        BinaryStore.register()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-library-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let url = directory.appendingPathComponent(type == .strata ? "store" : "store.bin")
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
+        try coordinator.addPersistentStore(type: type, at: url)
+        try populate(coordinator, LibraryModel())
+        return (directory, url)
+    }
+
     /// Lightweight changes, each with the model after it and how a book reads after it (from
     /// ``version1Books``).
     static let changes: [(label: String, model: LibraryModel, books: [String])] = [
@@ -109,16 +123,9 @@ struct LibraryModel {
     // reads back after, and once more after reopening.
     @Test(arguments: [PersistentStore.StoreType.strata, .binary], 0..<9)
     func everyLightweightChangeOnEveryStoreType(type: PersistentStore.StoreType, change: Int) throws {
-        StrataStore.register()
-        BinaryStore.register()
         let (label, model, books) = Self.changes[change]
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-lightweight-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (directory, url) = try Self.libraryFile(type)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let url = directory.appendingPathComponent(type == .strata ? "store" : "store.bin")
-        let first = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
-        try first.addPersistentStore(type: type, at: url)
-        try Self.populate(first, LibraryModel())
         for round in 0..<2 {
             let coordinator = PersistentStoreCoordinator(managedObjectModel: try model.make())
             try coordinator.addPersistentStore(type: type, at: url, options: Self.migrating)
@@ -570,15 +577,8 @@ struct LibraryModel {
     // with the options: migrating would delete every object.
     @Test(arguments: [PersistentStore.StoreType.strata, .binary])
     func aModelSharingNoEntityIsNeverMigrated(type: PersistentStore.StoreType) throws {
-        StrataStore.register()
-        BinaryStore.register()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-unrelated-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let (directory, url) = try Self.libraryFile(type)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let url = directory.appendingPathComponent(type == .strata ? "store" : "store.bin")
-        let first = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
-        try first.addPersistentStore(type: type, at: url)
-        try Self.populate(first, LibraryModel())
         func snapshot() throws -> [String: Data] {
             var isDirectory: ObjCBool = false
             _ = FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory)
