@@ -61,18 +61,46 @@ import Testing
         try Library.close(coordinator)
     }
 
-    // [MIG-3] An unordered to-many made ordered would rewrite every owner's row: the store is
-    // copied by the inferred mapping instead, and swapped in.
-    @Test func anUnorderedToManyMadeOrderedIsMigratedByCopy() throws {
+    // [MIG-1] An unordered to-many made ordered: each owner's row is rewritten with its members
+    // (its old keys) as the list, in the migration's transaction; the objects keep their IDs.
+    @Test(arguments: [false, true])
+    func anUnorderedToManyMadeOrderedTakesItsKeysAsLists(oneToMany: Bool) throws {
         let store = try Library.savedStore()
-        let v2 = LibraryModel(tagsOrdered: true)
-        let coordinator = try Library.open(store, v2)
+        let v2: LibraryModel
+        if oneToMany {
+            // Author.books, kept by the books' to-one, becomes ordered.
+            v2 = LibraryModel(extraEntities: { [] })
+        } else {
+            v2 = LibraryModel(tagsOrdered: true)
+        }
+        let model: ManagedObjectModel
+        if oneToMany {
+            model = try ManagedObjectModel(entities: try LibraryModel().make().entities.map { entity in
+                guard entity.name == "Author" else { return LightweightMigrationTests.copy(entity) }
+                return EntityDescription(name: "Author", properties: [
+                    .attribute("name", .string, indexed: true), .toMany("books", "Book", inverse: "author", ordered: true),
+                ])
+            })
+        } else {
+            model = try v2.make()
+        }
+        let coordinator = try store.coordinator(model: model, options: Library.migrating)
         #expect(try Library.books(coordinator, v2) == Library.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        if oneToMany {
+            let authors = try fetch("Author", in: context).map { author in
+                "\(try author.value(forKey: "name").stringValue ?? "")=" + (try author.objects(forKey: "books").map { try $0.value(forKey: "title").stringValue ?? "" }.joined(separator: ","))
+            }
+            #expect(authors == ["Le Guin=Book 0,Book 2", "Lem=Book 1,Book 3"])
+        } else {
+            let first = try #require(try context.fetch(Library.request("Book", "title == 'Book 1'")).first)
+            #expect(try first.objects(forKey: "tags").map { try $0.value(forKey: "label") } == ["odd"])
+            #expect(try context.count(for: Library.request("Tag", "ANY books.title == 'Book 3'")) == 1)
+        }
         let engine = try Library.engine(coordinator)
-        #expect(try ModelRecord.decodeRecord(try #require(try engine.get(KeyLayout.modelKey))).versions.count == 1, "a copy")
+        #expect(try ModelRecord.decodeRecord(try #require(try engine.get(KeyLayout.modelKey))).versions.count == 2, "in place")
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
-        #expect(Self.leftovers(store.url).isEmpty)
     }
 
     // A read-only add cannot move keys: the change is refused.

@@ -50,9 +50,9 @@ extension StrataStore {
         let record: ModelRecord
         /// The layouts after it.
         let layout: StoreLayout
-        /// The writes besides the two records: relationship keys moved to a renamed
-        /// relationship, keys of removed relationships deleted, rows of removed entities
-        /// deleted (their index entries go at the [IDX-S6] rebuild that follows).
+        /// The writes besides the two records: relationship keys moved, built or deleted, rows
+        /// of removed entities deleted (their index entries go at the index build that
+        /// follows), owners' rows given lists, key spaces moved ([MIG-1]).
         var batch = WriteBatch()
     }
 
@@ -91,6 +91,9 @@ extension StrataStore {
         var keptRelationshipKeys = Set<[UInt8]>()
         // Each old hierarchy root and the root its entities have now.
         var rootMoves: [String: String] = [:]
+        // Keyed relationships that become lists in rows: the new owner entity and relationship,
+        // and the old keys' prefix.
+        var listsFromKeys: [(owner: EntityDescription, relationship: RelationshipDescription, keys: [UInt8])] = []
         for entityMapping in mapping.entityMappings {
             guard let destinationName = entityMapping.destinationEntityName, let sourceName = entityMapping.sourceEntityName,
                 let entity = model.entitiesByName[destinationName], let old = source.entitiesByName[sourceName]
@@ -129,10 +132,9 @@ extension StrataStore {
                         of: relationship, in: entity, from: before, of: old, record: record, layout: plan.layout, snapshot: snapshot,
                         into: &plan.batch)
                 case (true, false):
-                    // Every owner's row would take a list: copied instead ([MIG-3]).
-                    throw refuse(
-                        entity.name, relationship.name,
-                        "\(entity.name).\(relationship.name) becomes a list in the row, and \(old.name).\(before.name)'s members are keys ([REL-1])")
+                    // An unordered to-many made ordered: its members, keys until now, become a
+                    // list in each owner's row (below, once per row).
+                    listsFromKeys.append((entity, relationship, RelationshipKeys.relationshipPrefix(root: old.rootEntityName, relationship: before.name)))
                 }
             }
         }
@@ -161,12 +163,63 @@ extension StrataStore {
                 }
             }
         }
+        if !listsFromKeys.isEmpty {
+            try writeLists(listsFromKeys, source: source, mapping: mapping, layout: plan.layout, snapshot: snapshot, into: &plan.batch)
+        }
         // A hierarchy whose root changed (a renamed root entity, a new root level): every key of
         // its key space, as the writes above leave it, moves under the new root's name.
         for (oldRoot, newRoot) in rootMoves.sorted(by: { $0.key < $1.key }) where oldRoot != newRoot {
             try moveKeySpace(from: oldRoot, to: newRoot, in: snapshot, batch: &plan.batch)
         }
         return plan
+    }
+
+    /// [MIG-1] The rows of the owners of keyed relationships made ordered, rewritten in their
+    /// entity's new layout at the same version with each such relationship's members (its old
+    /// keys, in key order: by reference) as the list; owners without members keep their rows.
+    private static func writeLists(
+        _ lists: [(owner: EntityDescription, relationship: RelationshipDescription, keys: [UInt8])], source: ManagedObjectModel,
+        mapping: MappingModel, layout: StoreLayout, snapshot: Snapshot, into batch: inout WriteBatch
+    ) throws {
+        var oldRoots = Set<String>()
+        for list in lists {
+            if let sourceName = mapping.mapping(ofDestinationEntity: list.owner.name)?.sourceEntityName,
+                let old = source.entitiesByName[sourceName]
+            {
+                oldRoots.insert(old.rootEntityName)
+            }
+        }
+        for root in oldRoots.sorted() {
+            var failure: (any Error)? = nil
+            try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+                try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
+                    do {
+                        guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                        let row = try RowBytes(raw: value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+                        guard let entity = layout.entity(number: row.entityNumber), let rowLayout = layout.layout(of: entity) else { return true }
+                        var members: [Int: [StoredObject]] = [:]  // field index → members
+                        for list in lists where entity.isKind(of: list.owner) {
+                            guard let field = row.field(ofOrdinal: list.relationship.ordinal) else { continue }
+                            var prefix = list.keys
+                            KeyLayout.appendReference(reference, to: &prefix)
+                            let found = RelationshipKeys.members(prefix, in: snapshot)
+                            if !found.isEmpty { members[field] = found }
+                        }
+                        guard !members.isEmpty else { return true }
+                        let bytes = try RowEncoder.encode(layout: rowLayout, version: row.version, entityName: entity.name) { index in
+                            if let list = members[index] { return .objects(list) }
+                            return try row.value(index)
+                        }
+                        batch.put(Array(key), bytes)
+                        return true
+                    } catch {
+                        failure = error
+                        return false
+                    }
+                }
+            }
+            if let failure { throw failure }
+        }
     }
 
     /// Appends to `batch` the move of every row, index entry and relationship key of the key
