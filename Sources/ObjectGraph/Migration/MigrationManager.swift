@@ -179,7 +179,6 @@ public final class MigrationManager {
         }
         if metadata != destinationStore.metadata {
             destinationCoordinator.setMetadata(metadata, for: destinationStore)
-            try destination.save()
             if let incremental = destinationStore as? IncrementalStore { _ = try incremental.execute(SaveChangesRequest(), with: nil) }
         }
         migrationProgress = 1

@@ -42,12 +42,13 @@ extension StrataStore {
         init(rowsTotal: Int) { self.rowsTotal = rowsTotal }
     }
 
-    /// The background build `model` needs in the store of `snapshot`, or `nil` when its index
-    /// entries are current, or the store has no model record of `model`'s version, or an
+    /// The background build `model` needs in the store of `snapshot`, whose model record is
+    /// `record`, or `nil` when its index entries are current, or the store has no model record
+    /// of `model`'s version, or an
     /// attribute to build is uniqueness-constrained (saves check constraints through the
     /// entries, [SAVE-4]: those are built before the load returns).
-    static func plannedIndexBuild(for model: ManagedObjectModel, in snapshot: Snapshot) throws -> IndexBuild? {
-        guard let record = try modelRecord(in: snapshot), model.differences(fromStoreModel: record.current.model).isEmpty else { return nil }
+    static func plannedIndexBuild(for model: ManagedObjectModel, record: ModelRecord?, in snapshot: Snapshot) throws -> IndexBuild? {
+        guard let record, model.differences(fromStoreModel: record.current.model).isEmpty else { return nil }
         let stored = indexSignature(of: record.current.model), wanted = indexSignature(of: model)
         // A prefix (root, attribute) holds the entries of every entity of the hierarchy with
         // that attribute; one the model does not ask for (an attribute no longer indexed, or

@@ -25,14 +25,15 @@ extension StrataStore {
     /// neither, the rows themselves: every entity with rows by the metadata's counts must be
     /// in the model, and every row's header must name, by number, an entity of the model in
     /// the row's hierarchy with the row's layout ([META-3]). Empty when they match.
+    ///
+    /// `modelRecord` is the store's, as ``modelRecord(in:)`` reads it (`nil`: missing, or it
+    /// does not decode; the rebuild of [IDX-S6] rewrites it once the hashes have been checked,
+    /// and fsck reports it meanwhile).
     static func modelDifferences(
-        of model: ManagedObjectModel, configuration: String?, record: MetadataRecord, in snapshot: Snapshot
+        of model: ManagedObjectModel, configuration: String?, record: MetadataRecord, modelRecord: ModelRecord?, in snapshot: Snapshot
     ) throws -> [ModelDifference] {
-        let bytes = try mappingEngineErrors("read the model record") { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }
-        // A record that does not decode is rewritten by the rebuild below ([IDX-S6]) once the
-        // hashes have been checked; fsck reports it meanwhile.
-        if let bytes, let stored = try? ModelRecord.decode(bytes) {
-            return model.differences(fromStoreModel: stored)
+        if let stored = modelRecord {
+            return model.differences(fromStoreModel: stored.current.model)
         }
         if hasVersionHashes(record) {
             return model.differences(ofConfiguration: configuration, fromStoreMetadata: record.metadata)
@@ -116,7 +117,7 @@ extension StrataStore {
             var result = MetadataRebuild(rowCounts: stored?.rowCounts ?? [:], nextReference: stored?.nextReference ?? 1)
             if !force, try indexesAreCurrent(for: model, in: snapshot) { return result }
             var batch = WriteBatch()
-            let layout = try knownLayout ?? storeLayout(for: model, in: snapshot)
+            let layout = try knownLayout ?? storeLayout(for: model, record: modelRecord(in: snapshot))
             var counts: [String: Int] = [:]
             var maxReference: Int64 = 0
             for root in model.entities where root.superentity == nil {

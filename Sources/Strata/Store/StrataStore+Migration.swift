@@ -3,11 +3,12 @@ import ObjectGraph
 import StrataEngine
 
 extension StrataStore {
-    /// The layouts `model` reads the store in `snapshot` with: the model record's numbers and
-    /// older layouts when its current version is `model`'s (no difference in what version
-    /// hashes cover), else the entities in name order (a store without a readable record).
-    static func storeLayout(for model: ManagedObjectModel, in snapshot: Snapshot) throws -> StoreLayout {
-        if let record = try modelRecord(in: snapshot), model.differences(fromStoreModel: record.current.model).isEmpty {
+    /// The layouts `model` reads a store with whose model record is `record`: the record's
+    /// numbers and older layouts when its current version is `model`'s (no difference in what
+    /// version hashes cover), else the entities in name order (a store without a readable
+    /// record).
+    static func storeLayout(for model: ManagedObjectModel, record: ModelRecord?) throws -> StoreLayout {
+        if let record, model.differences(fromStoreModel: record.current.model).isEmpty {
             return try StoreLayout(model: model, record: record)
         }
         return try StoreLayout(model: model)
@@ -20,13 +21,6 @@ extension StrataStore {
             return nil
         }
         return try? ModelRecord.decodeRecord(bytes)
-    }
-
-    /// A lightweight change StrataStore does not make in place ([MIG-1]): ``error`` is an
-    /// `incompatibleModel` error, which a coordinator adding the store read-write with the
-    /// migrate options answers by migrating it by copy ([MIG-3]).
-    struct InPlaceRefusal: Error {
-        let error: ObjectGraphError
     }
 
     /// [CMP-6] The rewrite compaction applies to rows of older layouts `layout` keeps: each
@@ -62,7 +56,7 @@ extension StrataStore {
     /// renamed or removed relationship, the rows of a removed entity).
     ///
     /// - Throws: `ObjectGraphError/Code/inferredMappingFailed` naming every change that
-    ///   lightweight migration cannot infer; ``InPlaceRefusal`` naming a change StrataStore
+    ///   lightweight migration cannot infer; `incompatibleModel` naming a change StrataStore
     ///   cannot make in place.
     static func planLightweightMigration(
         from record: ModelRecord, to model: ManagedObjectModel, in snapshot: Snapshot, url: URL?
@@ -77,11 +71,13 @@ extension StrataStore {
             error.message += " The models share no entity: the store is not migrated (that would delete every object)."
             throw error
         }
-        func refuse(_ entity: String, _ property: String?, _ what: String) -> InPlaceRefusal {
-            InPlaceRefusal(error: ObjectGraphError(
+        // A change not made in place is refused as an incompatible model, which a coordinator
+        // adding the store read-write with the migrate options answers by copying it ([MIG-3]).
+        func refuse(_ entity: String, _ property: String?, _ what: String) -> ObjectGraphError {
+            ObjectGraphError(
                 .incompatibleModel,
                 "The StrataStore at \(location) cannot migrate in place: \(what). Nothing was written; added read-write with the migrate options, it is migrated by copy (MigrationManager.migrateStore(at:type:options:mapping:)).",
-                entityName: entity, key: property))
+                entityName: entity, key: property)
         }
         let migrated = try record.migrated(to: model, mapping: mapping)
         var plan = LightweightMigration(mapping: mapping, record: migrated, layout: try StoreLayout(model: model, record: migrated))

@@ -78,7 +78,8 @@ extension StrataStore {
         defer { shared.release() }
         let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
         let differences = try modelDifferences(
-            of: model, configuration: nil, record: try recordIfReadable(in: snapshot) ?? MetadataRecord(), in: snapshot)
+            of: model, configuration: nil, record: try recordIfReadable(in: snapshot) ?? MetadataRecord(),
+            modelRecord: try modelRecord(in: snapshot), in: snapshot)
         if !differences.isEmpty { throw ObjectGraphError.incompatibleModel(differences, storeURL: url) }
         return try reconcile(in: shared, model: model, storeIdentifier: storeIdentifier, force: true)
     }

@@ -123,9 +123,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         if case .int64(let bytes)? = self.options[Self.rowCacheBytesOption] { options.rowCacheBytes = Int(bytes) }
         options.readOnly = isReadOnly
         options = engineOptions(options)
-        let shared = try SharedEngine.acquire(path: url.path, options: options) { engine in
-            try Self.record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
-        }
+        let shared = try Self.sharedEngine(at: url, options: options)
         var record: MetadataRecord
         var countsFromRows: (sequence: UInt64, record: MetadataRecord)?
         var loadedLayout: StoreLayout?
@@ -151,19 +149,17 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                 // [OPEN-1] The model must be the store's before anything is written, unless the
                 // options ask for a lightweight migration ([MIG-1]), made in place.
                 var migrated: StoreLayout?
-                let differences = try Self.modelDifferences(of: model, configuration: configurationName, record: record, in: snapshot)
+                // The model record, decoded once for every step below (again after a migration).
+                var modelRecord = try Self.modelRecord(in: snapshot)
+                let differences = try Self.modelDifferences(
+                    of: model, configuration: configurationName, record: record, modelRecord: modelRecord, in: snapshot)
                 if !differences.isEmpty {
-                    guard migratesAutomatically, !repairing, let stored = try Self.modelRecord(in: snapshot) else {
+                    guard migratesAutomatically, !repairing, let stored = modelRecord else {
                         throw ObjectGraphError.incompatibleModel(differences, storeURL: url)
                     }
                     if isReadOnly {
                         // Read in memory through the new layouts; nothing is written.
-                        let plan: LightweightMigration
-                        do {
-                            plan = try Self.planLightweightMigration(from: stored, to: model, in: snapshot, url: url)
-                        } catch let refusal as InPlaceRefusal {
-                            throw refusal.error
-                        }
+                        let plan = try Self.planLightweightMigration(from: stored, to: model, in: snapshot, url: url)
                         guard plan.batch.isEmpty else {
                             throw ObjectGraphError(
                                 .migrationFailed,
@@ -174,17 +170,13 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                         record.rowCounts = Self.migratedCounts(record.rowCounts, mapping: plan.mapping)
                         if let sequence = snapshot.sequence(of: KeyLayout.metadataKey) { countsFromRows = (sequence, record) }
                     } else {
-                        do {
-                            migrated = try Self.migrateLightweight(in: shared, from: stored, to: model, url: url)
-                        } catch let refusal as InPlaceRefusal {
-                            // The coordinator migrates by copy instead ([MIG-3]).
-                            throw refusal.error
-                        }
+                        migrated = try Self.migrateLightweight(in: shared, from: stored, to: model, url: url)
                         snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
                         record = try Self.record(in: snapshot)
+                        modelRecord = try Self.modelRecord(in: snapshot)
                     }
                 }
-                loadedLayout = try migrated ?? Self.storeLayout(for: model, in: snapshot)
+                loadedLayout = try migrated ?? Self.storeLayout(for: model, record: modelRecord)
                 if isReadOnly {
                     indexesServeFetches.store(try Self.indexesAreCurrent(for: model, in: snapshot), ordering: .relaxed)
                     // [META-3] A record rebuilt without a model counts no rows: a read-only load
@@ -198,7 +190,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                     }
                 } else {
                     if !repairing, self.options[Self.indexBuildOption]?.stringValue != "synchronous" {
-                        backgroundBuild = try Self.plannedIndexBuild(for: model, in: snapshot)
+                        backgroundBuild = try Self.plannedIndexBuild(for: model, record: modelRecord, in: snapshot)
                     }
                     if backgroundBuild == nil {
                         _ = try Self.reconcile(in: shared, model: model, layout: loadedLayout, force: repairing)
@@ -253,14 +245,20 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// The tests open stores on a `FaultInjectingFileSystem` this way too.
     open func engineOptions(_ options: EngineOptions) -> EngineOptions { options }
 
+    /// The engine of the store at `url`, shared with this process's other users of it; a first
+    /// acquire starts references after the metadata record's next reference ([KEY-3]).
+    static func sharedEngine(at url: URL, options: EngineOptions = EngineOptions()) throws -> SharedEngine {
+        try SharedEngine.acquire(path: url.path, options: options) { engine in
+            try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
+        }
+    }
+
     /// The metadata of the store at `url`, read without adding it to a coordinator (shares the
     /// engine if this process has the store open).
     ///
     /// - Throws: `ObjectGraphError/Code/storeLocked` if another process has it open.
     open override class func metadataForPersistentStore(at url: URL) throws -> [String: AttributeValue] {
-        let shared = try SharedEngine.acquire(path: url.path, options: EngineOptions()) { engine in
-            try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
-        }
+        let shared = try sharedEngine(at: url)
         defer { shared.release() }
         let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
         try refuseLostMetadata(in: snapshot, at: url)
@@ -273,9 +271,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     /// - Throws: `ObjectGraphError/Code/storeLocked` if another process has it open.
     open override class func storedModel(at url: URL) throws -> ManagedObjectModel? {
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        let shared = try SharedEngine.acquire(path: url.path, options: EngineOptions()) { engine in
-            try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
-        }
+        let shared = try sharedEngine(at: url)
         defer { shared.release() }
         return try modelRecord(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() })?.current.model
     }
@@ -335,9 +331,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
 
     /// Replaces the metadata of the store at `url`, in one engine transaction.
     open override class func setMetadata(_ metadata: [String: AttributeValue], forPersistentStoreAt url: URL) throws {
-        let shared = try SharedEngine.acquire(path: url.path, options: EngineOptions()) { engine in
-            try record(in: try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }).nextReference
-        }
+        let shared = try sharedEngine(at: url)
         defer { shared.release() }
         try shared.withSavesSettled { _ in
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
