@@ -15,9 +15,9 @@ import Testing
             .filter { FileManager.default.fileExists(atPath: $0) }
     }
 
-    // [MIG-1] A renamed root entity: its key space moves under the new name in the migration's
-    // transaction; the objects keep their references (and the store its UUID).
-    @Test func aRenamedRootEntityMovesItsKeySpaceInPlace() throws {
+    // [MIG-1] A renamed root entity: its hierarchy keeps its key space ([KEY-2]), the objects
+    // their references (and the store its UUID).
+    @Test func aRenamedRootEntityKeepsItsObjectsInPlace() throws {
         let store = try Library.savedStore()
         let before = try store.coordinator(model: LibraryModel().make())
         let uuid = try #require(before.persistentStores.first).identifier
@@ -37,16 +37,16 @@ import Testing
         #expect(try context.count(for: Library.request("Writer", "name == 'Lem'")) == 1)
         let engine = try Library.engine(coordinator)
         for tag in [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag] {
-            let prefix = [tag] + Array("Author".utf8) + [0]
-            #expect(try engine.snapshot().countKeys(from: prefix, to: StrataStore.prefixEnd(prefix)) == 0, "nothing left under Author (tag \(tag))")
+            let prefix = [tag] + Array("Writer".utf8) + [0]
+            #expect(try engine.snapshot().countKeys(from: prefix, to: StrataStore.prefixEnd(prefix)) == 0, "nothing under Writer (tag \(tag))")
         }
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
         #expect(Self.leftovers(store.url).isEmpty)
     }
 
-    // A new root level above an entity moves its key space too.
-    @Test func aNewRootLevelMovesTheKeySpaceInPlace() throws {
+    // A new root level above an entity keeps its key space too.
+    @Test func aNewRootLevelAboveAnEntityMigratesInPlace() throws {
         let store = try Library.savedStore()
         let v2 = LibraryModel(extraEntities: { [EntityDescription(name: "Thing", isAbstract: true, properties: [.attribute("note", .string)])] })
         let model = try ManagedObjectModel(entities: try v2.make().entities.map { entity in
@@ -103,12 +103,12 @@ import Testing
         try Library.close(coordinator)
     }
 
-    // A read-only add cannot move keys: the change is refused.
+    // A read-only add cannot move keys (a renamed keyed relationship's): the change is refused.
     @Test func aReadOnlyStoreIsNotMoved() throws {
         let store = try Library.savedStore()
         let before = try ModelSafetyTests.files(of: store)
         let error = try #require(throws: ObjectGraphError.self) {
-            try Library.open(store, LibraryModel(authorName: "Writer", authorIdentifier: "Author"), readOnly: true)
+            try Library.open(store, LibraryModel(tagsName: "labels", tagsIdentifier: "tags"), readOnly: true)
         }
         #expect(error.code == .migrationFailed, "a move of keys cannot be made read-only: \(error)")
         #expect(try ModelSafetyTests.files(of: store) == before)

@@ -7,7 +7,9 @@ import ObjectGraph
 /// rows of older layouts ([MIG-2]).
 ///
 /// ```
-/// record   := format u8 (2) | nextEntity varint | count varint | version × count
+/// record   := format u8 (2 or 3) | nextEntity varint | count varint | version × count
+///             | (format 3) count varint | keySpace × count       (roots in name order)
+/// keySpace := root string | name string                         (a root whose key space is not its name)
 /// version  := count varint | entity × count                      (entities in name order)
 /// entity   := number varint | layout varint | name string | superentity string | modifier string
 ///             | flags u8 (1 abstract) | count varint | property × count
@@ -24,12 +26,17 @@ import ObjectGraph
 /// ```
 ///
 /// Format 1 (written before [MIG-1]) is one version without numbers or layouts: its entities
-/// are numbered in name order and their layouts come from their version hashes.
+/// are numbered in name order and their layouts come from their version hashes. Format 2 is
+/// format 3 without key spaces: every hierarchy's key space is its root's name ([KEY-2]);
+/// a record without renamed key spaces is written in format 2.
 ///
 /// What is stored is what describes the bytes of rows and index entries; defaults, validation
 /// rules and classes stay in the application's model.
 struct ModelRecord: Equatable {
+    /// The format of a record whose hierarchies all have their roots' names as key spaces.
     static let formatVersion: UInt8 = 2
+    /// The format of a record that names some key spaces ([KEY-2]).
+    static let keySpaceFormatVersion: UInt8 = 3
 
     /// How a row of an older version reads one field of its entity's current layout ([MIG-2]).
     enum Upgrade: Equatable {
@@ -85,6 +92,10 @@ struct ModelRecord: Equatable {
     var versions: [Version]
     /// The number the next new entity takes: numbers are never reused.
     var nextEntity: UInt16
+    /// The key space ([KEY-2]) of each hierarchy of the current version (by its root's name)
+    /// whose key space is not named after its root: a hierarchy keeps its key space when its
+    /// root is renamed or gets a superentity, so that no key moves ([MIG-1]).
+    var keySpaces: [String: String] = [:]
 
     /// The record of a store that knows only `model`: numbers in name order, layouts from the
     /// version hashes (what format 1 means).
@@ -99,10 +110,14 @@ struct ModelRecord: Equatable {
         nextEntity = UInt16(truncatingIfNeeded: sorted.count)
     }
 
-    init(versions: [Version], nextEntity: UInt16) {
+    init(versions: [Version], nextEntity: UInt16, keySpaces: [String: String] = [:]) {
         self.versions = versions
         self.nextEntity = nextEntity
+        self.keySpaces = keySpaces
     }
+
+    /// The key space of the hierarchy whose root (in the current version) is `root`.
+    func keySpace(ofRoot root: String) -> String { keySpaces[root] ?? root }
 
     /// The current version.
     var current: Version { versions[0] }
@@ -113,7 +128,14 @@ struct ModelRecord: Equatable {
     /// gets, per entity, how its rows read the new layout's fields: the mapping composed with
     /// what the version's rows read before. An older version is kept while one of its layouts
     /// is not its entity's newest (its rows are read through it, [MIG-2]).
-    func migrated(to model: ManagedObjectModel, mapping: MappingModel) throws -> ModelRecord {
+    ///
+    /// Each hierarchy of `model` keeps the key space ([KEY-2]) of the hierarchy its entities'
+    /// rows were in, whatever its root is called now; of several (hierarchies merged under a
+    /// new root) the one with the most rows by `rowCounts` (per entity of the current version),
+    /// whose keys then stay where they are while the others' move ([MIG-1]). A hierarchy with
+    /// no rows yet takes its root's name, or, when a kept key space has it, the first free
+    /// `name~2`, `name~3`, ….
+    func migrated(to model: ManagedObjectModel, mapping: MappingModel, rowCounts: [String: Int] = [:]) throws -> ModelRecord {
         var sources: [String: EntityMapping] = [:]
         for entityMapping in mapping.entityMappings {
             if let destination = entityMapping.destinationEntityName, entityMapping.sourceEntityName != nil { sources[destination] = entityMapping }
@@ -184,7 +206,48 @@ struct ModelRecord: Equatable {
                 return current != layout
             }
         }
-        return ModelRecord(versions: [newest] + kept, nextEntity: UInt16(truncatingIfNeeded: min(next, Int(UInt16.max))))
+        return ModelRecord(
+            versions: [newest] + kept, nextEntity: UInt16(truncatingIfNeeded: min(next, Int(UInt16.max))),
+            keySpaces: migratedKeySpaces(to: model, sources: sources, rowCounts: rowCounts))
+    }
+
+    /// The key spaces of `model`'s hierarchies after a migration ([KEY-2], [MIG-1]), as
+    /// ``migrated(to:mapping:rowCounts:)`` says: only those not named after their roots.
+    private func migratedKeySpaces(
+        to model: ManagedObjectModel, sources: [String: EntityMapping], rowCounts: [String: Int]
+    ) -> [String: String] {
+        let old = current.model
+        var rows: [String: Int] = [:]
+        var taken = Set<String>()
+        for entity in old.entities {
+            let space = keySpace(ofRoot: entity.rootEntityName)
+            rows[space, default: 0] += rowCounts[entity.name] ?? 0
+            taken.insert(space)
+        }
+        var inherited: [String: Set<String>] = [:]
+        for entity in model.entities {
+            guard let source = sources[entity.name]?.sourceEntityName, let before = old.entitiesByName[source] else { continue }
+            inherited[entity.rootEntityName, default: []].insert(keySpace(ofRoot: before.rootEntityName))
+        }
+        var spaces: [String: String] = [:]
+        let roots = model.entities.filter { $0.rootEntityName == $0.name }.map(\.name).sorted()
+        for root in roots {
+            guard let candidates = inherited[root] else { continue }
+            spaces[root] = candidates.sorted { a, b in
+                let (rowsA, rowsB) = (rows[a] ?? 0, rows[b] ?? 0)
+                return rowsA != rowsB ? rowsA > rowsB : a < b
+            }.first
+        }
+        for root in roots where spaces[root] == nil {
+            var name = root, suffix = 2
+            while taken.contains(name) {
+                name = root + "~\(suffix)"
+                suffix += 1
+            }
+            taken.insert(name)
+            spaces[root] = name
+        }
+        return spaces.filter { $0.key != $0.value }
     }
 
     /// The properties an entity's rows hold as fields ([ROW-1]): stored, and not unordered
@@ -200,10 +263,17 @@ struct ModelRecord: Equatable {
     /// The record's bytes.
     func encode() -> [UInt8] {
         var writer = RowWriter()
-        writer.u8(Self.formatVersion)
+        writer.u8(keySpaces.isEmpty ? Self.formatVersion : Self.keySpaceFormatVersion)
         writer.varint(UInt64(nextEntity))
         writer.varint(UInt64(versions.count))
         for version in versions { Self.write(version, to: &writer) }
+        if !keySpaces.isEmpty {
+            writer.varint(UInt64(keySpaces.count))
+            for (root, space) in keySpaces.sorted(by: { $0.key < $1.key }) {
+                writer.string(root)
+                writer.string(space)
+            }
+        }
         return writer.bytes
     }
 
@@ -270,15 +340,16 @@ struct ModelRecord: Equatable {
         }
     }
 
-    /// The current model of a record (format 1 or 2).
+    /// The current model of a record (format 1, 2 or 3).
     ///
     /// - Throws: as ``decodeRecord(_:)``.
     static func decode(_ bytes: [UInt8]) throws -> ManagedObjectModel { try decodeRecord(bytes).current.model }
 
-    /// A record, of format 1 or 2.
+    /// A record, of format 1, 2 or 3.
     ///
     /// - Throws: ``ObjectGraphError`` (`storeCorrupted`) naming what does not decode (a
-    ///   number used twice in a version or not below `nextEntity` included), or the model's
+    ///   number used twice in a version or not below `nextEntity` included, and key spaces
+    ///   that are not one per hierarchy root), or the model's
     ///   own validation error when the entities do not form a valid model.
     static func decodeRecord(_ bytes: [UInt8]) throws -> ModelRecord {
         var reader = RowReader(bytes, context: "model record")
@@ -288,7 +359,7 @@ struct ModelRecord: Equatable {
             let model = try decodeVersion(&reader, bytes: bytes, numbered: false).model
             guard reader.isAtEnd else { throw reader.fail("trailing bytes") }
             return ModelRecord(model: model)
-        case formatVersion:
+        case formatVersion, keySpaceFormatVersion:
             let next = try reader.varint()
             guard next <= UInt64(UInt16.max) + 1 else { throw reader.fail("next entity number \(next)") }
             let count = try reader.varint()
@@ -301,10 +372,36 @@ struct ModelRecord: Equatable {
                 }
                 versions.append(version)
             }
+            var keySpaces: [String: String] = [:]
+            if format == keySpaceFormatVersion {
+                let count = try reader.varint()
+                guard count >= 1, count <= UInt64(bytes.count) else { throw reader.fail("key space count \(count)") }
+                for _ in 0..<count {
+                    let root = try reader.string(), space = try reader.string()
+                    guard keySpaces[root] == nil else { throw reader.fail("key space of \(root) appears twice") }
+                    keySpaces[root] = space
+                }
+                try checkKeySpaces(keySpaces, of: versions[0].model, reader: reader)
+            }
             guard reader.isAtEnd else { throw reader.fail("trailing bytes") }
-            return ModelRecord(versions: versions, nextEntity: UInt16(truncatingIfNeeded: min(next, UInt64(UInt16.max))))
+            return ModelRecord(versions: versions, nextEntity: UInt16(truncatingIfNeeded: min(next, UInt64(UInt16.max))), keySpaces: keySpaces)
         default:
             throw reader.fail("model format \(format) is not supported")
+        }
+    }
+
+    /// Refuses key spaces that are not one per hierarchy: each named root a root of `model`,
+    /// each name non-empty without a zero byte, and no two hierarchies (named or not) with
+    /// the same key space.
+    private static func checkKeySpaces(_ keySpaces: [String: String], of model: ManagedObjectModel, reader: RowReader) throws {
+        var seen = Set<String>()
+        for root in model.entities where root.rootEntityName == root.name {
+            let space = keySpaces[root.name] ?? root.name
+            guard !space.isEmpty, !space.utf8.contains(0) else { throw reader.fail("key space \"\(space)\" of \(root.name)") }
+            guard seen.insert(space).inserted else { throw reader.fail("key space \"\(space)\" named twice") }
+        }
+        for root in keySpaces.keys where model.entitiesByName[root].map({ $0.rootEntityName != $0.name }) ?? true {
+            throw reader.fail("key space for \(root), which is not a hierarchy root")
         }
     }
 

@@ -89,8 +89,10 @@ final class RowLayout: Sendable {
     }
 
     /// The layout of `entity`'s rows, numbered `number`, named `layoutID` (its hash's by
-    /// default; a model record names the layouts of older versions, [ROW-5]).
-    init(entity: EntityDescription, number: UInt16, layoutID: UInt32? = nil) {
+    /// default; a model record names the layouts of older versions, [ROW-5]), its relationship
+    /// keys in the key spaces `keySpace` gives each hierarchy root ([KEY-2]; the root's name
+    /// by default).
+    init(entity: EntityDescription, number: UInt16, layoutID: UInt32? = nil, keySpace: (String) -> String = { $0 }) {
         self.number = number
         self.layoutID = layoutID ?? Self.layoutID(of: entity)
         // Unordered to-many relationships are keys, not fields ([REL-1]).
@@ -101,14 +103,14 @@ final class RowLayout: Sendable {
         }.sorted { $0.name < $1.name }
         keyedRelationships = entity.relationships.filter(RelationshipKeys.isKeyed)
         joins = keyedRelationships.filter { RelationshipKeys.storage(of: $0) == .join }.map {
-            ($0, RelationshipKeys.relationshipPrefix(root: ($0.entity ?? entity).rootEntityName, relationship: $0.name))
+            ($0, RelationshipKeys.relationshipPrefix(root: keySpace(($0.entity ?? entity).rootEntityName), relationship: $0.name))
         }
         foreignKeys = entity.relationships.compactMap { toOne in
             guard toOne.isToOne, !toOne.isTransient, let inverse = toOne.inverseRelationship,
                 RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne),
                 let owner = inverse.entity ?? toOne.destinationEntity
             else { return nil }
-            return (toOne, inverse, RelationshipKeys.relationshipPrefix(root: owner.rootEntityName, relationship: inverse.name))
+            return (toOne, inverse, RelationshipKeys.relationshipPrefix(root: keySpace(owner.rootEntityName), relationship: inverse.name))
         }
         var fields: [Field] = []
         var fixed = 0, variable = 0
@@ -187,6 +189,10 @@ final class StoreLayout: Sendable {
     let legacy: [UInt64: LegacyLayout]
     /// Whether ``legacy`` has any layout (a row's layout is looked up only then).
     let hasLegacy: Bool
+    /// The key space ([KEY-2]) of each hierarchy, by its root's name.
+    private let keySpaces: [String: String]
+    /// The hierarchy root of each key space.
+    private let rootsByKeySpace: [String: String]
 
     /// The layouts of `model` alone, its entities numbered in name order (a new store's, or
     /// one whose model record is of format 1).
@@ -222,21 +228,32 @@ final class StoreLayout: Sendable {
             count = max(count, Int(number) + 1)
         }
         self.model = model
+        var keySpaces: [String: String] = [:], rootsByKeySpace: [String: String] = [:]
+        for root in model.entities where root.rootEntityName == root.name {
+            let space = record.keySpace(ofRoot: root.name)
+            keySpaces[root.name] = space
+            rootsByKeySpace[space] = root.name
+        }
+        self.keySpaces = keySpaces
+        self.rootsByKeySpace = rootsByKeySpace
+        let keySpace = { (root: String) in keySpaces[root] ?? root }
         var currentLayoutIDs: [String: UInt32] = [:]
         var layouts = [RowLayout?](repeating: nil, count: count)
         var entities = [EntityDescription?](repeating: nil, count: count)
         var templates = [[UInt8]](repeating: [], count: count)
         for entity in model.entities {
             let number = numbers[entity.name] ?? 0
-            let layout = RowLayout(entity: entity, number: number)
+            let layout = RowLayout(entity: entity, number: number, keySpace: keySpace)
             layouts[Int(number)] = layout
             entities[Int(number)] = entity
-            templates[Int(number)] = KeyLayout.rowKey(root: entity.rootEntityName, reference: 0)
+            templates[Int(number)] = KeyLayout.rowKey(root: keySpace(entity.rootEntityName), reference: 0)
             currentLayoutIDs[entity.name] = layout.layoutID
         }
         var versions = record.versions
         versions[0] = ModelRecord.Version(model: model, numbers: numbers, layoutIDs: currentLayoutIDs)
-        self.record = ModelRecord(versions: versions, nextEntity: max(record.nextEntity, UInt16(truncatingIfNeeded: min(count, Int(UInt16.max)))))
+        self.record = ModelRecord(
+            versions: versions, nextEntity: max(record.nextEntity, UInt16(truncatingIfNeeded: min(count, Int(UInt16.max)))),
+            keySpaces: record.keySpaces)
         numberCount = count
         layoutsByNumber = layouts
         unretainedLayouts = layouts.map { $0.map { Unmanaged.passUnretained($0) } }
@@ -281,6 +298,19 @@ final class StoreLayout: Sendable {
         var key = rowKeyTemplates[Int(number)]
         KeyLayout.replaceReference(reference, in: &key)
         return key
+    }
+
+    /// The key space ([KEY-2]) of `entity`'s hierarchy: where its rows, index entries and
+    /// relationship keys are. The root's name unless the model record names another ([ROW-5]).
+    @inline(__always)
+    func keySpace(of entity: EntityDescription) -> String { keySpace(ofRoot: entity.rootEntityName) }
+
+    /// The key space of the hierarchy whose root is named `root`.
+    func keySpace(ofRoot root: String) -> String { keySpaces[root] ?? root }
+
+    /// The root of the hierarchy whose key space is `space`, if one has it.
+    func root(ofKeySpace space: String) -> EntityDescription? {
+        rootsByKeySpace[space].flatMap { model.entitiesByName[$0] }
     }
 
     /// The number of an entity (by name), if the model has it.

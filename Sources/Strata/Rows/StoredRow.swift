@@ -71,7 +71,7 @@ extension StoredRow {
     ///   the model does not have.
     mutating func loadRelationshipKeys(reference: Int64, store: StoreLayout, snapshot: Snapshot) throws {
         guard let entity = store.model.entitiesByName[self.entity], let layout = store.layout(of: entity) else { return }
-        let root = entity.rootEntityName
+        let root = store.keySpace(of: entity)
         for relationship in layout.keyedRelationships {
             let prefix = RelationshipKeys.ownerPrefix(root: root, relationship: relationship.name, owner: reference)
             toMany[relationship.name] = try RelationshipKeys.members(prefix, in: snapshot).map { member in

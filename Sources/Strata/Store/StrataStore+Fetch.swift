@@ -92,7 +92,7 @@ extension StrataStore {
             ? request.fetchOffset + request.fetchLimit : Int.max
         /// Reads candidate rows in reference order, keeping the matches.
         func readCandidates(_ references: [Int64], root: String) throws {
-            let prefix = request.entity.map { $0.rootEntityName == root ? rowPrefix(of: $0) : KeyLayout.rowPrefix(root: root) }
+            let prefix = request.entity.map { layout.keySpace(of: $0) == root ? rowPrefix(of: $0) : KeyLayout.rowPrefix(root: root) }
                 ?? KeyLayout.rowPrefix(root: root)
             if !countsOnly { rows.reserveCapacity(rows.count + min(references.count, enough)) }
             for reference in references where rows.count < enough {
@@ -105,8 +105,8 @@ extension StrataStore {
                 }
             }
         }
-        // Each hierarchy once, in name order.
-        let roots = fetched.count == 1 ? [fetched[0].rootEntityName] : Set(fetched.map(\.rootEntityName)).sorted()
+        // Each hierarchy's key space ([KEY-2]) once, in name order.
+        let roots = fetched.count == 1 ? [layout.keySpace(of: fetched[0])] : Set(fetched.map { layout.keySpace(of: $0) }).sorted()
         // Whether the indexes are the model's ([IDX-S6]; not after a read-only open with a
         // model that indexes other attributes): if not, no index serves the fetch.
         let indexed = indexesServeFetches.load(ordering: .relaxed)

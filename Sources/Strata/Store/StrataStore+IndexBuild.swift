@@ -17,7 +17,7 @@ extension StrataStore {
 
     /// The work of a background index build ([IDX-S9]).
     struct IndexBuild: Sendable {
-        /// Per hierarchy root, the attributes whose entries are built.
+        /// Per hierarchy key space ([KEY-2]), the attributes whose entries are built.
         let builds: [(root: String, attributes: [String])]
         /// Index key prefixes ([IDX-S1]) of attributes no entity indexes any more, deleted.
         let drops: [[UInt8]]
@@ -55,7 +55,7 @@ extension StrataStore {
         // renamed) is dropped.
         var kept = Set<[UInt8]>()
         for entity in model.entities {
-            for attribute in entity.attributesWithIndexEntries { kept.insert(IndexKey.prefix(root: entity.rootEntityName, attribute: attribute.name)) }
+            for attribute in entity.attributesWithIndexEntries { kept.insert(IndexKey.prefix(root: record.keySpace(ofRoot: entity.rootEntityName), attribute: attribute.name)) }
         }
         let drops = presentIndexPrefixes(in: snapshot).filter { !kept.contains($0) }
         guard stored != wanted || !drops.isEmpty else { return nil }
@@ -64,7 +64,7 @@ extension StrataStore {
             let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
             guard parts.count == 2, let entity = model.entitiesByName[parts[0]], let attribute = entity.attributesByName[parts[1]] else { return nil }
             if attribute.isConstrained { return nil }
-            builds[entity.rootEntityName, default: []].insert(attribute.name)
+            builds[record.keySpace(ofRoot: entity.rootEntityName), default: []].insert(attribute.name)
         }
         // The record must not claim entries the build deletes (a load with a model indexing
         // them again would trust a half-deleted index): claimed are those of kept prefixes.
@@ -72,7 +72,7 @@ extension StrataStore {
         let claimed = stored.filter { name in
             let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
             guard parts.count == 2, let entity = record.current.model.entitiesByName[parts[0]] else { return false }
-            return !dropped.contains(IndexKey.prefix(root: entity.rootEntityName, attribute: parts[1]))
+            return !dropped.contains(IndexKey.prefix(root: record.keySpace(ofRoot: entity.rootEntityName), attribute: parts[1]))
         }
         return IndexBuild(
             builds: builds.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }, drops: drops, existing: claimed,

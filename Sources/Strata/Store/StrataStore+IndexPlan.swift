@@ -138,7 +138,7 @@ extension StrataStore {
         let constraints = predicate.conjunctiveConstraints
         guard !constraints.isEmpty, leaves(predicate) == constraints.count,
             !constraints.contains(where: { $0.op == .beginsWith }),
-            Set(model.entities.filter { $0.rootEntityName == root }.map(\.name)).isSubset(of: names)
+            Set(model.entities.filter { $0.rootEntityName == entity.rootEntityName && !$0.isAbstract }.map(\.name)).isSubset(of: names)
         else { return nil }
         let plans = plans ?? indexPlans(for: request, entity: entity, root: root)
         guard plans.count == constraints.count else { return nil }

@@ -21,8 +21,8 @@ extension StrataStore {
     /// [OPEN-1] How `model` differs from the model the store was saved with: its model record
     /// ([ROW-5]) when it has a readable one (every entity of the whole model, property by
     /// property: entity numbers and row layouts depend on all of them); else the version
-    /// hashes of its metadata ([ROW-4]) for the entities of `configuration`; else, with
-    /// neither, the rows themselves: every entity with rows by the metadata's counts must be
+    /// hashes of its metadata ([ROW-4]) for the entities of `configuration`, and then the rows
+    /// as below; else, with neither, the rows themselves: every entity with rows by the metadata's counts must be
     /// in the model, and every row's header must name, by number, an entity of the model in
     /// the row's hierarchy with the row's layout ([META-3]). Empty when they match.
     ///
@@ -36,7 +36,11 @@ extension StrataStore {
             return model.differences(fromStoreModel: stored.current.model)
         }
         if hasVersionHashes(record) {
-            return model.differences(ofConfiguration: configuration, fromStoreMetadata: record.metadata)
+            let differences = model.differences(ofConfiguration: configuration, fromStoreMetadata: record.metadata)
+            // The rows must agree too: a store that lost the model record of a migration
+            // ([ROW-5]: entity numbers, layouts and key spaces that are not the model's own) is
+            // refused rather than read as empty.
+            return differences.isEmpty ? try rowDifferences(of: model, survey: StoreSurvey.survey(snapshot)) : differences
         }
         let counted = record.rowCounts.filter { $0.value > 0 && model.entitiesByName[$0.key] == nil }.sorted { $0.key < $1.key }.map { name, rows in
             ModelDifference(entityName: name, description: "entity \(name) has \(rows) row\(rows == 1 ? "" : "s") in the store but is not in the model")
@@ -121,19 +125,20 @@ extension StrataStore {
             var counts: [String: Int] = [:]
             var maxReference: Int64 = 0
             for root in model.entities where root.superentity == nil {
+                let space = layout.keySpace(of: root)
                 var expected = Set<[UInt8]>()
                 var failure: Error?
-                try mappingEngineErrors("scan \(root.name) rows") { () throws(StoreError) in
-                    try snapshot.forEach(from: KeyLayout.rowPrefix(root: root.name), to: KeyLayout.rowPrefixEnd(root: root.name)) { key, value in
+                try mappingEngineErrors("scan \(space) rows") { () throws(StoreError) in
+                    try snapshot.forEach(from: KeyLayout.rowPrefix(root: space), to: KeyLayout.rowPrefixEnd(root: space)) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
-                            let row = try StoredRow.decode(value, store: layout, context: .key(root: root.name, reference: reference))
+                            let row = try StoredRow.decode(value, store: layout, context: .key(root: space, reference: reference))
                             guard let entity = model.entitiesByName[row.entity] else { return true }
                             counts[row.entity, default: 0] += 1
                             maxReference = max(maxReference, reference)
                             for case let target? in row.toOne.values { maxReference = max(maxReference, target.reference) }
                             for list in row.toMany.values { for target in list { maxReference = max(maxReference, target.reference) } }
-                            expected.formUnion(IndexKey.keys(of: row, reference: reference, entity: entity, root: root.name))
+                            expected.formUnion(IndexKey.keys(of: row, reference: reference, entity: entity, root: space))
                             return true
                         } catch {
                             failure = error
@@ -142,7 +147,7 @@ extension StrataStore {
                     }
                 }
                 if let failure { throw failure }
-                let prefix = [IndexKey.tag] + Array(root.name.utf8) + [0x00]
+                let prefix = [IndexKey.tag] + Array(space.utf8) + [0x00]
                 var present = Set<[UInt8]>()
                 snapshot.forEachKey(from: prefix, to: prefixEnd(prefix)) { key in
                     present.insert(key)

@@ -116,7 +116,7 @@ extension StrataStore {
             for entity in destination.selfAndAllSubentities {
                 if let number = source.layout.number(of: entity) { kinds[Int(number)] = true }
             }
-            try source.forEachRow(ofHierarchy: destination.rootEntityName) { row in
+            try source.forEachRow(inKeySpace: source.layout.keySpace(of: destination)) { row in
                 guard Int(row.fields.entityNumber) < kinds.count, kinds[Int(row.fields.entityNumber)] else { return }
                 // The same snapshot as the values read by key: the scan's value is theirs.
                 destinations[StoredObject(entity: row.fields.entityNumber, reference: row.reference)] = try next.value(of: row)

@@ -175,7 +175,7 @@ extension StrataStore.RowSource {
             ordinals[Int(number)] = (owner.ordinal, attribute.ordinal)
         }
         var groups: [Int64: [FetchValue]] = [:]
-        try forEachRow(ofHierarchy: destination.rootEntityName) { row in
+        try forEachRow(inKeySpace: layout.keySpace(of: destination)) { row in
             let fields = row.fields
             guard Int(fields.entityNumber) < ordinals.count, let (inverse, attribute) = ordinals[Int(fields.entityNumber)],
                 let owner = try fields.object(atOrdinal: inverse), let member = try fields.attribute(atOrdinal: attribute)
@@ -192,10 +192,10 @@ extension StrataStore.RowSource {
         return groups
     }
 
-    /// Calls `body` with every row of the hierarchy rooted at `root`, in reference order,
+    /// Calls `body` with every row of the key space `root` ([KEY-2]: a hierarchy's), in reference order,
     /// each checked ([ROW-1]) and seen where the engine holds it ([FETCH-S7]); an error from
     /// a row or from `body` stops the scan and is thrown.
-    func forEachRow(ofHierarchy root: String, _ body: (StrataStore.BorrowedRowView) throws -> Void) throws {
+    func forEachRow(inKeySpace root: String, _ body: (StrataStore.BorrowedRowView) throws -> Void) throws {
         let layout = self.layout
         let scratch = layout.hasLegacy ? RowScratch() : nil
         var failure: (any Error)? = nil

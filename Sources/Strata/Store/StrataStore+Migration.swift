@@ -79,27 +79,40 @@ extension StrataStore {
                 "The StrataStore at \(location) cannot migrate in place: \(what). Nothing was written; added read-write with the migrate options, it is migrated by copy (MigrationManager.migrateStore(at:type:options:mapping:)).",
                 entityName: entity, key: property)
         }
-        let migrated = try record.migrated(to: model, mapping: mapping)
+        let rowCounts = (try? recordIfReadable(in: snapshot))??.rowCounts ?? [:]
+        let migrated = try record.migrated(to: model, mapping: mapping, rowCounts: rowCounts)
         var plan = LightweightMigration(mapping: mapping, record: migrated, layout: try StoreLayout(model: model, record: migrated))
-        // Key spaces are named by hierarchy roots ([KEY-2]): a changed root is not migrated in
-        // place. Relationship keys ([REL-1]) are moved, built or deleted as their relationships
-        // change.
+        // A hierarchy keeps its key space ([KEY-2]) whatever its root is now called: only
+        // hierarchies merged under a new root move their keys, into the key space of the one
+        // with most rows. Relationship keys ([REL-1]) are moved, built or deleted as their
+        // relationships change.
+        func oldSpace(_ entity: EntityDescription) -> String { record.keySpace(ofRoot: entity.rootEntityName) }
+        func newSpace(_ entity: EntityDescription) -> String { migrated.keySpace(ofRoot: entity.rootEntityName) }
         var keptRelationshipKeys = Set<[UInt8]>()
         // Each old hierarchy root and the root its entities have now.
         var rootMoves: [String: String] = [:]
+        // Each old key space and the key space its rows are in now.
+        var spaceMoves: [String: String] = [:]
         // Keyed relationships that become lists in rows: the new owner entity and relationship,
         // and the old keys' prefix.
         var listsFromKeys: [(owner: EntityDescription, relationship: RelationshipDescription, keys: [UInt8])] = []
-        for entityMapping in mapping.entityMappings {
-            guard let destinationName = entityMapping.destinationEntityName, let sourceName = entityMapping.sourceEntityName,
+        // The entities kept, each with the entity it was.
+        let kept: [(mapping: EntityMapping, entity: EntityDescription, old: EntityDescription)] = mapping.entityMappings.compactMap {
+            guard let destinationName = $0.destinationEntityName, let sourceName = $0.sourceEntityName,
                 let entity = model.entitiesByName[destinationName], let old = source.entitiesByName[sourceName]
-            else { continue }
+            else { return nil }
+            return ($0, entity, old)
+        }
+        for (_, entity, old) in kept {
             if let moved = rootMoves[old.rootEntityName], moved != entity.rootEntityName {
                 throw refuse(
                     entity.name, nil,
                     "the hierarchy of \(old.rootEntityName) splits: its entities go under \(moved) and \(entity.rootEntityName)")
             }
             rootMoves[old.rootEntityName] = entity.rootEntityName
+            spaceMoves[oldSpace(old)] = newSpace(entity)
+        }
+        for (entityMapping, entity, old) in kept {
             for relationship in entity.relationships where !relationship.isTransient && relationship.entity === entity {
                 let keyed = RelationshipKeys.isKeyed(relationship)
                 let before = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName
@@ -108,11 +121,11 @@ extension StrataStore {
                 let wasKeyed = RelationshipKeys.isKeyed(before)
                 switch (wasKeyed, keyed) {
                 case (true, true):
-                    let oldPrefix = RelationshipKeys.relationshipPrefix(root: old.rootEntityName, relationship: before.name)
+                    let oldPrefix = RelationshipKeys.relationshipPrefix(root: oldSpace(old), relationship: before.name)
                     keptRelationshipKeys.insert(oldPrefix)
                     if before.name != relationship.name {
                         // A renamed keyed relationship: its keys move to the new name.
-                        let newPrefix = RelationshipKeys.relationshipPrefix(root: entity.rootEntityName, relationship: relationship.name)
+                        let newPrefix = RelationshipKeys.relationshipPrefix(root: newSpace(entity), relationship: relationship.name)
                         snapshot.forEachKey(from: oldPrefix, to: RelationshipKeys.end(of: oldPrefix)) { key in
                             plan.batch.delete(key)
                             plan.batch.put(newPrefix + key[oldPrefix.count...], [])
@@ -125,19 +138,19 @@ extension StrataStore {
                     // A to-one (or ordered to-many) that becomes an unordered to-many: its keys
                     // ([REL-1]) are built from the rows, in the migration's transaction.
                     try buildKeys(
-                        of: relationship, in: entity, from: before, of: old, record: record, layout: plan.layout, snapshot: snapshot,
-                        into: &plan.batch)
+                        of: relationship, in: entity, from: before, of: old, record: record, layout: plan.layout,
+                        spaceMoves: spaceMoves, snapshot: snapshot, into: &plan.batch)
                 case (true, false):
                     // An unordered to-many made ordered: its members, keys until now, become a
                     // list in each owner's row (below, once per row).
-                    listsFromKeys.append((entity, relationship, RelationshipKeys.relationshipPrefix(root: old.rootEntityName, relationship: before.name)))
+                    listsFromKeys.append((entity, relationship, RelationshipKeys.relationshipPrefix(root: oldSpace(old), relationship: before.name)))
                 }
             }
         }
         // Keys of keyed relationships that no longer exist.
         for entity in source.entities {
             for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
-                let prefix = RelationshipKeys.relationshipPrefix(root: entity.rootEntityName, relationship: relationship.name)
+                let prefix = RelationshipKeys.relationshipPrefix(root: oldSpace(entity), relationship: relationship.name)
                 guard !keptRelationshipKeys.contains(prefix) else { continue }
                 snapshot.forEachKey(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
                     plan.batch.delete(key)
@@ -150,7 +163,7 @@ extension StrataStore {
         let removed = mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap { $0.sourceEntityName }
         if !removed.isEmpty {
             let numbers = Set(removed.compactMap { record.current.numbers[$0] })
-            for root in Set(removed.compactMap { source.entitiesByName[$0]?.rootEntityName }) {
+            for root in Set(removed.compactMap { source.entitiesByName[$0].map(oldSpace) }) {
                 try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
                     try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         if value.count >= 4, numbers.contains(UInt16(value[2]) | UInt16(value[3]) << 8) { plan.batch.delete(Array(key)) }
@@ -160,12 +173,13 @@ extension StrataStore {
             }
         }
         if !listsFromKeys.isEmpty {
-            try writeLists(listsFromKeys, source: source, mapping: mapping, layout: plan.layout, snapshot: snapshot, into: &plan.batch)
+            try writeLists(
+                listsFromKeys, source: source, mapping: mapping, record: record, layout: plan.layout, snapshot: snapshot, into: &plan.batch)
         }
-        // A hierarchy whose root changed (a renamed root entity, a new root level): every key of
-        // its key space, as the writes above leave it, moves under the new root's name.
-        for (oldRoot, newRoot) in rootMoves.sorted(by: { $0.key < $1.key }) where oldRoot != newRoot {
-            try moveKeySpace(from: oldRoot, to: newRoot, in: snapshot, batch: &plan.batch)
+        // Hierarchies merged under a new root: every key of each merged key space, as the writes
+        // above leave it, moves into the key space the new hierarchy keeps.
+        for (from, to) in spaceMoves.sorted(by: { $0.key < $1.key }) where from != to {
+            try moveKeySpace(from: from, to: to, in: snapshot, batch: &plan.batch)
         }
         return plan
     }
@@ -175,14 +189,14 @@ extension StrataStore {
     /// keys, in key order: by reference) as the list; owners without members keep their rows.
     private static func writeLists(
         _ lists: [(owner: EntityDescription, relationship: RelationshipDescription, keys: [UInt8])], source: ManagedObjectModel,
-        mapping: MappingModel, layout: StoreLayout, snapshot: Snapshot, into batch: inout WriteBatch
+        mapping: MappingModel, record: ModelRecord, layout: StoreLayout, snapshot: Snapshot, into batch: inout WriteBatch
     ) throws {
         var oldRoots = Set<String>()
         for list in lists {
             if let sourceName = mapping.mapping(ofDestinationEntity: list.owner.name)?.sourceEntityName,
                 let old = source.entitiesByName[sourceName]
             {
-                oldRoots.insert(old.rootEntityName)
+                oldRoots.insert(record.keySpace(ofRoot: old.rootEntityName))
             }
         }
         for root in oldRoots.sorted() {
@@ -219,10 +233,10 @@ extension StrataStore {
     }
 
     /// Appends to `batch` the move of every row, index entry and relationship key of the key
-    /// space of `oldRoot` ([KEY-2], [IDX-S1], [REL-1]) under `newRoot`: the keys as `batch`
-    /// leaves them (a later operation on a key replaces an earlier one), each deleted and put
-    /// again under the new name with its value. References are unique across a store, so key
-    /// spaces merge without collisions.
+    /// space `oldRoot` ([KEY-2], [IDX-S1], [REL-1]) into the key space `newRoot`: the keys as
+    /// `batch` leaves them (a later operation on a key replaces an earlier one), each deleted
+    /// and put again under the new name with its value. References are unique across a store,
+    /// so key spaces merge without collisions.
     private static func moveKeySpace(from oldRoot: String, to newRoot: String, in snapshot: Snapshot, batch: inout WriteBatch) throws {
         let prefixes = [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag].map { [$0] + Array(oldRoot.utf8) + [0x00] }
         func prefix(of key: [UInt8]) -> [UInt8]? { prefixes.first { key.starts(with: $0) } }
@@ -252,9 +266,10 @@ extension StrataStore {
     /// takes the destinations `before` held in the owners' rows (read through the old ones).
     private static func buildKeys(
         of relationship: RelationshipDescription, in entity: EntityDescription, from before: RelationshipDescription,
-        of old: EntityDescription, record: ModelRecord, layout: StoreLayout, snapshot: Snapshot, into batch: inout WriteBatch
+        of old: EntityDescription, record: ModelRecord, layout: StoreLayout, spaceMoves: [String: String], snapshot: Snapshot,
+        into batch: inout WriteBatch
     ) throws {
-        let prefix = RelationshipKeys.relationshipPrefix(root: entity.rootEntityName, relationship: relationship.name)
+        let prefix = RelationshipKeys.relationshipPrefix(root: layout.keySpace(of: entity), relationship: relationship.name)
         func scan(root: String, store: StoreLayout, _ body: (RowBytes, Int64) throws -> Void) throws {
             var failure: (any Error)? = nil
             try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
@@ -275,18 +290,22 @@ extension StrataStore {
             batch.put(RelationshipKeys.key(relationshipPrefix: prefix, owner: owner, member: member), [])
         }
         if case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship), let destination = relationship.destinationEntity {
-            // The members' to-one names the owner.
-            try scan(root: destination.rootEntityName, store: layout) { row, reference in
-                guard let member = layout.entity(number: row.entityNumber), member.isKind(of: destination),
-                    let toOne = member.relationshipsByName[inverse.name], let owner = try row.object(atOrdinal: toOne.ordinal),
-                    let ownerEntity = layout.entity(number: owner.entity), ownerEntity.isKind(of: entity)
-                else { return }
-                put(owner: owner.reference, member: StoredObject(entity: row.entityNumber, reference: reference))
+            // The members' to-one names the owner: their rows are in the key spaces that are
+            // the destination's now (one, unless hierarchies merge).
+            let space = layout.keySpace(of: destination)
+            for root in Set([space] + spaceMoves.filter { $0.value == space }.map(\.key)).sorted() {
+                try scan(root: root, store: layout) { row, reference in
+                    guard let member = layout.entity(number: row.entityNumber), member.isKind(of: destination),
+                        let toOne = member.relationshipsByName[inverse.name], let owner = try row.object(atOrdinal: toOne.ordinal),
+                        let ownerEntity = layout.entity(number: owner.entity), ownerEntity.isKind(of: entity)
+                    else { return }
+                    put(owner: owner.reference, member: StoredObject(entity: row.entityNumber, reference: reference))
+                }
             }
         } else {
             // The owners' rows held the destinations.
             let oldLayout = try StoreLayout(model: record.current.model, record: record)
-            try scan(root: old.rootEntityName, store: oldLayout) { row, reference in
+            try scan(root: record.keySpace(ofRoot: old.rootEntityName), store: oldLayout) { row, reference in
                 guard let owner = oldLayout.entity(number: row.entityNumber), owner.isKind(of: old),
                     let field = owner.relationshipsByName[before.name], let index = row.field(ofOrdinal: field.ordinal)
                 else { return }
@@ -316,7 +335,7 @@ extension StrataStore {
             // [MIG-1] The record names the index entries that exist, not those the model asks
             // for: [IDX-S6] then builds the rest, now or at the next open after a crash.
             var written = plan.record
-            written.versions[0].indexEntries = existingIndexEntries(after: plan, from: record.current.model, to: model)
+            written.versions[0].indexEntries = existingIndexEntries(after: plan, from: record, to: model)
             plan.batch.put(KeyLayout.modelKey, written.encode())
             plan.batch.put(KeyLayout.metadataKey, metadata.encode())
             _ = try mappingEngineErrors("commit the migration") { () throws(StoreError) in try engine.commit(plan.batch) }
@@ -329,18 +348,22 @@ extension StrataStore {
         }
     }
 
-    /// The index entries ([IDX-S1]) a store holds after the migration `plan` from `source` to
-    /// `model`, as `Entity.attribute` for `model`'s entities: an attribute has them when the
-    /// attribute it maps from had them under the same name in the same hierarchy, and no row
-    /// of the hierarchy was deleted (a deleted row's entries are stale until rebuilt).
-    static func existingIndexEntries(after plan: LightweightMigration, from source: ManagedObjectModel, to model: ManagedObjectModel) -> Set<String> {
-        let removedRoots = Set(plan.mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap {
-            $0.sourceEntityName.flatMap { source.entitiesByName[$0]?.rootEntityName }
+    /// The index entries ([IDX-S1]) a store holds after the migration `plan` from `record`'s
+    /// current model to `model`, as `Entity.attribute` for `model`'s entities: an attribute has
+    /// them when the attribute it maps from had them under the same name in the same key space
+    /// ([KEY-2]), and no row of that key space was deleted (a deleted row's entries are stale
+    /// until rebuilt).
+    static func existingIndexEntries(after plan: LightweightMigration, from record: ModelRecord, to model: ManagedObjectModel) -> Set<String> {
+        let source = record.current.model
+        func oldSpace(_ entity: EntityDescription) -> String { record.keySpace(ofRoot: entity.rootEntityName) }
+        let removedSpaces = Set(plan.mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap {
+            $0.sourceEntityName.flatMap { source.entitiesByName[$0].map(oldSpace) }
         })
         var entries = Set<String>()
-        for entity in model.entities where !removedRoots.contains(entity.rootEntityName) {
-            guard let entityMapping = plan.mapping.mapping(ofDestinationEntity: entity.name),
-                let old = entityMapping.sourceEntityName.flatMap({ source.entitiesByName[$0] }), old.rootEntityName == entity.rootEntityName
+        for entity in model.entities {
+            let space = plan.layout.keySpace(of: entity)
+            guard !removedSpaces.contains(space), let entityMapping = plan.mapping.mapping(ofDestinationEntity: entity.name),
+                let old = entityMapping.sourceEntityName.flatMap({ source.entitiesByName[$0] }), oldSpace(old) == space
             else { continue }
             for attribute in entity.properties.compactMap({ $0 as? AttributeDescription }) {
                 guard let from = entityMapping.propertyMapping(named: attribute.name)?.sourcePropertyName, from == attribute.name,

@@ -225,15 +225,15 @@ extension StrataStore {
             return reader
         }
 
-        /// The root name and row prefix of `entity`'s hierarchy.
+        /// The key space ([KEY-2]) and row prefix of `entity`'s hierarchy.
         private func hierarchy(of entity: EntityDescription) -> (root: String, prefix: [UInt8]) {
             if let known = hierarchies[ObjectIdentifier(entity)] { return known }
-            let hierarchy = (entity.rootEntityName, store.rowPrefix(of: entity))
+            let hierarchy = (layout.keySpace(of: entity), store.rowPrefix(of: entity))
             hierarchies[ObjectIdentifier(entity)] = hierarchy
             return hierarchy
         }
 
-        /// The root name and row prefix ([KEY-1]) of each entity's hierarchy, by entity instance.
+        /// The key space and row prefix ([KEY-1]) of each entity's hierarchy, by entity instance.
         @exclusivity(unchecked) private var hierarchies: [ObjectIdentifier: (root: String, prefix: [UInt8])] = [:]
 
         /// [FETCH-S10] What member reads of one-to-many relationships have cost so far, and the

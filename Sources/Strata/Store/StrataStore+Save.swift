@@ -115,7 +115,7 @@ extension StrataStore {
         of probe: UniquenessCheck.Probe, reads: SaveReads, inFlight: [(key: [UInt8], put: Bool)], layout: StoreLayout
     ) throws -> [IncrementalStoreNode] {
         let constraint = probe.constraint
-        let root = constraint.scope.rootEntityName
+        let root = layout.keySpace(of: constraint.scope)
         var prefix = IndexKey.prefix(root: root, attribute: constraint.attributes[0].name)
         IndexKey.encode(probe.values[0], into: &prefix)
         var nodes: [IncrementalStoreNode] = []
@@ -202,7 +202,7 @@ extension StrataStore {
             func indexKeys(_ object: ManagedObject, _ value: (AttributeDescription) throws -> AttributeValue) throws -> [[UInt8]] {
                 try IndexKey.keys(
                     reference: try integerReference(object.objectID), entity: object.entity,
-                    root: object.entity.rootEntityName, value: value)
+                    root: layout.keySpace(of: object.entity), value: value)
             }
             func storedValue(_ row: RowBytes, _ attribute: AttributeDescription) throws -> AttributeValue {
                 try row.attribute(atOrdinal: attribute.ordinal) ?? .null

@@ -167,7 +167,7 @@ extension StrataStore {
             relationship.ordinal >= 0, let inverse = relationship.inverseRelationship, inverse.deleteRule != .noAction,
             RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: relationship), let owner = inverse.entity
         else { return nil }
-        var prefix = RelationshipKeys.relationshipPrefix(root: owner.rootEntityName, relationship: inverse.name)
+        var prefix = RelationshipKeys.relationshipPrefix(root: layout.keySpace(of: owner), relationship: inverse.name)
         // Against an object: the keys under it, the rows that name it.
         var namesObject = false
         switch (constant, op) {
@@ -338,7 +338,7 @@ extension StrataStore {
     }
 
     /// [FETCH-S13] The references a top-level conjunct `SELF == %@` or `SELF IN %@` (objects)
-    /// allows in the hierarchy rooted at `root`, ascending and each once: the integer
+    /// allows in the hierarchy whose key space ([KEY-2]) is `root`, ascending and each once: the integer
     /// references of this store's objects of that hierarchy (an object of another store or
     /// hierarchy, or a temporary ID, is no row of it). `nil` when no conjunct has that shape,
     /// or a constant is not an object. (The fetch reads them only while they are at most a third
@@ -348,7 +348,7 @@ extension StrataStore {
             guard let ids = Self.selfComparison(conjunct) else { continue }
             var references: [Int64] = []
             references.reserveCapacity(ids.count)
-            for id in ids where id.entity.rootEntityName == root {
+            for id in ids where layout.keySpace(of: id.entity) == root {
                 if let object = try? storedObject(id, layout: layout) { references.append(object.reference) }
             }
             references.sort()

@@ -448,11 +448,16 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         return key
     }
 
-    /// The row prefix of an entity's hierarchy ([KEY-1]), cached per root entity name.
+    /// The key space ([KEY-2]) of an entity's hierarchy in this store.
+    func keySpace(of entity: EntityDescription) -> String {
+        (try? storeLayout())?.keySpace(of: entity) ?? entity.rootEntityName
+    }
+
+    /// The row prefix of an entity's hierarchy ([KEY-1]), cached per entity instance.
     func rowPrefix(of entity: EntityDescription) -> [UInt8] {
         let key = ObjectIdentifier(entity)
         if let prefix = rowPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
-        let prefix = KeyLayout.rowPrefix(root: entity.rootEntityName)
+        let prefix = KeyLayout.rowPrefix(root: keySpace(of: entity))
         rowPrefixes.withLock { $0[key] = (entity, prefix) }
         return prefix
     }
@@ -462,7 +467,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     func relationshipPrefix(_ relationship: RelationshipDescription, owner: EntityDescription) -> [UInt8] {
         let key = ObjectIdentifier(relationship)
         if let prefix = relationshipPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
-        let prefix = RelationshipKeys.relationshipPrefix(root: (relationship.entity ?? owner).rootEntityName, relationship: relationship.name)
+        let prefix = RelationshipKeys.relationshipPrefix(root: keySpace(of: relationship.entity ?? owner), relationship: relationship.name)
         relationshipPrefixes.withLock { $0[key] = (relationship, prefix) }
         return prefix
     }

@@ -143,6 +143,8 @@ public enum ObjectChecker {
         var reportedMissingModel = false
         /// The row layouts of the stored model ([ROW-1]): rows decode only through it.
         var layout: StoreLayout?
+        /// The key space ([KEY-2]) of an entity's hierarchy by the stored model record.
+        func keySpace(of entity: EntityDescription) -> String { layout?.keySpace(of: entity) ?? entity.rootEntityName }
         var record: MetadataRecord?
         var storeIdentifier = ""
         /// Told rows checked and rows in all as ``checkRows()`` goes.
@@ -308,8 +310,8 @@ public enum ObjectChecker {
                 problem(.unknownEntity, key: key, object: object, "the stored model has no entity \(row.entity)")
                 return
             }
-            guard entity.rootEntityName == root else {
-                problem(.unknownEntity, key: key, object: object, "\(row.entity) belongs to the hierarchy of \(entity.rootEntityName), not \(root)")
+            guard keySpace(of: entity) == root else {
+                problem(.unknownEntity, key: key, object: object, "\(row.entity) belongs to the key space of \(entity.rootEntityName)'s hierarchy, \(keySpace(of: entity)), not \(root)")
                 return
             }
             for (name, value) in row.attributes.sorted(by: { $0.key < $1.key }) {
@@ -357,7 +359,7 @@ public enum ObjectChecker {
                 drop(.danglingReference, "\(target.entity) is not a kind of \(relationship.destinationEntityName)")
                 return
             }
-            let targetKey = KeyLayout.rowKey(root: targetEntity.rootEntityName, reference: target.reference)
+            let targetKey = KeyLayout.rowKey(root: keySpace(of: targetEntity), reference: target.reference)
             guard let targetRow = try targetRow(targetKey), targetRow.entity == target.entity else {
                 drop(.danglingReference, "the destination is not in the store")
                 return
@@ -366,7 +368,7 @@ public enum ObjectChecker {
             if targetRow.links[inverse.name]?.contains(Link(entity: row.entity, reference: reference)) != true {
                 if case .foreignKey = RelationshipKeys.storage(of: inverse), let layout, let number = layout.number(of: row.entity) {
                     // The member's to-one is the truth; the owner's key is its index.
-                    let prefix = RelationshipKeys.ownerPrefix(root: targetEntity.rootEntityName, relationship: inverse.name, owner: target.reference)
+                    let prefix = RelationshipKeys.ownerPrefix(root: keySpace(of: targetEntity), relationship: inverse.name, owner: target.reference)
                     let missing = RelationshipKeys.key(ownerPrefix: prefix, member: StoredObject(entity: number, reference: reference))
                     problem(.relationshipKey, key: missing, object: object, "\(row.entity).\(relationship.name) → \(targetURI): the key of \(target.entity).\(inverse.name) is missing")
                     missingKeys.insert(missing)

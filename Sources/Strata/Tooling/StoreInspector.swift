@@ -322,7 +322,7 @@ public enum StoreInspector {
                 let layout = try modelRecord.flatMap { try StoreLayout(record: $0) }
                 report.modelVersions = modelRecord?.versions.count ?? 0
                 report.layouts = try StoreSurvey.survey(snapshot).rows.sorted { $0.key < $1.key }.map { kind, rows in
-                    let entity = layout?.entity(number: kind.number).flatMap { $0.rootEntityName == kind.root ? $0 : nil }
+                    let entity = layout?.entity(number: kind.number).flatMap { layout?.keySpace(of: $0) == kind.root ? $0 : nil }
                     let version = modelRecord?.versions.firstIndex { version in
                         version.numbers.contains { $0.value == kind.number && version.layoutIDs[$0.key] == kind.layoutID }
                     }
@@ -463,7 +463,7 @@ struct RecordDecoder {
         guard let entity = model.entitiesByName[entityName] else {
             throw StoreError(.invalidArgument, "the stored model has no entity \(entityName) (entities: \(model.entities.map(\.name).sorted().joined(separator: ", ")))")
         }
-        return KeyLayout.rowKey(root: entity.rootEntityName, reference: reference)
+        return KeyLayout.rowKey(root: layout?.keySpace(of: entity) ?? entity.rootEntityName, reference: reference)
     }
 
     func decode(key: [UInt8], value: [UInt8]) -> DecodedRecord {

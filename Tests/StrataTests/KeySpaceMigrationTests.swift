@@ -1,0 +1,201 @@
+import Foundation
+import ObjectGraph
+@testable import Strata
+import StrataEngine
+import Testing
+
+/// SPEC.md [KEY-2] [ROW-5] [MIG-1]: a hierarchy keeps its key space when its root changes (a
+/// renamed root entity, a new root level above it), so such a migration moves no key; only
+/// hierarchies merged under one new root move the smaller's keys.
+@Suite struct KeySpaceMigrationTests {
+    typealias Library = LightweightMigrationTests
+
+    /// Every key and value of the store but its two records.
+    static func entries(_ engine: Engine) throws -> [[UInt8]: [UInt8]] {
+        var entries: [[UInt8]: [UInt8]] = [:]
+        try engine.snapshot().forEach(from: [0x01], to: [0xFF]) { key, value in
+            entries[key] = value
+            return true
+        }
+        return entries
+    }
+
+    static func entries(of store: TemporaryStore) throws -> [[UInt8]: [UInt8]] {
+        let coordinator = try store.coordinator(model: LibraryModel().make())
+        defer { try? Library.close(coordinator) }
+        return try entries(try Library.engine(coordinator))
+    }
+
+    static func record(_ coordinator: PersistentStoreCoordinator) throws -> ModelRecord {
+        try ModelRecord.decodeRecord(try #require(try Library.engine(coordinator).get(KeyLayout.modelKey)))
+    }
+
+    /// The keys under each of the three tags ([KEY-2], [IDX-S1], [REL-1]) of key space `space`.
+    static func keyCount(_ engine: Engine, space: String) throws -> Int {
+        let snapshot = try engine.snapshot()
+        return [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag].reduce(0) { total, tag in
+            let prefix = [tag] + Array(space.utf8) + [0x00]
+            return total + snapshot.countKeys(from: prefix, to: StrataStore.prefixEnd(prefix))
+        }
+    }
+
+    /// The library with `Author` under a new abstract root `Person`.
+    static func personModel() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [EntityDescription(name: "Person", isAbstract: true)] + LibraryModel().make().entities.map { entity in
+            guard entity.name == "Author" else { return Library.copy(entity) }
+            let copy = Library.copy(entity)
+            return EntityDescription(name: "Author", superentity: "Person", properties: copy.ownProperties)
+        })
+    }
+
+    // A renamed root: the migration writes the two records and nothing else; the rows, index
+    // entries and keys stay in the key space named after the old root, and so do new objects.
+    @Test func aRenamedRootMovesNoKey() throws {
+        let store = try Library.savedStore()
+        let before = try Self.entries(of: store)
+        let v2 = LibraryModel(authorName: "Writer", authorIdentifier: "Author")
+        let coordinator = try Library.open(store, v2)
+        let engine = try Library.engine(coordinator)
+        #expect(try Self.entries(engine) == before, "no key moved")
+        #expect(try Self.record(coordinator).keySpaces == ["Writer": "Author"])
+        #expect(try Library.books(coordinator, v2) == Library.version1Books)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: Library.request("Writer", "name == 'Lem'")) == 1, "through the index")
+        let added = try context.insertNewObject(forEntityName: "Writer")
+        try added.setValue("Tolkien", forKey: "name")
+        try context.save()
+        #expect(try Self.keyCount(engine, space: "Writer") == 0)
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        #expect(try engine.get(KeyLayout.rowKey(root: "Author", reference: try strata.integerReference(added.objectID))) != nil)
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+
+        let reopened = try Library.open(store, v2)
+        let again = ManagedObjectContext(persistentStoreCoordinator: reopened)
+        #expect(try again.count(for: Library.request("Writer", "name == 'Tolkien'")) == 1)
+        #expect(try again.count(for: FetchRequest(entityName: "Writer")) == 3)
+        try Library.expectClean(reopened)
+        try Library.close(reopened)
+    }
+
+    // A new root level above a hierarchy: no key moves; the new root fetches the old rows.
+    @Test func aNewRootAboveAHierarchyMovesNoKey() throws {
+        let store = try Library.savedStore()
+        let before = try Self.entries(of: store)
+        let coordinator = try store.coordinator(model: Self.personModel(), options: Library.migrating)
+        #expect(try Self.entries(try Library.engine(coordinator)) == before, "no key moved")
+        #expect(try Self.record(coordinator).keySpaces == ["Person": "Author"])
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: FetchRequest(entityName: "Person")) == 2)
+        #expect(try context.count(for: Library.request("Author", "name == 'Le Guin'")) == 1)
+        #expect(try context.count(for: Library.request("Book", "author.name == 'Lem'")) == 2)
+        // [IDX-S7] The abstract root has no rows: the index alone counts Author's.
+        var request = try Library.request("Author", "name == 'Lem'")
+        let author = try coordinator.managedObjectModel.entity(named: "Author")
+        request.entity = author
+        let served = StrataStore.indexOnlyMatches(
+            for: request, entity: author, root: "Author", names: ["Author"], model: coordinator.managedObjectModel,
+            in: try Library.engine(coordinator).snapshot())
+        #expect(served?.count == 1)
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+    }
+
+    // After a rename keeps "Author" as Writer's key space, a new root named Author takes the
+    // first free name; both hierarchies keep their objects apart, across reopening.
+    @Test func aNewRootNamedLikeAKeptKeySpaceTakesAFreeOne() throws {
+        let store = try Library.savedStore()
+        try Library.close(try Library.open(store, LibraryModel(authorName: "Writer", authorIdentifier: "Author")))
+        let v3 = LibraryModel(extraEntities: { [EntityDescription(name: "Author", properties: [.attribute("name", .string, indexed: true)])] }, authorName: "Writer")
+        let coordinator = try Library.open(store, v3)
+        // Author.name's entries are built in the background ([IDX-S9]); the record claims them after.
+        try (coordinator.persistentStores.first as? StrataStore)?.waitForIndexBuild()
+        #expect(try Self.record(coordinator).keySpaces == ["Writer": "Author", "Author": "Author~2"])
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let author = try context.insertNewObject(forEntityName: "Author")
+        try author.setValue("Lem", forKey: "name")
+        try context.save()
+        #expect(try context.count(for: Library.request("Author", "name == 'Lem'")) == 1)
+        #expect(try context.count(for: Library.request("Writer", "name == 'Lem'")) == 1)
+        #expect(try Self.keyCount(try Library.engine(coordinator), space: "Author~2") == 2, "its row and its index entry")
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+
+        let reopened = try Library.open(store, v3)
+        let again = ManagedObjectContext(persistentStoreCoordinator: reopened)
+        #expect(try again.count(for: FetchRequest(entityName: "Author")) == 1)
+        #expect(try again.count(for: FetchRequest(entityName: "Writer")) == 2)
+        #expect(try Library.books(reopened, v3) == Library.version1Books)
+        try Library.expectClean(reopened)
+        try Library.close(reopened)
+    }
+
+    // Two hierarchies under one new root: the one with more rows (Book's 4 to Tag's 2) keeps
+    // its key space and its keys; Tag's rows and keys move into it.
+    @Test func hierarchiesMergedUnderANewRootMoveOnlyTheSmaller() throws {
+        let store = try Library.savedStore()
+        let before = try Self.entries(of: store)
+        let model = try ManagedObjectModel(entities: [EntityDescription(name: "Thing", isAbstract: true)] + LibraryModel().make().entities.map { entity in
+            guard entity.name == "Book" || entity.name == "Tag" else { return Library.copy(entity) }
+            return EntityDescription(name: entity.name, superentity: "Thing", properties: Library.copy(entity).ownProperties)
+        })
+        let coordinator = try store.coordinator(model: model, options: Library.migrating)
+        let engine = try Library.engine(coordinator)
+        #expect(try Self.record(coordinator).keySpaces == ["Thing": "Book"])
+        #expect(try Self.keyCount(engine, space: "Tag") == 0)
+        let after = try Self.entries(engine)
+        let bookRows = before.filter { $0.key.starts(with: KeyLayout.rowPrefix(root: "Book")) }
+        #expect(bookRows.allSatisfy { after[$0.key] == $0.value }, "Book's rows stay")
+        #expect(after.count == before.count, "Tag's keys moved, none lost")
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: FetchRequest(entityName: "Thing")) == 6)
+        #expect(try context.count(for: FetchRequest(entityName: "Tag")) == 2)
+        #expect(try Library.books(coordinator, LibraryModel()) == Library.version1Books)
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+    }
+
+    // Read-only, a renamed root is migrated in memory (nothing to write but the records).
+    @Test func aReadOnlyStoreWithARenamedRootMigratesInMemory() throws {
+        let store = try Library.savedStore()
+        let files = try ModelSafetyTests.files(of: store)
+        let v2 = LibraryModel(authorName: "Writer", authorIdentifier: "Author")
+        let coordinator = try Library.open(store, v2, readOnly: true)
+        #expect(try Library.books(coordinator, v2) == Library.version1Books)
+        #expect(try ManagedObjectContext(persistentStoreCoordinator: coordinator).count(for: Library.request("Writer", "name == 'Lem'")) == 1)
+        try Library.close(coordinator)
+        #expect(try ModelSafetyTests.files(of: store) == files)
+    }
+
+    // `strata compact` dropping the older version keeps the key spaces in the record.
+    @Test func theOfflineCompactionKeepsTheKeySpaces() throws {
+        let store = try Library.savedStore()
+        let v2 = LibraryModel(authorName: "Writer", authorIdentifier: "Author")
+        let coordinator = try Library.open(store, v2)
+        try Library.engine(coordinator).flush()
+        try Library.engine(coordinator).compact(.full)
+        try Library.close(coordinator)
+        let report = try OfflineCompaction.run(at: store.url.path, policy: .full)
+        #expect(report.modelVersionsDropped == 1)
+        let reopened = try Library.open(store, v2)
+        let record = try Self.record(reopened)
+        #expect(record.versions.count == 1 && record.keySpaces == ["Writer": "Author"])
+        #expect(try Library.books(reopened, v2) == Library.version1Books)
+        try Library.expectClean(reopened)
+        try Library.close(reopened)
+    }
+
+    // [ROW-5] Format 3 round-trips; key spaces that are not one per hierarchy are refused.
+    @Test func keySpacesRoundTripAndBadOnesAreRefused() throws {
+        let model = try Self.personModel()
+        var record = ModelRecord(model: model)
+        #expect(record.encode().first == 2, "no key space named: format 2")
+        record.keySpaces = ["Person": "Author"]
+        #expect(record.encode().first == 3)
+        #expect(try ModelRecord.decodeRecord(record.encode()) == record)
+        for bad in [["Author": "People"], ["Person": "Book"], ["Person": ""], ["Person": "A\u{0}"], ["Nobody": "Author"]] {
+            record.keySpaces = bad
+            #expect(throws: ObjectGraphError.self, "\(bad)") { try ModelRecord.decodeRecord(record.encode()) }
+        }
+    }
+}
