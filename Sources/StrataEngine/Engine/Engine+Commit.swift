@@ -146,12 +146,15 @@ extension Engine {
 
     /// Applies a commit's entries, in commit order, to the index and the per-file usage
     /// counts: key by key, or for a commit that is large beside the index (at least
-    /// ``bulkApplyMinimum`` entries and a quarter of the index's keys) by one merge of the
+    /// ``bulkApplyMinimum`` entries and as many as the index has keys) by one merge of the
     /// sorted entries with the index into a freshly built one, O(index + entries log entries)
     /// instead of one descent and one shift of a leaf per key. Both give the same index and
-    /// counts.
+    /// counts. The merge costs about 0.23 µs per key of the result and the key-by-key path
+    /// about 0.5 µs per entry (release build, `strata stats` replaying a WAL of 650k entries
+    /// into an index of 2.55M keys: 1.20 s open with the merge, 0.79 s key by key), so the
+    /// merge pays only once the entries are about as many as the keys already indexed.
     static func apply(_ changes: [IndexChange], index: inout KeyIndex, usage: inout [UInt32: FileUsage]) {
-        if changes.count >= bulkApplyMinimum, changes.count * 4 >= index.count, let merged = merge(changes, into: index, usage: &usage) {
+        if changes.count >= bulkApplyMinimum, changes.count >= index.count, let merged = merge(changes, into: index, usage: &usage) {
             index = merged
             return
         }
