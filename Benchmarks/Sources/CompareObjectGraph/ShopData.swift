@@ -9,34 +9,37 @@ public enum ShopModel {
     ///
     /// The migration rows (issue 17) open a store of this model with two later versions:
     /// `loyalty` adds an optional string attribute to `Customer`, `cityIndexed` indexes its
-    /// `city`.
-    public static func make(loyalty: Bool = false, cityIndexed: Bool = false) throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: [
+    /// `city`, `orderName` renames `Order` (its renaming identifier says so) and `party` puts
+    /// an abstract `Party` above `Customer`.
+    public static func make(
+        loyalty: Bool = false, cityIndexed: Bool = false, orderName: String = "Order", party: Bool = false
+    ) throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: (party ? [EntityDescription(name: "Party", isAbstract: true)] : []) + [
             EntityDescription(
-                name: "Customer",
+                name: "Customer", superentity: party ? "Party" : nil,
                 properties: [
                     .attribute("name", .string, indexed: true),
                     .attribute("label", .string),
                     .attribute("city", .string, indexed: cityIndexed),
                     .attribute("tier", .integer64, indexed: true),
                     .attribute("level", .integer64),
-                    .toMany("orders", "Order", inverse: "customer", deleteRule: .cascade),
+                    .toMany("orders", orderName, inverse: "customer", deleteRule: .cascade),
                 ] + (loyalty ? [.attribute("loyalty", .string)] : [])),
             EntityDescription(
-                name: "Order",
+                name: orderName,
                 properties: [
                     .attribute("total", .double),
                     .attribute("placed", .date),
                     .attribute("status", .string, indexed: true),
                     .toOne("customer", "Customer", inverse: "orders"),
                     .toMany("products", "Product", inverse: "orders"),
-                ]),
+                ], renamingIdentifier: orderName == "Order" ? nil : "Order"),
             EntityDescription(
                 name: "Product",
                 properties: [
                     .attribute("sku", .string, indexed: true),
                     .attribute("price", .double),
-                    .toMany("orders", "Order", inverse: "products"),
+                    .toMany("orders", orderName, inverse: "products"),
                 ]),
         ])
     }
