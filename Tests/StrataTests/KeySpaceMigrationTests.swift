@@ -4,9 +4,11 @@ import ObjectGraph
 import StrataEngine
 import Testing
 
-/// SPEC.md [KEY-2] [ROW-5] [MIG-1]: a hierarchy keeps its key space when its root changes (a
-/// renamed root entity, a new root level above it), so such a migration moves no key; only
-/// hierarchies merged under one new root move the smaller's keys.
+/// SPEC.md [KEY-2] [ROW-5] [MIG-1] [MIG-4]: a hierarchy keeps its key space when its root
+/// changes (a renamed root entity, a new root level above it), so such a migration moves no
+/// key; only hierarchies merged under one new root move the smaller's keys. A removed
+/// hierarchy's keys and a removed relationship's are retired: recorded, and deleted in the
+/// background.
 @Suite struct KeySpaceMigrationTests {
     typealias Library = LightweightMigrationTests
 
@@ -197,5 +199,96 @@ import Testing
             record.keySpaces = bad
             #expect(throws: ObjectGraphError.self, "\(bad)") { try ModelRecord.decodeRecord(record.encode()) }
         }
+        // Retired keys ([MIG-4]) round-trip alone or with key spaces; a retired key space in use is refused.
+        record.keySpaces = [:]
+        record.retired = [.keySpace("Gone"), .relationship(keySpace: "Book", name: "tags")]
+        #expect(record.encode().first == 3)
+        #expect(try ModelRecord.decodeRecord(record.encode()) == record)
+        record.keySpaces = ["Person": "Author"]
+        #expect(try ModelRecord.decodeRecord(record.encode()) == record)
+        record.retired = [.keySpace("Book")]
+        #expect(throws: ObjectGraphError.self) { try ModelRecord.decodeRecord(record.encode()) }
+    }
+
+    // [MIG-4] Removing an entity (a whole hierarchy) writes the two records only: its keys and
+    // those of the relationships to it are retired, skipped by fsck, and deleted in the
+    // background by the next read-write load.
+    @Test func aRemovedHierarchyIsRetiredThenDeletedInTheBackground() throws {
+        let store = try Library.savedStore()
+        let before = try Self.entries(of: store)
+        let v2 = LibraryModel(withTags: false)
+        let shared = try StrataStore.sharedEngine(at: store.url)
+        let record = try #require(try StrataStore.modelRecord(in: shared.engine.snapshot()))
+        _ = try StrataStore.migrateLightweight(in: shared, from: record, to: v2.make(), url: store.url)
+        let migrated = try #require(try StrataStore.modelRecord(in: shared.engine.snapshot()))
+        #expect(migrated.retired == [.keySpace("Tag"), .relationship(keySpace: "Book", name: "tags")])
+        #expect(try Self.entries(shared.engine) == before, "the migration deleted nothing")
+        let pending = try ObjectChecker.check(engine: shared.engine, repair: false)
+        #expect(pending.problems.isEmpty, "\(pending.problems)")
+        let tagKeys = try Self.keyCount(shared.engine, space: "Tag")
+        let bookTags = RelationshipKeys.relationshipPrefix(root: "Book", relationship: "tags")
+        let bookTagKeys = try shared.engine.snapshot().countKeys(from: bookTags, to: RelationshipKeys.end(of: bookTags))
+        #expect(tagKeys == 6 && bookTagKeys == 4, "2 tag rows and their 4 keys; the books' 4 keys")
+        #expect(pending.retiredKeys == tagKeys + bookTagKeys)
+        shared.release()
+
+        let coordinator = try Library.open(store, v2)
+        try #require(coordinator.persistentStores.first as? StrataStore).waitForIndexBuild()
+        let engine = try Library.engine(coordinator)
+        #expect(try Self.keyCount(engine, space: "Tag") == 0)
+        #expect(try engine.snapshot().countKeys(from: bookTags, to: RelationshipKeys.end(of: bookTags)) == 0)
+        #expect(try Self.record(coordinator).retired.isEmpty)
+        #expect(try Library.books(coordinator, v2) == Library.version1Books.map { $0.replacingOccurrences(of: "|even|", with: "|-|").replacingOccurrences(of: "|odd|", with: "|-|") })
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+    }
+
+    // [MIG-4] A deletion cut short (the store closed at once) leaves the rest retired, which
+    // the next load finishes; a retired key space is never reused meanwhile: a new root of
+    // the removed one's name takes a free key space.
+    @Test func aRetirementCutShortIsFinishedAndItsKeySpaceNotReused() throws {
+        let store = try Library.savedStore()
+        let v2 = LibraryModel(withTags: false)
+        try Library.close(try store.coordinator(model: v2.make(), options: Library.migrating.merging([StrataStore.indexBuildBatchOption: .int64(1)]) { $1 }))
+        let v3 = LibraryModel(withTags: false, extraEntities: { [EntityDescription(name: "Tag", properties: [.attribute("word", .string)])] })
+        let coordinator = try Library.open(store, v3)
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        let record = try Self.record(coordinator)
+        if !record.retired.isEmpty || strata.indexBuildProgress != nil {
+            #expect(record.keySpaces["Tag"] == "Tag~2", "Tag is still being deleted")
+        }
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let tag = try context.insertNewObject(forEntityName: "Tag")
+        try tag.setValue("new", forKey: "word")
+        try context.save()
+        try strata.waitForIndexBuild()
+        #expect(try context.count(for: FetchRequest(entityName: "Tag")) == 1)
+        #expect(try Self.record(coordinator).retired.isEmpty)
+        let space = try Self.record(coordinator).keySpace(ofRoot: "Tag")
+        #expect(try Self.keyCount(try Library.engine(coordinator), space: space) == 1, "the new tag alone")
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+    }
+
+    // [MIG-4] Read-only, a removed entity is migrated in memory: nothing is deleted or written.
+    @Test func aReadOnlyStoreWithARemovedEntityMigratesInMemory() throws {
+        let store = try Library.savedStore()
+        let files = try ModelSafetyTests.files(of: store)
+        let v2 = LibraryModel(withTags: false)
+        let coordinator = try Library.open(store, v2, readOnly: true)
+        #expect(try ManagedObjectContext(persistentStoreCoordinator: coordinator).count(for: FetchRequest(entityName: "Book")) == 4)
+        try Library.close(coordinator)
+        #expect(try ModelSafetyTests.files(of: store) == files)
+    }
+
+    // [MIG-4] With synchronous index builds, the load deletes retired keys before it returns.
+    @Test func theSynchronousOptionDeletesRetiredKeysBeforeTheLoadReturns() throws {
+        let store = try Library.savedStore()
+        let options = Library.migrating.merging([StrataStore.indexBuildOption: .string("synchronous")]) { $1 }
+        let coordinator = try store.coordinator(model: LibraryModel(withTags: false).make(), options: options)
+        #expect(try Self.keyCount(try Library.engine(coordinator), space: "Tag") == 0)
+        #expect(try Self.record(coordinator).retired.isEmpty)
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
     }
 }

@@ -128,7 +128,7 @@ struct Fsck: ParsableCommand {
         }
         if let objects = report.objects {
             if objects.isObjectStore {
-                Output.line("  objects: \(objects.rows) rows, \(objects.references) references, \(objects.indexEntries) index entries\(objects.hasModel ? "" : " (no stored model: rows decoded, relationships and indexes not checked)"): \(objects.problems.isEmpty ? "ok" : "\(objects.problems.count) errors")")
+                Output.line("  objects: \(objects.rows) rows, \(objects.references) references, \(objects.indexEntries) index entries\(objects.retiredKeys > 0 ? ", \(objects.retiredKeys) retired keys awaiting deletion (not checked)" : "")\(objects.hasModel ? "" : " (no stored model: rows decoded, relationships and indexes not checked)"): \(objects.problems.isEmpty ? "ok" : "\(objects.problems.count) errors")")
                 for problem in objects.problems.prefix(limit) { Output.line("    \(problem)") }
                 if objects.problems.count > limit { Output.line("    … \(objects.problems.count - limit) more (--json lists all)") }
             } else {

@@ -9,7 +9,10 @@ import ObjectGraph
 /// ```
 /// record   := format u8 (2 or 3) | nextEntity varint | count varint | version × count
 ///             | (format 3) count varint | keySpace × count       (roots in name order)
+///                          count varint | retired × count        (in order)
 /// keySpace := root string | name string                         (a root whose key space is not its name)
+/// retired  := kind u8 | keySpace string | (kind 1) relationship string
+///             kind 0: a whole key space; kind 1: one relationship's keys in it
 /// version  := count varint | entity × count                      (entities in name order)
 /// entity   := number varint | layout varint | name string | superentity string | modifier string
 ///             | flags u8 (1 abstract) | count varint | property × count
@@ -27,16 +30,36 @@ import ObjectGraph
 ///
 /// Format 1 (written before [MIG-1]) is one version without numbers or layouts: its entities
 /// are numbered in name order and their layouts come from their version hashes. Format 2 is
-/// format 3 without key spaces: every hierarchy's key space is its root's name ([KEY-2]);
-/// a record without renamed key spaces is written in format 2.
+/// format 3 without key spaces and retired keys: every hierarchy's key space is its root's
+/// name ([KEY-2]); a record without either is written in format 2.
 ///
 /// What is stored is what describes the bytes of rows and index entries; defaults, validation
 /// rules and classes stay in the application's model.
 struct ModelRecord: Equatable {
     /// The format of a record whose hierarchies all have their roots' names as key spaces.
     static let formatVersion: UInt8 = 2
-    /// The format of a record that names some key spaces ([KEY-2]).
+    /// The format of a record that names some key spaces ([KEY-2]) or retired keys ([MIG-4]).
     static let keySpaceFormatVersion: UInt8 = 3
+
+    /// Keys a migration left that no entity or relationship of the model reads any more,
+    /// deleted in the background after it ([MIG-4]).
+    enum Retired: Hashable, Comparable {
+        /// Every row, index entry and relationship key of a key space ([KEY-2]): a removed
+        /// hierarchy's.
+        case keySpace(String)
+        /// The keys ([REL-1]) of a removed keyed relationship, in its hierarchy's key space.
+        case relationship(keySpace: String, name: String)
+
+        /// The key prefixes it covers.
+        var prefixes: [[UInt8]] {
+            switch self {
+            case .keySpace(let space):
+                return [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag].map { [$0] + Array(space.utf8) + [0x00] }
+            case .relationship(let space, let name):
+                return [RelationshipKeys.relationshipPrefix(root: space, relationship: name)]
+            }
+        }
+    }
 
     /// How a row of an older version reads one field of its entity's current layout ([MIG-2]).
     enum Upgrade: Equatable {
@@ -96,6 +119,8 @@ struct ModelRecord: Equatable {
     /// whose key space is not named after its root: a hierarchy keeps its key space when its
     /// root is renamed or gets a superentity, so that no key moves ([MIG-1]).
     var keySpaces: [String: String] = [:]
+    /// Keys no part of the model reads, still to be deleted ([MIG-4]).
+    var retired: Set<Retired> = []
 
     /// The record of a store that knows only `model`: numbers in name order, layouts from the
     /// version hashes (what format 1 means).
@@ -110,10 +135,18 @@ struct ModelRecord: Equatable {
         nextEntity = UInt16(truncatingIfNeeded: sorted.count)
     }
 
-    init(versions: [Version], nextEntity: UInt16, keySpaces: [String: String] = [:]) {
+    init(versions: [Version], nextEntity: UInt16, keySpaces: [String: String] = [:], retired: Set<Retired> = []) {
         self.versions = versions
         self.nextEntity = nextEntity
         self.keySpaces = keySpaces
+        self.retired = retired
+    }
+
+    /// The record with `retired` as its keys still to delete ([MIG-4]).
+    func retiring(_ retired: Set<Retired>) -> ModelRecord {
+        var record = self
+        record.retired = retired
+        return record
     }
 
     /// The key space of the hierarchy whose root (in the current version) is `root`.
@@ -208,7 +241,7 @@ struct ModelRecord: Equatable {
         }
         return ModelRecord(
             versions: [newest] + kept, nextEntity: UInt16(truncatingIfNeeded: min(next, Int(UInt16.max))),
-            keySpaces: migratedKeySpaces(to: model, sources: sources, rowCounts: rowCounts))
+            keySpaces: migratedKeySpaces(to: model, sources: sources, rowCounts: rowCounts), retired: retired)
     }
 
     /// The key spaces of `model`'s hierarchies after a migration ([KEY-2], [MIG-1]), as
@@ -218,7 +251,8 @@ struct ModelRecord: Equatable {
     ) -> [String: String] {
         let old = current.model
         var rows: [String: Int] = [:]
-        var taken = Set<String>()
+        // Key spaces still being deleted are not reused.
+        var taken = Set(retired.compactMap { if case .keySpace(let space) = $0 { return space } else { return nil } })
         for entity in old.entities {
             let space = keySpace(ofRoot: entity.rootEntityName)
             rows[space, default: 0] += rowCounts[entity.name] ?? 0
@@ -263,15 +297,27 @@ struct ModelRecord: Equatable {
     /// The record's bytes.
     func encode() -> [UInt8] {
         var writer = RowWriter()
-        writer.u8(keySpaces.isEmpty ? Self.formatVersion : Self.keySpaceFormatVersion)
+        writer.u8(keySpaces.isEmpty && retired.isEmpty ? Self.formatVersion : Self.keySpaceFormatVersion)
         writer.varint(UInt64(nextEntity))
         writer.varint(UInt64(versions.count))
         for version in versions { Self.write(version, to: &writer) }
-        if !keySpaces.isEmpty {
+        if !keySpaces.isEmpty || !retired.isEmpty {
             writer.varint(UInt64(keySpaces.count))
             for (root, space) in keySpaces.sorted(by: { $0.key < $1.key }) {
                 writer.string(root)
                 writer.string(space)
+            }
+            writer.varint(UInt64(retired.count))
+            for entry in retired.sorted() {
+                switch entry {
+                case .keySpace(let space):
+                    writer.u8(0)
+                    writer.string(space)
+                case .relationship(let space, let name):
+                    writer.u8(1)
+                    writer.string(space)
+                    writer.string(name)
+                }
             }
         }
         return writer.bytes
@@ -373,28 +419,47 @@ struct ModelRecord: Equatable {
                 versions.append(version)
             }
             var keySpaces: [String: String] = [:]
+            var retired = Set<Retired>()
             if format == keySpaceFormatVersion {
                 let count = try reader.varint()
-                guard count >= 1, count <= UInt64(bytes.count) else { throw reader.fail("key space count \(count)") }
+                guard count <= UInt64(bytes.count) else { throw reader.fail("key space count \(count)") }
                 for _ in 0..<count {
                     let root = try reader.string(), space = try reader.string()
                     guard keySpaces[root] == nil else { throw reader.fail("key space of \(root) appears twice") }
                     keySpaces[root] = space
                 }
-                try checkKeySpaces(keySpaces, of: versions[0].model, reader: reader)
+                let retiredCount = try reader.varint()
+                guard retiredCount <= UInt64(bytes.count), count + retiredCount >= 1 else { throw reader.fail("retired count \(retiredCount)") }
+                for _ in 0..<retiredCount {
+                    let kind = try reader.u8()
+                    let space = try reader.string()
+                    guard !space.isEmpty, !space.utf8.contains(0) else { throw reader.fail("retired key space \"\(space)\"") }
+                    switch kind {
+                    case 0: retired.insert(.keySpace(space))
+                    case 1:
+                        let name = try reader.string()
+                        guard !name.isEmpty, !name.utf8.contains(0) else { throw reader.fail("retired relationship \"\(name)\"") }
+                        retired.insert(.relationship(keySpace: space, name: name))
+                    default: throw reader.fail("retired kind \(kind)")
+                    }
+                }
+                try checkKeySpaces(keySpaces, retired: retired, of: versions[0].model, reader: reader)
             }
             guard reader.isAtEnd else { throw reader.fail("trailing bytes") }
-            return ModelRecord(versions: versions, nextEntity: UInt16(truncatingIfNeeded: min(next, UInt64(UInt16.max))), keySpaces: keySpaces)
+            return ModelRecord(
+                versions: versions, nextEntity: UInt16(truncatingIfNeeded: min(next, UInt64(UInt16.max))), keySpaces: keySpaces, retired: retired)
         default:
             throw reader.fail("model format \(format) is not supported")
         }
     }
 
     /// Refuses key spaces that are not one per hierarchy: each named root a root of `model`,
-    /// each name non-empty without a zero byte, and no two hierarchies (named or not) with
-    /// the same key space.
-    private static func checkKeySpaces(_ keySpaces: [String: String], of model: ManagedObjectModel, reader: RowReader) throws {
-        var seen = Set<String>()
+    /// each name non-empty without a zero byte, no two hierarchies (named or not) with the
+    /// same key space, and none retired ([MIG-4]).
+    private static func checkKeySpaces(
+        _ keySpaces: [String: String], retired: Set<Retired>, of model: ManagedObjectModel, reader: RowReader
+    ) throws {
+        var seen = Set(retired.compactMap { if case .keySpace(let space) = $0 { return space } else { return nil } })
         for root in model.entities where root.rootEntityName == root.name {
             let space = keySpaces[root.name] ?? root.name
             guard !space.isEmpty, !space.utf8.contains(0) else { throw reader.fail("key space \"\(space)\" of \(root.name)") }

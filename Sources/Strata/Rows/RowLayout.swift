@@ -253,7 +253,7 @@ final class StoreLayout: Sendable {
         versions[0] = ModelRecord.Version(model: model, numbers: numbers, layoutIDs: currentLayoutIDs)
         self.record = ModelRecord(
             versions: versions, nextEntity: max(record.nextEntity, UInt16(truncatingIfNeeded: min(count, Int(UInt16.max)))),
-            keySpaces: record.keySpaces)
+            keySpaces: record.keySpaces, retired: record.retired)
         numberCount = count
         layoutsByNumber = layouts
         unretainedLayouts = layouts.map { $0.map { Unmanaged.passUnretained($0) } }

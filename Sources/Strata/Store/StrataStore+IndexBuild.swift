@@ -19,7 +19,8 @@ extension StrataStore {
     struct IndexBuild: Sendable {
         /// Per hierarchy key space ([KEY-2]), the attributes whose entries are built.
         let builds: [(root: String, attributes: [String])]
-        /// Index key prefixes ([IDX-S1]) of attributes no entity indexes any more, deleted.
+        /// Index key prefixes ([IDX-S1]) of attributes no entity indexes any more, and the
+        /// prefixes of keys a migration retired ([MIG-4]), deleted.
         let drops: [[UInt8]]
         /// The attributes whose entries the store holds before the build (`Entity.attribute`)
         /// and keeps through it (those of dropped prefixes left out): what a model record
@@ -57,7 +58,9 @@ extension StrataStore {
         for entity in model.entities {
             for attribute in entity.attributesWithIndexEntries { kept.insert(IndexKey.prefix(root: record.keySpace(ofRoot: entity.rootEntityName), attribute: attribute.name)) }
         }
-        let drops = presentIndexPrefixes(in: snapshot).filter { !kept.contains($0) }
+        // [MIG-4] Keys a migration retired go with them.
+        let retired = record.retired.sorted().flatMap(\.prefixes)
+        let drops = presentIndexPrefixes(in: snapshot).filter { !kept.contains($0) && !retired.contains($0) } + retired
         guard stored != wanted || !drops.isEmpty else { return nil }
         var builds: [String: Set<String>] = [:]
         for name in wanted.subtracting(stored).sorted() {
@@ -122,7 +125,7 @@ extension StrataStore {
                 // the build (no save in between: the saves are settled).
                 try shared.withSavesSettled { _ in
                     var batch = WriteBatch()
-                    batch.put(KeyLayout.modelKey, layout.record.encode())
+                    batch.put(KeyLayout.modelKey, layout.record.retiring([]).encode())
                     _ = try mappingEngineErrors("finish the index build") { () throws(StoreError) in try shared.engine.commit(batch) }
                     self.state.withLock {
                         $0.indexEntriesOnDisk = nil

@@ -119,9 +119,16 @@ extension StrataStore {
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             let stored = try recordIfReadable(in: snapshot)
             var result = MetadataRebuild(rowCounts: stored?.rowCounts ?? [:], nextReference: stored?.nextReference ?? 1)
-            if !force, try indexesAreCurrent(for: model, in: snapshot) { return result }
-            var batch = WriteBatch()
             let layout = try knownLayout ?? storeLayout(for: model, record: modelRecord(in: snapshot))
+            if !force, layout.record.retired.isEmpty, try indexesAreCurrent(for: model, in: snapshot) { return result }
+            var batch = WriteBatch()
+            // [MIG-4] Keys a migration retired are deleted in this transaction too.
+            for prefix in layout.record.retired.sorted().flatMap(\.prefixes) {
+                snapshot.forEachKey(from: prefix, to: prefixEnd(prefix)) { key in
+                    batch.delete(key)
+                    return true
+                }
+            }
             var counts: [String: Int] = [:]
             var maxReference: Int64 = 0
             for root in model.entities where root.superentity == nil {
@@ -159,7 +166,7 @@ extension StrataStore {
             result.indexEntriesChanged = batch.count
             // Relationship keys and index entries name references too (a key may outlive a row).
             maxReference = max(maxReference, StoreSurvey.surveyKeys(snapshot).maxReference)
-            let encodedModel = layout.record.encode()
+            let encodedModel = layout.record.retiring([]).encode()
             if try mappingEngineErrors("read the model record", { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }) != encodedModel {
                 batch.put(KeyLayout.modelKey, encodedModel)
                 result.rebuiltModelRecord = true

@@ -41,9 +41,9 @@ extension StrataStore {
         /// The inferred mapping.
         let mapping: MappingModel
         /// The model record after it.
-        let record: ModelRecord
+        var record: ModelRecord
         /// The layouts after it.
-        let layout: StoreLayout
+        var layout: StoreLayout
         /// The writes besides the two records: relationship keys moved, built or deleted, rows
         /// of removed entities deleted (their index entries go at the index build that
         /// follows), owners' rows given lists, key spaces moved ([MIG-1]).
@@ -112,6 +112,44 @@ extension StrataStore {
             rootMoves[old.rootEntityName] = entity.rootEntityName
             spaceMoves[oldSpace(old)] = newSpace(entity)
         }
+        // [MIG-4] Keys no entity or relationship reads any more are retired: recorded in the
+        // model record and deleted in the background, not here. A key space none of the model's
+        // hierarchies keeps (its entities all removed) is retired whole; a removed keyed
+        // relationship's keys in a kept one by prefix. Retired keys a prefix of the model
+        // claims again (a new relationship of a retired one's name) are deleted first, here.
+        let keptSpaces = Set(spaceMoves.keys)
+        var retired = migrated.retired
+        for old in source.entities where !keptSpaces.contains(oldSpace(old)) { retired.insert(.keySpace(oldSpace(old))) }
+        var claimed = Set<[UInt8]>()
+        for entity in model.entities {
+            for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
+                claimed.insert(RelationshipKeys.relationshipPrefix(root: newSpace(entity), relationship: relationship.name))
+            }
+        }
+        for (entityMapping, entity, old) in kept {
+            for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
+                guard let before = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName
+                    .flatMap({ old.relationshipsByName[$0] }), RelationshipKeys.isKeyed(before)
+                else { continue }
+                keptRelationshipKeys.insert(RelationshipKeys.relationshipPrefix(root: oldSpace(old), relationship: before.name))
+            }
+        }
+        for entity in source.entities where keptSpaces.contains(oldSpace(entity)) {
+            for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
+                let prefix = RelationshipKeys.relationshipPrefix(root: oldSpace(entity), relationship: relationship.name)
+                if !keptRelationshipKeys.contains(prefix) { retired.insert(.relationship(keySpace: oldSpace(entity), name: relationship.name)) }
+            }
+        }
+        for entry in retired.sorted() {
+            guard case .relationship = entry, let prefix = entry.prefixes.first, claimed.contains(prefix) else { continue }
+            snapshot.forEachKey(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
+                plan.batch.delete(key)
+                return true
+            }
+            retired.remove(entry)
+        }
+        plan.record.retired = retired
+        plan.layout = try StoreLayout(model: model, record: plan.record)
         for (entityMapping, entity, old) in kept {
             for relationship in entity.relationships where !relationship.isTransient && relationship.entity === entity {
                 let keyed = RelationshipKeys.isKeyed(relationship)
@@ -122,7 +160,6 @@ extension StrataStore {
                 switch (wasKeyed, keyed) {
                 case (true, true):
                     let oldPrefix = RelationshipKeys.relationshipPrefix(root: oldSpace(old), relationship: before.name)
-                    keptRelationshipKeys.insert(oldPrefix)
                     if before.name != relationship.name {
                         // A renamed keyed relationship: its keys move to the new name.
                         let newPrefix = RelationshipKeys.relationshipPrefix(root: newSpace(entity), relationship: relationship.name)
@@ -147,23 +184,12 @@ extension StrataStore {
                 }
             }
         }
-        // Keys of keyed relationships that no longer exist.
-        for entity in source.entities {
-            for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
-                let prefix = RelationshipKeys.relationshipPrefix(root: oldSpace(entity), relationship: relationship.name)
-                guard !keptRelationshipKeys.contains(prefix) else { continue }
-                snapshot.forEachKey(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
-                    plan.batch.delete(key)
-                    return true
-                }
-            }
-        }
-        // Rows of removed entities, with their index entries (rebuilt afterwards) and the keys
-        // they own (deleted above with their relationships).
+        // Rows of removed entities of kept hierarchies (subentities), with their index entries
+        // (rebuilt afterwards) and the keys they own (retired above with their relationships).
         let removed = mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap { $0.sourceEntityName }
         if !removed.isEmpty {
             let numbers = Set(removed.compactMap { record.current.numbers[$0] })
-            for root in Set(removed.compactMap { source.entitiesByName[$0].map(oldSpace) }) {
+            for root in Set(removed.compactMap { source.entitiesByName[$0].map(oldSpace) }) where keptSpaces.contains(root) {
                 try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
                     try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         if value.count >= 4, numbers.contains(UInt16(value[2]) | UInt16(value[3]) << 8) { plan.batch.delete(Array(key)) }

@@ -166,13 +166,15 @@ extension StrataStore {
         // Uniqueness constraints: the values the save gives, looked up under the lock.
         let uniqueness = try UniquenessCheck(request)
         let metadata = self.metadata
-        let (modelRecordCurrent, indexEntriesOnDisk) = state.withLock { ($0.modelRecordCurrent, $0.indexEntriesOnDisk) }
 
         // [SAVE-3] The save is built under the lock, on the snapshot seen through the saves
         // still in flight, and submitted; the lock is let go before the commit, so saves from
         // other contexts build meanwhile and share its sync.
         let (ticket, number, record) = try shared.saveLock.withLock { saves -> (CommitTicket, UInt64, MetadataRecord) in
             defer { saves.count += 1 }
+            // Read under the save lock, which a background index build holds while it writes
+            // the record that ends it ([IDX-S9]): a save never writes an older record after it.
+            let (modelRecordCurrent, indexEntriesOnDisk) = state.withLock { ($0.modelRecordCurrent, $0.indexEntriesOnDisk) }
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             let reads = saves.reads(over: snapshot)
             // The record the last save wrote is cached under its sequence: no decode per save.

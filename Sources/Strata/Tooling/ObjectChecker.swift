@@ -76,6 +76,9 @@ public struct ObjectCheckReport: Sendable, Equatable, Codable {
     public var indexEntries = 0
     /// Relationship keys ([REL-1]) read.
     public var relationshipKeys = 0
+    /// Keys a migration retired, not checked: no part of the model reads them, and a
+    /// read-write load deletes them in the background (SPEC.md [MIG-4]).
+    public var retiredKeys = 0
     /// Every problem, in key order.
     public var problems: [ObjectProblem] = []
     /// What a repair changed, one line per change (empty when not repairing).
@@ -143,6 +146,14 @@ public enum ObjectChecker {
         var reportedMissingModel = false
         /// The row layouts of the stored model ([ROW-1]): rows decode only through it.
         var layout: StoreLayout?
+        /// The prefixes of keys the model record retired ([MIG-4]): not checked.
+        var retiredPrefixes: [[UInt8]] = []
+        /// Whether a key is retired (and counted as such).
+        mutating func isRetired(_ key: [UInt8]) -> Bool {
+            guard !retiredPrefixes.isEmpty, retiredPrefixes.contains(where: { key.starts(with: $0) }) else { return false }
+            report.retiredKeys += 1
+            return true
+        }
         /// The key space ([KEY-2]) of an entity's hierarchy by the stored model record.
         func keySpace(of entity: EntityDescription) -> String { layout?.keySpace(of: entity) ?? entity.rootEntityName }
         var record: MetadataRecord?
@@ -229,6 +240,7 @@ public enum ObjectChecker {
                     let decoded = try ModelRecord.decodeRecord(modelBytes)
                     layout = try StoreLayout(record: decoded)
                     model = decoded.current.model
+                    retiredPrefixes = decoded.retired.sorted().flatMap(\.prefixes)
                     report.hasModel = true
                 } catch {
                     problem(.model, key: KeyLayout.modelKey, "the model record does not decode: \(error)")
@@ -270,6 +282,7 @@ public enum ObjectChecker {
         }
 
         mutating func checkRow(_ key: [UInt8]) throws {
+            if isRetired(key) { return }
             report.rows += 1
             guard let (root, reference) = Self.parseRowKey(key) else {
                 problem(.strayKey, key: key, "a key in the row space that is not `0x01 root 0x00 ref`")
@@ -398,10 +411,16 @@ public enum ObjectChecker {
 
         mutating func checkIndexes() throws {
             var present = Set<[UInt8]>()
+            var retired: [[UInt8]] = []
             snapshot.forEachKey(from: [IndexKey.tag], to: [IndexKey.tag + 1]) { key in
-                present.insert(key)
+                if retiredPrefixes.isEmpty || !retiredPrefixes.contains(where: { key.starts(with: $0) }) {
+                    present.insert(key)
+                } else {
+                    retired.append(key)
+                }
                 return true
             }
+            for key in retired { _ = isRetired(key) }
             report.indexEntries = present.count
             for key in present where StoreSurvey.isIndexKey(key) {
                 maxKeyReference = max(maxKeyReference, IndexKey.reference(fromIndexKey: key) ?? 0)
@@ -445,6 +464,7 @@ public enum ObjectChecker {
                 keys.append(key)
                 return true
             }
+            if !retiredPrefixes.isEmpty { keys.removeAll { isRetired($0) } }
             report.relationshipKeys = keys.count
             for key in keys {
                 if let parts = RelationshipKeys.parse(key) { maxKeyReference = max(maxKeyReference, parts.owner, parts.member.reference) }
