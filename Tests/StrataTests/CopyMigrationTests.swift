@@ -103,12 +103,13 @@ import Testing
         try Library.close(coordinator)
     }
 
-    // A read-only add cannot move keys (a renamed keyed relationship's): the change is refused.
+    // A read-only add cannot write keys (an unordered to-many made ordered rewrites its owners'
+    // rows): the change is refused.
     @Test func aReadOnlyStoreIsNotMoved() throws {
         let store = try Library.savedStore()
         let before = try ModelSafetyTests.files(of: store)
         let error = try #require(throws: ObjectGraphError.self) {
-            try Library.open(store, LibraryModel(tagsName: "labels", tagsIdentifier: "tags"), readOnly: true)
+            try Library.open(store, LibraryModel(tagsOrdered: true), readOnly: true)
         }
         #expect(error.code == .migrationFailed, "a move of keys cannot be made read-only: \(error)")
         #expect(try ModelSafetyTests.files(of: store) == before)

@@ -201,13 +201,21 @@ import Testing
         }
         // Retired keys ([MIG-4]) round-trip alone or with key spaces; a retired key space in use is refused.
         record.keySpaces = [:]
-        record.retired = [.keySpace("Gone"), .relationship(keySpace: "Book", name: "tags")]
+        record.retired = [.keySpace("Gone"), .relationship(keySpace: "Book", name: "gone")]
         #expect(record.encode().first == 3)
         #expect(try ModelRecord.decodeRecord(record.encode()) == record)
         record.keySpaces = ["Person": "Author"]
         #expect(try ModelRecord.decodeRecord(record.encode()) == record)
         record.retired = [.keySpace("Book")]
         #expect(throws: ObjectGraphError.self) { try ModelRecord.decodeRecord(record.encode()) }
+        // Key names ([REL-1]): one per keyed relationship of a key space, none retired.
+        record.retired = [.relationship(keySpace: "Book", name: "gone")]
+        record.keyNames = [ModelRecord.keyNameKey(keySpace: "Book", relationship: "tags"): "labels"]
+        #expect(try ModelRecord.decodeRecord(record.encode()) == record)
+        for bad in [["Book\u{0}tags": "gone"], ["Book\u{0}title": "x"], ["Book\u{0}tags": ""], ["Tag\u{0}books": "tags", "Tag\u{0}x": "y"]] {
+            record.keyNames = bad
+            #expect(throws: ObjectGraphError.self, "\(bad)") { try ModelRecord.decodeRecord(record.encode()) }
+        }
     }
 
     // [MIG-4] Removing an entity (a whole hierarchy) writes the two records only: its keys and
@@ -290,5 +298,35 @@ import Testing
         #expect(try Self.record(coordinator).retired.isEmpty)
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
+    }
+
+    // A renamed keyed relationship keeps its keys under the name they have ([REL-1], [ROW-5]):
+    // no key moves, saves write under that name, and a later rename keeps it too.
+    @Test func aRenamedKeyedRelationshipMovesNoKey() throws {
+        let store = try Library.savedStore()
+        let before = try Self.entries(of: store)
+        let v2 = LibraryModel(tagsName: "labels", tagsIdentifier: "tags")
+        let coordinator = try Library.open(store, v2)
+        let engine = try Library.engine(coordinator)
+        #expect(try Self.entries(engine) == before, "no key moved")
+        #expect(try Self.record(coordinator).keyNames == [ModelRecord.keyNameKey(keySpace: "Book", relationship: "labels"): "tags"])
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let book = try #require(try context.fetch(Library.request("Book", "title == 'Book 0'")).first)
+        let odd = try #require(try context.fetch(Library.request("Tag", "label == 'odd'")).first)
+        try book.addObject(odd, toRelationship: "labels")
+        try context.save()
+        let tags = RelationshipKeys.relationshipPrefix(root: "Book", relationship: "tags")
+        #expect(try engine.snapshot().countKeys(from: tags, to: RelationshipKeys.end(of: tags)) == 5)
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+
+        let v3 = LibraryModel(tagsName: "topics", tagsIdentifier: "labels")
+        let again = try Library.open(store, v3)
+        #expect(try Self.record(again).keyNames == [ModelRecord.keyNameKey(keySpace: "Book", relationship: "topics"): "tags"])
+        let reread = ManagedObjectContext(persistentStoreCoordinator: again)
+        #expect(try reread.count(for: Library.request("Book", "ANY topics.label == 'odd'")) == 3)
+        #expect(try reread.count(for: Library.request("Tag", "label == 'odd' AND books.@count == 3")) == 1)
+        try Library.expectClean(again)
+        try Library.close(again)
     }
 }

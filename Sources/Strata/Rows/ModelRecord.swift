@@ -10,7 +10,10 @@ import ObjectGraph
 /// record   := format u8 (2 or 3) | nextEntity varint | count varint | version × count
 ///             | (format 3) count varint | keySpace × count       (roots in name order)
 ///                          count varint | retired × count        (in order)
+///                          count varint | keyName × count        (in order)
 /// keySpace := root string | name string                         (a root whose key space is not its name)
+/// keyName  := keySpace string | relationship string | name string (a keyed relationship whose keys
+///                                                                  are not under its own name)
 /// retired  := kind u8 | keySpace string | (kind 1) relationship string
 ///             kind 0: a whole key space; kind 1: one relationship's keys in it
 /// version  := count varint | entity × count                      (entities in name order)
@@ -30,8 +33,9 @@ import ObjectGraph
 ///
 /// Format 1 (written before [MIG-1]) is one version without numbers or layouts: its entities
 /// are numbered in name order and their layouts come from their version hashes. Format 2 is
-/// format 3 without key spaces and retired keys: every hierarchy's key space is its root's
-/// name ([KEY-2]); a record without either is written in format 2.
+/// format 3 without key spaces, retired keys and key names: every hierarchy's key space is its
+/// root's name ([KEY-2]) and every keyed relationship's keys are under its own name ([REL-1]);
+/// a record without any of the three is written in format 2.
 ///
 /// What is stored is what describes the bytes of rows and index entries; defaults, validation
 /// rules and classes stay in the application's model.
@@ -121,6 +125,10 @@ struct ModelRecord: Equatable {
     var keySpaces: [String: String] = [:]
     /// Keys no part of the model reads, still to be deleted ([MIG-4]).
     var retired: Set<Retired> = []
+    /// The name under which each keyed relationship of the current version whose keys
+    /// ([REL-1]) are not under its own name keeps them, by ``keyNameKey(keySpace:relationship:)``:
+    /// a renamed relationship keeps its keys where they are ([MIG-1]).
+    var keyNames: [String: String] = [:]
 
     /// The record of a store that knows only `model`: numbers in name order, layouts from the
     /// version hashes (what format 1 means).
@@ -135,11 +143,24 @@ struct ModelRecord: Equatable {
         nextEntity = UInt16(truncatingIfNeeded: sorted.count)
     }
 
-    init(versions: [Version], nextEntity: UInt16, keySpaces: [String: String] = [:], retired: Set<Retired> = []) {
+    init(
+        versions: [Version], nextEntity: UInt16, keySpaces: [String: String] = [:], retired: Set<Retired> = [],
+        keyNames: [String: String] = [:]
+    ) {
         self.versions = versions
         self.nextEntity = nextEntity
         self.keySpaces = keySpaces
         self.retired = retired
+        self.keyNames = keyNames
+    }
+
+    /// The key of ``keyNames`` for relationship `relationship` of the hierarchy whose key
+    /// space is `keySpace`.
+    static func keyNameKey(keySpace: String, relationship: String) -> String { keySpace + "\u{0}" + relationship }
+
+    /// The name the keys ([REL-1]) of `relationship` in key space `keySpace` are under.
+    func keyName(keySpace: String, relationship: String) -> String {
+        keyNames[Self.keyNameKey(keySpace: keySpace, relationship: relationship)] ?? relationship
     }
 
     /// The record with `retired` as its keys still to delete ([MIG-4]).
@@ -239,9 +260,64 @@ struct ModelRecord: Equatable {
                 return current != layout
             }
         }
-        return ModelRecord(
+        return try ModelRecord(
             versions: [newest] + kept, nextEntity: UInt16(truncatingIfNeeded: min(next, Int(UInt16.max))),
-            keySpaces: migratedKeySpaces(to: model, sources: sources, rowCounts: rowCounts), retired: retired)
+            keySpaces: migratedKeySpaces(to: model, sources: sources, rowCounts: rowCounts), retired: retired
+        ).keyingRelationships(of: model, from: self, sources: sources)
+    }
+
+    /// This record (of `model`, made from `old` by a migration) with the key names ([REL-1])
+    /// of `model`'s keyed relationships: a relationship that was keyed keeps the name its keys
+    /// were under (they do not move, [MIG-1]); a new one takes its own name, or when a kept
+    /// relationship's keys or retired keys ([MIG-4]) of its key space have it, the first free
+    /// `name~2`, `name~3`, ….
+    ///
+    /// - Throws: `incompatibleModel` when hierarchies merged under one root have keyed
+    ///   relationships whose keys are under the same name (the store is then migrated by copy,
+    ///   [MIG-3]).
+    private func keyingRelationships(
+        of model: ManagedObjectModel, from old: ModelRecord, sources: [String: EntityMapping]
+    ) throws -> ModelRecord {
+        var names: [String: String] = [:]
+        var taken: [String: Set<String>] = [:]  // key space → key names in use
+        for entry in retired {
+            if case .relationship(let space, let name) = entry { taken[space, default: []].insert(name) }
+        }
+        var fresh: [(space: String, relationship: String)] = []
+        for entity in model.entities.sorted(by: { $0.name < $1.name }) {
+            let space = keySpace(ofRoot: entity.rootEntityName)
+            for relationship in entity.relationships.sorted(by: { $0.name < $1.name })
+            where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
+                if let mapping = sources[entity.name], let sourceEntity = mapping.sourceEntityName,
+                    let before = old.current.model.entitiesByName[sourceEntity],
+                    let sourceName = mapping.propertyMapping(named: relationship.name)?.sourcePropertyName,
+                    let source = before.relationshipsByName[sourceName], RelationshipKeys.isKeyed(source)
+                {
+                    let name = old.keyName(keySpace: old.keySpace(ofRoot: before.rootEntityName), relationship: source.name)
+                    names[Self.keyNameKey(keySpace: space, relationship: relationship.name)] = name
+                    guard taken[space, default: []].insert(name).inserted else {
+                        throw ObjectGraphError(
+                            .incompatibleModel,
+                            "Hierarchies merged under \(entity.rootEntityName) both keep relationship keys under \"\(name)\": the store cannot migrate in place; it is migrated by copy.",
+                            entityName: entity.name, key: relationship.name)
+                    }
+                } else {
+                    fresh.append((space, relationship.name))
+                }
+            }
+        }
+        for (space, relationship) in fresh {
+            var name = relationship, suffix = 2
+            while taken[space, default: []].contains(name) {
+                name = relationship + "~\(suffix)"
+                suffix += 1
+            }
+            taken[space, default: []].insert(name)
+            names[Self.keyNameKey(keySpace: space, relationship: relationship)] = name
+        }
+        var record = self
+        record.keyNames = names.filter { key, name in !key.hasSuffix("\u{0}" + name) }
+        return record
     }
 
     /// The key spaces of `model`'s hierarchies after a migration ([KEY-2], [MIG-1]), as
@@ -297,11 +373,11 @@ struct ModelRecord: Equatable {
     /// The record's bytes.
     func encode() -> [UInt8] {
         var writer = RowWriter()
-        writer.u8(keySpaces.isEmpty && retired.isEmpty ? Self.formatVersion : Self.keySpaceFormatVersion)
+        writer.u8(keySpaces.isEmpty && retired.isEmpty && keyNames.isEmpty ? Self.formatVersion : Self.keySpaceFormatVersion)
         writer.varint(UInt64(nextEntity))
         writer.varint(UInt64(versions.count))
         for version in versions { Self.write(version, to: &writer) }
-        if !keySpaces.isEmpty || !retired.isEmpty {
+        if !keySpaces.isEmpty || !retired.isEmpty || !keyNames.isEmpty {
             writer.varint(UInt64(keySpaces.count))
             for (root, space) in keySpaces.sorted(by: { $0.key < $1.key }) {
                 writer.string(root)
@@ -318,6 +394,13 @@ struct ModelRecord: Equatable {
                     writer.string(space)
                     writer.string(name)
                 }
+            }
+            writer.varint(UInt64(keyNames.count))
+            for (key, name) in keyNames.sorted(by: { $0.key < $1.key }) {
+                let parts = key.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                writer.string(parts[0])
+                writer.string(parts.count > 1 ? parts[1] : "")
+                writer.string(name)
             }
         }
         return writer.bytes
@@ -420,6 +503,7 @@ struct ModelRecord: Equatable {
             }
             var keySpaces: [String: String] = [:]
             var retired = Set<Retired>()
+            var keyNames: [String: String] = [:]
             if format == keySpaceFormatVersion {
                 let count = try reader.varint()
                 guard count <= UInt64(bytes.count) else { throw reader.fail("key space count \(count)") }
@@ -429,7 +513,7 @@ struct ModelRecord: Equatable {
                     keySpaces[root] = space
                 }
                 let retiredCount = try reader.varint()
-                guard retiredCount <= UInt64(bytes.count), count + retiredCount >= 1 else { throw reader.fail("retired count \(retiredCount)") }
+                guard retiredCount <= UInt64(bytes.count) else { throw reader.fail("retired count \(retiredCount)") }
                 for _ in 0..<retiredCount {
                     let kind = try reader.u8()
                     let space = try reader.string()
@@ -443,11 +527,23 @@ struct ModelRecord: Equatable {
                     default: throw reader.fail("retired kind \(kind)")
                     }
                 }
+                let nameCount = try reader.varint()
+                guard nameCount <= UInt64(bytes.count), count + retiredCount + nameCount >= 1 else { throw reader.fail("key name count \(nameCount)") }
+                for _ in 0..<nameCount {
+                    let space = try reader.string(), relationship = try reader.string(), name = try reader.string()
+                    let key = keyNameKey(keySpace: space, relationship: relationship)
+                    guard keyNames[key] == nil, !name.isEmpty, !name.utf8.contains(0) else {
+                        throw reader.fail("key name \"\(name)\" of \(relationship) in \(space)")
+                    }
+                    keyNames[key] = name
+                }
                 try checkKeySpaces(keySpaces, retired: retired, of: versions[0].model, reader: reader)
+                try checkKeyNames(keyNames, keySpaces: keySpaces, retired: retired, of: versions[0].model, reader: reader)
             }
             guard reader.isAtEnd else { throw reader.fail("trailing bytes") }
             return ModelRecord(
-                versions: versions, nextEntity: UInt16(truncatingIfNeeded: min(next, UInt64(UInt16.max))), keySpaces: keySpaces, retired: retired)
+                versions: versions, nextEntity: UInt16(truncatingIfNeeded: min(next, UInt64(UInt16.max))), keySpaces: keySpaces,
+                retired: retired, keyNames: keyNames)
         default:
             throw reader.fail("model format \(format) is not supported")
         }
@@ -467,6 +563,33 @@ struct ModelRecord: Equatable {
         }
         for root in keySpaces.keys where model.entitiesByName[root].map({ $0.rootEntityName != $0.name }) ?? true {
             throw reader.fail("key space for \(root), which is not a hierarchy root")
+        }
+    }
+
+    /// Refuses key names ([REL-1]) that are not one per keyed relationship of `model`: each
+    /// names a keyed relationship of a hierarchy with that key space, and no two relationships
+    /// of a key space, nor one and a retired one, share a name.
+    private static func checkKeyNames(
+        _ keyNames: [String: String], keySpaces: [String: String], retired: Set<Retired>, of model: ManagedObjectModel, reader: RowReader
+    ) throws {
+        var named = Set<String>()
+        var used: [String: Set<String>] = [:]
+        for entry in retired {
+            if case .relationship(let space, let name) = entry { used[space, default: []].insert(name) }
+        }
+        for entity in model.entities {
+            let space = keySpaces[entity.rootEntityName] ?? entity.rootEntityName
+            for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
+                let key = keyNameKey(keySpace: space, relationship: relationship.name)
+                named.insert(key)
+                let name = keyNames[key] ?? relationship.name
+                guard used[space, default: []].insert(name).inserted else {
+                    throw reader.fail("key name \"\(name)\" of \(entity.name).\(relationship.name) is used twice in \(space)")
+                }
+            }
+        }
+        if let stray = keyNames.keys.first(where: { !named.contains($0) }) {
+            throw reader.fail("key name for \(stray.replacingOccurrences(of: "\u{0}", with: ".")), which is no keyed relationship")
         }
     }
 

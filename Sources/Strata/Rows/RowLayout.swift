@@ -90,9 +90,14 @@ final class RowLayout: Sendable {
 
     /// The layout of `entity`'s rows, numbered `number`, named `layoutID` (its hash's by
     /// default; a model record names the layouts of older versions, [ROW-5]), its relationship
-    /// keys in the key spaces `keySpace` gives each hierarchy root ([KEY-2]; the root's name
-    /// by default).
-    init(entity: EntityDescription, number: UInt16, layoutID: UInt32? = nil, keySpace: (String) -> String = { $0 }) {
+    /// keys under the prefixes `keyPrefix` gives a relationship and the entity that has it
+    /// ([REL-1]; by default in the root's key space, under the relationship's name).
+    init(
+        entity: EntityDescription, number: UInt16, layoutID: UInt32? = nil,
+        keyPrefix: (RelationshipDescription, EntityDescription) -> [UInt8] = {
+            RelationshipKeys.relationshipPrefix(root: $1.rootEntityName, relationship: $0.name)
+        }
+    ) {
         self.number = number
         self.layoutID = layoutID ?? Self.layoutID(of: entity)
         // Unordered to-many relationships are keys, not fields ([REL-1]).
@@ -103,14 +108,14 @@ final class RowLayout: Sendable {
         }.sorted { $0.name < $1.name }
         keyedRelationships = entity.relationships.filter(RelationshipKeys.isKeyed)
         joins = keyedRelationships.filter { RelationshipKeys.storage(of: $0) == .join }.map {
-            ($0, RelationshipKeys.relationshipPrefix(root: keySpace(($0.entity ?? entity).rootEntityName), relationship: $0.name))
+            ($0, keyPrefix($0, $0.entity ?? entity))
         }
         foreignKeys = entity.relationships.compactMap { toOne in
             guard toOne.isToOne, !toOne.isTransient, let inverse = toOne.inverseRelationship,
                 RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne),
                 let owner = inverse.entity ?? toOne.destinationEntity
             else { return nil }
-            return (toOne, inverse, RelationshipKeys.relationshipPrefix(root: keySpace(owner.rootEntityName), relationship: inverse.name))
+            return (toOne, inverse, keyPrefix(inverse, owner))
         }
         var fields: [Field] = []
         var fixed = 0, variable = 0
@@ -193,6 +198,8 @@ final class StoreLayout: Sendable {
     private let keySpaces: [String: String]
     /// The hierarchy root of each key space.
     private let rootsByKeySpace: [String: String]
+    /// Per key space, the relationships whose keys are under another name, by that name.
+    private let relationshipsByKeyName: [String: [String: String]]
 
     /// The layouts of `model` alone, its entities numbered in name order (a new store's, or
     /// one whose model record is of format 1).
@@ -236,14 +243,24 @@ final class StoreLayout: Sendable {
         }
         self.keySpaces = keySpaces
         self.rootsByKeySpace = rootsByKeySpace
+        var byKeyName: [String: [String: String]] = [:]
+        for (key, name) in record.keyNames {
+            let parts = key.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            if parts.count == 2 { byKeyName[parts[0], default: [:]][name] = parts[1] }
+        }
+        relationshipsByKeyName = byKeyName
         let keySpace = { (root: String) in keySpaces[root] ?? root }
+        let keyPrefix = { (relationship: RelationshipDescription, owner: EntityDescription) -> [UInt8] in
+            let space = keySpace(owner.rootEntityName)
+            return RelationshipKeys.relationshipPrefix(root: space, relationship: record.keyName(keySpace: space, relationship: relationship.name))
+        }
         var currentLayoutIDs: [String: UInt32] = [:]
         var layouts = [RowLayout?](repeating: nil, count: count)
         var entities = [EntityDescription?](repeating: nil, count: count)
         var templates = [[UInt8]](repeating: [], count: count)
         for entity in model.entities {
             let number = numbers[entity.name] ?? 0
-            let layout = RowLayout(entity: entity, number: number, keySpace: keySpace)
+            let layout = RowLayout(entity: entity, number: number, keyPrefix: keyPrefix)
             layouts[Int(number)] = layout
             entities[Int(number)] = entity
             templates[Int(number)] = KeyLayout.rowKey(root: keySpace(entity.rootEntityName), reference: 0)
@@ -253,7 +270,7 @@ final class StoreLayout: Sendable {
         versions[0] = ModelRecord.Version(model: model, numbers: numbers, layoutIDs: currentLayoutIDs)
         self.record = ModelRecord(
             versions: versions, nextEntity: max(record.nextEntity, UInt16(truncatingIfNeeded: min(count, Int(UInt16.max)))),
-            keySpaces: record.keySpaces, retired: record.retired)
+            keySpaces: record.keySpaces, retired: record.retired, keyNames: record.keyNames)
         numberCount = count
         layoutsByNumber = layouts
         unretainedLayouts = layouts.map { $0.map { Unmanaged.passUnretained($0) } }
@@ -307,6 +324,22 @@ final class StoreLayout: Sendable {
 
     /// The key space of the hierarchy whose root is named `root`.
     func keySpace(ofRoot root: String) -> String { keySpaces[root] ?? root }
+
+    /// The prefix of the keys ([REL-1]) of `relationship`, a keyed relationship of `owner`
+    /// (or of its superentity): in the hierarchy's key space, under the relationship's key
+    /// name ([ROW-5]).
+    func relationshipPrefix(_ relationship: RelationshipDescription, owner: EntityDescription) -> [UInt8] {
+        let space = keySpace(of: relationship.entity ?? owner)
+        return RelationshipKeys.relationshipPrefix(root: space, relationship: record.keyName(keySpace: space, relationship: relationship.name))
+    }
+
+    /// The relationship of the hierarchy of key space `space` whose keys are under `keyName`
+    /// (the relationship's own name unless the model record names another), if any.
+    func relationshipName(keySpace space: String, keyName: String) -> String? {
+        if let named = relationshipsByKeyName[space]?[keyName] { return named }
+        guard record.keyName(keySpace: space, relationship: keyName) == keyName else { return nil }
+        return keyName
+    }
 
     /// The root of the hierarchy whose key space is `space`, if one has it.
     func root(ofKeySpace space: String) -> EntityDescription? {

@@ -71,9 +71,9 @@ extension StoredRow {
     ///   the model does not have.
     mutating func loadRelationshipKeys(reference: Int64, store: StoreLayout, snapshot: Snapshot) throws {
         guard let entity = store.model.entitiesByName[self.entity], let layout = store.layout(of: entity) else { return }
-        let root = store.keySpace(of: entity)
         for relationship in layout.keyedRelationships {
-            let prefix = RelationshipKeys.ownerPrefix(root: root, relationship: relationship.name, owner: reference)
+            var prefix = store.relationshipPrefix(relationship, owner: entity)
+            KeyLayout.appendReference(reference, to: &prefix)
             toMany[relationship.name] = try RelationshipKeys.members(prefix, in: snapshot).map { member in
                 guard let destination = store.entity(number: member.entity) else {
                     throw ObjectGraphError(.storeCorrupted, "\(self.entity).\(relationship.name) of reference \(reference): a key names entity number \(member.entity), which the model does not have")

@@ -88,6 +88,11 @@ extension StrataStore {
         // relationships change.
         func oldSpace(_ entity: EntityDescription) -> String { record.keySpace(ofRoot: entity.rootEntityName) }
         func newSpace(_ entity: EntityDescription) -> String { migrated.keySpace(ofRoot: entity.rootEntityName) }
+        // The key name ([REL-1], [ROW-5]) and prefix of an old keyed relationship of `entity`.
+        func oldKeyName(_ name: String, _ entity: EntityDescription) -> String { record.keyName(keySpace: oldSpace(entity), relationship: name) }
+        func oldKeyPrefix(_ name: String, _ entity: EntityDescription) -> [UInt8] {
+            RelationshipKeys.relationshipPrefix(root: oldSpace(entity), relationship: oldKeyName(name, entity))
+        }
         var keptRelationshipKeys = Set<[UInt8]>()
         // Each old hierarchy root and the root its entities have now.
         var rootMoves: [String: String] = [:]
@@ -123,7 +128,7 @@ extension StrataStore {
         var claimed = Set<[UInt8]>()
         for entity in model.entities {
             for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
-                claimed.insert(RelationshipKeys.relationshipPrefix(root: newSpace(entity), relationship: relationship.name))
+                claimed.insert(plan.layout.relationshipPrefix(relationship, owner: entity))
             }
         }
         for (entityMapping, entity, old) in kept {
@@ -131,13 +136,14 @@ extension StrataStore {
                 guard let before = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName
                     .flatMap({ old.relationshipsByName[$0] }), RelationshipKeys.isKeyed(before)
                 else { continue }
-                keptRelationshipKeys.insert(RelationshipKeys.relationshipPrefix(root: oldSpace(old), relationship: before.name))
+                keptRelationshipKeys.insert(oldKeyPrefix(before.name, old))
             }
         }
         for entity in source.entities where keptSpaces.contains(oldSpace(entity)) {
             for relationship in entity.relationships where relationship.entity === entity && RelationshipKeys.isKeyed(relationship) {
-                let prefix = RelationshipKeys.relationshipPrefix(root: oldSpace(entity), relationship: relationship.name)
-                if !keptRelationshipKeys.contains(prefix) { retired.insert(.relationship(keySpace: oldSpace(entity), name: relationship.name)) }
+                if !keptRelationshipKeys.contains(oldKeyPrefix(relationship.name, entity)) {
+                    retired.insert(.relationship(keySpace: oldSpace(entity), name: oldKeyName(relationship.name, entity)))
+                }
             }
         }
         for entry in retired.sorted() {
@@ -158,18 +164,9 @@ extension StrataStore {
                 guard let before else { continue }
                 let wasKeyed = RelationshipKeys.isKeyed(before)
                 switch (wasKeyed, keyed) {
-                case (true, true):
-                    let oldPrefix = RelationshipKeys.relationshipPrefix(root: oldSpace(old), relationship: before.name)
-                    if before.name != relationship.name {
-                        // A renamed keyed relationship: its keys move to the new name.
-                        let newPrefix = RelationshipKeys.relationshipPrefix(root: newSpace(entity), relationship: relationship.name)
-                        snapshot.forEachKey(from: oldPrefix, to: RelationshipKeys.end(of: oldPrefix)) { key in
-                            plan.batch.delete(key)
-                            plan.batch.put(newPrefix + key[oldPrefix.count...], [])
-                            return true
-                        }
-                    }
-                case (false, false):
+                case (true, true), (false, false):
+                    // A keyed relationship keeps its keys where they are, renamed or not: the
+                    // record names them for it ([ROW-5]).
                     break
                 case (false, true):
                     // A to-one (or ordered to-many) that becomes an unordered to-many: its keys
@@ -180,7 +177,7 @@ extension StrataStore {
                 case (true, false):
                     // An unordered to-many made ordered: its members, keys until now, become a
                     // list in each owner's row (below, once per row).
-                    listsFromKeys.append((entity, relationship, RelationshipKeys.relationshipPrefix(root: oldSpace(old), relationship: before.name)))
+                    listsFromKeys.append((entity, relationship, oldKeyPrefix(before.name, old)))
                 }
             }
         }
@@ -295,7 +292,7 @@ extension StrataStore {
         of old: EntityDescription, record: ModelRecord, layout: StoreLayout, spaceMoves: [String: String], snapshot: Snapshot,
         into batch: inout WriteBatch
     ) throws {
-        let prefix = RelationshipKeys.relationshipPrefix(root: layout.keySpace(of: entity), relationship: relationship.name)
+        let prefix = layout.relationshipPrefix(relationship, owner: entity)
         func scan(root: String, store: StoreLayout, _ body: (RowBytes, Int64) throws -> Void) throws {
             var failure: (any Error)? = nil
             try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in

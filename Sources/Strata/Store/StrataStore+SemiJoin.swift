@@ -167,7 +167,7 @@ extension StrataStore {
             relationship.ordinal >= 0, let inverse = relationship.inverseRelationship, inverse.deleteRule != .noAction,
             RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: relationship), let owner = inverse.entity
         else { return nil }
-        var prefix = RelationshipKeys.relationshipPrefix(root: layout.keySpace(of: owner), relationship: inverse.name)
+        var prefix = layout.relationshipPrefix(inverse, owner: owner)
         // Against an object: the keys under it, the rows that name it.
         var namesObject = false
         switch (constant, op) {

@@ -467,7 +467,8 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     func relationshipPrefix(_ relationship: RelationshipDescription, owner: EntityDescription) -> [UInt8] {
         let key = ObjectIdentifier(relationship)
         if let prefix = relationshipPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
-        let prefix = RelationshipKeys.relationshipPrefix(root: keySpace(of: relationship.entity ?? owner), relationship: relationship.name)
+        let prefix = (try? storeLayout())?.relationshipPrefix(relationship, owner: owner)
+            ?? RelationshipKeys.relationshipPrefix(root: keySpace(of: relationship.entity ?? owner), relationship: relationship.name)
         relationshipPrefixes.withLock { $0[key] = (relationship, prefix) }
         return prefix
     }

@@ -381,7 +381,8 @@ public enum ObjectChecker {
             if targetRow.links[inverse.name]?.contains(Link(entity: row.entity, reference: reference)) != true {
                 if case .foreignKey = RelationshipKeys.storage(of: inverse), let layout, let number = layout.number(of: row.entity) {
                     // The member's to-one is the truth; the owner's key is its index.
-                    let prefix = RelationshipKeys.ownerPrefix(root: keySpace(of: targetEntity), relationship: inverse.name, owner: target.reference)
+                    var prefix = layout.relationshipPrefix(inverse, owner: targetEntity)
+                    KeyLayout.appendReference(target.reference, to: &prefix)
                     let missing = RelationshipKeys.key(ownerPrefix: prefix, member: StoredObject(entity: number, reference: reference))
                     problem(.relationshipKey, key: missing, object: object, "\(row.entity).\(relationship.name) → \(targetURI): the key of \(target.entity).\(inverse.name) is missing")
                     missingKeys.insert(missing)
@@ -487,7 +488,8 @@ public enum ObjectChecker {
                 }
                 let object = uri(ownerEntity ?? parts.root, parts.owner)
                 guard let ownerEntity, let entity = model.entitiesByName[ownerEntity],
-                    let relationship = entity.relationshipsByName[parts.relationship], RelationshipKeys.isKeyed(relationship)
+                    let name = layout.relationshipName(keySpace: parts.root, keyName: parts.relationship),
+                    let relationship = entity.relationshipsByName[name], RelationshipKeys.isKeyed(relationship)
                 else {
                     problem(
                         .relationshipKey, key: key, object: object,
@@ -597,10 +599,11 @@ public enum ObjectChecker {
                 for (name, entity, reference) in dropLinks[key] ?? [] {
                     let object = Self.parseRowKey(key).map { uri(row.entity, $0.reference) } ?? "0x" + hex(key)
                     if let owner = model?.entitiesByName[row.entity], let relationship = owner.relationshipsByName[name],
-                        RelationshipKeys.isKeyed(relationship), let (root, ownerReference) = Self.parseRowKey(key),
+                        RelationshipKeys.isKeyed(relationship), let (_, ownerReference) = Self.parseRowKey(key),
                         let number = layout.number(of: entity)
                     {
-                        let prefix = RelationshipKeys.ownerPrefix(root: root, relationship: name, owner: ownerReference)
+                        var prefix = layout.relationshipPrefix(relationship, owner: owner)
+                        KeyLayout.appendReference(ownerReference, to: &prefix)
                         batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: StoredObject(entity: number, reference: reference)))
                         report.repairs.append("removed \(object).\(name) → \(uri(entity, reference)) (its key)")
                         continue

@@ -156,7 +156,7 @@ public enum OfflineCompaction {
         }
         guard kept.count < record.versions.count else { return 0 }
         var batch = WriteBatch()
-        batch.put(KeyLayout.modelKey, ModelRecord(versions: kept, nextEntity: record.nextEntity, keySpaces: record.keySpaces, retired: record.retired).encode())
+        batch.put(KeyLayout.modelKey, ModelRecord(versions: kept, nextEntity: record.nextEntity, keySpaces: record.keySpaces, retired: record.retired, keyNames: record.keyNames).encode())
         _ = try engine.commit(batch)
         return record.versions.count - kept.count
     }
