@@ -141,5 +141,27 @@ extension ObjectGraphRun {
             "open a store of \(thousands(rowCount)) rows after adding a superentity, to the first count", unit: "s",
             higherIsBetter: false, strata: levelled.open + levelled.answer, sqlite: sqliteClock.steps[0],
             note: "Customer (\(customers) rows) gets an abstract superentity Party, the new root of its hierarchy; then the customers of tier 3 are counted through the tier index. Strata: open \(fixed(levelled.open * 1000, 1)) ms (no key moves), count \(fixed(levelled.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeLevel.open + beforeLevel.answer) * 1000, 1)) ms. SQLite, which keeps a hierarchy in one table: the entity column that table gains (ALTER TABLE customers ADD COLUMN kind INTEGER NOT NULL DEFAULT 1), then the same count. \(Self.normal).")
+
+        // 6. A to-one made to-many: an order's customer becomes a to-many, so customers and
+        // orders are many-to-many and the orders' side gets its keys ([REL-1]), built from the
+        // rows in the migration's transaction.
+        let v6 = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true)
+        let beforeToMany = try openAndCount(v5, entity: "Customer", .equal("tier", .int64(3)))
+        let toMany = try openAndCount(v6, entity: "Customer", .equal("tier", .int64(3)))
+        let sqliteToMany = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
+        sqliteClock = StepClock()
+        try sqliteToMany.execute("""
+            CREATE TABLE purchase_customers(purchase INTEGER NOT NULL, customer INTEGER NOT NULL, PRIMARY KEY (purchase, customer)) WITHOUT ROWID;
+            INSERT INTO purchase_customers SELECT id, customerId FROM purchases;
+            CREATE INDEX purchase_customers_customer ON purchase_customers(customer)
+            """)
+        let sqliteTierAfter = try sqliteToMany.count("SELECT COUNT(*) FROM customers WHERE tier = ?", arguments: [3])
+        sqliteClock.step()
+        try sqliteToMany.close()
+        try check("migration: customers of tier 3 after the to-many", strata: toMany.count, sqlite: sqliteTierAfter)
+        add(
+            "open a store of \(thousands(rowCount)) rows after making a to-one to-many, to the first count", unit: "s",
+            higherIsBetter: false, strata: toMany.open + toMany.answer, sqlite: sqliteClock.steps[0],
+            note: "Purchase.customer (a to-one, the inverse of Customer.orders) becomes a to-many: customers and purchases are then many-to-many, and the \(customers * Shop.ordersPerCustomer) purchases' keys ([REL-1]) are built from their rows in the migration's transaction ([MIG-1]); Customer.orders keeps its keys. Strata: open \(fixed(toMany.open * 1000, 1)) ms, count \(fixed(toMany.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeToMany.open + beforeToMany.answer) * 1000, 1)) ms. SQLite, where a many-to-many is a join table: the table created and filled from the purchases' customer column, with an index for the other direction, then the same count. \(Self.normal).")
     }
 }

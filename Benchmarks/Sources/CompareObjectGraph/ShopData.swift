@@ -9,10 +9,12 @@ public enum ShopModel {
     ///
     /// The migration rows (issue 17) open a store of this model with two later versions:
     /// `loyalty` adds an optional string attribute to `Customer`, `cityIndexed` indexes its
-    /// `city`, `orderName` renames `Order` (its renaming identifier says so) and `party` puts
-    /// an abstract `Party` above `Customer`.
+    /// `city`, `orderName` renames `Order` (its renaming identifier says so), `party` puts
+    /// an abstract `Party` above `Customer` and `customersToMany` makes an order's `customer`
+    /// a to-many (customers and orders then many-to-many).
     public static func make(
-        loyalty: Bool = false, cityIndexed: Bool = false, orderName: String = "Order", party: Bool = false
+        loyalty: Bool = false, cityIndexed: Bool = false, orderName: String = "Order", party: Bool = false,
+        customersToMany: Bool = false
     ) throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: (party ? [EntityDescription(name: "Party", isAbstract: true)] : []) + [
             EntityDescription(
@@ -31,7 +33,7 @@ public enum ShopModel {
                     .attribute("total", .double),
                     .attribute("placed", .date),
                     .attribute("status", .string, indexed: true),
-                    .toOne("customer", "Customer", inverse: "orders"),
+                    customersToMany ? .toMany("customer", "Customer", inverse: "orders") : .toOne("customer", "Customer", inverse: "orders"),
                     .toMany("products", "Product", inverse: "orders"),
                 ], renamingIdentifier: orderName == "Order" ? nil : "Order"),
             EntityDescription(
