@@ -1,4 +1,5 @@
 // swift-tools-version: 6.1
+import CompilerPluginSupport
 import PackageDescription
 
 let package = Package(
@@ -7,6 +8,7 @@ let package = Package(
         .library(name: "Strata", targets: ["Strata"]),
         .library(name: "StrataEngine", targets: ["StrataEngine"]),
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
+        .library(name: "StrataMacros", targets: ["StrataMacros"]),
         .executable(name: "strata", targets: ["StrataTool"]),
         .executable(name: "strata-fuzz", targets: ["StrataFuzz"]),
         .executable(name: "strata-crash-worker", targets: ["StrataCrashWorker"]),
@@ -16,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/swiftlang/swift-syntax", from: "603.0.1"),
     ],
     targets: [
         .systemLibrary(
@@ -33,6 +36,18 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]),
         .target(name: "ObjectGraph", dependencies: ["StrataSync"]),
+        // `@Entity` and its annotations: typed models declared once in Swift (issue 18). A
+        // module of its own, so that only code that declares typed models builds swift-syntax.
+        .macro(
+            name: "StrataMacrosPlugin",
+            dependencies: [
+                .product(name: "SwiftSyntax", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxBuilder", package: "swift-syntax"),
+                .product(name: "SwiftDiagnostics", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxMacros", package: "swift-syntax"),
+                .product(name: "SwiftCompilerPlugin", package: "swift-syntax"),
+            ]),
+        .target(name: "StrataMacros", dependencies: ["ObjectGraph", "StrataMacrosPlugin"]),
         .target(
             name: "Strata",
             dependencies: ["StrataEngine", "ObjectGraph", "StrataSync", .product(name: "Logging", package: "swift-log")]),
@@ -59,6 +74,13 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"), .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]),
         .testTarget(name: "ObjectGraphTests", dependencies: ["ObjectGraph", "Strata", "StrataSync"]),
+        .testTarget(
+            name: "StrataMacrosTests",
+            dependencies: [
+                "StrataMacros", "Strata", "StrataMacrosPlugin",
+                .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
+                .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
+            ]),
         .testTarget(
             name: "StrataTests",
             dependencies: ["Strata", "StrataChildProcess", "StrataSync", .product(name: "Logging", package: "swift-log")]),

@@ -1,0 +1,62 @@
+@_exported import ObjectGraph
+
+/// Declares a `ManagedObject` subclass as an entity, once: each stored `var` is a property
+/// of the entity, named as the Swift property and typed by its Swift type.
+///
+/// ```swift
+/// @Entity final class Author: ManagedObject {
+///     @Attribute(.indexed) var name: String = ""
+///     var born: Date?
+///     @Relationship(inverse: \Book.author, deleteRule: .cascade) var books: Set<Book>
+/// }
+///
+/// @Entity final class Book: ManagedObject {
+///     var title: String = ""
+///     var pages: Int32?
+///     var author: Author?
+/// }
+///
+/// let model = try ManagedObjectModel(types: [Author.self, Book.self])
+/// ```
+///
+/// A type that `TypedAttributeValue` covers (numbers, `Bool`, `String`, `Date`, `Data`,
+/// `UUID`, `URL`, `Decimal`) is an attribute, optional when the type is an `Optional`, with
+/// the property's initial value as its default; an optional of an entity type is a to-one
+/// relationship; a `Set` of one an unordered to-many and an array an ordered one. Any other
+/// type does not compile. The property becomes computed: it reads and writes the object's
+/// value under the property's own name, so a key cannot be misspelled. `@Attribute` and `@Relationship` add indexes, uniqueness, Core Data transient
+/// properties, inverses, delete rules and renaming identifiers; `@Transient` leaves a
+/// property out of the entity (a plain Swift stored property). `originalName` is the entity's
+/// renaming identifier. The class adopts `EntityType` and `FetchableEntity`, so Foundation's
+/// `#Predicate` over it fetches through the store's indexes.
+///
+/// Subentities (an entity class inheriting another) are not declared this way yet: build
+/// such models by name.
+@attached(
+    member, names: named(entityName), named(fetchKey(for:)), named(entityProperties), named(entityOriginalName),
+    named(entitySuperclass))
+@attached(memberAttribute)
+@attached(extension, conformances: EntityType)
+public macro Entity(originalName: String? = nil) = #externalMacro(module: "StrataMacrosPlugin", type: "EntityMacro")
+
+/// Makes a stored property of an `@Entity` class read and write the object's value (added by
+/// `@Entity`; not written by hand).
+@attached(accessor, names: named(init), named(get), named(set))
+public macro _EntityProperty() = #externalMacro(module: "StrataMacrosPlugin", type: "EntityPropertyMacro")
+
+/// An attribute's options (`.indexed`, `.unique`, `.transient`) and its name in the model
+/// version before (its renaming identifier), for a property of an `@Entity` class.
+@attached(peer)
+public macro Attribute(_ options: PropertyOption..., originalName: String? = nil) =
+    #externalMacro(module: "StrataMacrosPlugin", type: "AnnotationMacro")
+
+/// A relationship's inverse (a key path of the destination type, declared on one side only),
+/// delete rule and name in the model version before, for a property of an `@Entity` class.
+@attached(peer)
+public macro Relationship(inverse: AnyKeyPath? = nil, deleteRule: DeleteRule = .nullify, originalName: String? = nil) =
+    #externalMacro(module: "StrataMacrosPlugin", type: "AnnotationMacro")
+
+/// Leaves a stored property of an `@Entity` class out of the entity: a plain Swift stored
+/// property of the object, never in the model or the store.
+@attached(peer)
+public macro Transient() = #externalMacro(module: "StrataMacrosPlugin", type: "AnnotationMacro")

@@ -1,0 +1,199 @@
+import SwiftCompilerPlugin
+import SwiftDiagnostics
+import SwiftSyntax
+import SwiftSyntaxBuilder
+import SwiftSyntaxMacros
+
+@main
+struct StrataMacrosPlugin: CompilerPlugin {
+    let providingMacros: [Macro.Type] = [EntityMacro.self, EntityPropertyMacro.self, AnnotationMacro.self]
+}
+
+/// An error or warning at a node of the declaration.
+struct EntityDiagnostic: DiagnosticMessage {
+    let message: String
+    var diagnosticID: MessageID { MessageID(domain: "StrataMacros", id: message) }
+    var severity: DiagnosticSeverity { .error }
+}
+
+/// A stored property of an `@Entity` class that is one of the entity's properties.
+struct EntityProperty {
+    let name: String
+    let type: TypeSyntax
+    let initializer: ExprSyntax?
+    /// `@Attribute(…)`'s arguments, if any.
+    let attribute: AttributeSyntax?
+    /// `@Relationship(…)`'s arguments, if any.
+    let relationship: AttributeSyntax?
+
+    /// The property of `declaration`, or `nil` for a member that is not one (a computed or
+    /// static property, a `@Transient` one, anything but a variable). Problems with a
+    /// property that looks like one are diagnosed (once: by the member expansion).
+    static func of(_ declaration: some SyntaxProtocol, in context: some MacroExpansionContext, diagnosing: Bool = true) -> EntityProperty? {
+        guard let variable = declaration.as(VariableDeclSyntax.self) else { return nil }
+        if variable.modifiers.contains(where: { ["static", "class", "lazy"].contains($0.name.text) }) { return nil }
+        var attribute: AttributeSyntax?, relationship: AttributeSyntax?
+        for element in variable.attributes {
+            guard let node = element.as(AttributeSyntax.self) else { continue }
+            switch node.attributeName.trimmedDescription {
+            case "Transient": return nil
+            case "Attribute": attribute = node
+            case "Relationship": relationship = node
+            case "_EntityProperty": continue
+            default:
+                // A property wrapper or another attribute: the property is the wrapper's.
+                return nil
+            }
+        }
+        guard variable.bindings.count == 1, let binding = variable.bindings.first,
+            let pattern = binding.pattern.as(IdentifierPatternSyntax.self)
+        else { return nil }
+        if let accessors = binding.accessorBlock {
+            // Computed (or observed): not stored, not the entity's.
+            if case .getter = accessors.accessors { return nil }
+            if case .accessors(let list) = accessors.accessors,
+                list.contains(where: { ["get", "set", "willSet", "didSet", "_read", "_modify"].contains($0.accessorSpecifier.text) })
+            {
+                return nil
+            }
+        }
+        guard variable.bindingSpecifier.text == "var" else {
+            if diagnosing {
+                context.diagnose(Diagnostic(node: variable.bindingSpecifier, message: EntityDiagnostic(
+                    message: "@Entity properties are variables: declare '\(pattern.identifier.text)' with 'var', or mark it @Transient")))
+            }
+            return nil
+        }
+        guard let type = binding.typeAnnotation?.type else {
+            if diagnosing {
+                context.diagnose(Diagnostic(node: binding, message: EntityDiagnostic(
+                    message: "@Entity property '\(pattern.identifier.text)' needs an explicit type: its type decides what it stores")))
+            }
+            return nil
+        }
+        return EntityProperty(
+            name: pattern.identifier.text, type: type.trimmed, initializer: binding.initializer?.value.trimmed,
+            attribute: attribute, relationship: relationship)
+    }
+
+    /// The `PropertySchema` entry that declares the property.
+    var schemaEntry: String {
+        var arguments = ["\"\(name)\"", "\(type.trimmedDescription).self"]
+        if let initializer { arguments.append("default: \(initializer.trimmedDescription)") }
+        var options: [String] = []
+        var originalName: String?
+        for argument in Self.arguments(of: attribute) {
+            if argument.label?.text == "originalName" { originalName = argument.expression.trimmedDescription } else {
+                options.append(argument.expression.trimmedDescription)
+            }
+        }
+        if !options.isEmpty { arguments.append("options: [\(options.joined(separator: ", "))]") }
+        for argument in Self.arguments(of: relationship) {
+            switch argument.label?.text {
+            case "inverse":
+                if let name = Self.lastComponent(of: argument.expression) { arguments.append("inverse: \"\(name)\"") }
+            case "deleteRule": arguments.append("deleteRule: \(argument.expression.trimmedDescription)")
+            case "originalName": originalName = argument.expression.trimmedDescription
+            default: continue
+            }
+        }
+        if let originalName { arguments.append("originalName: \(originalName)") }
+        return ".property(\(arguments.joined(separator: ", ")))"
+    }
+
+    static func arguments(of attribute: AttributeSyntax?) -> [LabeledExprSyntax] {
+        guard let attribute, case .argumentList(let list) = attribute.arguments else { return [] }
+        return Array(list)
+    }
+
+    /// The property a key path expression (`\Book.author`) ends with.
+    static func lastComponent(of expression: ExprSyntax) -> String? {
+        guard let keyPath = expression.as(KeyPathExprSyntax.self),
+            let last = keyPath.components.last?.component.as(KeyPathPropertyComponentSyntax.self)
+        else { return nil }
+        return last.declName.baseName.text
+    }
+}
+
+/// `@Entity`: the entity's description, its fetch names and `EntityType` conformance, from the
+/// class's stored properties; each of them gets `@_EntityProperty`.
+public struct EntityMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
+    public static func expansion(
+        of node: AttributeSyntax, providingMembersOf declaration: some DeclGroupSyntax, conformingTo protocols: [TypeSyntax],
+        in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        guard let classDecl = declaration.as(ClassDeclSyntax.self) else {
+            context.diagnose(Diagnostic(node: node, message: EntityDiagnostic(message: "@Entity applies to a class that inherits from ManagedObject")))
+            return []
+        }
+        let className = classDecl.name.text
+        let properties = classDecl.memberBlock.members.compactMap { EntityProperty.of($0.decl, in: context) }
+        let cases = properties.map { "case \\\(className).\($0.name): return \"\($0.name)\"" }
+        let superclass = classDecl.inheritanceClause?.inheritedTypes.first?.type.trimmedDescription ?? "ManagedObject"
+        var originalName = "nil"
+        for argument in EntityProperty.arguments(of: node) where argument.label?.text == "originalName" {
+            originalName = argument.expression.trimmedDescription
+        }
+        let entries = properties.map(\.schemaEntry)
+        return [
+            "static let entityName = \(literal: className)",
+            """
+            static func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                switch keyPath {
+                \(raw: cases.joined(separator: "\n"))
+                default: return nil
+                }
+            }
+            """,
+            """
+            static var entityProperties: [PropertySchema] {
+                [\(raw: entries.isEmpty ? "" : "\n" + entries.joined(separator: ",\n") + ",\n")]
+            }
+            """,
+            "static var entityOriginalName: String? { \(raw: originalName) }",
+            "static var entitySuperclass: AnyClass { \(raw: superclass).self }",
+        ]
+    }
+
+    public static func expansion(
+        of node: AttributeSyntax, attachedTo declaration: some DeclGroupSyntax, providingAttributesFor member: some DeclSyntaxProtocol,
+        in context: some MacroExpansionContext
+    ) throws -> [AttributeSyntax] {
+        guard declaration.is(ClassDeclSyntax.self), EntityProperty.of(member, in: context, diagnosing: false) != nil else { return [] }
+        return ["@_EntityProperty"]
+    }
+
+    public static func expansion(
+        of node: AttributeSyntax, attachedTo declaration: some DeclGroupSyntax, providingExtensionsOf type: some TypeSyntaxProtocol,
+        conformingTo protocols: [TypeSyntax], in context: some MacroExpansionContext
+    ) throws -> [ExtensionDeclSyntax] {
+        guard declaration.is(ClassDeclSyntax.self) else { return [] }
+        return [try ExtensionDeclSyntax("extension \(type.trimmed): EntityType {}")]
+    }
+}
+
+/// `@_EntityProperty`: a stored property becomes computed over the object's value for its
+/// name; an initial value is the attribute's default (the model's), not stored here.
+public struct EntityPropertyMacro: AccessorMacro {
+    public static func expansion(
+        of node: AttributeSyntax, providingAccessorsOf declaration: some DeclSyntaxProtocol, in context: some MacroExpansionContext
+    ) throws -> [AccessorDeclSyntax] {
+        guard let variable = declaration.as(VariableDeclSyntax.self), let binding = variable.bindings.first,
+            let name = binding.pattern.as(IdentifierPatternSyntax.self)?.identifier.text
+        else { return [] }
+        var accessors: [AccessorDeclSyntax] = []
+        if binding.initializer != nil { accessors.append("init(initialValue) {}") }
+        accessors.append("get { _entityValue(forKey: \(literal: name)) }")
+        accessors.append("set { _setEntityValue(newValue, forKey: \(literal: name)) }")
+        return accessors
+    }
+}
+
+/// `@Attribute`, `@Relationship`, `@Transient`: markers `@Entity` reads; they add nothing.
+public struct AnnotationMacro: PeerMacro {
+    public static func expansion(
+        of node: AttributeSyntax, providingPeersOf declaration: some DeclSyntaxProtocol, in context: some MacroExpansionContext
+    ) throws -> [DeclSyntax] {
+        []
+    }
+}

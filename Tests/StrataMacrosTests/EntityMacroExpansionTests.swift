@@ -1,0 +1,140 @@
+import StrataMacrosPlugin
+import SwiftSyntaxMacroExpansion
+import SwiftSyntaxMacrosGenericTestSupport
+import Testing
+
+/// What `@Entity` writes, and what it refuses, at compile time.
+@Suite struct EntityMacroExpansionTests {
+    static let macros: [String: MacroSpec] = [
+        "Entity": MacroSpec(type: EntityMacro.self), "_EntityProperty": MacroSpec(type: EntityPropertyMacro.self),
+        "Attribute": MacroSpec(type: AnnotationMacro.self), "Relationship": MacroSpec(type: AnnotationMacro.self),
+        "Transient": MacroSpec(type: AnnotationMacro.self),
+    ]
+
+    static func fail(_ spec: TestFailureSpec) {
+        Issue.record(
+            Comment(rawValue: spec.message),
+            sourceLocation: SourceLocation(
+                fileID: spec.location.fileID, filePath: spec.location.filePath, line: spec.location.line, column: spec.location.column))
+    }
+
+    @Test func storedPropertiesBecomeTheEntitysProperties() {
+        assertMacroExpansion(
+            """
+            @Entity final class Book: ManagedObject {
+                @Attribute(.indexed, originalName: "name") var title: String = ""
+                @Relationship(inverse: \\Author.books, deleteRule: .cascade) var author: Author?
+                @Transient var cache = 0
+                var shout: String { title }
+            }
+            """,
+            expandedSource: """
+                final class Book: ManagedObject {
+                    var title: String {
+                        init(initialValue) {
+                        }
+                        get {
+                            _entityValue(forKey: "title")
+                        }
+                        set {
+                            _setEntityValue(newValue, forKey: "title")
+                        }
+                    }
+                    var author: Author? {
+                        get {
+                            _entityValue(forKey: "author")
+                        }
+                        set {
+                            _setEntityValue(newValue, forKey: "author")
+                        }
+                    }
+                    var cache = 0
+                    var shout: String { title }
+
+                    static let entityName = "Book"
+
+                    static func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                        switch keyPath {
+                        case \\Book.title:
+                            return "title"
+                        case \\Book.author:
+                            return "author"
+                        default:
+                            return nil
+                        }
+                    }
+
+                    static var entityProperties: [PropertySchema] {
+                        [
+                            .property("title", String.self, default: "", options: [.indexed], originalName: "name"),
+                            .property("author", Author?.self, inverse: "books", deleteRule: .cascade),
+                        ]
+                    }
+
+                    static var entityOriginalName: String? {
+                        nil
+                    }
+
+                    static var entitySuperclass: AnyClass {
+                        ManagedObject.self
+                    }
+                }
+
+                extension Book: EntityType {
+                }
+                """,
+            macroSpecs: Self.macros, failureHandler: Self.fail)
+    }
+
+    // A constant or an untyped property cannot be an entity's; `@Entity` needs a class.
+    @Test func whatCannotBeAPropertyIsAnError() {
+        assertMacroExpansion(
+            """
+            @Entity final class Book: ManagedObject {
+                let title: String = ""
+                var pages = 3
+            }
+            """,
+            expandedSource: """
+                final class Book: ManagedObject {
+                    let title: String = ""
+                    var pages = 3
+
+                    static let entityName = "Book"
+
+                    static func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                        switch keyPath {
+
+                        default:
+                            return nil
+                        }
+                    }
+
+                    static var entityProperties: [PropertySchema] {
+                        []
+                    }
+
+                    static var entityOriginalName: String? {
+                        nil
+                    }
+
+                    static var entitySuperclass: AnyClass {
+                        ManagedObject.self
+                    }
+                }
+
+                extension Book: EntityType {
+                }
+                """,
+            diagnostics: [
+                DiagnosticSpec(message: "@Entity properties are variables: declare 'title' with 'var', or mark it @Transient", line: 2, column: 5),
+                DiagnosticSpec(message: "@Entity property 'pages' needs an explicit type: its type decides what it stores", line: 3, column: 9),
+            ],
+            macroSpecs: Self.macros, failureHandler: Self.fail)
+        assertMacroExpansion(
+            "@Entity struct Book {}",
+            expandedSource: "struct Book {}",
+            diagnostics: [DiagnosticSpec(message: "@Entity applies to a class that inherits from ManagedObject", line: 1, column: 1)],
+            macroSpecs: Self.macros, failureHandler: Self.fail)
+    }
+}
