@@ -47,14 +47,26 @@ struct EntityProperty {
         }
         guard variable.bindings.count == 1, let binding = variable.bindings.first,
             let pattern = binding.pattern.as(IdentifierPatternSyntax.self)
-        else { return nil }
+        else {
+            if diagnosing {
+                context.diagnose(Diagnostic(node: variable, message: EntityDiagnostic(
+                    message: "@Entity properties are declared one per 'var', each with a name")))
+            }
+            return nil
+        }
         if let accessors = binding.accessorBlock {
-            // Computed (or observed): not stored, not the entity's.
+            // Computed: not stored, not the entity's.
             if case .getter = accessors.accessors { return nil }
-            if case .accessors(let list) = accessors.accessors,
-                list.contains(where: { ["get", "set", "willSet", "didSet", "_read", "_modify"].contains($0.accessorSpecifier.text) })
-            {
-                return nil
+            if case .accessors(let list) = accessors.accessors {
+                if list.contains(where: { ["get", "set", "_read", "_modify", "unsafeAddress"].contains($0.accessorSpecifier.text) }) { return nil }
+                // Observers would never run: the value lives in the object, not here.
+                if list.contains(where: { ["willSet", "didSet"].contains($0.accessorSpecifier.text) }) {
+                    if diagnosing {
+                        context.diagnose(Diagnostic(node: accessors, message: EntityDiagnostic(
+                            message: "@Entity property '\(pattern.identifier.text)' cannot have willSet or didSet; observe the object's changes instead, or mark it @Transient")))
+                    }
+                    return nil
+                }
             }
         }
         guard variable.bindingSpecifier.text == "var" else {

@@ -137,4 +137,53 @@ import Testing
             diagnostics: [DiagnosticSpec(message: "@Entity applies to a class that inherits from ManagedObject", line: 1, column: 1)],
             macroSpecs: Self.macros, failureHandler: Self.fail)
     }
+
+    // Observers would never run and two names in one declaration are ambiguous: both are errors.
+    @Test func observersAndSharedDeclarationsAreErrors() {
+        assertMacroExpansion(
+            """
+            @Entity final class Book: ManagedObject {
+                var title: String = "" { didSet {} }
+                var a: Int = 0, b: Int = 0
+            }
+            """,
+            expandedSource: """
+                final class Book: ManagedObject {
+                    var title: String = "" { didSet {} }
+                    var a: Int = 0, b: Int = 0
+
+                    static let entityName = "Book"
+
+                    static func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                        switch keyPath {
+
+                        default:
+                            return nil
+                        }
+                    }
+
+                    static var entityProperties: [PropertySchema] {
+                        []
+                    }
+
+                    static var entityOriginalName: String? {
+                        nil
+                    }
+
+                    static var entitySuperclass: AnyClass {
+                        ManagedObject.self
+                    }
+                }
+
+                extension Book: EntityType {
+                }
+                """,
+            diagnostics: [
+                DiagnosticSpec(
+                    message: "@Entity property 'title' cannot have willSet or didSet; observe the object's changes instead, or mark it @Transient",
+                    line: 2, column: 28),
+                DiagnosticSpec(message: "@Entity properties are declared one per 'var', each with a name", line: 3, column: 5),
+            ],
+            macroSpecs: Self.macros, failureHandler: Self.fail)
+    }
 }
