@@ -30,11 +30,13 @@
 /// renaming identifier. The class adopts `EntityType` and `FetchableEntity`, so Foundation's
 /// `#Predicate` over it fetches through the store's indexes.
 ///
-/// Subentities (an entity class inheriting another) are not declared this way yet: build
-/// such models by name.
+/// A class that inherits another `@Entity` class is its subentity, with the properties it
+/// declares itself (and every property of its superclass); list both types in
+/// `ManagedObjectModel(types:)`. An entity class inherits `ManagedObject` or another entity
+/// class.
 @attached(
     member, names: named(entityName), named(fetchKey(for:)), named(entityProperties), named(entityOriginalName),
-    named(entitySuperclass))
+    named(entitySuperclass), arbitrary)
 @attached(memberAttribute)
 @attached(extension, conformances: EntityType)
 public macro Entity(originalName: String? = nil) = #externalMacro(module: "StrataMacrosPlugin", type: "EntityMacro")

@@ -140,31 +140,44 @@ public struct EntityMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
         }
         let className = classDecl.name.text
         let properties = classDecl.memberBlock.members.compactMap { EntityProperty.of($0.decl, in: context) }
-        let cases = properties.map { "case \\\(className).\($0.name): return \"\($0.name)\"" }
         let superclass = classDecl.inheritanceClause?.inheritedTypes.first?.type.trimmedDescription ?? "ManagedObject"
+        // A class inheriting another `@Entity` class is its subentity: its members override.
+        let isRoot = ["ManagedObject", "ObjectGraph.ManagedObject"].contains(superclass)
+        let override = isRoot ? "" : "override "
         var originalName = "nil"
         for argument in EntityProperty.arguments(of: node) where argument.label?.text == "originalName" {
             originalName = argument.expression.trimmedDescription
         }
+        let keys = properties.map { "(\\R.\($0.name), \"\($0.name)\")" }
+        let inherited = isRoot ? "" : "\(superclass).\(keysFunction(superclass))(of: R.self) + "
         let entries = properties.map(\.schemaEntry)
         return [
-            "static let entityName = \(literal: className)",
+            "\(raw: override)class var entityName: String { \(literal: className) }",
             """
-            static func fetchKey(for keyPath: AnyKeyPath) -> String? {
-                switch keyPath {
-                \(raw: cases.joined(separator: "\n"))
-                default: return nil
-                }
+            static func \(raw: keysFunction(className))<R: \(raw: className)>(of root: R.Type) -> [(AnyKeyPath, String)] {
+                \(raw: inherited)[\(raw: keys.joined(separator: ", "))]
             }
             """,
             """
-            static var entityProperties: [PropertySchema] {
+            \(raw: override)class func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                \(raw: keysFunction(className))(of: \(raw: className).self).first { $0.0 == keyPath }?.1
+            }
+            """,
+            """
+            \(raw: override)class var entityProperties: [PropertySchema] {
                 [\(raw: entries.isEmpty ? "" : "\n" + entries.joined(separator: ",\n") + ",\n")]
             }
             """,
-            "static var entityOriginalName: String? { \(raw: originalName) }",
-            "static var entitySuperclass: AnyClass { \(raw: superclass).self }",
+            "\(raw: override)class var entityOriginalName: String? { \(raw: originalName) }",
+            "\(raw: override)class var entitySuperclass: AnyClass { \(raw: superclass).self }",
         ]
+    }
+
+    /// The name of the static function that lists a class's key paths and property names
+    /// (its superclass's first), generic over the class, so that a subclass's key paths to
+    /// inherited properties name them too.
+    static func keysFunction(_ className: String) -> String {
+        "_" + String(className.map { $0.isLetter || $0.isNumber ? $0 : "_" }) + "EntityKeys"
     }
 
     public static func expansion(
@@ -179,7 +192,8 @@ public struct EntityMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
         of node: AttributeSyntax, attachedTo declaration: some DeclGroupSyntax, providingExtensionsOf type: some TypeSyntaxProtocol,
         conformingTo protocols: [TypeSyntax], in context: some MacroExpansionContext
     ) throws -> [ExtensionDeclSyntax] {
-        guard declaration.is(ClassDeclSyntax.self) else { return [] }
+        // A subentity's class conforms through its superclass already.
+        guard declaration.is(ClassDeclSyntax.self), !protocols.isEmpty else { return [] }
         return [try ExtensionDeclSyntax("extension \(type.trimmed): EntityType {}")]
     }
 }

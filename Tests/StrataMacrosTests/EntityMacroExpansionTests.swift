@@ -6,7 +6,7 @@ import Testing
 /// What `@Entity` writes, and what it refuses, at compile time.
 @Suite struct EntityMacroExpansionTests {
     static let macros: [String: MacroSpec] = [
-        "Entity": MacroSpec(type: EntityMacro.self), "_EntityProperty": MacroSpec(type: EntityPropertyMacro.self),
+        "Entity": MacroSpec(type: EntityMacro.self, conformances: ["EntityType"]), "_EntityProperty": MacroSpec(type: EntityPropertyMacro.self),
         "Attribute": MacroSpec(type: AnnotationMacro.self), "Relationship": MacroSpec(type: AnnotationMacro.self),
         "Transient": MacroSpec(type: AnnotationMacro.self),
     ]
@@ -51,31 +51,32 @@ import Testing
                     var cache = 0
                     var shout: String { title }
 
-                    static let entityName = "Book"
-
-                    static func fetchKey(for keyPath: AnyKeyPath) -> String? {
-                        switch keyPath {
-                        case \\Book.title:
-                            return "title"
-                        case \\Book.author:
-                            return "author"
-                        default:
-                            return nil
-                        }
+                    class var entityName: String {
+                        "Book"
                     }
 
-                    static var entityProperties: [PropertySchema] {
+                    static func _BookEntityKeys<R: Book>(of root: R.Type) -> [(AnyKeyPath, String)] {
+                        [(\\R.title, "title"), (\\R.author, "author")]
+                    }
+
+                    class func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                        _BookEntityKeys(of: Book.self).first {
+                            $0.0 == keyPath
+                        }?.1
+                    }
+
+                    class var entityProperties: [PropertySchema] {
                         [
                             .property("title", String.self, default: "", options: [.indexed], originalName: "name"),
                             .property("author", Author?.self, inverse: "books", deleteRule: .cascade),
                         ]
                     }
 
-                    static var entityOriginalName: String? {
+                    class var entityOriginalName: String? {
                         nil
                     }
 
-                    static var entitySuperclass: AnyClass {
+                    class var entitySuperclass: AnyClass {
                         ManagedObject.self
                     }
                 }
@@ -100,25 +101,29 @@ import Testing
                     let title: String = ""
                     var pages = 3
 
-                    static let entityName = "Book"
-
-                    static func fetchKey(for keyPath: AnyKeyPath) -> String? {
-                        switch keyPath {
-
-                        default:
-                            return nil
-                        }
+                    class var entityName: String {
+                        "Book"
                     }
 
-                    static var entityProperties: [PropertySchema] {
+                    static func _BookEntityKeys<R: Book>(of root: R.Type) -> [(AnyKeyPath, String)] {
                         []
                     }
 
-                    static var entityOriginalName: String? {
+                    class func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                        _BookEntityKeys(of: Book.self).first {
+                            $0.0 == keyPath
+                        }?.1
+                    }
+
+                    class var entityProperties: [PropertySchema] {
+                        []
+                    }
+
+                    class var entityOriginalName: String? {
                         nil
                     }
 
-                    static var entitySuperclass: AnyClass {
+                    class var entitySuperclass: AnyClass {
                         ManagedObject.self
                     }
                 }
@@ -152,25 +157,29 @@ import Testing
                     var title: String = "" { didSet {} }
                     var a: Int = 0, b: Int = 0
 
-                    static let entityName = "Book"
-
-                    static func fetchKey(for keyPath: AnyKeyPath) -> String? {
-                        switch keyPath {
-
-                        default:
-                            return nil
-                        }
+                    class var entityName: String {
+                        "Book"
                     }
 
-                    static var entityProperties: [PropertySchema] {
+                    static func _BookEntityKeys<R: Book>(of root: R.Type) -> [(AnyKeyPath, String)] {
                         []
                     }
 
-                    static var entityOriginalName: String? {
+                    class func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                        _BookEntityKeys(of: Book.self).first {
+                            $0.0 == keyPath
+                        }?.1
+                    }
+
+                    class var entityProperties: [PropertySchema] {
+                        []
+                    }
+
+                    class var entityOriginalName: String? {
                         nil
                     }
 
-                    static var entitySuperclass: AnyClass {
+                    class var entitySuperclass: AnyClass {
                         ManagedObject.self
                     }
                 }
@@ -185,5 +194,61 @@ import Testing
                 DiagnosticSpec(message: "@Entity properties are declared one per 'var', each with a name", line: 3, column: 5),
             ],
             macroSpecs: Self.macros, failureHandler: Self.fail)
+    }
+
+    // A subclass of an entity class is its subentity: its members override, its key paths
+    // list the superclass's first, and it conforms through its superclass (no extension).
+    @Test func aSubclassOfAnEntityIsASubentity() {
+        var macros = Self.macros
+        macros["Entity"] = MacroSpec(type: EntityMacro.self, conformances: [])
+        assertMacroExpansion(
+            """
+            @Entity final class Epic: Novel {
+                var cantos: Int16 = 12
+            }
+            """,
+            expandedSource: """
+                final class Epic: Novel {
+                    var cantos: Int16 {
+                        init(initialValue) {
+                        }
+                        get {
+                            _entityValue(forKey: "cantos")
+                        }
+                        set {
+                            _setEntityValue(newValue, forKey: "cantos")
+                        }
+                    }
+
+                    override class var entityName: String {
+                        "Epic"
+                    }
+
+                    static func _EpicEntityKeys<R: Epic>(of root: R.Type) -> [(AnyKeyPath, String)] {
+                        Novel._NovelEntityKeys(of: R.self) + [(\\R.cantos, "cantos")]
+                    }
+
+                    override class func fetchKey(for keyPath: AnyKeyPath) -> String? {
+                        _EpicEntityKeys(of: Epic.self).first {
+                            $0.0 == keyPath
+                        }?.1
+                    }
+
+                    override class var entityProperties: [PropertySchema] {
+                        [
+                            .property("cantos", Int16.self, default: 12),
+                        ]
+                    }
+
+                    override class var entityOriginalName: String? {
+                        nil
+                    }
+
+                    override class var entitySuperclass: AnyClass {
+                        Novel.self
+                    }
+                }
+                """,
+            macroSpecs: macros, failureHandler: Self.fail)
     }
 }

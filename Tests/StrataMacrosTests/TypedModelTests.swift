@@ -15,7 +15,7 @@ import Testing
     var shout: String { name.uppercased() }
 }
 
-@Entity final class Novel: ManagedObject {
+@Entity class Novel: ManagedObject {
     @Attribute(.unique) var title: String = ""
     var pages: Int32?
     var rating: Double = 2.5
@@ -23,6 +23,11 @@ import Testing
     var writer: Writer?
     var shelves: [Shelf]
     @Attribute(.transient) var note: String?
+}
+
+/// A subentity of a subentity-less root: its own properties, and Novel's.
+@Entity final class Epic: Novel {
+    var cantos: Int16 = 12
 }
 
 @Entity(originalName: "Case") final class Shelf: ManagedObject {
@@ -62,7 +67,7 @@ import Testing
 
 @Suite struct TypedModelTests {
     static func typedModel() throws -> ManagedObjectModel {
-        try ManagedObjectModel(types: [Writer.self, Novel.self, Shelf.self, Sample.self])
+        try ManagedObjectModel(types: [Writer.self, Novel.self, Epic.self, Shelf.self, Sample.self])
     }
 
     /// The same model, by name.
@@ -82,6 +87,9 @@ import Testing
                 .toMany("shelves", "Shelf", inverse: "novels", ordered: true),
                 .attribute("note", .string, transient: true),
             ], uniquenessConstraints: [["title"]]),
+            EntityDescription(name: "Epic", superentity: "Novel", managedObjectClass: Epic.self, properties: [
+                .attribute("cantos", .integer16, optional: false, defaultValue: 12),
+            ]),
             EntityDescription(name: "Shelf", managedObjectClass: Shelf.self, properties: [
                 .attribute("label", .string),
                 .toMany("novels", "Novel", inverse: "shelves"),
@@ -201,6 +209,24 @@ import Testing
         duplicate.title = "Eden"
         let error = try #require(throws: ObjectGraphError.self) { try context.save() }
         #expect(error.code == .constraintConflict)
+    }
+
+    // A subentity's objects are the superentity's too; typed predicates reach inherited
+    // properties.
+    @Test func subentitiesInheritTheirSuperentitysProperties() throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.typedModel())
+        try coordinator.addPersistentStore(type: .inMemory)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let epic = try context.insert(Epic.self)
+        epic.title = "Odyssey"
+        let novel = try context.insert(Novel.self)
+        novel.title = "Eden"
+        #expect(epic.cantos == 12)
+        try context.save()
+        #expect(try context.fetch(Novel.self, sortBy: [SortDescriptor(\.title)]).map(\.title) == ["Eden", "Odyssey"])
+        #expect(try context.fetch(Epic.self, where: #Predicate { $0.title == "Odyssey" && $0.cantos > 10 }).count == 1)
+        #expect(Epic.fetchKey(for: \Epic.title) == "title" && Epic.fetchKey(for: \Epic.cantos) == "cantos")
+        #expect(Novel.fetchKey(for: \Novel.title) == "title" && Epic.entityName == "Epic" && Novel.entityName == "Novel")
     }
 
     // The fetch names are the properties' names: computed and @Transient properties have none.
