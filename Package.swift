@@ -48,13 +48,15 @@ let package = Package(
                 .product(name: "SwiftCompilerPlugin", package: "swift-syntax"),
             ]),
         .target(name: "StrataMacros", dependencies: ["ObjectGraph", "StrataMacrosPlugin"]),
+        // The `strata demo` job, written with typed entities.
+        .target(name: "StrataDemo", dependencies: ["Strata", "StrataMacros"]),
         .target(
             name: "Strata",
             dependencies: ["StrataEngine", "ObjectGraph", "StrataSync", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(
             name: "StrataTool",
             dependencies: [
-                "Strata", "StrataSync",
+                "Strata", "StrataDemo", "StrataSync",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -83,7 +85,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "StrataTests",
-            dependencies: ["Strata", "StrataChildProcess", "StrataSync", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["Strata", "StrataDemo", "StrataChildProcess", "StrataSync", .product(name: "Logging", package: "swift-log")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -143,7 +143,9 @@ public struct EntityMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
         let superclass = classDecl.inheritanceClause?.inheritedTypes.first?.type.trimmedDescription ?? "ManagedObject"
         // A class inheriting another `@Entity` class is its subentity: its members override.
         let isRoot = ["ManagedObject", "ObjectGraph.ManagedObject"].contains(superclass)
-        let override = isRoot ? "" : "override "
+        // A public (or open) class's entity members are public, as its conformance needs.
+        let access = classDecl.modifiers.contains { ["public", "open"].contains($0.name.text) } ? "public " : ""
+        let override = access + (isRoot ? "" : "override ")
         var originalName = "nil"
         for argument in EntityProperty.arguments(of: node) where argument.label?.text == "originalName" {
             originalName = argument.expression.trimmedDescription
@@ -154,7 +156,7 @@ public struct EntityMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
         return [
             "\(raw: override)class var entityName: String { \(literal: className) }",
             """
-            static func \(raw: keysFunction(className))<R: \(raw: className)>(of root: R.Type) -> [(AnyKeyPath, String)] {
+            \(raw: access)static func \(raw: keysFunction(className))<R: \(raw: className)>(of root: R.Type) -> [(AnyKeyPath, String)] {
                 \(raw: inherited)[\(raw: keys.joined(separator: ", "))]
             }
             """,

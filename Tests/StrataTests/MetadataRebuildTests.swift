@@ -1,6 +1,7 @@
 import Foundation
 import ObjectGraph
 @testable import Strata
+import StrataDemo
 import StrataEngine
 import Testing
 

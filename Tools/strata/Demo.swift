@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Strata
+import StrataDemo
 
 /// `strata demo [dir]`.
 struct Demo: ParsableCommand {

@@ -133,6 +133,8 @@ final class TypedTag: ManagedObject, FetchableEntity {
             (#Predicate { titles.contains($0.title!) }, "title IN %@", [titles]),
             (#Predicate { (100...300).contains($0.pages!) }, "pages BETWEEN {100, 300}", []),
             (#Predicate { (100..<300).contains($0.pages!) }, "pages >= 100 AND pages < 300", []),
+            (#Predicate { (100...300).contains($0.pages ?? 0) }, "pages != nil AND pages BETWEEN {100, 300}", []),
+            (#Predicate { (0..<300).contains($0.pages ?? 0) }, "(pages != nil AND (pages >= 0 AND pages < 300)) OR pages == nil", []),
             (#Predicate { $0.tags.contains { $0.label == sf } }, "ANY tags.label == 'sf'", []),
             (#Predicate { $0.tags.allSatisfy { $0.label != "short" } }, "ALL tags.label != 'short'", []),
             (#Predicate { $0.tags.contains { $0.label == "sf" || $0.label == "short" } },

@@ -7,6 +7,8 @@ import Dispatch
 import Foundation
 import ObjectGraph
 import Strata
+import StrataDemo
+import StrataDemo
 import StrataEngine
 import StrataSync
 import Testing

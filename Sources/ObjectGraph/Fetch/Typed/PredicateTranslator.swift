@@ -114,13 +114,16 @@ struct PredicateTranslator {
     /// `(value ?? fallback) op constant`: the value's comparison where it has one, the
     /// fallback's (decided now) where it is null.
     static func coalesced(_ value: FetchExpression, fallback: FetchValue, _ op: FetchComparisonOperator, _ constant: FetchValue, valueFirst: Bool) -> FetchPredicate {
-        let compared: FetchPredicate = valueFirst ? .comparison(value, op, .constant(constant)) : .comparison(.constant(constant), op, value)
-        let fallbackHolds = (try? (valueFirst
-            ? FetchPredicate.comparison(.constant(fallback), op, .constant(constant))
-            : FetchPredicate.comparison(.constant(constant), op, .constant(fallback))).evaluate(with: NoSubject())) ?? false
+        coalesced(value, fallback: fallback) { valueFirst ? .comparison($0, op, .constant(constant)) : .comparison(.constant(constant), op, $0) }
+    }
+
+    /// A test of `value ?? fallback`: `test` of the value where it has one, of the fallback
+    /// (decided now) where it is null.
+    static func coalesced(_ value: FetchExpression, fallback: FetchValue, _ test: (FetchExpression) -> FetchPredicate) -> FetchPredicate {
+        let fallbackHolds = (try? test(.constant(fallback)).evaluate(with: NoSubject())) ?? false
         let isNull = FetchPredicate.comparison(value, .equal, .constant(.attribute(.null)))
         let hasValue = FetchPredicate.comparison(value, .notEqual, .constant(.attribute(.null)))
-        return fallbackHolds ? .or([.and([hasValue, compared]), isNull]) : .and([hasValue, compared])
+        return fallbackHolds ? .or([.and([hasValue, test(value)]), isNull]) : .and([hasValue, test(value)])
     }
 
     // MARK: Values
@@ -414,10 +417,18 @@ extension PredicateExpressions.RangeExpressionContains: TranslatablePredicateExp
         guard case .range(let lower, let upper, let closed) = try translator.term(of: range) else {
             throw PredicateTranslator.unsupported(self, "only a range of captured bounds is")
         }
-        let (value, _) = try translator.expression(of: element)
-        if closed { return .predicate(.comparison(value, .between, .aggregate([.constant(lower), .constant(upper)]))) }
-        return .predicate(.and([
-            .comparison(value, .greaterThanOrEqual, .constant(lower)), .comparison(value, .lessThan, .constant(upper)),
-        ]))
+        func contains(_ value: FetchExpression) -> FetchPredicate {
+            if closed { return .comparison(value, .between, .aggregate([.constant(lower), .constant(upper)])) }
+            return .and([.comparison(value, .greaterThanOrEqual, .constant(lower)), .comparison(value, .lessThan, .constant(upper))])
+        }
+        switch try translator.term(of: element) {
+        case .expression(let value, _):
+            return .predicate(contains(value))
+        case .coalesce(let value, let fallback):
+            // `(a...b).contains(x ?? c)`: x's test where it has a value, c's (decided now) where not.
+            return .predicate(PredicateTranslator.coalesced(value, fallback: fallback) { contains($0) })
+        default:
+            throw PredicateTranslator.unsupported(self, "it tests no property")
+        }
     }
 }

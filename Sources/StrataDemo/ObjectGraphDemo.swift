@@ -1,6 +1,29 @@
 import Foundation
-import ObjectGraph
-import StrataEngine
+import Strata
+import StrataMacros
+
+/// An author of the demo's library.
+@Entity public final class Author: ManagedObject {
+    @Attribute(.indexed) public var name: String
+    public var born: Int16?
+    @Relationship(inverse: \Book.author, deleteRule: .cascade) public var books: Set<Book>
+}
+
+/// A book of the demo's library, on any number of shelves.
+@Entity public final class Book: ManagedObject {
+    public var title: String
+    @Attribute(.indexed) public var year: Int16?
+    @Attribute(.indexed) public var genre: String?
+    public var price: Double?
+    public var author: Author?
+    @Relationship(inverse: \Shelf.books) public var shelves: Set<Shelf>
+}
+
+/// A shelf of the demo's library.
+@Entity public final class Shelf: ManagedObject {
+    public var label: String
+    public var books: Set<Book>
+}
 
 /// The `strata demo` job, the README's main job: a small library (authors, books, shelves)
 /// saved in a StrataStore, reopened from disk, queried, faulted in and checked with fsck.
@@ -35,27 +58,9 @@ public enum ObjectGraphDemo {
         public var failures: [String] = []
     }
 
-    /// The demo's model: `Author` 1—* `Book` (cascade) *—* `Shelf`.
+    /// The demo's model, from its typed entities: `Author` 1—* `Book` (cascade) *—* `Shelf`.
     public static func model() throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: [
-            EntityDescription(name: "Author", properties: [
-                .attribute("name", .string, optional: false, indexed: true),
-                .attribute("born", .integer16),
-                .toMany("books", "Book", inverse: "author", deleteRule: .cascade),
-            ]),
-            EntityDescription(name: "Book", properties: [
-                .attribute("title", .string, optional: false),
-                .attribute("year", .integer16, indexed: true),
-                .attribute("genre", .string, indexed: true),
-                .attribute("price", .double),
-                .toOne("author", "Author", inverse: "books"),
-                .toMany("shelves", "Shelf", inverse: "books"),
-            ]),
-            EntityDescription(name: "Shelf", properties: [
-                .attribute("label", .string, optional: false),
-                .toMany("books", "Book", inverse: "shelves"),
-            ]),
-        ])
+        try ManagedObjectModel(types: [Author.self, Book.self, Shelf.self])
     }
 
     static let genres = ["fiction", "history", "poetry", "science", "travel"]
@@ -102,25 +107,25 @@ public enum ObjectGraphDemo {
         var store = try coordinator.addPersistentStore(type: .strata, configuration: nil, at: url, options: [:])
         var context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         try step("insert \(authors) authors, \(bookCount) books, 12 shelves; save") {
-            var shelves: [ManagedObject] = []
+            var shelves: [Shelf] = []
             for index in 0..<12 {
-                let shelf = try context.insertNewObject(forEntityName: "Shelf")
-                try shelf.setValue(.string("Shelf \(index + 1)"), forKey: "label")
+                let shelf = try context.insert(Shelf.self)
+                shelf.label = "Shelf \(index + 1)"
                 shelves.append(shelf)
             }
             var book = 0
             for index in 0..<authors {
-                let author = try context.insertNewObject(forEntityName: "Author")
-                try author.setValue(.string(String(format: "Author %04d", index)), forKey: "name")
-                try author.setValue(.int16(Int16(1750 + index % 250)), forKey: "born")
+                let author = try context.insert(Author.self)
+                author.name = String(format: "Author %04d", index)
+                author.born = Int16(1750 + index % 250)
                 for _ in 0..<booksPerAuthor {
-                    let object = try context.insertNewObject(forEntityName: "Book")
-                    try object.setValue(.string("Book \(book)"), forKey: "title")
-                    try object.setValue(.int16(year(book)), forKey: "year")
-                    try object.setValue(.string(genre(book)), forKey: "genre")
-                    try object.setValue(.double(price(book)), forKey: "price")
-                    try object.setValue(author, forKey: "author")
-                    try object.setValue([shelves[book % shelves.count], shelves[(book / 7) % shelves.count]], forKey: "shelves")
+                    let object = try context.insert(Book.self)
+                    object.title = "Book \(book)"
+                    object.year = year(book)
+                    object.genre = genre(book)
+                    object.price = price(book)
+                    object.author = author
+                    object.shelves = [shelves[book % shelves.count], shelves[(book / 7) % shelves.count]]
                     book += 1
                 }
             }
@@ -129,20 +134,12 @@ public enum ObjectGraphDemo {
 
         // 2. Small saves: change prices, delete one author (cascading to their books).
         try step("20 saves: reprice 10 books each; delete an author (cascade)") {
-            var request = FetchRequest(entityName: "Book")
-            request.predicate = try FetchPredicate(format: "genre == %@", "poetry")
-            request.sortDescriptors = [FetchSortDescriptor(keyPath: "title")]
-            request.fetchLimit = 200
-            let poetry = try context.fetch(request)
+            let poetry = try context.fetch(Book.self, where: #Predicate { $0.genre == "poetry" }, sortBy: [SortDescriptor(\.title)], limit: 200)
             for batch in 0..<20 {
-                for object in poetry.dropFirst(batch * 10).prefix(10) {
-                    try object.setValue(.double(1.0), forKey: "price")
-                }
+                for object in poetry.dropFirst(batch * 10).prefix(10) { object.price = 1.0 }
                 try context.save()
             }
-            var authorRequest = FetchRequest(entityName: "Author")
-            authorRequest.predicate = try FetchPredicate(format: "name == %@", "Author 0000")
-            for author in try context.fetch(authorRequest) { context.delete(author) }
+            for author in try context.fetch(Author.self, where: #Predicate { $0.name == "Author 0000" }) { context.delete(author) }
             try context.save()
         }
         let repriced = min(200, bookCount / genres.count)
@@ -159,27 +156,23 @@ public enum ObjectGraphDemo {
         let survivors = (booksPerAuthor..<bookCount)
 
         // 4. Fetches.
-        let counted = try step("count books (stored counters)") { try context.count(for: FetchRequest(entityName: "Book")) }
+        let counted = try step("count books (stored counters)") { try context.count(Book.self) }
         report.lines.append("    \(counted) books")
         expect(counted == remainingBooks, "count of books is \(counted), expected \(remainingBooks)")
 
-        let early = try step("fetch books 1900 ≤ year < 1920, sorted by year, title; limit 10") { () -> [ManagedObject] in
-            var request = FetchRequest(entityName: "Book")
-            request.predicate = try FetchPredicate(format: "year >= 1900 AND year < 1920")
-            request.sortDescriptors = [FetchSortDescriptor(keyPath: "year"), FetchSortDescriptor(keyPath: "title")]
-            request.fetchLimit = 10
-            return try context.fetch(request)
+        let early = try step("fetch books 1900 ≤ year < 1920, sorted by year, title; limit 10") { () -> [Book] in
+            try context.fetch(
+                Book.self, where: #Predicate { (1900..<1920).contains($0.year ?? 0) }, sortBy: [SortDescriptor(\.year), SortDescriptor(\.title)],
+                limit: 10)
         }
-        let earlyTitles = try early.map { try $0.value(forKey: "title").stringValue ?? "" }
+        let earlyTitles = early.map(\.title)
         report.lines.append("    " + earlyTitles.prefix(4).joined(separator: ", ") + (earlyTitles.count > 4 ? ", …" : ""))
         let expectedEarly = survivors.filter { (1900..<1920).contains(year($0)) }
             .sorted { (year($0), "Book \($0)") < (year($1), "Book \($1)") }.prefix(10).map { "Book \($0)" }
         expect(earlyTitles == Array(expectedEarly), "the year fetch returned \(earlyTitles), expected \(Array(expectedEarly))")
 
         let unindexed = try step("fetch books with price > 40 (not indexed: a scan)") { () -> Int in
-            var request = FetchRequest(entityName: "Book")
-            request.predicate = try FetchPredicate(format: "price > 40")
-            return try context.count(for: request)
+            try context.count(Book.self, where: #Predicate { ($0.price ?? 0) > 40 })
         }
         let repricedBooks = repricedSet(survivors, repriced)
         let expectedExpensive = survivors.filter { price($0) > 40 && !repricedBooks.contains($0) }.count
@@ -206,15 +199,12 @@ public enum ObjectGraphDemo {
 
         // 5. Faults.
         let faulted = try step("fault in 100 authors and their books") { () -> (Int, Int, Bool) in
-            var request = FetchRequest(entityName: "Author")
-            request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
-            request.fetchLimit = 100
-            let authorsFetched = try context.fetch(request)
+            let authorsFetched = try context.fetch(Author.self, sortBy: [SortDescriptor(\.name)], limit: 100)
             let wereFaults = authorsFetched.allSatisfy(\.isFault)
             var books = 0
             for author in authorsFetched {
-                _ = try author.value(forKey: "name")
-                books += try author.objects(forKey: "books").count
+                _ = author.name
+                books += author.books.count
             }
             return (authorsFetched.count, books, wereFaults)
         }
