@@ -133,6 +133,7 @@ final class TypedTag: ManagedObject, FetchableEntity {
             (#Predicate { titles.contains($0.title!) }, "title IN %@", [titles]),
             (#Predicate { (100...300).contains($0.pages!) }, "pages BETWEEN {100, 300}", []),
             (#Predicate { (100..<300).contains($0.pages!) }, "pages >= 100 AND pages < 300", []),
+            (#Predicate { ($0.rating ?? -1) < -0.5 }, "(rating != nil AND rating < -0.5) OR rating == nil", []),
             (#Predicate { (100...300).contains($0.pages ?? 0) }, "pages != nil AND pages BETWEEN {100, 300}", []),
             (#Predicate { (0..<300).contains($0.pages ?? 0) }, "(pages != nil AND (pages >= 0 AND pages < 300)) OR pages == nil", []),
             (#Predicate { $0.tags.contains { $0.label == sf } }, "ANY tags.label == 'sf'", []),

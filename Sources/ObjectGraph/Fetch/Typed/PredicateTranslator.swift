@@ -198,6 +198,22 @@ extension PredicateExpressions.NilLiteral: TranslatablePredicateExpression {
     }
 }
 
+extension PredicateExpressions.UnaryMinus: TranslatablePredicateExpression {
+    func term(_ translator: inout PredicateTranslator) throws -> PredicateTerm {
+        // A negative literal (`-1`) is a negated captured number; negating a property is
+        // arithmetic, which the fetch language has not.
+        guard case .constant(.attribute(let value), let type) = try translator.term(of: wrapped) else {
+            throw PredicateTranslator.unsupported(self, "only a captured number can be negated")
+        }
+        switch value {
+        case .int64(let number) where number != .min: return .constant(.attribute(.int64(-number)), type: type)
+        case .double(let number): return .constant(.attribute(.double(-number)), type: type)
+        case .decimal(let number): return .constant(.attribute(.decimal(-number)), type: type)
+        default: throw PredicateTranslator.unsupported(self, "\(value) cannot be negated")
+        }
+    }
+}
+
 extension PredicateExpressions.KeyPath: TranslatablePredicateExpression {
     func term(_ translator: inout PredicateTranslator) throws -> PredicateTerm {
         let base = try translator.term(of: root)
