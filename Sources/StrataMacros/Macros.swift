@@ -27,7 +27,9 @@
 /// value under the property's own name, so a key cannot be misspelled. `@Attribute` and `@Relationship` add indexes, uniqueness, Core Data transient
 /// properties, inverses, delete rules and renaming identifiers; `@Transient` leaves a
 /// property out of the entity (a plain Swift stored property). `originalName` is the entity's
-/// renaming identifier. The class adopts `EntityType` and `FetchableEntity`, so Foundation's
+/// renaming identifier; `uniqueness` lists uniqueness constraints of several attributes by
+/// name (`[["title", "year"]]`: a macro's arguments cannot name the members it makes, so these
+/// are checked when the model is built; one attribute's is `@Attribute(.unique)`). The class adopts `EntityType` and `FetchableEntity`, so Foundation's
 /// `#Predicate` over it fetches through the store's indexes.
 ///
 /// A class that inherits another `@Entity` class is its subentity, with the properties it
@@ -36,10 +38,11 @@
 /// class.
 @attached(
     member, names: named(entityName), named(fetchKey(for:)), named(entityProperties), named(entityOriginalName),
-    named(entitySuperclass), arbitrary)
+    named(entitySuperclass), named(entityUniquenessConstraints), arbitrary)
 @attached(memberAttribute)
 @attached(extension, conformances: EntityType)
-public macro Entity(originalName: String? = nil) = #externalMacro(module: "StrataMacrosPlugin", type: "EntityMacro")
+public macro Entity(originalName: String? = nil, uniqueness: [[String]] = []) =
+    #externalMacro(module: "StrataMacrosPlugin", type: "EntityMacro")
 
 /// Makes a stored property of an `@Entity` class read and write the object's value (added by
 /// `@Entity`; not written by hand).

@@ -147,8 +147,20 @@ public struct EntityMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
         let access = classDecl.modifiers.contains { ["public", "open"].contains($0.name.text) } ? "public " : ""
         let override = access + (isRoot ? "" : "override ")
         var originalName = "nil"
-        for argument in EntityProperty.arguments(of: node) where argument.label?.text == "originalName" {
-            originalName = argument.expression.trimmedDescription
+        var uniqueness: [[String]] = []
+        for argument in EntityProperty.arguments(of: node) {
+            switch argument.label?.text {
+            case "originalName": originalName = argument.expression.trimmedDescription
+            case "uniqueness":
+                // `[["title", "year"], …]`: each constraint's attribute names.
+                for constraint in argument.expression.as(ArrayExprSyntax.self)?.elements ?? [] {
+                    let names = (constraint.expression.as(ArrayExprSyntax.self)?.elements ?? []).compactMap {
+                        $0.expression.as(StringLiteralExprSyntax.self)?.representedLiteralValue
+                    }
+                    if !names.isEmpty { uniqueness.append(names) }
+                }
+            default: continue
+            }
         }
         let keys = properties.map { "(\\R.\($0.name), \"\($0.name)\")" }
         let inherited = isRoot ? "" : "\(superclass).\(keysFunction(superclass))(of: R.self) + "
@@ -172,6 +184,9 @@ public struct EntityMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
             """,
             "\(raw: override)class var entityOriginalName: String? { \(raw: originalName) }",
             "\(raw: override)class var entitySuperclass: AnyClass { \(raw: superclass).self }",
+            """
+            \(raw: override)class var entityUniquenessConstraints: [[String]] { [\(raw: uniqueness.map { "[" + $0.map { "\"\($0)\"" }.joined(separator: ", ") + "]" }.joined(separator: ", "))] }
+            """,
         ]
     }
 

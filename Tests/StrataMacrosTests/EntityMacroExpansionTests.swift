@@ -79,6 +79,10 @@ import Testing
                     class var entitySuperclass: AnyClass {
                         ManagedObject.self
                     }
+
+                    class var entityUniquenessConstraints: [[String]] {
+                        []
+                    }
                 }
 
                 extension Book: EntityType {
@@ -125,6 +129,10 @@ import Testing
 
                     class var entitySuperclass: AnyClass {
                         ManagedObject.self
+                    }
+
+                    class var entityUniquenessConstraints: [[String]] {
+                        []
                     }
                 }
 
@@ -181,6 +189,10 @@ import Testing
 
                     class var entitySuperclass: AnyClass {
                         ManagedObject.self
+                    }
+
+                    class var entityUniquenessConstraints: [[String]] {
+                        []
                     }
                 }
 
@@ -246,6 +258,10 @@ import Testing
 
                     override class var entitySuperclass: AnyClass {
                         Novel.self
+                    }
+
+                    override class var entityUniquenessConstraints: [[String]] {
+                        []
                     }
                 }
                 """,

@@ -5,7 +5,7 @@ import Testing
 
 // A library declared once, as typed entities (issue 18).
 
-@Entity final class Writer: ManagedObject {
+@Entity(uniqueness: [["name", "born"]]) final class Writer: ManagedObject {
     @Attribute(.indexed) var name: String = ""
     var born: Date?
     @Relationship(inverse: \Novel.writer, deleteRule: .cascade) var novels: Set<Novel>
@@ -33,6 +33,11 @@ import Testing
 @Entity(originalName: "Case") final class Shelf: ManagedObject {
     var label: String?
     @Relationship(inverse: \Novel.shelves) var novels: Set<Novel>
+}
+
+/// A uniqueness constraint naming no attribute: the model refuses it.
+@Entity(uniqueness: [["title", "nope"]]) final class Misnamed: ManagedObject {
+    var title: String = ""
 }
 
 /// Every attribute type, optional and not.
@@ -77,7 +82,7 @@ import Testing
                 .attribute("name", .string, optional: false, defaultValue: "", indexed: true),
                 .attribute("born", .date),
                 .toMany("novels", "Novel", inverse: "writer", deleteRule: .cascade),
-            ]),
+            ], uniquenessConstraints: [["name", "born"]]),
             EntityDescription(name: "Novel", managedObjectClass: Novel.self, properties: [
                 .attribute("title", .string, optional: false, defaultValue: ""),
                 .attribute("pages", .integer32),
@@ -227,6 +232,13 @@ import Testing
         #expect(try context.fetch(Epic.self, where: #Predicate { $0.title == "Odyssey" && $0.cantos > 10 }).count == 1)
         #expect(Epic.fetchKey(for: \Epic.title) == "title" && Epic.fetchKey(for: \Epic.cantos) == "cantos")
         #expect(Novel.fetchKey(for: \Novel.title) == "title" && Epic.entityName == "Epic" && Novel.entityName == "Novel")
+    }
+
+    // Constraint names are checked when the model is built.
+    @Test func aConstraintOnAMissingAttributeIsRefused() throws {
+        let error = try #require(throws: ObjectGraphError.self) { try ManagedObjectModel(types: [Misnamed.self]) }
+        #expect(error.code == .invalidModel)
+        #expect(error.message.contains("nope"), "\(error.message)")
     }
 
     // The fetch names are the properties' names: computed and @Transient properties have none.

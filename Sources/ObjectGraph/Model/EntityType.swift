@@ -160,6 +160,14 @@ public protocol EntityType: ManagedObject, FetchableEntity {
     static var entityOriginalName: String? { get }
     /// The class the entity's class inherits from: another entity type makes it a subentity.
     static var entitySuperclass: AnyClass { get }
+    /// Uniqueness constraints of several attributes (by name), besides the single-attribute
+    /// ones ``PropertyOption/unique`` declares.
+    static var entityUniquenessConstraints: [[String]] { get }
+}
+
+extension EntityType {
+    /// None.
+    public static var entityUniquenessConstraints: [[String]] { [] }
 }
 
 extension ManagedObjectModel {
@@ -209,7 +217,7 @@ extension ManagedObjectModel {
         var entities: [EntityDescription] = []
         for type in types {
             var properties: [PropertyDescription] = []
-            var constraints: [[String]] = []
+            var constraints = type.entityUniquenessConstraints
             for property in type.entityProperties {
                 let transient = property.options.contains(.transient)
                 switch property.kind {
