@@ -196,6 +196,9 @@ final class StoreLayout: Sendable {
     let hasLegacy: Bool
     /// The key space ([KEY-2]) of each hierarchy, by its root's name.
     private let keySpaces: [String: String]
+    /// Whether any hierarchy's key space is not its root's name (when none is, a key space is
+    /// read off the entity, with no lookup: saves ask once per object).
+    private let renamesKeySpaces: Bool
     /// The hierarchy root of each key space.
     private let rootsByKeySpace: [String: String]
     /// Per key space, the relationships whose keys are under another name, by that name.
@@ -242,6 +245,7 @@ final class StoreLayout: Sendable {
             rootsByKeySpace[space] = root.name
         }
         self.keySpaces = keySpaces
+        renamesKeySpaces = !record.keySpaces.isEmpty
         self.rootsByKeySpace = rootsByKeySpace
         var byKeyName: [String: [String: String]] = [:]
         for (key, name) in record.keyNames {
@@ -323,7 +327,7 @@ final class StoreLayout: Sendable {
     func keySpace(of entity: EntityDescription) -> String { keySpace(ofRoot: entity.rootEntityName) }
 
     /// The key space of the hierarchy whose root is named `root`.
-    func keySpace(ofRoot root: String) -> String { keySpaces[root] ?? root }
+    func keySpace(ofRoot root: String) -> String { renamesKeySpaces ? keySpaces[root] ?? root : root }
 
     /// The prefix of the keys ([REL-1]) of `relationship`, a keyed relationship of `owner`
     /// (or of its superentity): in the hierarchy's key space, under the relationship's key

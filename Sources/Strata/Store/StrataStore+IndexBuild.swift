@@ -60,7 +60,10 @@ extension StrataStore {
         }
         // [MIG-4] Keys a migration retired go with them.
         let retired = record.retired.sorted().flatMap(\.prefixes)
-        let drops = presentIndexPrefixes(in: snapshot).filter { !kept.contains($0) && !retired.contains($0) } + retired
+        // An index prefix inside a retired key space goes with it, not on its own.
+        let drops = presentIndexPrefixes(in: snapshot).filter { prefix in
+            !kept.contains(prefix) && !retired.contains { prefix.starts(with: $0) }
+        } + retired
         guard stored != wanted || !drops.isEmpty else { return nil }
         var builds: [String: Set<String>] = [:]
         for name in wanted.subtracting(stored).sorted() {

@@ -468,7 +468,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         let key = ObjectIdentifier(relationship)
         if let prefix = relationshipPrefixes.withLock({ $0[key]?.prefix }) { return prefix }
         let prefix = (try? storeLayout())?.relationshipPrefix(relationship, owner: owner)
-            ?? RelationshipKeys.relationshipPrefix(root: keySpace(of: relationship.entity ?? owner), relationship: relationship.name)
+            ?? RelationshipKeys.relationshipPrefix(root: (relationship.entity ?? owner).rootEntityName, relationship: relationship.name)
         relationshipPrefixes.withLock { $0[key] = (relationship, prefix) }
         return prefix
     }

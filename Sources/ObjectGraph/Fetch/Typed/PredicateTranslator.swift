@@ -350,27 +350,33 @@ extension PredicateExpressions.SequenceContains: TranslatablePredicateExpression
 
 extension PredicateExpressions.SequenceContainsWhere: TranslatablePredicateExpression {
     func term(_ translator: inout PredicateTranslator) throws -> PredicateTerm {
-        let (collection, _) = try translator.expression(of: sequence)
-        let name = translator.newVariable()
-        let test = try translator.binding(variable.key, to: .variable(name)) { try $0.predicate(of: self.test) }
-        if let any = PredicateTranslator.quantified(test, variable: name, collection: collection, modifier: .any) { return .predicate(any) }
-        return .predicate(.comparison(
-            .member(.subquery(collection, variable: name, test), "@count"), .greaterThan, .constant(.attribute(.int64(0)))))
+        .predicate(try translator.quantified(sequence, test, variable.key, modifier: .any))
     }
 }
 
 extension PredicateExpressions.SequenceAllSatisfy: TranslatablePredicateExpression {
     func term(_ translator: inout PredicateTranslator) throws -> PredicateTerm {
-        let (collection, _) = try translator.expression(of: sequence)
-        let name = translator.newVariable()
-        let test = try translator.binding(variable.key, to: .variable(name)) { try $0.predicate(of: self.test) }
-        if let all = PredicateTranslator.quantified(test, variable: name, collection: collection, modifier: .all) { return .predicate(all) }
-        return .predicate(.comparison(
-            .member(.subquery(collection, variable: name, .not(test)), "@count"), .equal, .constant(.attribute(.int64(0)))))
+        .predicate(try translator.quantified(sequence, test, variable.key, modifier: .all))
     }
 }
 
 extension PredicateTranslator {
+    /// `sequence.contains(where: test)` (`.any`) or `sequence.allSatisfy(test)` (`.all`) over a
+    /// to-many relationship: `ANY`/`ALL` when the test is one comparison, else a `SUBQUERY`
+    /// counting the members that pass (`> 0`) or fail (`== 0`).
+    mutating func quantified(
+        _ sequence: Any, _ test: Any, _ variable: PredicateExpressions.VariableID, modifier: FetchComparisonModifier
+    ) throws -> FetchPredicate {
+        let (collection, _) = try expression(of: sequence)
+        let name = newVariable()
+        let condition = try binding(variable, to: .variable(name)) { try $0.predicate(of: test) }
+        if let quantified = Self.quantified(condition, variable: name, collection: collection, modifier: modifier) { return quantified }
+        let all = modifier == .all
+        return .comparison(
+            .member(.subquery(collection, variable: name, all ? .not(condition) : condition), "@count"), all ? .equal : .greaterThan,
+            .constant(.attribute(.int64(0))))
+    }
+
     /// `ANY`/`ALL collection.path op constant` for a test that is one comparison of a key
     /// path of the variable with a captured value, as the format string says it; `nil`
     /// otherwise (a `SUBQUERY` then).
