@@ -23,7 +23,9 @@
 /// `UUID`, `URL`, `Decimal`) is an attribute, optional when the type is an `Optional`, with
 /// the property's initial value as its default; an optional of an entity type is a to-one
 /// relationship; a `Set` of one an unordered to-many and an array an ordered one. Any other
-/// type does not compile. The property becomes computed: it reads and writes the object's
+/// `Codable` type (`[String]`, a struct, an enum) is a transformable attribute, its values
+/// stored encoded: a required one needs an initial value (the model refuses it without), and
+/// fetches neither filter nor sort by it. A type that is none of these does not compile. The property becomes computed: it reads and writes the object's
 /// value under the property's own name, so a key cannot be misspelled. `@Attribute` and `@Relationship` add indexes, uniqueness, Core Data transient
 /// properties, inverses, delete rules and renaming identifiers; `@Transient` leaves a
 /// property out of the entity (a plain Swift stored property). `originalName` is the entity's

@@ -2,7 +2,11 @@ import Foundation
 
 /// A Swift type whose stored values are an attribute's: it names the attribute type the model
 /// gives a property declared with it (`String` a string, `Int32?` an optional 32-bit integer).
-public protocol TypedAttributeValue: AttributeValueConvertible {
+///
+/// It refines `Codable` so that a typed entity's property of one of these types is that
+/// attribute type, while a property of any other `Codable` type is a transformable attribute
+/// (the more refined overload of the typed accessors wins).
+public protocol TypedAttributeValue: AttributeValueConvertible, Codable {
     /// The attribute type of a property of this type.
     static var attributeType: AttributeType { get }
     /// Whether a property of this type may be null (an `Optional`).
@@ -75,6 +79,25 @@ extension Optional: TypedAttributeValue where Wrapped: TypedAttributeValue {
     public static var emptyAttributeValue: Wrapped? { nil }
 }
 
+/// An `Optional` of any type, asked at run time: a `Codable` property's type is optional or not.
+protocol NullableValue {
+    /// `nil`.
+    static var null: Self { get }
+    /// The wrapped type.
+    static var wrappedType: Any.Type { get }
+}
+
+extension Optional: NullableValue {
+    static var null: Wrapped? { nil }
+    static var wrappedType: Any.Type { Wrapped.self }
+}
+
+/// Whether `value` is an optional's `nil` (a generic value of an optional type).
+private func isNilOptional<T>(_ value: T) -> Bool {
+    let mirror = Mirror(reflecting: value)
+    return mirror.displayStyle == .optional && mirror.children.isEmpty
+}
+
 /// A property's options, as `@Attribute` and `@Relationship` give them.
 public enum PropertyOption: Sendable, Hashable {
     /// The attribute has an index ([IDX-S1] in a StrataStore).
@@ -111,6 +134,11 @@ public struct PropertySchema {
     public var inverse: String?
     /// For a relationship: its delete rule.
     public var deleteRule: DeleteRule
+    /// For a transformable attribute: its type's name (``AttributeDescription/valueTypeName``).
+    public var valueTypeName: String?
+    /// Why the declaration cannot make a property (a default that does not encode), which
+    /// ``ManagedObjectModel/init(types:)`` throws; `nil` when it can.
+    var problem: String?
 
     /// An attribute declared with Swift type `T` (an optional type for an optional attribute).
     public static func property<T: TypedAttributeValue>(
@@ -118,7 +146,31 @@ public struct PropertySchema {
     ) -> PropertySchema {
         PropertySchema(
             name: name, kind: .attribute(T.attributeType, optional: T.isOptionalAttribute, defaultValue: value?.attributeValue ?? .null),
-            options: Set(options), originalName: originalName, inverse: nil, deleteRule: .nullify)
+            options: Set(options), originalName: originalName, inverse: nil, deleteRule: .nullify, valueTypeName: nil, problem: nil)
+    }
+
+    /// A transformable attribute, declared with any other `Codable` type `T` (an optional type
+    /// for an optional attribute): its values are stored encoded ([ROW-2]'s transformable
+    /// values: JSON with sorted keys, ``AttributeValue/transformable(encoding:)``), as ``AttributeDescription/init(name:transformable:isOptional:)``
+    /// declares them. A required one needs a default (the property's initial value): a typed
+    /// read of it has no other value to fall back on, so ``ManagedObjectModel/init(types:)``
+    /// refuses one without.
+    @_disfavoredOverload
+    public static func property<T: Codable>(
+        _ name: String, _ type: T.Type, default value: T? = nil, options: [PropertyOption] = [], originalName: String? = nil
+    ) -> PropertySchema {
+        let optional = T.self is any NullableValue.Type
+        var defaultValue = AttributeValue.null
+        var problem: String?
+        if let value, !isNilOptional(value) {
+            do { defaultValue = try AttributeValue.transformable(encoding: value) } catch {
+                problem = "The default of \(name) (\(T.self)) does not encode: \((error as? ObjectGraphError)?.message ?? "\(error)")."
+            }
+        }
+        let typeName = String(describing: (T.self as? any NullableValue.Type)?.wrappedType ?? T.self)
+        return PropertySchema(
+            name: name, kind: .attribute(.transformable, optional: optional, defaultValue: defaultValue), options: Set(options),
+            originalName: originalName, inverse: nil, deleteRule: .nullify, valueTypeName: typeName, problem: problem)
     }
 
     /// A to-one relationship, declared as an optional of an entity type.
@@ -126,7 +178,9 @@ public struct PropertySchema {
         _ name: String, _ type: T?.Type, default value: T?? = nil, options: [PropertyOption] = [], inverse: String? = nil,
         deleteRule: DeleteRule = .nullify, originalName: String? = nil
     ) -> PropertySchema {
-        PropertySchema(name: name, kind: .toOne(T.self), options: Set(options), originalName: originalName, inverse: inverse, deleteRule: deleteRule)
+        PropertySchema(
+            name: name, kind: .toOne(T.self), options: Set(options), originalName: originalName, inverse: inverse, deleteRule: deleteRule,
+            valueTypeName: nil, problem: nil)
     }
 
     /// An unordered to-many relationship, declared as a set of an entity type.
@@ -136,7 +190,7 @@ public struct PropertySchema {
     ) -> PropertySchema {
         PropertySchema(
             name: name, kind: .toMany(T.self, ordered: false), options: Set(options), originalName: originalName, inverse: inverse,
-            deleteRule: deleteRule)
+            deleteRule: deleteRule, valueTypeName: nil, problem: nil)
     }
 
     /// An ordered to-many relationship, declared as an array of an entity type.
@@ -146,7 +200,7 @@ public struct PropertySchema {
     ) -> PropertySchema {
         PropertySchema(
             name: name, kind: .toMany(T.self, ordered: true), options: Set(options), originalName: originalName, inverse: inverse,
-            deleteRule: deleteRule)
+            deleteRule: deleteRule, valueTypeName: nil, problem: nil)
     }
 }
 
@@ -215,16 +269,19 @@ extension ManagedObjectModel {
             }
         }
         var entities: [EntityDescription] = []
+        var problems: [String] = []
         for type in types {
             var properties: [PropertyDescription] = []
             var constraints = type.entityUniquenessConstraints
             for property in type.entityProperties {
                 let transient = property.options.contains(.transient)
+                if let problem = property.problem { problems.append("\(type.entityName): \(problem)") }
                 switch property.kind {
                 case .attribute(let attributeType, let optional, let defaultValue):
                     properties.append(AttributeDescription(
                         name: property.name, type: attributeType, isOptional: optional, defaultValue: defaultValue,
-                        isTransient: transient, isIndexed: property.options.contains(.indexed), renamingIdentifier: property.originalName))
+                        isTransient: transient, isIndexed: property.options.contains(.indexed), valueTypeName: property.valueTypeName,
+                        renamingIdentifier: property.originalName))
                     if property.options.contains(.unique) { constraints.append([property.name]) }
                 case .toOne(let target):
                     properties.append(RelationshipDescription(
@@ -242,6 +299,11 @@ extension ManagedObjectModel {
             entities.append(EntityDescription(
                 name: type.entityName, superentity: superentity, managedObjectClass: type, properties: properties,
                 uniquenessConstraints: constraints, renamingIdentifier: type.entityOriginalName))
+        }
+        if !problems.isEmpty {
+            throw ObjectGraphError(
+                .invalidModel, problems.count == 1 ? "Invalid model: \(problems[0])" : "Invalid model: \(problems.count) problems; see detailedErrors.",
+                detailedErrors: problems.map { ObjectGraphError(.invalidModel, $0) })
         }
         try self.init(entities: entities)
     }
@@ -284,6 +346,33 @@ extension ManagedObject {
     /// Writes an attribute.
     public func _setEntityValue<T: TypedAttributeValue>(_ newValue: T, forKey key: String) {
         do { try setValue(newValue.attributeValue, forKey: key) } catch { lastAccessError = error as? ObjectGraphError }
+    }
+
+    /// Reads a transformable attribute of any other `Codable` type: the stored value decoded,
+    /// `nil` for an optional type holding none, else the attribute's default (the model
+    /// guarantees a required one has a default).
+    @_disfavoredOverload
+    public func _entityValue<T: Codable>(forKey key: String) -> T {
+        do {
+            let value = try value(forKey: key)
+            if let decoded = try value.decoded(as: T.self) { return decoded }
+        } catch {
+            lastAccessError = error as? ObjectGraphError
+        }
+        if let null = (T.self as? any NullableValue.Type)?.null as? T { return null }
+        if let fallback = try? entity.attributesByName[key]?.defaultValue.decoded(as: T.self) { return fallback }
+        // ManagedObjectModel refuses a typed entity whose required transformable attribute
+        // has no default (or no attribute), so a model holding this object has one.
+        preconditionFailure("\(entity.name).\(key) of \(T.self) has no value and no default")
+    }
+
+    /// Writes a transformable attribute of any other `Codable` type, encoded.
+    @_disfavoredOverload
+    public func _setEntityValue<T: Codable>(_ newValue: T, forKey key: String) {
+        do {
+            let value: AttributeValue = (T.self is any NullableValue.Type && isNilOptional(newValue)) ? .null : try .transformable(encoding: newValue)
+            try setValue(value, forKey: key)
+        } catch { lastAccessError = error as? ObjectGraphError }
     }
 
     /// Reads a to-one relationship.

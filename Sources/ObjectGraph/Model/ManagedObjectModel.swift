@@ -83,6 +83,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             for case let attribute as AttributeDescription in entity.ownProperties { attribute.isConstrained = false }
         }
         for entity in entities { Self.checkConstraints(of: entity, &problems) }
+        for entity in entities { Self.checkTypedDefaults(of: entity, &problems) }
         for (configuration, names) in configurations {
             for name in names where byName[name] == nil {
                 problems.append("Configuration \"\(configuration)\" names unknown entity \"\(name)\".")
@@ -103,6 +104,24 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         for entity in entities {
             entity.managedObjectModel = self
             for property in entity.ownProperties { property.owningModel = self }
+        }
+    }
+
+    /// A typed entity class's required transformable properties read the attribute's default
+    /// when the object holds no value (they have no empty value of their own): the entity must
+    /// have one, whether the model was built from the types or by name with the class.
+    private static func checkTypedDefaults(of entity: EntityDescription, _ problems: inout [String]) {
+        guard let type = entity.managedObjectClass as? any EntityType.Type else { return }
+        for property in type.entityProperties {
+            guard case .attribute(.transformable, optional: false, _) = property.kind else { continue }
+            guard let attribute = entity.attributesByName[property.name] else {
+                problems.append("\(entity.name) has no attribute \(property.name), which its class \(type) declares.")
+                continue
+            }
+            if attribute.defaultValue.isNull {
+                problems.append(
+                    "\(entity.name).\(property.name) is a required \(property.valueTypeName ?? "Codable") property of \(type) with no default: give it an initial value, or make it optional.")
+            }
         }
     }
 

@@ -53,7 +53,7 @@ extension FetchPredicate {
     ///
     /// - Throws: ``ObjectGraphError/Code/invalidFetchRequest`` naming the first construct
     ///   the fetch language has no form for (arithmetic, a conditional, a string's length,
-    ///   a key path the type does not name, …); such a predicate can still be evaluated in
+    ///   a key path the type does not name, a transformable `Codable` attribute, …); such a predicate can still be evaluated in
     ///   memory with `Predicate.evaluate(_:)`.
     public init<T: FetchableEntity>(_ predicate: Predicate<T>) throws {
         var translator = PredicateTranslator(root: predicate.variable.key)
@@ -66,7 +66,8 @@ extension FetchSortDescriptor {
     /// property its key path names, in its order.
     ///
     /// - Throws: ``ObjectGraphError/Code/invalidFetchRequest`` when the descriptor has no key
-    ///   path (one made from a comparator alone) or the type names none for it.
+    ///   path (one made from a comparator alone), the type names none for it, or it reads a
+    ///   transformable (`Codable`) attribute.
     public init<T: FetchableEntity>(_ descriptor: SortDescriptor<T>) throws {
         guard let keyPath = descriptor.keyPath else {
             throw ObjectGraphError(.invalidFetchRequest, "A sort descriptor over \(T.self) without a key path cannot be translated into the fetch language.", entityName: T.entityName)
@@ -74,6 +75,11 @@ extension FetchSortDescriptor {
         guard let name = T.fetchKey(for: keyPath) else {
             throw ObjectGraphError(
                 .invalidFetchRequest, "\(T.self) names no stored property for the sort key path \(keyPath).", entityName: T.entityName)
+        }
+        if PredicateTranslator.isStoredEncoded(type(of: keyPath).valueType) {
+            throw ObjectGraphError(
+                .invalidFetchRequest, "\(T.self).\(name) is stored encoded (a transformable attribute): a fetch cannot sort by it.",
+                entityName: T.entityName, key: name)
         }
         self.init(keyPath: name, ascending: descriptor.order == .forward)
     }

@@ -233,7 +233,23 @@ extension PredicateExpressions.KeyPath: TranslatablePredicateExpression {
             throw ObjectGraphError(
                 .invalidFetchRequest, "#Predicate: \(rootType) names no stored property for \(keyPath).", entityName: entity.entityName)
         }
+        if PredicateTranslator.isStoredEncoded(Output.self) {
+            throw PredicateTranslator.unsupported(
+                self, "\(rootType).\(name) is a \(Output.self), stored encoded (a transformable attribute): the fetch language reads no part of it; fetch by other properties and filter the objects in memory")
+        }
         return .expression(PredicateTranslator.appending(name, to: expression), type: Output.self)
+    }
+}
+
+extension PredicateTranslator {
+    /// Whether a property of Swift type `type` is a transformable attribute (any `Codable`
+    /// type but an attribute type's), not an attribute type, an object or a to-many
+    /// relationship's collection of objects.
+    static func isStoredEncoded(_ type: Any.Type) -> Bool {
+        if type is any TypedAttributeValue.Type || type is ManagedObject.Type { return false }
+        if let optional = type as? any NullableValue.Type { return isStoredEncoded(optional.wrappedType) }
+        if let collection = type as? any CollectionKeyPaths.Type { return !(collection.elementType is ManagedObject.Type) }
+        return true
     }
 }
 
@@ -242,21 +258,26 @@ extension PredicateExpressions.KeyPath: TranslatablePredicateExpression {
 protocol CollectionKeyPaths {
     static var countKeyPath: AnyKeyPath { get }
     static var isEmptyKeyPath: AnyKeyPath { get }
+    /// The type of the elements.
+    static var elementType: Any.Type { get }
 }
 
 extension Array: CollectionKeyPaths {
     static var countKeyPath: AnyKeyPath { \Self.count }
     static var isEmptyKeyPath: AnyKeyPath { \Self.isEmpty }
+    static var elementType: Any.Type { Element.self }
 }
 
 extension Set: CollectionKeyPaths {
     static var countKeyPath: AnyKeyPath { \Self.count }
     static var isEmptyKeyPath: AnyKeyPath { \Self.isEmpty }
+    static var elementType: Any.Type { Element.self }
 }
 
 extension Optional: CollectionKeyPaths where Wrapped: CollectionKeyPaths {
     static var countKeyPath: AnyKeyPath { Wrapped.countKeyPath }
     static var isEmptyKeyPath: AnyKeyPath { Wrapped.isEmptyKeyPath }
+    static var elementType: Any.Type { Wrapped.elementType }
 }
 
 extension PredicateTranslator {
