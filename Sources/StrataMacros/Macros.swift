@@ -42,7 +42,10 @@
     member, names: named(entityName), named(fetchKey(for:)), named(entityProperties), named(entityOriginalName),
     named(entitySuperclass), named(entityUniquenessConstraints), arbitrary)
 @attached(memberAttribute)
-@attached(extension, conformances: EntityType)
+// Both protocols are listed: the compiler expands the conformance extension when a
+// conformance to a listed protocol is looked up, and `FetchableEntity` is looked up alone
+// (typed fetches ask for it), so naming only `EntityType` left it unfound in some orders.
+@attached(extension, conformances: EntityType, FetchableEntity)
 public macro Entity(originalName: String? = nil, uniqueness: [[String]] = []) =
     #externalMacro(module: "StrataMacrosPlugin", type: "EntityMacro")
 

@@ -211,7 +211,7 @@ public struct EntityMacro: MemberMacro, MemberAttributeMacro, ExtensionMacro {
     ) throws -> [ExtensionDeclSyntax] {
         // A subentity's class conforms through its superclass already.
         guard declaration.is(ClassDeclSyntax.self), !protocols.isEmpty else { return [] }
-        return [try ExtensionDeclSyntax("extension \(type.trimmed): EntityType {}")]
+        return [try ExtensionDeclSyntax("extension \(type.trimmed): \(raw: protocols.map(\.trimmedDescription).joined(separator: ", ")) {}")]
     }
 }
 

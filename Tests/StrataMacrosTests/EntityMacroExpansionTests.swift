@@ -6,7 +6,7 @@ import Testing
 /// What `@Entity` writes, and what it refuses, at compile time.
 @Suite struct EntityMacroExpansionTests {
     static let macros: [String: MacroSpec] = [
-        "Entity": MacroSpec(type: EntityMacro.self, conformances: ["EntityType"]), "_EntityProperty": MacroSpec(type: EntityPropertyMacro.self),
+        "Entity": MacroSpec(type: EntityMacro.self, conformances: ["EntityType", "FetchableEntity"]), "_EntityProperty": MacroSpec(type: EntityPropertyMacro.self),
         "Attribute": MacroSpec(type: AnnotationMacro.self), "Relationship": MacroSpec(type: AnnotationMacro.self),
         "Transient": MacroSpec(type: AnnotationMacro.self),
     ]
@@ -85,7 +85,7 @@ import Testing
                     }
                 }
 
-                extension Book: EntityType {
+                extension Book: EntityType, FetchableEntity {
                 }
                 """,
             macroSpecs: Self.macros, failureHandler: Self.fail)
@@ -136,7 +136,7 @@ import Testing
                     }
                 }
 
-                extension Book: EntityType {
+                extension Book: EntityType, FetchableEntity {
                 }
                 """,
             diagnostics: [
@@ -196,7 +196,7 @@ import Testing
                     }
                 }
 
-                extension Book: EntityType {
+                extension Book: EntityType, FetchableEntity {
                 }
                 """,
             diagnostics: [

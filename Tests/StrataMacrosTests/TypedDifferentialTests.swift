@@ -38,9 +38,11 @@ import Testing
 
     /// The same lines read from the store through typed objects.
     static func lines(_ context: ManagedObjectContext) throws -> [String] {
-        try context.fetch(Novel.self).map { novel in
+        let novels = try context.fetch(Novel.self).map { novel in
             "\(novel.title)|\(novel.pages.map(String.init) ?? "nil")|\(novel.writer?.name ?? "nil")|\(novel.shelves.compactMap(\.label).sorted().joined(separator: ","))"
-        }.sorted() + context.fetch(Writer.self).map { "writer \($0.name)" }.sorted()
+        }
+        let writers = try context.fetch(Writer.self).map { "writer \($0.name)" }
+        return novels.sorted() + writers.sorted()
     }
 
     @Test(arguments: [PersistentStore.StoreType.inMemory, .strata], [1, 2, 3] as [UInt64])

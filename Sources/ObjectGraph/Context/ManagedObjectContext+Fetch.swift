@@ -68,7 +68,7 @@ extension ManagedObjectContext {
         }
     }
 
-    /// The IDs of the objects matching a request, honouring pending changes like ``fetch(_:)``.
+    /// The IDs of the objects matching a request, honouring pending changes like ``fetch(_:)-(FetchRequest)``.
     public func fetchObjectIDs(_ request: FetchRequest) throws -> [ManagedObjectID] {
         var request = request
         request.resultType = .managedObjectID
@@ -98,7 +98,7 @@ extension ManagedObjectContext {
         return rows
     }
 
-    /// The number of objects ``fetch(_:)`` would return, without registering them.
+    /// The number of objects ``fetch(_:)-(FetchRequest)`` would return, without registering them.
     public func count(for request: FetchRequest) throws -> Int {
         var request = request
         request.resultType = .count

@@ -103,7 +103,7 @@ extension FetchRequest {
 
 extension ManagedObjectContext {
     /// The objects of `type` that match a Foundation predicate, sorted and limited as asked,
-    /// with pending changes as ``fetch(_:)`` has them.
+    /// with pending changes as ``fetch(_:)-(FetchRequest)`` has them.
     ///
     /// - Throws: ``ObjectGraphError/Code/invalidFetchRequest`` for a predicate or sort
     ///   descriptor that does not translate (``FetchPredicate/init(_:)``), or the fetch's
@@ -117,7 +117,7 @@ extension ManagedObjectContext {
     }
 
     /// The number of objects of `type` that match a Foundation predicate, as
-    /// ``count(for:)`` counts them.
+    /// ``count(for:)-(FetchRequest)`` counts them.
     ///
     /// - Throws: as ``fetch(_:where:sortBy:limit:)``.
     public func count<T: ManagedObject & FetchableEntity>(_ type: T.Type, where predicate: Predicate<T>? = nil) throws -> Int {

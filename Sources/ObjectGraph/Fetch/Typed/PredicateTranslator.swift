@@ -230,6 +230,8 @@ extension PredicateExpressions.KeyPath: TranslatablePredicateExpression {
             throw PredicateTranslator.unsupported(self, "\(keyPath) reads a \(rootType), which is no FetchableEntity")
         }
         guard let name = entity.fetchKey(for: keyPath) else {
+            // An object's ID stands for the object: `$0.author?.objectID == id` is `author == id`.
+            if Output.self == ManagedObjectID.self && rootType is ManagedObject.Type { return .expression(expression, type: Output.self) }
             throw ObjectGraphError(
                 .invalidFetchRequest, "#Predicate: \(rootType) names no stored property for \(keyPath).", entityName: entity.entityName)
         }
