@@ -274,3 +274,52 @@ struct ModelReflectionTests {
         }
     }
 }
+
+/// A class whose `@Managed` key is misspelled, and a subclass that inherits the mistake.
+final class MisspelledNote: ManagedObject {
+    @Managed("title") var title: String?
+    @Managed("titel") var heading: String?
+}
+
+class SpelledNote: ManagedObject {
+    @Managed("title") var title: String?
+}
+
+final class MisspelledSubnote: SpelledNote {
+    @Managed("bodyy") var body: String?
+}
+
+@Suite("Model: @Managed keys")
+struct ManagedKeyCheckTests {
+    // A key the entity does not have is an error when the model is built (issue 18): it
+    // would otherwise read nil and drop every write.
+    @Test func aMisspelledManagedKeyIsRefusedWhenTheModelIsBuilt() throws {
+        let error = try #require(throws: ObjectGraphError.self) {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "Note", managedObjectClass: MisspelledNote.self, properties: [.attribute("title", .string)])
+            ])
+        }
+        #expect(error.code == .invalidModel)
+        #expect(error.message.contains("@Managed(\"titel\") var heading") && error.message.contains("Note has no property titel"), "\(error.message)")
+        #expect(!error.message.contains("\"title\""), "the key it has is not named")
+    }
+
+    // Keys are checked through the class's superclasses too, against the entity's own and
+    // inherited properties.
+    @Test func inheritedManagedKeysAreCheckedAgainstInheritedProperties() throws {
+        let good = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Note", managedObjectClass: SpelledNote.self, properties: [.attribute("title", .string)]),
+            EntityDescription(name: "Memo", superentity: "Note", properties: [.attribute("body", .string)]),
+        ])
+        #expect(good.entitiesByName["Memo"] != nil)
+        let error = try #require(throws: ObjectGraphError.self) {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "Note", managedObjectClass: SpelledNote.self, properties: [.attribute("title", .string)]),
+                EntityDescription(name: "Memo", superentity: "Note", managedObjectClass: MisspelledSubnote.self, properties: [
+                    .attribute("body", .string)
+                ]),
+            ])
+        }
+        #expect(error.message.contains("bodyy") && !error.message.contains("@Managed(\"title\")"), "\(error.message)")
+    }
+}

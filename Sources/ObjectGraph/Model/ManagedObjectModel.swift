@@ -91,6 +91,8 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         }
         if !problems.isEmpty { throw Self.invalid(problems) }
         for entity in entities { entity.computeLayout() }
+        for entity in entities { Self.checkManagedKeys(of: entity, &problems) }
+        if !problems.isEmpty { throw Self.invalid(problems) }
         var hashes: [String: Data] = [:]
         for entity in entities {
             entity.versionHash = VersionHash.digest(of: Self.versionText(of: entity))
@@ -122,6 +124,26 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
                 problems.append(
                     "\(entity.name).\(property.name) is a required \(property.valueTypeName ?? "Codable") property of \(type) with no default: give it an initial value, or make it optional.")
             }
+        }
+    }
+
+    /// Every `@Managed` property of an entity's class names a property of the entity: a
+    /// misspelled key is refused here, where it would otherwise read nil and drop writes. The
+    /// keys are read off an instance made without a context (a class's own initializer runs,
+    /// as when a context makes a fault), through its stored properties.
+    private static func checkManagedKeys(of entity: EntityDescription, _ problems: inout [String]) {
+        let type = entity.managedObjectClass
+        guard type != ManagedObject.self else { return }
+        let object = type.init(entity: entity, insertInto: nil)
+        var mirror: Mirror? = Mirror(reflecting: object)
+        while let current = mirror, current.subjectType != ManagedObject.self {
+            for child in current.children {
+                guard let managed = child.value as? any ManagedKeyed, entity.propertiesByName[managed.key] == nil else { continue }
+                let property = child.label.map { $0.hasPrefix("_") ? String($0.dropFirst()) : $0 } ?? "?"
+                problems.append(
+                    "\(entity.name)'s class \(type) declares @Managed(\"\(managed.key)\") var \(property), but \(entity.name) has no property \(managed.key).")
+            }
+            mirror = current.superclassMirror
         }
     }
 

@@ -12,6 +12,10 @@ import Foundation
 /// person.name = "Ada"
 /// ```
 ///
+/// A model built with the class as an entity's class refuses a key the entity does not
+/// have (``ManagedObjectModel/init(entities:configurations:versionIdentifiers:)``), so a
+/// misspelled key is an error when the model is built, not a write that goes nowhere.
+///
 /// Property accessors cannot throw. When reading fails (the object's row is gone from
 /// its store, or the attribute holds another type) the property reads as `nil` and
 /// ``ManagedObject/lastAccessError`` says why; when writing fails the value is unchanged
@@ -61,3 +65,10 @@ public struct Managed<Value: AttributeValueConvertible & ExpressibleByNilLiteral
         }
     }
 }
+
+/// A `@Managed` property's key, read off an object's stored properties by the model's check.
+protocol ManagedKeyed {
+    var key: String { get }
+}
+
+extension Managed: ManagedKeyed {}
