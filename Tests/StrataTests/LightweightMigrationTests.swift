@@ -460,6 +460,37 @@ struct LibraryModel {
         try Self.close(coordinator)
     }
 
+    // A to-one made to-many after an earlier migration left the rows in an older layout: the
+    // keys are built from each row's field as its own layout has it ([MIG-2]), not from a
+    // whole upgraded row.
+    @Test func aToOneMadeToManyReadsRowsOfAnOlderLayout() throws {
+        let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book")] })
+        let store = try Self.savedStore(v1)
+        let seeded = try store.coordinator(model: v1.make())
+        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
+        let books = try seedContext.fetch(Self.request("Book", "TRUEPREDICATE")).sorted {
+            (try $0.value(forKey: "title").stringValue ?? "") < (try $1.value(forKey: "title").stringValue ?? "")
+        }
+        try books[0].setValue(books[1], forKey: "sequel")
+        try books[2].setValue(books[3], forKey: "sequel")
+        try seedContext.save()
+        try Self.close(seeded)
+        // An added attribute: two records written, every row stays in the first layout.
+        let v2 = LibraryModel(bookExtra: { [.toOne("sequel", "Book"), .attribute("subtitle", .string)] })
+        try Self.close(try Self.open(store, v2))
+        let v3 = LibraryModel(bookExtra: { [.toMany("sequel", "Book"), .attribute("subtitle", .string)] })
+        let coordinator = try Self.open(store, v3)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let first = try #require(try context.fetch(Self.request("Book", "title == 'Book 2'")).first)
+        #expect(try first.objects(forKey: "sequel").map { try $0.value(forKey: "title") } == ["Book 3"])
+        #expect(try context.count(for: Self.request("Book", "sequel.@count == 1")) == 2)
+        #expect(try context.count(for: Self.request("Book", "sequel.@count == 0")) == Self.version1Books.count - 2)
+        let record = try ModelRecord.decodeRecord(try #require(try Self.engine(coordinator).get(KeyLayout.modelKey)))
+        #expect(record.versions.count == 3, "in place, the rows still in the first layout")
+        try Self.expectClean(coordinator)
+        try Self.close(coordinator)
+    }
+
     // A one-to-one that becomes one-to-many: the new to-many's keys index the members' to-one.
     @Test func aOneToOneMadeOneToManyIndexesTheMembersToOne() throws {
         func model(toMany: Bool) throws -> ManagedObjectModel {

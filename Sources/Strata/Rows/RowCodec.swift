@@ -257,6 +257,29 @@ struct RowFields {
         }
     }
 
+    /// Checks `bytes` as ``init(_:store:context:readByEngine:scratch:)`` does, reading a row in
+    /// an older layout of its entity that `store` keeps ([MIG-2]) through that layout's field
+    /// sources, field by field, instead of upgrading the whole row: for scans that read a
+    /// field or two of each row.
+    @inline(__always)
+    static func current(
+        _ bytes: UnsafeRawBufferPointer, store: StoreLayout, context: @autoclosure () -> RowOrigin, readByEngine: Bool
+    ) throws -> CurrentRowFields {
+        switch Self.check(bytes, store: store, readByEngine: readByEngine) {
+        case .success(let layout):
+            return CurrentRowFields(
+                fields: RowFields(checked: bytes, layout: layout.takeUnretainedValue(), version: Self.load(UInt64.self, bytes, 8)), legacy: nil)
+        case .failure(let problem):
+            if case .layout(let number, let layoutID) = problem, let legacy = store.legacyLayout(number: number, layoutID: layoutID) {
+                if let problem = check(bytes, row: legacy.old, number: legacy.old.number, readByEngine: true) {
+                    throw problem.error(bytes, store: store, context: context())
+                }
+                return CurrentRowFields(fields: RowFields(checked: bytes, layout: legacy.old, version: load(UInt64.self, bytes, 8)), legacy: legacy)
+            }
+            throw problem.error(bytes, store: store, context: context())
+        }
+    }
+
     /// The bytes of a row in an older layout ([MIG-2]) in its entity's current one, or `nil`
     /// when `bytes` is not such a row (it is then checked as usual).
     ///
@@ -565,6 +588,37 @@ struct RowFields {
         }
         guard let text else { throw fail(index, "invalid UTF-8") }
         return text
+    }
+}
+
+/// A row read as its entity's current layout ([MIG-2]): its own fields, and for a row in an
+/// older layout the legacy layout whose sources give each current field
+/// (``RowFields/current(_:store:context:readByEngine:)``). Valid only while its bytes are;
+/// the store layout that made it keeps the legacy layout alive.
+struct CurrentRowFields {
+    /// The row's fields, in the layout it was written in.
+    let fields: RowFields
+    /// The older layout the row was written in, or `nil` for a row in the current one.
+    unowned(unsafe) let legacy: LegacyLayout?
+
+    /// The current layout of the row's entity.
+    var layout: RowLayout { legacy?.current ?? fields.layout }
+    /// The row's entity number.
+    var entityNumber: UInt16 { fields.entityNumber }
+
+    /// The field of the current layout holding the property at `ordinal`, if any.
+    func field(ofOrdinal ordinal: Int) -> Int? { RowFields.field(ofOrdinal: ordinal, in: layout) }
+
+    /// The value of field `index` of the current layout.
+    func value(_ index: Int) throws -> FieldValue {
+        if let legacy { return try legacy.value(index, of: fields) }
+        return try fields.value(index)
+    }
+
+    /// The destination of the to-one at `ordinal`, if the row holds one.
+    func object(atOrdinal ordinal: Int) throws -> StoredObject? {
+        guard let field = field(ofOrdinal: ordinal), case .object(let target) = try value(field) else { return nil }
+        return target
     }
 }
 

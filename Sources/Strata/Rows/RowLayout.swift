@@ -432,17 +432,23 @@ final class LegacyLayout: Sendable {
     ///
     /// - Throws: `storeCorrupted` for a field of the old row that does not decode.
     func upgrade(_ row: RowFields) throws -> [UInt8] {
-        try RowEncoder.encode(layout: current, version: row.version, entityName: entityName) { index in
-            switch sources[index] {
-            case .field(let field, let fallback):
-                let value = try row.value(field)
-                return value == .null || value == .attribute(.null) ? fallback : value
-            case .listOfOne(let field):
-                if case .object(let target) = try row.value(field) { return .objects([target]) }
-                return .null
-            case .constant(let value):
-                return value
-            }
+        try RowEncoder.encode(layout: current, version: row.version, entityName: entityName) { index in try value(index, of: row) }
+    }
+
+    /// The value of field `index` of ``current`` for `row` (checked against ``old``), read
+    /// from the old row's field it comes from without encoding the rest.
+    ///
+    /// - Throws: `storeCorrupted` for the old row's field that does not decode.
+    func value(_ index: Int, of row: RowFields) throws -> FieldValue {
+        switch sources[index] {
+        case .field(let field, let fallback):
+            let value = try row.value(field)
+            return value == .null || value == .attribute(.null) ? fallback : value
+        case .listOfOne(let field):
+            if case .object(let target) = try row.value(field) { return .objects([target]) }
+            return .null
+        case .constant(let value):
+            return value
         }
     }
 }

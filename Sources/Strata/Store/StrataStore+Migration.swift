@@ -293,13 +293,16 @@ extension StrataStore {
         into batch: inout WriteBatch
     ) throws {
         let prefix = layout.relationshipPrefix(relationship, owner: entity)
-        func scan(root: String, store: StoreLayout, _ body: (RowBytes, Int64) throws -> Void) throws {
+        // Rows are read where the engine holds them, not copied; one in an older layout
+        // through its layout's field sources, not upgraded whole ([MIG-2]).
+        func scan(root: String, store: StoreLayout, _ body: (CurrentRowFields, Int64) throws -> Void) throws {
             var failure: (any Error)? = nil
             try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
                 try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                     do {
                         guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                        try body(try RowBytes(raw: value, store: store, context: .key(root: root, reference: reference), readByEngine: true), reference)
+                        let row = try RowFields.current(value, store: store, context: .key(root: root, reference: reference), readByEngine: true)
+                        do { try body(row, reference) } catch { throw RowOrigin.key(root: root, reference: reference).locating(error) }
                         return true
                     } catch {
                         failure = error
@@ -312,25 +315,50 @@ extension StrataStore {
         func put(owner: Int64, member: StoredObject) {
             batch.put(RelationshipKeys.key(relationshipPrefix: prefix, owner: owner, member: member), [])
         }
+        // What a row's entity number decides (the field to read, whether the row counts),
+        // worked out once per entity number rather than per row: [number: field index], -1 for
+        // rows that do not count.
+        var fieldOfEntity: [UInt16: Int] = [:]
+        func field(of number: UInt16, _ work: () -> Int?) -> Int? {
+            if let known = fieldOfEntity[number] { return known >= 0 ? known : nil }
+            let found = work()
+            fieldOfEntity[number] = found ?? -1
+            return found
+        }
         if case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship), let destination = relationship.destinationEntity {
             // The members' to-one names the owner: their rows are in the key spaces that are
             // the destination's now (one, unless hierarchies merge).
             let space = layout.keySpace(of: destination)
             for root in Set([space] + spaceMoves.filter { $0.value == space }.map(\.key)).sorted() {
+                var ownerCounts: [UInt16: Bool] = [:]
                 try scan(root: root, store: layout) { row, reference in
-                    guard let member = layout.entity(number: row.entityNumber), member.isKind(of: destination),
-                        let toOne = member.relationshipsByName[inverse.name], let owner = try row.object(atOrdinal: toOne.ordinal),
-                        let ownerEntity = layout.entity(number: owner.entity), ownerEntity.isKind(of: entity)
+                    let number = row.entityNumber
+                    guard let index = field(of: number, {
+                            guard let member = layout.entity(number: number), member.isKind(of: destination),
+                                let toOne = member.relationshipsByName[inverse.name]
+                            else { return nil }
+                            return row.field(ofOrdinal: toOne.ordinal)
+                        }),
+                        case .object(let owner) = try row.value(index)
                     else { return }
-                    put(owner: owner.reference, member: StoredObject(entity: row.entityNumber, reference: reference))
+                    let counts: Bool
+                    if let known = ownerCounts[owner.entity] { counts = known } else {
+                        counts = layout.entity(number: owner.entity)?.isKind(of: entity) ?? false
+                        ownerCounts[owner.entity] = counts
+                    }
+                    if counts { put(owner: owner.reference, member: StoredObject(entity: number, reference: reference)) }
                 }
             }
         } else {
             // The owners' rows held the destinations.
             let oldLayout = try StoreLayout(model: record.current.model, record: record)
             try scan(root: record.keySpace(ofRoot: old.rootEntityName), store: oldLayout) { row, reference in
-                guard let owner = oldLayout.entity(number: row.entityNumber), owner.isKind(of: old),
-                    let field = owner.relationshipsByName[before.name], let index = row.field(ofOrdinal: field.ordinal)
+                guard let index = field(of: row.entityNumber, {
+                        guard let owner = oldLayout.entity(number: row.entityNumber), owner.isKind(of: old),
+                            let field = owner.relationshipsByName[before.name]
+                        else { return nil }
+                        return row.field(ofOrdinal: field.ordinal)
+                    })
                 else { return }
                 switch try row.value(index) {
                 case .object(let target): put(owner: reference, member: target)
