@@ -432,10 +432,9 @@ struct LibraryModel {
             renamingIdentifier: entity.renamingIdentifier)
     }
 
-    // A to-one without an inverse that becomes an unordered to-many: its keys ([REL-1]) are
-    // built from the owners' rows, in place.
-    @Test func aToOneMadeToManyBuildsItsKeysInPlace() throws {
-        let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book")] })
+    /// A saved store of `v1` (which has a to-one `sequel`) where Book 0's sequel is Book 1
+    /// and Book 2's is Book 3.
+    static func storeWithSequels(_ v1: LibraryModel) throws -> TemporaryStore {
         let store = try Self.savedStore(v1)
         let seeded = try store.coordinator(model: v1.make())
         let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
@@ -446,6 +445,14 @@ struct LibraryModel {
         try books[2].setValue(books[3], forKey: "sequel")
         try seedContext.save()
         try Self.close(seeded)
+        return store
+    }
+
+    // A to-one without an inverse that becomes an unordered to-many: its keys ([REL-1]) are
+    // built from the owners' rows, in place.
+    @Test func aToOneMadeToManyBuildsItsKeysInPlace() throws {
+        let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book")] })
+        let store = try Self.storeWithSequels(v1)
 
         let v2 = LibraryModel(bookExtra: { [.toMany("sequel", "Book")] })
         let coordinator = try Self.open(store, v2)
@@ -465,16 +472,7 @@ struct LibraryModel {
     // whole upgraded row.
     @Test func aToOneMadeToManyReadsRowsOfAnOlderLayout() throws {
         let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book")] })
-        let store = try Self.savedStore(v1)
-        let seeded = try store.coordinator(model: v1.make())
-        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
-        let books = try seedContext.fetch(Self.request("Book", "TRUEPREDICATE")).sorted {
-            (try $0.value(forKey: "title").stringValue ?? "") < (try $1.value(forKey: "title").stringValue ?? "")
-        }
-        try books[0].setValue(books[1], forKey: "sequel")
-        try books[2].setValue(books[3], forKey: "sequel")
-        try seedContext.save()
-        try Self.close(seeded)
+        let store = try Self.storeWithSequels(v1)
         // An added attribute: two records written, every row stays in the first layout.
         let v2 = LibraryModel(bookExtra: { [.toOne("sequel", "Book"), .attribute("subtitle", .string)] })
         try Self.close(try Self.open(store, v2))
