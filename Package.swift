@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "StrataEngine", targets: ["StrataEngine"]),
         .library(name: "ObjectGraph", targets: ["ObjectGraph"]),
         .library(name: "StrataMacros", targets: ["StrataMacros"]),
+        .library(name: "StrataReplication", targets: ["StrataReplication"]),
         .executable(name: "strata", targets: ["StrataTool"]),
         .executable(name: "strata-fuzz", targets: ["StrataFuzz"]),
         .executable(name: "strata-crash-worker", targets: ["StrataCrashWorker"]),
@@ -27,6 +28,9 @@ let package = Package(
         .systemLibrary(
             name: "CISAL", path: "Sources/CISAL", pkgConfig: "libisal",
             providers: [.apt(["libisal-dev"])]),
+        .systemLibrary(
+            name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]),
         // One lock type for every module (Mutex, or a pthread mutex under -DSTRATA_TSAN).
         .target(name: "StrataSync"),
         .target(
@@ -53,6 +57,8 @@ let package = Package(
         .target(
             name: "Strata",
             dependencies: ["StrataEngine", "ObjectGraph", "StrataSync", .product(name: "Logging", package: "swift-log")]),
+        // Backup, restore and replicas on S3-compatible object storage (issue 20), through libcurl.
+        .target(name: "StrataReplication", dependencies: ["CCurl", "StrataEngine", "StrataSync"]),
         .executableTarget(
             name: "StrataTool",
             dependencies: [
@@ -83,6 +89,7 @@ let package = Package(
                 .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
                 .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
             ]),
+        .testTarget(name: "StrataReplicationTests", dependencies: ["StrataReplication"]),
         .testTarget(
             name: "StrataTests",
             dependencies: ["Strata", "StrataDemo", "StrataChildProcess", "StrataSync", .product(name: "Logging", package: "swift-log")]),
