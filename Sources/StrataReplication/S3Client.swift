@@ -96,6 +96,17 @@ public struct S3ObjectInfo: Sendable, Equatable {
     public var size: Int
     /// Its entity tag, without quotes.
     public var etag: String
+    /// Its user metadata (`x-amz-meta-*`, names lowercased, without the prefix), as
+    /// ``S3Client/head(bucket:key:)`` reads it; empty in listings.
+    public var metadata: [String: String] = [:]
+
+    /// An object's description.
+    public init(key: String, size: Int, etag: String, metadata: [String: String] = [:]) {
+        self.key = key
+        self.size = size
+        self.etag = etag
+        self.metadata = metadata
+    }
 }
 
 /// A client of an S3-compatible object store, through libcurl, which signs each request with
@@ -127,9 +138,11 @@ public final class S3Client: Sendable {
         throw response.error(operation: "createBucket", target: bucket)
     }
 
-    /// Stores `data` at `key` of `bucket`, replacing what was there.
-    public func put(_ data: Data, bucket: String, key: String) throws(S3Error) {
-        let response = try request("put", method: "PUT", bucket: bucket, key: key, body: data)
+    /// Stores `data` at `key` of `bucket` with user `metadata` (ASCII names and values),
+    /// replacing what was there.
+    public func put(_ data: Data, bucket: String, key: String, metadata: [String: String] = [:]) throws(S3Error) {
+        let headers = metadata.sorted { $0.key < $1.key }.map { "x-amz-meta-\($0.key.lowercased()): \($0.value)" }
+        let response = try request("put", method: "PUT", bucket: bucket, key: key, body: data, headers: headers)
         guard response.status == 200 else { throw response.error(operation: "put", target: bucket + "/" + key) }
     }
 
@@ -150,7 +163,9 @@ public final class S3Client: Sendable {
         guard let length = response.headers["content-length"].flatMap({ Int($0) }) else {
             throw S3Error(.malformedResponse, operation: "head", target: bucket + "/" + key, message: "no Content-Length")
         }
-        return S3ObjectInfo(key: key, size: length, etag: Self.unquoted(response.headers["etag"] ?? ""))
+        var metadata: [String: String] = [:]
+        for (name, value) in response.headers where name.hasPrefix("x-amz-meta-") { metadata[String(name.dropFirst(11))] = value }
+        return S3ObjectInfo(key: key, size: length, etag: Self.unquoted(response.headers["etag"] ?? ""), metadata: metadata)
     }
 
     /// Every object of `bucket` whose key starts with `prefix`, in key order (all pages of
@@ -211,14 +226,15 @@ public final class S3Client: Sendable {
 
     /// Sends one request, retrying a transport error, a 5xx or a 429 with backoff.
     func request(
-        _ operation: String, method: String, bucket: String, key: String?, query: [(String, String)] = [], body: Data? = nil
+        _ operation: String, method: String, bucket: String, key: String?, query: [(String, String)] = [], body: Data? = nil,
+        headers: [String] = []
     ) throws(S3Error) -> Response {
         let target = bucket + (key.map { "/" + $0 } ?? "")
         let url = url(bucket: bucket, key: key, query: query)
         var wait = configuration.initialBackoff
         var attempt = 1
         while true {
-            let outcome = perform(method: method, url: url, body: body)
+            let outcome = perform(method: method, url: url, body: body, headers: headers)
             switch outcome {
             case .success(let response) where response.status < 500 && response.status != 429:
                 return response
@@ -274,7 +290,7 @@ public final class S3Client: Sendable {
     }
 
     /// One attempt: the response, or curl's error text.
-    private func perform(method: String, url: String, body: Data?) -> Result<Response, TransportFailure> {
+    private func perform(method: String, url: String, body: Data?, headers extra: [String]) -> Result<Response, TransportFailure> {
         guard let handle = curl_easy_init() else { return .failure(TransportFailure("curl_easy_init failed")) }
         defer { curl_easy_cleanup(handle) }
         let transfer = Transfer(upload: body ?? Data())
@@ -282,6 +298,7 @@ public final class S3Client: Sendable {
         defer { context.release() }
         var headers: UnsafeMutablePointer<curl_slist>? = nil
         headers = curl_slist_append(headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD")
+        for header in extra { headers = curl_slist_append(headers, header) }
         // (An empty "Expect:" to skip the 100-continue round trip would be signed as a header
         // curl then does not send: radosgw answers SignatureDoesNotMatch.)
         defer { curl_slist_free_all(headers) }
