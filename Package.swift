@@ -62,7 +62,7 @@ let package = Package(
         .executableTarget(
             name: "StrataTool",
             dependencies: [
-                "Strata", "StrataDemo", "StrataSync",
+                "Strata", "StrataDemo", "StrataSync", "StrataReplication",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

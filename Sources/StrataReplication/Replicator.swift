@@ -3,7 +3,7 @@ import StrataEngine
 import StrataSync
 
 /// What one replication pass uploaded.
-public struct ReplicationPass: Sendable, Equatable {
+public struct ReplicationPass: Sendable, Equatable, Codable {
     /// Segments uploaded.
     public var segments = 0
     /// WAL chunks uploaded.

@@ -13,7 +13,7 @@ public enum RestorePoint: Sendable, Equatable {
 }
 
 /// What a restore made.
-public struct RestoreReport: Sendable, Equatable {
+public struct RestoreReport: Sendable, Equatable, Codable {
     /// The generation restored from.
     public var generation: String
     /// Every transaction up to this sequence number is in the restored store, none after.

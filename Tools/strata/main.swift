@@ -27,10 +27,12 @@ struct StrataCommand: ParsableCommand {
               strata dump --json /var/lib/app/store | head
               strata stats /var/lib/app/store
               strata migrate /var/lib/app/store --to v2.json   migrate offline to another model
+              strata replicate /var/lib/app/store s3://backups/app   continuous backup to S3
+              strata restore s3://backups/app /tmp/app --at 1234      the store as of a point
               strata --version                   the release and the on-disk formats
             """,
         version: StrataBuild.description,
-        subcommands: [Fsck.self, Compact.self, Inspect.self, Dump.self, Stats.self, Migrate.self, Demo.self])
+        subcommands: [Fsck.self, Compact.self, Inspect.self, Dump.self, Stats.self, Migrate.self, Replicate.self, RestoreCommand.self, Demo.self])
 }
 
 // A custom entry point: ArgumentParser exits 64 on usage errors; the tool promises 2.
