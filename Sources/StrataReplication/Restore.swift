@@ -168,7 +168,7 @@ public enum Restore {
     }
 
     /// The object at `relative`, its size and CRC-32C checked against what was uploaded.
-    private static func download(_ client: S3Client, _ location: ReplicaLocation, _ relative: String) throws(ReplicationError) -> [UInt8] {
+    static func download(_ client: S3Client, _ location: ReplicaLocation, _ relative: String) throws(ReplicationError) -> [UInt8] {
         let key = location.key(relative)
         let data: Data
         let info: S3ObjectInfo?
@@ -187,7 +187,7 @@ public enum Restore {
         return bytes
     }
 
-    private static func write(_ bytes: [UInt8], to path: String) throws(ReplicationError) {
+    static func write(_ bytes: [UInt8], to path: String) throws(ReplicationError) {
         guard FileManager.default.createFile(atPath: path, contents: Data(bytes)) else {
             throw ReplicationError(.store, "cannot write \(path)")
         }
