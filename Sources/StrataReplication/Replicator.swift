@@ -17,6 +17,18 @@ public struct ReplicationPass: Sendable, Equatable, Codable {
     public var replicatedSequence: UInt64 = 0
 }
 
+/// What a prune deleted (``Replicator/prune(retaining:now:)``).
+public struct PruneReport: Sendable, Equatable, Codable {
+    /// Manifest versions deleted.
+    public var manifests = 0
+    /// Segments deleted.
+    public var segments = 0
+    /// WAL chunks deleted.
+    public var walChunks = 0
+    /// Older generations deleted whole.
+    public var generations = 0
+}
+
 /// Continuous backup of a store directory to object storage (issue 20): every sealed segment
 /// once, the WAL as it grows in chunks of whole records that are never overwritten, and every
 /// manifest version, under one generation of the location.
@@ -178,15 +190,76 @@ public final class Replicator: Sendable {
         }
     }
 
+    /// Deletes what no point replicated within `retention` before `now` needs ([REP-6]): the
+    /// manifest versions before the newest one older than the window (which stays, as the base
+    /// of the window's oldest points), segments no kept manifest names, the chunks of WALs older
+    /// than every WAL the kept manifests name, and older generations whose every object is
+    /// older than the window. Points older than the window are then refused by a restore.
+    @discardableResult
+    public func prune(retaining retention: Duration, now: Date = Date()) throws(ReplicationError) -> PruneReport {
+        try state.withLock { (state) throws(ReplicationError) -> PruneReport in
+            let cutoff = now.addingTimeInterval(-(Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18))
+            var report = PruneReport()
+            var doomed: [String] = []
+            for (name, content) in try ReplicaNames.generations(in: location, client: client) {
+                let root = ReplicaNames.generationPrefix(name)
+                if name != generation {
+                    let times = content.chunks.values.flatMap { $0 }.map(\.time) + content.manifests.map(\.time)
+                    guard (times.max() ?? .distantPast) < cutoff else { continue }
+                    doomed += content.segments.keys.map { root + ReplicaNames.segment($0) }
+                        + content.chunks.values.flatMap { $0 }.map { root + ReplicaNames.walChunk($0) } + content.manifests.map { root + $0.key }
+                    report.generations += 1
+                    continue
+                }
+                guard let oldestKept = content.manifests.last(where: { $0.time < cutoff }) ?? content.manifests.first else { continue }
+                var segments = Set(state.lastManifest?.segments.map(\.number) ?? [])
+                var oldestWAL = UInt32.max
+                for manifest in content.manifests where manifest.version >= oldestKept.version {
+                    let bytes = try Restore.download(client, location, root + manifest.key)
+                    let decoded: StoreFiles.ManifestContent
+                    do throws(StoreError) { decoded = try StoreFiles.decodeManifest(bytes, path: location.key(root + manifest.key)) } catch { throw .store(error) }
+                    segments.formUnion(decoded.segments.map(\.number))
+                    oldestWAL = min(oldestWAL, decoded.wals.min() ?? .max)
+                }
+                for manifest in content.manifests where manifest.version < oldestKept.version {
+                    doomed.append(root + manifest.key)
+                    report.manifests += 1
+                }
+                for number in content.segments.keys where !segments.contains(number) {
+                    doomed.append(root + ReplicaNames.segment(number))
+                    state.segments.remove(number)
+                    report.segments += 1
+                }
+                for (wal, chunks) in content.chunks where wal < oldestWAL {
+                    doomed += chunks.map { root + ReplicaNames.walChunk($0) }
+                    state.walEnds[wal] = nil
+                    report.walChunks += chunks.count
+                }
+            }
+            for relative in doomed {
+                do throws(S3Error) { try client.delete(bucket: location.bucket, key: location.key(relative)) } catch { throw .storage(error) }
+            }
+            return report
+        }
+    }
+
     /// Replicates until `shouldStop` answers true, a pass every `lag` (the most a committed
-    /// transaction waits before upload, besides the upload itself). A failed pass is retried
-    /// at the next one; `onPass` hears of each pass and each failure.
+    /// transaction waits before upload, besides the upload itself), and with a `retention`, a
+    /// prune after the first pass and every ten minutes after. A failed pass or prune is
+    /// retried at the next one; `onPass` hears of each pass and each failure.
     public func run(
-        lag: Duration = .seconds(1), shouldStop: @Sendable () -> Bool,
+        lag: Duration = .seconds(1), retention: Duration? = nil, shouldStop: @Sendable () -> Bool,
         onPass: @Sendable (Result<ReplicationPass, ReplicationError>) -> Void = { _ in }
     ) {
+        var lastPrune: Date?
         while !shouldStop() {
             do throws(ReplicationError) { onPass(.success(try replicateOnce())) } catch { onPass(.failure(error)) }
+            if let retention, lastPrune.map({ Date().timeIntervalSince($0) >= 600 }) ?? true {
+                do throws(ReplicationError) {
+                    try prune(retaining: retention)
+                    lastPrune = Date()
+                } catch { onPass(.failure(error)) }
+            }
             Thread.sleep(forTimeInterval: Double(lag.components.seconds) + Double(lag.components.attoseconds) / 1e18)
         }
     }
@@ -197,7 +270,7 @@ public final class Replicator: Sendable {
         let key = location.key(relative)
         let crc = CRC32C.checksum(bytes)
         do {
-            try client.put(Data(bytes), bucket: location.bucket, key: key, metadata: ["crc32c": String(crc)])
+            try client.putLarge(Data(bytes), bucket: location.bucket, key: key, metadata: ["crc32c": String(crc)])
             guard let info = try client.head(bucket: location.bucket, key: key), info.size == bytes.count,
                 info.metadata["crc32c"] == String(crc)
             else {

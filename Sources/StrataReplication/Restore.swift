@@ -127,7 +127,8 @@ public enum Restore {
                 guard piece.start == bytes.count else {
                     throw ReplicationError(.missing, "\(location) generation \(name): WAL \(wal) has no chunk for bytes \(bytes.count)..<\(piece.start)")
                 }
-                if piece.firstSequence > target { break }
+                // Chunks wholly after the target are not needed, but the first holds the header.
+                if piece.firstSequence > target && piece.start > 0 { break }
                 bytes += try download(client, location, root + ReplicaNames.walChunk(piece))
                 guard bytes.count == piece.end else {
                     throw ReplicationError(.corrupt, "\(location.bucket)/\(location.key(root + ReplicaNames.walChunk(piece))) holds the wrong number of bytes")

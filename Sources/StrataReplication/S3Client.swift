@@ -146,6 +146,50 @@ public final class S3Client: Sendable {
         guard response.status == 200 else { throw response.error(operation: "put", target: bucket + "/" + key) }
     }
 
+    /// Stores `data` at `key` of `bucket` as ``put(_:bucket:key:metadata:)`` does, in parts of
+    /// `partSize` bytes (at least 5 MiB, S3's smallest part but the last) through a multipart
+    /// upload when it is larger than one part; a failed part is retried as any request is, and
+    /// an upload that fails is aborted, leaving no object and no parts.
+    public func putLarge(
+        _ data: Data, bucket: String, key: String, metadata: [String: String] = [:], partSize: Int = 16 << 20
+    ) throws(S3Error) {
+        let partSize = max(partSize, 5 << 20)
+        guard data.count > partSize else { return try put(data, bucket: bucket, key: key, metadata: metadata) }
+        let target = bucket + "/" + key
+        let headers = metadata.sorted { $0.key < $1.key }.map { "x-amz-meta-\($0.key.lowercased()): \($0.value)" }
+        let initiated = try request("multipart", method: "POST", bucket: bucket, key: key, query: [("uploads", "")], body: Data(), headers: headers)
+        guard initiated.status == 200 else { throw initiated.error(operation: "multipart", target: target) }
+        guard let upload = XMLAnswer(initiated.body), upload.root == "InitiateMultipartUploadResult", let uploadID = upload.fields["UploadId"] else {
+            throw S3Error(.malformedResponse, operation: "multipart", target: target, message: "no UploadId in the answer to the upload's start")
+        }
+        do throws(S3Error) {
+            var parts: [(number: Int, etag: String)] = []
+            var offset = 0
+            while offset < data.count {
+                let number = parts.count + 1
+                let part = data.subdata(in: offset..<min(offset + partSize, data.count))
+                let response = try request(
+                    "multipart", method: "PUT", bucket: bucket, key: key, query: [("partNumber", String(number)), ("uploadId", uploadID)], body: part)
+                guard response.status == 200, let etag = response.headers["etag"] else {
+                    throw response.error(operation: "multipart part \(number)", target: target)
+                }
+                parts.append((number, etag))
+                offset += part.count
+            }
+            let list = parts.map { "<Part><PartNumber>\($0.number)</PartNumber><ETag>\($0.etag)</ETag></Part>" }.joined()
+            let completed = try request(
+                "multipart", method: "POST", bucket: bucket, key: key, query: [("uploadId", uploadID)],
+                body: Data("<CompleteMultipartUpload>\(list)</CompleteMultipartUpload>".utf8))
+            // S3 may answer 200 with an error in the body once the parts are joined.
+            guard completed.status == 200, XMLAnswer(completed.body)?.root == "CompleteMultipartUploadResult" else {
+                throw completed.error(operation: "multipart completion", target: target)
+            }
+        } catch {
+            _ = try? request("multipart abort", method: "DELETE", bucket: bucket, key: key, query: [("uploadId", uploadID)])
+            throw error
+        }
+    }
+
     /// The bytes at `key` of `bucket`.
     ///
     /// - Throws: ``S3Error/Kind-swift.enum/notFound`` when there is no such object.
@@ -331,7 +375,9 @@ public final class S3Client: Sendable {
             switch method {
             case "GET": break
             case "HEAD": _ = strata_curl_setopt_long(handle, CURLOPT_NOBODY, 1)
-            case "PUT":
+            case "PUT", "POST":
+                // A body (empty for a POST without one) read from the transfer's buffer.
+                if method == "POST" { _ = strata_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, "POST") }
                 _ = strata_curl_setopt_long(handle, CURLOPT_UPLOAD, 1)
                 _ = strata_curl_setopt_offset(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(transfer.upload.count))
                 _ = strata_curl_setopt_pointer(handle, CURLOPT_READDATA, context.toOpaque())
@@ -390,6 +436,19 @@ struct ListPage {
         }
         truncated = parser.topLevel["IsTruncated"] == "true"
         nextToken = parser.topLevel["NextContinuationToken"]
+    }
+}
+
+/// An S3 answer's root element and the text of the elements directly under it.
+struct XMLAnswer {
+    var root: String
+    var fields: [String: String]
+
+    init?(_ xml: Data) {
+        let parser = ElementCollector(xml)
+        guard parser.parse(), let root = parser.rootName else { return nil }
+        self.root = root
+        fields = parser.topLevel
     }
 }
 

@@ -143,6 +143,53 @@ struct ReplicationTests {
         try store.engine.close()
     }
 
+    /// A prune keeps every point from the newest manifest older than the window on, and
+    /// deletes the rest: older manifests, segments and WAL chunks no kept point needs.
+    @Test func aPruneKeepsThePointsOfTheWindowAndDeletesTheRest() throws {
+        let (client, bucket) = try S3TestServer.bucket()
+        let location = ReplicaLocation(bucket: bucket, prefix: "retained")
+        let directory = temporaryDirectory("primary")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try OracleStore(directory: directory)
+        let replicator = try Replicator(directory: directory, client: client, location: location)
+        // Four passes, each after 20 commits, a flush after each of the first three: manifest
+        // versions 1…4, whose segments hold 0, 20, 40 and 60 transactions, each with its WAL.
+        for round in 0..<4 {
+            try store.commit(20, tag: "r\(round)")
+            try replicator.replicateOnce()
+            if round < 3 { try store.engine.flush() }
+        }
+        let before = try #require(try ReplicaNames.generations(in: location, client: client).last?.content)
+        try #require(before.manifests.count == 4)
+        // The window begins between the third and the fourth version: the third stays, as the
+        // base of the window's oldest points.
+        let third = before.manifests[2], fourth = before.manifests[3]
+        let now = Date()
+        let window = now.timeIntervalSince(third.time.addingTimeInterval(max(0.0005, fourth.time.timeIntervalSince(third.time) / 2)))
+        let report = try replicator.prune(retaining: .milliseconds(Int(window * 1000)), now: now)
+        #expect(report.manifests == 2 && report.generations == 0, "\(report)")
+        let after = try #require(try ReplicaNames.generations(in: location, client: client).last?.content)
+        #expect(after.manifests.first?.version == third.version)
+        #expect(after.segments.count < before.segments.count || report.segments == 0)
+        #expect(report.walChunks > 0 && after.chunks.keys.min() ?? 0 > before.chunks.keys.min() ?? 0)
+        // Points from the kept base on restore exactly; older ones are refused.
+        let newest = try #require(store.states.last?.sequence)
+        for sequence in [third.lastSequence, third.lastSequence + 3, newest] {
+            let restored = temporaryDirectory("restored")
+            defer { try? FileManager.default.removeItem(atPath: restored) }
+            try Restore.run(client: client, location: location, into: restored, at: .sequence(sequence))
+            #expect(try OracleStore.read(restored) == store.contents(at: sequence), "at \(sequence)")
+        }
+        let old = try #require(throws: ReplicationError.self) {
+            try Restore.run(client: client, location: location, into: temporaryDirectory("old"), at: .sequence(store.states[5].sequence))
+        }
+        #expect(old.kind == .notReplicated, "\(old)")
+        // Passes go on after a prune.
+        try store.commit(5)
+        #expect(try replicator.replicateOnce().walChunks >= 1)
+        try store.engine.close()
+    }
+
     /// A replicator started again (after a crash, say) continues the generation and uploads
     /// only what is new.
     @Test func aNewReplicatorResumesWithoutUploadingAgain() throws {

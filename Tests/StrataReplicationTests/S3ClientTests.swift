@@ -87,6 +87,21 @@ struct S3ClientTests {
         try client.delete(bucket: bucket, key: "a/small")
     }
 
+    // An object larger than a part goes up in parts and reads back whole, metadata and all.
+    @Test func largeObjectsGoUpInParts() throws {
+        let (client, bucket) = try S3TestServer.bucket()
+        var random = SystemRandomNumberGenerator()
+        let data = Data((0..<(11 << 20) + 12_345).map { _ in UInt8.random(in: 0...255, using: &random) })
+        try client.putLarge(data, bucket: bucket, key: "big/object.seg", metadata: ["crc32c": "42"], partSize: 5 << 20)
+        #expect(try client.get(bucket: bucket, key: "big/object.seg") == data)
+        let info = try #require(try client.head(bucket: bucket, key: "big/object.seg"))
+        #expect(info.size == data.count && info.metadata["crc32c"] == "42")
+        #expect(try client.list(bucket: bucket, prefix: "big/").map(\.key) == ["big/object.seg"])
+        // Smaller than a part: one put.
+        try client.putLarge(Data("small".utf8), bucket: bucket, key: "big/small", partSize: 5 << 20)
+        #expect(try client.get(bucket: bucket, key: "big/small") == Data("small".utf8))
+    }
+
     @Test func listingsFollowContinuationTokens() throws {
         let (client, bucket) = try S3TestServer.bucket()
         let keys = (0..<25).map { String(format: "p/%03d", $0) }

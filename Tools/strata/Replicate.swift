@@ -32,9 +32,16 @@ struct Replicate: ParsableCommand {
     @Flag(help: "Run one pass and exit.")
     var once = false
 
+    @Option(help: "Keep this many days of history: every point since then stays restorable, older objects are deleted (after the first pass and every ten minutes). Without it nothing is deleted.")
+    var retainDays: Double?
+
     @OptionGroup var output: OutputOptions
 
     func run() throws {
+        if let retainDays, retainDays <= 0 || !retainDays.isFinite {
+            throw ToolFailure(message: "strata: replicate: --retain-days must be a positive number of days.")
+        }
+        let retention = retainDays.map { Duration.milliseconds(Int64($0 * 86_400_000)) }
         let replicator = try replicationExplained {
             let client = S3Client(try S3Configuration.fromEnvironment())
             let target = try ReplicaLocation(url: location)
@@ -44,6 +51,7 @@ struct Replicate: ParsableCommand {
         if !output.quiet { Output.line("replicate \(store) to \(location), generation \(replicator.generation)") }
         if once {
             let pass = try replicationExplained { try replicator.replicateOnce() }
+            if let retention { _ = try replicationExplained { try replicator.prune(retaining: retention) } }
             if output.json { return try Output.json(WithVerdict(verdict: "ok", result: pass)) }
             Output.line("  \(pass.segments) segments, \(pass.walChunks) WAL chunks, \(pass.manifests) manifests, \(Output.bytes(UInt64(pass.bytes))); replicated up to sequence \(pass.replicatedSequence)")
             return
@@ -58,7 +66,7 @@ struct Replicate: ParsableCommand {
         }
         defer { signals.forEach { $0.cancel() } }
         let quiet = output.quiet
-        replicator.run(lag: .milliseconds(Int(lag * 1000)), shouldStop: { stop.withLock { $0 } }) { outcome in
+        replicator.run(lag: .milliseconds(Int(lag * 1000)), retention: retention, shouldStop: { stop.withLock { $0 } }) { outcome in
             switch outcome {
             case .success(let pass) where pass.bytes > 0 && !quiet:
                 Output.line("  uploaded \(pass.segments) segments, \(pass.walChunks) WAL chunks, \(pass.manifests) manifests; up to sequence \(pass.replicatedSequence)")

@@ -32,3 +32,15 @@ struct StrataToolReplicateTests {
         #expect(run.status == 2 && run.stderr.contains("not an s3://bucket/prefix location"), "\(run)")
     }
 }
+
+/// `strata replicate` refuses a retention that is not a positive number of days before it
+/// reaches the bucket (no server needed).
+@Suite struct StrataToolReplicateUsageTests {
+    @Test func aRetentionThatIsNotPositiveIsAUsageError() throws {
+        let scratch = try ToolScratch()
+        for days in ["0", "-1"] {
+            let run = try scratch.run(["replicate", "--once", "--retain-days=" + days, scratch.path + "/store", "s3://b/p"])
+            #expect(run.status == 2 && run.stderr.contains("--retain-days must be a positive"), "\(run)")
+        }
+    }
+}
