@@ -96,14 +96,12 @@ public final class ReadReplica: Sendable {
             for wal in content.chunks.keys.sorted() where wal >= (manifest.wals.min() ?? 0) {
                 guard let pieces = content.chunks[wal], pieces.first?.start == 0 else { continue }
                 let path = directory + "/" + StoreFiles.walName(wal)
-                var bytes = (try? Replicator.readFile(path)) ?? []
-                var added = false
-                for piece in pieces where piece.end > bytes.count {
-                    // A chunk must start where the local copy ends: a gap ends what is usable.
-                    guard piece.start == bytes.count else { break }
-                    bytes += try Restore.download(client, location, root + ReplicaNames.walChunk(piece))
-                    added = true
+                let local = (try? Replicator.readFile(path)) ?? []
+                // A gap ends what is usable, until a later refresh finds the chunk.
+                let (bytes, _) = try ReplicaNames.join(local, pieces) { (piece) throws(ReplicationError) -> [UInt8] in
+                    try Restore.download(client, location, root + ReplicaNames.walChunk(piece))
                 }
+                let added = bytes.count != local.count
                 let records = StoreFiles.walRecords(in: bytes, from: 0, limit: bytes.count)
                 let end = records.last?.end ?? min(bytes.count, StoreFiles.walHeaderSize)
                 if added || end != bytes.count { try Self.replace(path, with: Array(bytes.prefix(end))) }

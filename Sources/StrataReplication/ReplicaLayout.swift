@@ -162,6 +162,32 @@ enum ReplicaNames {
         }
     }
 
+    /// `existing` (a WAL's first bytes) extended with `pieces` (its chunks, in start order):
+    /// a chunk may overlap what is there already (a pass whose upload succeeded unconfirmed is
+    /// uploaded again from the same place with another end), so each chunk adds the bytes past
+    /// the end so far, after its overlap is checked against them. Stops before a chunk that
+    /// starts past the end (a gap: returned as `gap`), or one `skip` says is not needed.
+    static func join(
+        _ existing: [UInt8], _ pieces: [WALChunk], skip: (WALChunk) -> Bool = { _ in false },
+        download: (WALChunk) throws(ReplicationError) -> [UInt8]
+    ) throws(ReplicationError) -> (bytes: [UInt8], gap: Int?) {
+        var bytes = existing
+        for piece in pieces.sorted(by: { ($0.start, -$0.end) < ($1.start, -$1.end) }) where piece.end > bytes.count {
+            guard piece.start <= bytes.count else { return (bytes, bytes.count) }
+            if skip(piece) { break }
+            let chunk = try download(piece)
+            guard chunk.count == piece.end - piece.start else {
+                throw ReplicationError(.corrupt, "the chunk of WAL \(piece.wal) for bytes \(piece.start)..<\(piece.end) holds \(chunk.count) bytes")
+            }
+            let overlap = bytes.count - piece.start
+            guard chunk.prefix(overlap).elementsEqual(bytes[piece.start...]) else {
+                throw ReplicationError(.corrupt, "the chunk of WAL \(piece.wal) for bytes \(piece.start)..<\(piece.end) differs from another chunk where they overlap")
+            }
+            bytes += chunk[overlap...]
+        }
+        return (bytes, nil)
+    }
+
     /// The generations under `location`, oldest first, each with its objects.
     static func generations(in location: ReplicaLocation, client: S3Client) throws(ReplicationError) -> [(name: String, content: Generation)] {
         let root = location.key(generations)

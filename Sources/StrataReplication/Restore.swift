@@ -122,17 +122,12 @@ public enum Restore {
                 throw ReplicationError(.missing, "\(location) generation \(name) has no chunk holding the start of WAL \(wal)")
             }
             if wal > (manifest.wals.max() ?? 0), let first = pieces.first(where: { $0.firstSequence > 0 }), first.firstSequence > target { break }
-            var bytes: [UInt8] = []
-            for piece in pieces {
-                guard piece.start == bytes.count else {
-                    throw ReplicationError(.missing, "\(location) generation \(name): WAL \(wal) has no chunk for bytes \(bytes.count)..<\(piece.start)")
-                }
-                // Chunks wholly after the target are not needed, but the first holds the header.
-                if piece.firstSequence > target && piece.start > 0 { break }
-                bytes += try download(client, location, root + ReplicaNames.walChunk(piece))
-                guard bytes.count == piece.end else {
-                    throw ReplicationError(.corrupt, "\(location.bucket)/\(location.key(root + ReplicaNames.walChunk(piece))) holds the wrong number of bytes")
-                }
+            // Chunks wholly after the target are not needed, but the first holds the header.
+            let (bytes, gap) = try ReplicaNames.join([], pieces, skip: { $0.firstSequence > target && $0.start > 0 }) {
+                (piece) throws(ReplicationError) -> [UInt8] in try download(client, location, root + ReplicaNames.walChunk(piece))
+            }
+            if let gap, gap < (pieces.first { $0.firstSequence > target && $0.start > 0 }?.start ?? Int.max) {
+                throw ReplicationError(.missing, "\(location) generation \(name): WAL \(wal) has no chunk for the bytes from \(gap) on")
             }
             let records = StoreFiles.walRecords(in: bytes, from: 0, limit: bytes.count)
             guard records.last?.end ?? StoreFiles.walHeaderSize == bytes.count else {
