@@ -38,6 +38,13 @@ let package = Package(
             name: "engine-report",
             dependencies: ["BenchmarkSupport", .product(name: "StrataEngine", package: "Strata")],
             path: "Sources/EngineReport"),
+        // Continuous backup to S3 measured (issue 20); needs an S3 server (Scripts/s3-server).
+        .executableTarget(
+            name: "replication-report",
+            dependencies: [
+                .product(name: "StrataEngine", package: "Strata"), .product(name: "StrataReplication", package: "Strata"),
+            ],
+            path: "Sources/ReplicationReport"),
         .executableTarget(
             name: "compaction-report",
             dependencies: ["BenchmarkSupport", .product(name: "StrataEngine", package: "Strata")],
