@@ -89,7 +89,7 @@ let package = Package(
                 .product(name: "SwiftSyntaxMacrosGenericTestSupport", package: "swift-syntax"),
                 .product(name: "SwiftSyntaxMacroExpansion", package: "swift-syntax"),
             ]),
-        .testTarget(name: "StrataReplicationTests", dependencies: ["StrataReplication"]),
+        .testTarget(name: "StrataReplicationTests", dependencies: ["StrataReplication", "Strata", "ObjectGraph", "StrataEngine"]),
         .testTarget(
             name: "StrataTests",
             dependencies: ["Strata", "StrataDemo", "StrataChildProcess", "StrataSync", .product(name: "Logging", package: "swift-log")]),

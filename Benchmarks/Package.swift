@@ -43,6 +43,7 @@ let package = Package(
             name: "replication-report",
             dependencies: [
                 .product(name: "StrataEngine", package: "Strata"), .product(name: "StrataReplication", package: "Strata"),
+                .product(name: "Strata", package: "Strata"), .product(name: "ObjectGraph", package: "Strata"),
             ],
             path: "Sources/ReplicationReport"),
         .executableTarget(

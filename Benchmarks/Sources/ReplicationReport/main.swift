@@ -1,5 +1,7 @@
 import Foundation
 import StrataEngine
+import ObjectGraph
+import Strata
 import StrataReplication
 
 // replication-report: continuous backup to S3-compatible object storage measured (issue 20).
@@ -68,6 +70,18 @@ func percentile(_ values: [Double], _ fraction: Double) -> Double {
     let sorted = values.sorted()
     guard !sorted.isEmpty else { return .nan }
     return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * fraction))]
+}
+
+/// For each commit, the seconds from its acknowledgement to the end of the first pass that
+/// replicated its sequence.
+func lagSeconds(
+    _ commits: [(sequence: UInt64, at: ContinuousClock.Instant)], _ passes: [(sequence: UInt64, at: ContinuousClock.Instant, bytes: Int)]
+) -> [Double] {
+    commits.compactMap { commit in
+        guard let pass = passes.first(where: { $0.sequence >= commit.sequence }) else { return nil }
+        let elapsed = pass.at - commit.at
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
 }
 
 func temporaryDirectory(_ name: String) -> String {
@@ -141,12 +155,7 @@ func run() throws -> [String] {
     let walBytes = (try FileManager.default.contentsOfDirectory(atPath: directory)).filter { $0.hasSuffix(".wal") }
         .reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: directory + "/" + $1)[.size] as? NSNumber)?.intValue ?? 0) }
     let passList = passes.withLock { $0 }
-    var lags: [Double] = []
-    for commit in acknowledged.withLock({ $0 }) {
-        guard let pass = passList.first(where: { $0.sequence >= commit.sequence }) else { continue }
-        let elapsed = pass.at - commit.at
-        lags.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-    }
+    let lags = lagSeconds(acknowledged.withLock { $0 }, passList)
     let uploaded = passList.reduce(0) { $0 + $1.bytes }
     report("")
     report("| engine workload, \(settings.transactions) transactions of 4 × 256-byte puts (full durability), \(String(format: "%.0f", Double(settings.transactions) / writeSeconds)) tx/s | value |")
@@ -157,6 +166,57 @@ func run() throws -> [String] {
     report(String(format: "| bytes uploaded per byte of WAL written | %.2f |", Double(uploaded) / Double(max(1, walBytes))))
     report("| passes | \(passList.count) |")
     try engine.close()
+
+    // 1b. The same under the object-graph workload: saves of 10 notes through a StrataStore.
+    StrataStore.register()
+    let notes = temporaryDirectory("notes")
+    defer { try? FileManager.default.removeItem(atPath: notes) }
+    let model = try ManagedObjectModel(entities: [
+        EntityDescription(name: "Note", properties: [.attribute("title", .string, optional: false, defaultValue: "", indexed: true), .attribute("body", .string)])
+    ])
+    let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+    let store = try coordinator.addPersistentStore(type: .strata, at: URL(fileURLWithPath: notes))
+    guard let notesEngine = (store as? StrataStore)?.storageEngine else { throw ReportError("the store has no engine") }
+    let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+    let graphReplicator = try Replicator(directory: notes, client: client, location: ReplicaLocation(bucket: bucket, prefix: "notes"))
+    let saved = Locked<[(sequence: UInt64, at: ContinuousClock.Instant)]>([])
+    let graphPasses = Locked<[(sequence: UInt64, at: ContinuousClock.Instant, bytes: Int)]>([])
+    let graphDone = Locked(false)
+    let graphStopped = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        graphReplicator.run(lag: .milliseconds(Int(settings.lag * 1000)), shouldStop: { graphDone.withLock { $0 } }) { outcome in
+            if case .success(let pass) = outcome { graphPasses.withLock { $0.append((pass.replicatedSequence, .now, pass.bytes)) } }
+        }
+        graphStopped.signal()
+    }
+    let saves = settings.transactions / 4
+    let graphStart = ContinuousClock.now
+    for save in 0..<saves {
+        for index in 0..<10 {
+            let note = try context.insertNewObject(forEntityName: "Note")
+            try note.setValue(.string("n\(save)-\(index)"), forKey: "title")
+            try note.setValue(.string(String(repeating: "x", count: 200)), forKey: "body")
+        }
+        try context.save()
+        context.reset()
+        let sequence = try notesEngine.snapshot().sequence
+        saved.withLock { $0.append((sequence, .now)) }
+    }
+    let graphSeconds = seconds(graphStart)
+    let lastSave = saved.withLock { $0.last?.sequence ?? 0 }
+    let graphWait = ContinuousClock.now
+    while graphPasses.withLock({ ($0.last?.sequence ?? 0) < lastSave }), seconds(graphWait) < 120 { Thread.sleep(forTimeInterval: 0.01) }
+    graphDone.withLock { $0 = true }
+    graphStopped.wait()
+    let graphPassList = graphPasses.withLock { $0 }
+    let graphLags = lagSeconds(saved.withLock { $0 }, graphPassList)
+    try coordinator.remove(store)
+    report("")
+    report("| object-graph workload, \(saves) saves of 10 notes through a StrataStore, \(String(format: "%.0f", Double(saves) / graphSeconds)) saves/s | value |")
+    report("|---|---:|")
+    report(String(format: "| replication lag p50 (save returned → its pass done) | %.3f s |", percentile(graphLags, 0.5)))
+    report(String(format: "| replication lag p99 | %.3f s |", percentile(graphLags, 0.99)))
+    report("| bytes uploaded | \(ByteCountFormatter.string(fromByteCount: Int64(graphPassList.reduce(0) { $0 + $1.bytes }), countStyle: .binary)) |")
 
     // 2. Restore time of a store of `rows` rows, and replica reads beside the primary's.
     let large = temporaryDirectory("large")
