@@ -143,13 +143,17 @@ public final class Replicator: Sendable {
                 pass.bytes += bytes.count
             }
             for wal in manifest.wals {
-                guard let bytes = try? Self.readFile(directory + "/" + StoreFiles.walName(wal)) else { continue }
+                let start = state.walEnds[wal] ?? 0
+                // The WAL from where the generation's chunks end (the whole file the first
+                // time): a pass reads what is new, not the WAL again.
+                guard let (base, bytes) = try? Self.readFile(directory + "/" + StoreFiles.walName(wal), from: start) else { continue }
                 // Only what the durable bound covers of the WAL it names; older WALs were
                 // synced whole at rollover.
-                var limit = bytes.count
+                var limit = base + bytes.count
                 if let bound, bound.walNumber == wal { limit = min(limit, Int(bound.walEnd)) }
-                let start = state.walEnds[wal] ?? 0
-                let records = StoreFiles.walRecords(in: bytes, from: start, limit: limit)
+                let records = start == 0
+                    ? StoreFiles.walRecords(in: bytes, from: 0, limit: limit)
+                    : StoreFiles.walRecords(inTail: bytes, at: base, from: start, limit: limit)
                 var chunks: [(start: Int, records: ArraySlice<StoreFiles.WALRecordExtent>)] = []
                 if start == 0 && records.isEmpty {
                     if bytes.count >= StoreFiles.walHeaderSize { chunks.append((0, [])) }
@@ -168,7 +172,7 @@ public final class Replicator: Sendable {
                     let chunk = ReplicaNames.WALChunk(
                         wal: wal, start: chunkStart, end: end, firstSequence: chunkRecords.first?.sequence ?? 0,
                         lastSequence: chunkRecords.last?.sequence ?? 0, time: Date())
-                    try upload(Array(bytes[chunkStart..<end]), key: root + ReplicaNames.walChunk(chunk))
+                    try upload(Array(bytes[(chunkStart - base)..<(end - base)]), key: root + ReplicaNames.walChunk(chunk))
                     state.walEnds[wal] = end
                     state.replicatedSequence = max(state.replicatedSequence, chunk.lastSequence)
                     pass.walChunks += 1
@@ -302,5 +306,15 @@ public final class Replicator: Sendable {
 
     static func readFile(_ path: String) throws -> [UInt8] {
         [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    /// The bytes of the file at `path` from `offset` to its end, with that offset (the whole
+    /// file for 0).
+    static func readFile(_ path: String, from offset: Int) throws -> (base: Int, bytes: [UInt8]) {
+        guard offset > 0 else { return (0, try readFile(path)) }
+        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(offset))
+        return (offset, [UInt8](try handle.readToEnd() ?? Data()))
     }
 }

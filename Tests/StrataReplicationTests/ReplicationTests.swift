@@ -284,3 +284,28 @@ struct ReplicationTests {
         #expect(!FileManager.default.fileExists(atPath: target))
     }
 }
+
+/// A pass reads a WAL from where its chunks end: the records found in that tail are the ones
+/// found in the whole file from the same offset, for every record boundary and limit.
+@Suite struct WALTailTests {
+    @Test func recordsOfATailAreThoseOfTheWholeFile() throws {
+        let directory = temporaryDirectory("tail")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try OracleStore(directory: directory)
+        try store.commit(40)
+        try store.engine.close()
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: directory).first { $0.hasSuffix(".wal") })
+        let bytes = try Replicator.readFile(directory + "/" + name)
+        let whole = StoreFiles.walRecords(in: bytes, from: 0, limit: bytes.count)
+        #expect(whole.count == 40 && whole.last?.end == bytes.count)
+        for start in [StoreFiles.walHeaderSize] + whole.map(\.end) {
+            for limit in [bytes.count, (start + bytes.count) / 2, start] {
+                let (base, tail) = try Replicator.readFile(directory + "/" + name, from: start)
+                #expect(base == start && tail.count == bytes.count - start)
+                #expect(
+                    StoreFiles.walRecords(inTail: tail, at: base, from: start, limit: limit)
+                        == StoreFiles.walRecords(in: bytes, from: start, limit: limit), "from \(start) to \(limit)")
+            }
+        }
+    }
+}

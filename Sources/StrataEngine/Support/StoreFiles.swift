@@ -70,20 +70,30 @@ package enum StoreFiles {
     /// header and payload checksums hold ([WAL-2]). Stops at the first record that is cut short
     /// or fails a check; a header that is not a WAL's gives none.
     package static func walRecords(in bytes: [UInt8], from: Int, limit: Int) -> [WALRecordExtent] {
-        let limit = min(limit, bytes.count)
         guard bytes.count >= Format.walHeaderSize, Array(bytes[0..<8]) == Format.walMagic else { return [] }
-        var offset = max(from, Format.walHeaderSize)
+        return walRecords(inTail: bytes, at: 0, from: max(from, Format.walHeaderSize), limit: limit)
+    }
+
+    /// ``walRecords(in:from:limit:)`` over `tail`, the bytes of a WAL from file offset `at` on
+    /// (past its header, which the caller read before): extents are file offsets, from `from`
+    /// (a record boundary at or after `at`) up to the file offset `limit`.
+    package static func walRecords(inTail tail: [UInt8], at base: Int, from: Int, limit: Int) -> [WALRecordExtent] {
+        let limit = min(limit, base + tail.count)
+        var offset = max(from, base, Format.walHeaderSize)
         var records: [WALRecordExtent] = []
-        bytes.withUnsafeBytes { raw in
+        tail.withUnsafeBytes { whole in
+            let raw = UnsafeRawBufferPointer(rebasing: whole[0...])
+            // Offsets below are file offsets; `raw` starts at `base`.
+            func slice(_ range: Range<Int>) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: raw[(range.lowerBound - base)..<(range.upperBound - base)]) }
             while offset + Format.walRecordHeaderSize <= limit {
-                let header = UnsafeRawBufferPointer(rebasing: raw[offset..<offset + Format.walRecordHeaderSize])
+                let header = slice(offset..<offset + Format.walRecordHeaderSize)
                 let payloadCRC = header.loadUnaligned(fromByteOffset: 0, as: UInt32.self).littleEndian
                 let length = Int(header.loadUnaligned(fromByteOffset: 4, as: UInt32.self).littleEndian)
                 let headerCRC = header.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian
                 guard headerCRC == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: header[0..<12])),
                     offset + Format.walRecordHeaderSize + length <= limit
                 else { return }
-                let payload = UnsafeRawBufferPointer(rebasing: raw[offset + Format.walRecordHeaderSize..<offset + Format.walRecordHeaderSize + length])
+                let payload = slice(offset + Format.walRecordHeaderSize..<offset + Format.walRecordHeaderSize + length)
                 guard payloadCRC == CRC32C.checksum(payload) else { return }
                 // batch := entryCount varint, then entries, each kind u8 then sequence varint ([WAL-3]).
                 var reader = ByteReader(payload)
