@@ -77,11 +77,7 @@ public final class ReadReplica: Sendable {
             let previous = current.withLock { $0.status }
             if let previous, previous.generation != name { try clearDirectory() }
             let root = ReplicaNames.generationPrefix(name)
-            let manifestBytes = try Restore.download(client, location, root + newestManifest.key)
-            var manifest: StoreFiles.ManifestContent
-            do { manifest = try StoreFiles.decodeManifest(manifestBytes, path: location.key(root + newestManifest.key)) } catch {
-                throw ReplicationError(.corrupt, "\(location.bucket)/\(location.key(root + newestManifest.key)) is not a manifest: \(error)")
-            }
+            let manifest = try Restore.downloadManifest(client, location, root + newestManifest.key).manifest
             var keep: Set<String> = [StoreFiles.manifestName]
             for segment in manifest.segments {
                 let path = directory + "/" + StoreFiles.segmentName(segment.number)
@@ -115,9 +111,7 @@ public final class ReadReplica: Sendable {
             if wals.isEmpty {
                 throw ReplicationError(.missing, "\(location) generation \(name) holds no WAL of its newest manifest")
             }
-            manifest.wals = wals
-            manifest.nextFileNumber = max(manifest.nextFileNumber, (wals.max() ?? 0) + 1, (manifest.segments.map(\.number).max() ?? 0) + 1)
-            try Self.replace(directory + "/" + StoreFiles.manifestName, with: StoreFiles.encodeManifest(manifest))
+            try Self.replace(directory + "/" + StoreFiles.manifestName, with: StoreFiles.encodeManifest(Restore.naming(wals, in: manifest)))
             var options = EngineOptions()
             options.readOnly = true
             let engine: Engine

@@ -219,9 +219,7 @@ public final class Replicator: Sendable {
                 var segments = Set(state.lastManifest?.segments.map(\.number) ?? [])
                 var oldestWAL = UInt32.max
                 for manifest in content.manifests where manifest.version >= oldestKept.version {
-                    let bytes = try Restore.download(client, location, root + manifest.key)
-                    let decoded: StoreFiles.ManifestContent
-                    do throws(StoreError) { decoded = try StoreFiles.decodeManifest(bytes, path: location.key(root + manifest.key)) } catch { throw .store(error) }
+                    let decoded = try Restore.downloadManifest(client, location, root + manifest.key).manifest
                     segments.formUnion(decoded.segments.map(\.number))
                     oldestWAL = min(oldestWAL, decoded.wals.min() ?? .max)
                 }

@@ -92,12 +92,8 @@ public enum Restore {
         base: ReplicaNames.ManifestVersion, target: UInt64, into directory: String
     ) throws(ReplicationError) -> RestoreReport {
         var report = RestoreReport(generation: name, sequence: target, manifestVersion: base.version, segments: 0, wals: 0, bytes: 0)
-        let manifestBytes = try download(client, location, root + base.key)
-        report.bytes += manifestBytes.count
-        var manifest: StoreFiles.ManifestContent
-        do { manifest = try StoreFiles.decodeManifest(manifestBytes, path: location.key(root + base.key)) } catch {
-            throw ReplicationError(.corrupt, "\(location.bucket)/\(location.key(root + base.key)) is not a manifest: \(error)")
-        }
+        let (manifest, manifestBytes) = try downloadManifest(client, location, root + base.key)
+        report.bytes += manifestBytes
         for segment in manifest.segments {
             let bytes = try download(client, location, root + ReplicaNames.segment(segment.number))
             guard UInt64(bytes.count) == segment.size else {
@@ -152,9 +148,7 @@ public enum Restore {
         guard !wals.isEmpty else {
             throw ReplicationError(.missing, "\(location) generation \(name) holds no WAL of manifest version \(base.version)")
         }
-        manifest.wals = wals
-        manifest.nextFileNumber = max(manifest.nextFileNumber, (wals.max() ?? 0) + 1, (manifest.segments.map(\.number).max() ?? 0) + 1)
-        try write(StoreFiles.encodeManifest(manifest), to: directory + "/" + StoreFiles.manifestName)
+        try write(StoreFiles.encodeManifest(naming(wals, in: manifest)), to: directory + "/" + StoreFiles.manifestName)
         let check: CheckReport
         do { check = try StoreChecker.check(at: directory) } catch { throw .store(error) }
         guard check.isClean else {
@@ -167,20 +161,34 @@ public enum Restore {
     static func download(_ client: S3Client, _ location: ReplicaLocation, _ relative: String) throws(ReplicationError) -> [UInt8] {
         let key = location.key(relative)
         let data: Data
-        let info: S3ObjectInfo?
-        do {
-            info = try client.head(bucket: location.bucket, key: key)
-            data = try client.get(bucket: location.bucket, key: key)
-        } catch {
+        let info: S3ObjectInfo
+        do { (data, info) = try client.getWithInfo(bucket: location.bucket, key: key) } catch {
             if error.kind == .notFound { throw ReplicationError(.missing, "\(location.bucket)/\(key) is missing", storageError: error) }
             throw .storage(error)
         }
-        guard let info else { throw ReplicationError(.missing, "\(location.bucket)/\(key) is missing") }
         let bytes = [UInt8](data)
         guard info.metadata["crc32c"] == String(CRC32C.checksum(bytes)), info.size == bytes.count else {
             throw ReplicationError(.corrupt, "\(location.bucket)/\(key) does not match the checksum it was uploaded with")
         }
         return bytes
+    }
+
+    /// The manifest at `relative`, downloaded (checked) and decoded, with its size.
+    static func downloadManifest(
+        _ client: S3Client, _ location: ReplicaLocation, _ relative: String
+    ) throws(ReplicationError) -> (manifest: StoreFiles.ManifestContent, bytes: Int) {
+        let bytes = try download(client, location, relative)
+        do { return (try StoreFiles.decodeManifest(bytes, path: location.key(relative)), bytes.count) } catch {
+            throw ReplicationError(.corrupt, "\(location.bucket)/\(location.key(relative)) is not a manifest: \(error)")
+        }
+    }
+
+    /// `manifest` naming `wals` as its WALs, its file counter above every file it names.
+    static func naming(_ wals: [UInt32], in manifest: StoreFiles.ManifestContent) -> StoreFiles.ManifestContent {
+        var named = manifest
+        named.wals = wals
+        named.nextFileNumber = max(manifest.nextFileNumber, (wals.max() ?? 0) + 1, (manifest.segments.map(\.number).max() ?? 0) + 1)
+        return named
     }
 
     static func write(_ bytes: [UInt8], to path: String) throws(ReplicationError) {

@@ -194,9 +194,17 @@ public final class S3Client: Sendable {
     ///
     /// - Throws: ``S3Error/Kind-swift.enum/notFound`` when there is no such object.
     public func get(bucket: String, key: String) throws(S3Error) -> Data {
+        try getWithInfo(bucket: bucket, key: key).data
+    }
+
+    /// The bytes at `key` of `bucket` with the object's description (size, entity tag,
+    /// metadata), both from one GET.
+    ///
+    /// - Throws: ``S3Error/Kind-swift.enum/notFound`` when there is no such object.
+    public func getWithInfo(bucket: String, key: String) throws(S3Error) -> (data: Data, info: S3ObjectInfo) {
         let response = try request("get", method: "GET", bucket: bucket, key: key)
         guard response.status == 200 else { throw response.error(operation: "get", target: bucket + "/" + key) }
-        return response.body
+        return (response.body, try Self.info(of: response, key: key, operation: "get", target: bucket + "/" + key))
     }
 
     /// The size and entity tag of the object at `key`, or `nil` when there is none.
@@ -204,12 +212,17 @@ public final class S3Client: Sendable {
         let response = try request("head", method: "HEAD", bucket: bucket, key: key)
         if response.status == 404 { return nil }
         guard response.status == 200 else { throw response.error(operation: "head", target: bucket + "/" + key) }
+        return try Self.info(of: response, key: key, operation: "head", target: bucket + "/" + key)
+    }
+
+    /// The description of the object a GET or HEAD `response` answered for.
+    private static func info(of response: Response, key: String, operation: String, target: String) throws(S3Error) -> S3ObjectInfo {
         guard let length = response.headers["content-length"].flatMap({ Int($0) }) else {
-            throw S3Error(.malformedResponse, operation: "head", target: bucket + "/" + key, message: "no Content-Length")
+            throw S3Error(.malformedResponse, operation: operation, target: target, message: "no Content-Length")
         }
         var metadata: [String: String] = [:]
         for (name, value) in response.headers where name.hasPrefix("x-amz-meta-") { metadata[String(name.dropFirst(11))] = value }
-        return S3ObjectInfo(key: key, size: length, etag: Self.unquoted(response.headers["etag"] ?? ""), metadata: metadata)
+        return S3ObjectInfo(key: key, size: length, etag: unquoted(response.headers["etag"] ?? ""), metadata: metadata)
     }
 
     /// Every object of `bucket` whose key starts with `prefix`, in key order (all pages of
