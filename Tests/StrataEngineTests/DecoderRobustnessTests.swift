@@ -511,5 +511,73 @@ enum FuzzInput {
             exit(error?.code == .corruption ? 0 : 3)
         }
     }
-}
 
+    // MARK: Hints across blocks ([SEG-4], read by open one block at a time)
+
+    /// A segment whose data block holds one entry per key of `keys`, with its hints split
+    /// into hint blocks as `split` says (hints per block, in order; 0 makes an empty block);
+    /// `entryCount` overrides the footer's count.
+    static func segment(keys: [String], split: [Int], entryCount: Int? = nil) -> [UInt8] {
+        var data: [UInt8] = []
+        var hints: [[UInt8]] = []
+        for (index, key) in keys.enumerated() {
+            let entry = Damage.entry(sequence: UInt64(index + 1), key: Array(key.utf8), value: Array("v".utf8))
+            hints.append(
+                FuzzInput.hint(
+                    key: Array(key.utf8), sequence: UInt64(index + 1), block: 0, offset: UInt64(data.count), length: UInt64(entry.count)))
+            data += entry
+        }
+        var blocks: [[UInt8]] = []
+        var next = 0
+        for count in split {
+            blocks.append(hints[next..<next + count].flatMap { $0 })
+            next += count
+        }
+        return FuzzInput.craftedSegment(data: [data], hints: blocks, entryCount: UInt64(entryCount ?? keys.count))
+    }
+
+    /// The keys of the hints `bytes` (segment 5) holds, or the typed error reading them.
+    static func hintKeys(_ bytes: [UInt8]) -> Result<[String], StoreError> {
+        let fs = FaultInjectingFileSystem()
+        fs.setContents(bytes, of: "/f/00000005.seg")
+        do throws(StoreError) {
+            let reader = try SegmentReader.open(fileSystem: fs, path: "/f/00000005.seg", fileNumber: 5)
+            return .success(try reader.readHints().map { String(decoding: $0.key, as: UTF8.self) })
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    @Test func hintsSplitOverSeveralBlocksAndEmptyBlocksReadInOrder() throws {
+        let keys = ["a", "b", "ba", "c", "d", "e"]
+        for split in [[6], [1, 5], [3, 3], [2, 0, 4], [0, 6, 0], [1, 1, 1, 1, 1, 1]] {
+            #expect(try Self.hintKeys(Self.segment(keys: keys, split: split)).get() == keys, "split \(split)")
+        }
+    }
+
+    @Test func aKeyRepeatedOrOutOfOrderAcrossHintBlocksIsCorruption() {
+        for (keys, split) in [
+            (["a", "b", "b", "c"], [2, 2]),  // the second block starts with the first block's last key
+            (["a", "c", "b", "d"], [2, 2]),  // ... or a smaller one
+            (["a", "c", "b", "d"], [2, 0, 2]),  // with an empty block between
+            (["b", "a"], [1, 1]),
+            (["a", "c", "b", "d"], [4]),  // within one block
+        ] {
+            guard case .failure(let error) = Self.hintKeys(Self.segment(keys: keys, split: split)) else {
+                Issue.record("\(keys) in blocks \(split) was read")
+                continue
+            }
+            #expect(error.code == .corruption && error.message.contains("ascending key order"), "\(keys) \(split): \(error)")
+        }
+    }
+
+    @Test func hintsFewerOrMoreThanTheFooterCountsAreCorruption() {
+        for count in [3, 5, 0] {
+            guard case .failure(let error) = Self.hintKeys(Self.segment(keys: ["a", "b", "c", "d"], split: [2, 2], entryCount: count)) else {
+                Issue.record("footer count \(count) for 4 hints was accepted")
+                continue
+            }
+            #expect(error.code == .corruption && error.message.contains("footer counts \(count) entries"), "\(count): \(error)")
+        }
+    }
+}

@@ -36,6 +36,10 @@ public struct ObjectGraphProbe {
         /// store's open (the engine's recovery and index build) and a count of the orders.
         /// Strata only: DESIGN.md's open target.
         case open
+        /// Open the store an `open` phase left in the directory, `count` times (each: a new
+        /// coordinator, the store's open and a count of the orders, then a close), building
+        /// nothing first: a profile of the open alone. Strata only.
+        case reopen
     }
 
     /// Which system runs the phase.
@@ -71,6 +75,7 @@ public struct ObjectGraphProbe {
 
     /// Runs the setup, then the counted phase; returns what the phase did.
     public func run() throws -> Work {
+        if phase == .reopen { return try reopenExisting() }
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         StrataStore.register()
@@ -168,9 +173,33 @@ public struct ObjectGraphProbe {
         return Work(operations: objects.count + rows.count, rows: objects.count + rows.count)
     }
 
+    /// The `reopen` phase: the store an `open` phase left, opened `count` times.
+    private func reopenExisting() throws -> Work {
+        StrataStore.register()
+        let path = directory + "/strata"
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ObjectGraphComparisonError("reopen", "no store at \(path): run the open phase with the same --dir first")
+        }
+        let shop = try StrataShop(path: path, model: try Shop.model(), durability: "normal")
+        try shop.close()
+        var orders = 0
+        var seconds: [Double] = []
+        try probePhase {
+            for _ in 0..<count {
+                let start = ContinuousClock.now
+                orders = try shop.openAgainAndCount()
+                let elapsed = (ContinuousClock.now - start).components
+                seconds.append(Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
+                try shop.close()
+            }
+        }
+        print("reopen: \(seconds.map { String(Int(($0 * 1000).rounded())) + " ms" }.joined(separator: ", "))")
+        return Work(operations: count, rows: orders)
+    }
+
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert, .memory, .delete, .traverse, .saves, .open:
+        case .insert, .memory, .delete, .traverse, .saves, .open, .reopen:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)

@@ -14,7 +14,8 @@ let usage = """
     usage: objectgraph-probe PHASE [--system strata|sqlite] [--objects N] [--count N] [--dir PATH]
 
       PHASE        insert | fault | fetch-indexed | fetch-unindexed | memory | delete | traverse
-                   | saves | open (delete, traverse and open: Strata only)
+                   | saves | open | reopen (delete, traverse, open and reopen: Strata only;
+                   reopen opens the store an open phase left in --dir, --count times)
       --system     strata (default) or sqlite, the peer through GRDB
       --objects N  objects of the shop graph (default 20000)
       --count N    faults (default 2000), fetches (default 20) or parents traversed (default
@@ -53,7 +54,7 @@ while !arguments.isEmpty {
     }
 }
 let probe = ObjectGraphProbe(
-    phase: phase, system: system, objects: objects, count: count ?? (phase == .fault ? 2000 : phase == .traverse ? 1000 : phase == .saves ? 200 : 20), directory: directory)
+    phase: phase, system: system, objects: objects, count: count ?? (phase == .fault ? 2000 : phase == .traverse ? 1000 : phase == .saves ? 200 : phase == .reopen ? 3 : 20), directory: directory)
 do {
     let work = try probe.run()
     print("\(phase.rawValue) \(system.rawValue): \(work.operations) operations, \(work.rows) rows")

@@ -136,7 +136,10 @@ extension Engine {
         // Segments: the index comes from their hints ([REC-5]).
         var files: [UInt32: LiveFile] = [:]
         var usage: [UInt32: FileUsage] = [:]
-        var hintLists: [PackedHints] = []
+        // Hint cursors: read block by block during the merge; repair's salvaged hints are read
+        // whole first (a segment that cannot be salvaged is dropped here).
+        var segmentCursors: [SegmentHintCursor] = []
+        var salvagedCursors: [PackedHintCursor] = []
         var lastSequence = manifest.lastSequence
         var keptSegments: [Manifest.Segment] = []
         var segmentMinSequence: [UInt32: UInt64] = [:]
@@ -144,18 +147,16 @@ extension Engine {
             let segmentPath = path + "/" + Format.segmentFileName(segment.fileNumber)
             do throws(StoreError) {
                 let reader: SegmentReader
-                let hints: PackedHints
                 if options.repair {
                     reader = try salvageSegment(
                         segment, path: segmentPath, fileSystem: fs, blockCache: blockCache, report: &report)
-                    hints = PackedHints(salvagedHints(of: reader, report: &report))
+                    salvagedCursors.append(
+                        PackedHintCursor(PackedHints(salvagedHints(of: reader, report: &report)), fileNumber: segment.fileNumber))
                 } else {
                     reader = try openSegment(
                         path: segmentPath, number: segment.fileNumber, fileSystem: fs, blockCache: blockCache)
-                    hints = try reader.readPackedHints()
+                    segmentCursors.append(try SegmentHintCursor(reader))
                 }
-                hintLists.append(hints)
-                segmentMinSequence[segment.fileNumber] = hints.sequences.min() ?? 0
                 files[segment.fileNumber] = LiveFile(
                     number: segment.fileNumber, path: segmentPath, content: .segment(reader), fileSystem: fs)
                 lastSequence = max(lastSequence, reader.maxSequence)
@@ -171,7 +172,14 @@ extension Engine {
         // entry that carried it, never makes the store's newest sequence go down below what
         // SYNC may name ([DUR-3]).
         manifest.lastSequence = lastSequence
-        var index = try buildIndex(from: hintLists, usage: &usage)
+        var index: KeyIndex
+        if options.repair {
+            index = try buildIndex(from: &salvagedCursors, usage: &usage)
+            for cursor in salvagedCursors { segmentMinSequence[cursor.fileNumber] = cursor.minimumSequence }
+        } else {
+            index = try buildIndex(from: &segmentCursors, usage: &usage)
+            for cursor in segmentCursors { segmentMinSequence[cursor.fileNumber] = cursor.minimumSequence }
+        }
 
         // [REC-7] A WAL the manifest names but the directory lacks: without repair the open
         // fails; repair reports it and, when it was the active WAL, starts a fresh one (appends
@@ -468,75 +476,73 @@ extension Engine {
 
     /// [REC-5] The index of the live keys the segments' hints describe: per key the highest
     /// sequence wins, a winning delete leaves no key. Counts each file's entry, tombstone and
-    /// dead bytes. A k-way merge of the packed hint lists feeds the index builder key by key, so
-    /// open makes no array per key.
-    static func buildIndex(from lists: [PackedHints], usage: inout [UInt32: FileUsage]) throws(StoreError) -> KeyIndex {
-        for list in lists {
-            // A list is one segment's hints: sum runs of one file locally and update the table
-            // once per run, not twice per hint.
-            var start = 0
-            while start < list.count {
-                let number = list.locations[start].fileNumber
-                var entries: UInt64 = 0, tombstones: UInt64 = 0
-                var i = start
-                while i < list.count, list.locations[i].fileNumber == number {
-                    let length = UInt64(list.locations[i].length)
-                    entries += length
-                    if list.isDelete[i] { tombstones += length }
-                    i += 1
-                }
-                usage[number, default: FileUsage()].entryBytes += entries
-                usage[number, default: FileUsage()].tombstoneBytes += tombstones
-                start = i
-            }
-        }
+    /// dead bytes. A k-way merge of the segments' hint cursors feeds the index builder key by
+    /// key, so open holds one hint block per segment and makes no array per key.
+    static func buildIndex<Cursor: HintCursor>(from cursors: inout [Cursor], usage: inout [UInt32: FileUsage]) throws(StoreError) -> KeyIndex {
         var builder = KeyIndex.Builder()
-        var heads = [Int](repeating: 0, count: lists.count)
-        var candidates: [Int] = []
-        candidates.reserveCapacity(lists.count)
-        func withKey<R>(_ list: Int, _ position: Int, _ body: (UnsafeRawBufferPointer) throws(StoreError) -> R) throws(StoreError) -> R {
-            try lists[list].keyBytes.withBytes { (all) throws(StoreError) -> R in
-                try body(UnsafeRawBufferPointer(rebasing: all[lists[list].keyRange(position)]))
+        // Bytes per cursor, added to `usage` once at the end rather than per hint.
+        var entries = [UInt64](repeating: 0, count: cursors.count)
+        var tombstones = [UInt64](repeating: 0, count: cursors.count)
+        var dead = [UInt64](repeating: 0, count: cursors.count)
+        if cursors.count == 1 {
+            // One segment (a compacted store): its hints are the index, already checked to ascend.
+            // The cursor is worked on as a local (an array element was copied at each access).
+            var cursor = cursors.removeLast()
+            defer { cursors.append(cursor) }
+            while !cursor.isAtEnd {
+                let length = UInt64(cursor.location.length)
+                entries[0] += length
+                if cursor.isDelete {
+                    tombstones[0] += length
+                } else {
+                    let entry = IndexEntry(sequence: cursor.sequence, location: cursor.location)
+                    cursor.withKey { builder.appendAscending($0, entry) }
+                }
+                try cursor.advance()
+            }
+        } else {
+            var candidates: [Int] = []
+            candidates.reserveCapacity(cursors.count)
+            while true {
+                // The cursors whose current hint has the smallest key.
+                candidates.removeAll(keepingCapacity: true)
+                for list in cursors.indices where !cursors[list].isAtEnd {
+                    guard let first = candidates.first else {
+                        candidates.append(list)
+                        continue
+                    }
+                    let order = cursors[list].withKey { key in cursors[first].withKey { smallest in compareKeys(key, smallest) } }
+                    if order < 0 {
+                        candidates.removeAll(keepingCapacity: true)
+                        candidates.append(list)
+                    } else if order == 0 {
+                        candidates.append(list)
+                    }
+                }
+                guard var winner = candidates.first else { break }
+                for list in candidates.dropFirst() where cursors[list].sequence > cursors[winner].sequence { winner = list }
+                for list in candidates {
+                    let length = UInt64(cursors[list].location.length)
+                    entries[list] += length
+                    if cursors[list].isDelete {
+                        tombstones[list] += length
+                    } else if list != winner {
+                        dead[list] += length
+                    }
+                }
+                if !cursors[winner].isDelete {
+                    // Each cursor ascends strictly and the smallest key is taken each time, so
+                    // the keys reach the builder in ascending order.
+                    let entry = IndexEntry(sequence: cursors[winner].sequence, location: cursors[winner].location)
+                    cursors[winner].withKey { builder.appendAscending($0, entry) }
+                }
+                for list in candidates { try cursors[list].advance() }
             }
         }
-        while true {
-            // The lists whose head holds the smallest key.
-            candidates.removeAll(keepingCapacity: true)
-            for list in lists.indices where heads[list] < lists[list].count {
-                guard let first = candidates.first else {
-                    candidates.append(list)
-                    continue
-                }
-                let order = try withKey(list, heads[list]) { (key) throws(StoreError) in
-                    try withKey(first, heads[first]) { (smallest) throws(StoreError) in compareKeys(key, smallest) }
-                }
-                if order < 0 {
-                    candidates.removeAll(keepingCapacity: true)
-                    candidates.append(list)
-                } else if order == 0 {
-                    candidates.append(list)
-                }
-            }
-            guard var winner = candidates.first else { break }
-            for list in candidates.dropFirst() where lists[list].sequences[heads[list]] > lists[winner].sequences[heads[winner]] {
-                winner = list
-            }
-            for list in candidates where list != winner {
-                let loser = heads[list]
-                if !lists[list].isDelete[loser] {
-                    usage[lists[list].locations[loser].fileNumber, default: FileUsage()].deadBytes += UInt64(lists[list].locations[loser].length)
-                }
-            }
-            let position = heads[winner]
-            if !lists[winner].isDelete[position] {
-                let entry = IndexEntry(sequence: lists[winner].sequences[position], location: lists[winner].locations[position])
-                do throws(StoreError) {
-                    try withKey(winner, position) { (key) throws(StoreError) in try builder.append(key, entry) }
-                } catch {
-                    throw StoreError(.corruption, "segment hints do not form a sorted key set: \(error.message)")
-                }
-            }
-            for list in candidates { heads[list] += 1 }
+        for (list, cursor) in cursors.enumerated() where entries[list] > 0 {
+            usage[cursor.fileNumber, default: FileUsage()].entryBytes += entries[list]
+            usage[cursor.fileNumber, default: FileUsage()].tombstoneBytes += tombstones[list]
+            usage[cursor.fileNumber, default: FileUsage()].deadBytes += dead[list]
         }
         return builder.finish()
     }

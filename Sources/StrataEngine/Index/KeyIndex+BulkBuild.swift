@@ -63,6 +63,12 @@ extension KeyIndex {
                     "bulk build needs strictly ascending keys, but key #\(total) (\(key.count) bytes) "
                         + "is not greater than the key before it")
             }
+            appendAscending(key, entry)
+        }
+
+        /// Adds the next key, which the caller knows is greater than every key before it
+        /// (open's merge of hint cursors that checked their own order): no comparison.
+        mutating func appendAscending(_ key: UnsafeRawBufferPointer, _ entry: IndexEntry) {
             if entries.count == index.shape.leafCapacity { flush() }
             if entries.isEmpty { firstKeys.append(Array(key)) }
             bytes.append(contentsOf: key)

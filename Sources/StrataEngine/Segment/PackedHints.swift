@@ -1,5 +1,7 @@
-/// A segment's hints with their keys end to end in one buffer: what open reads to build the
-/// index, with no array per key (SPEC.md [SEG-4], [REC-5]).
+/// A segment's hints with their keys end to end in one buffer, with no array per key
+/// (SPEC.md [SEG-4], [REC-5]): what repair's salvaged hints and ``SegmentReader/readHints()``
+/// are kept in. Open reads a segment's hints through a ``SegmentHintCursor`` instead, a block
+/// at a time, and holds none of them.
 struct PackedHints {
     /// Every key, concatenated in hint order (ascending).
     var keyBytes: [UInt8] = []
@@ -41,49 +43,163 @@ struct PackedHints {
     }
 }
 
+/// Hints read one at a time in ascending key order, one segment's: what open merges into the
+/// index ([REC-5]). A cursor starts on its first hint (or at its end) and holds one hint at a
+/// time; ``advance()`` moves to the next.
+protocol HintCursor {
+    /// The number of the segment whose hints these are.
+    var fileNumber: UInt32 { get }
+    /// Whether every hint has been passed (there is no current one).
+    var isAtEnd: Bool { get }
+    /// The current hint's kind, sequence and location (meaningless at the end).
+    var isDelete: Bool { get }
+    var sequence: UInt64 { get }
+    var location: ValueLocation { get }
+    /// The smallest sequence of the hints passed so far (0 before any).
+    var minimumSequence: UInt64 { get }
+    /// Calls `body` with the current hint's key.
+    func withKey<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R
+    /// Moves to the next hint, checking it.
+    mutating func advance() throws(StoreError)
+}
+
+/// A segment's hints read from its hint blocks one block at a time, with every check of
+/// [SEG-4]: each hint decodes and points inside its data block, keys strictly ascend (across
+/// blocks too), and the hints are as many as the footer counts. Only the current block is
+/// held, so open makes no copy of a segment's keys besides the index's own.
+struct SegmentHintCursor: HintCursor {
+    private let reader: SegmentReader
+    /// The hint block after the current one.
+    private var nextBlock = 0
+    /// The current hint block, decompressed, and where its next hint starts.
+    private var block: [UInt8] = []
+    private var position = 0
+    /// The current key's range in `block`; `nil` before the block's first hint.
+    private var keyRange: Range<Int>? = nil
+    /// The last key of the block before the current one (for the ascending check).
+    private var carriedKey: [UInt8]? = nil
+    /// Hints read so far, the current one included.
+    private var read: UInt64 = 0
+    var fileNumber: UInt32 { reader.fileNumber }
+    private(set) var isAtEnd = false
+    private(set) var isDelete = false
+    private(set) var sequence: UInt64 = 0
+    private(set) var location: ValueLocation
+    private(set) var minimumSequence: UInt64 = 0
+
+    /// A cursor on the first hint of `reader`'s segment.
+    init(_ reader: SegmentReader) throws(StoreError) {
+        self.reader = reader
+        location = ValueLocation(fileNumber: reader.fileNumber, position: 0, offset: 0, length: 0)
+        try advance()
+    }
+
+    func withKey<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        guard let keyRange else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+        return block.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[keyRange])) }
+    }
+
+    mutating func advance() throws(StoreError) {
+        guard !isAtEnd else { return }
+        while position >= block.count {
+            guard nextBlock < reader.hintBlocks.count else {
+                guard read == reader.entryCount else {
+                    throw StoreError.corruption(
+                        "footer counts \(reader.entryCount) entries but hints hold \(read)", path: reader.path,
+                        offset: reader.fileSize - UInt64(Format.segmentFooterSize))
+                }
+                isAtEnd = true
+                return
+            }
+            if let keyRange { carriedKey = Array(block[keyRange]) }
+            block = try reader.readBlock(reader.hintBlocks[nextBlock])
+            nextBlock += 1
+            position = 0
+            keyRange = nil
+        }
+        let blockOffset = reader.hintBlocks[nextBlock - 1].offset
+        let dataBlocks = reader.dataBlocks
+        let previous = keyRange
+        var parsed: (kind: UInt8, key: Range<Int>, sequence: UInt64, position: UInt64, offset: UInt64, length: UInt64)?
+        var end = position
+        block.withUnsafeBytes { raw in
+            var reader = ByteReader(raw, position: position)
+            guard let kind = reader.u8(), kind == Format.entryPut || kind == Format.entryDelete,
+                let keyCount = reader.length(limit: Format.maxKeyLength)
+            else { return }
+            let keyStart = reader.position
+            guard reader.bytes(keyCount) != nil, let sequence = reader.varint(), let position = reader.varint(),
+                let offset = reader.varint(), let length = reader.varint(),
+                position < UInt64(dataBlocks.count),
+                offset <= UInt64(dataBlocks[Int(position)].rawCount),
+                length <= UInt64(dataBlocks[Int(position)].rawCount) - offset
+            else { return }
+            parsed = (kind, keyStart..<keyStart + keyCount, sequence, position, offset, length)
+            end = reader.position
+        }
+        guard let parsed else { throw StoreError.corruption("hint does not decode", path: reader.path, offset: blockOffset) }
+        // [SEG-4] Hints are in strictly ascending key order.
+        let ascending = block.withUnsafeBytes { raw -> Bool in
+            let key = UnsafeRawBufferPointer(rebasing: raw[parsed.key])
+            if let previous { return compareKeys(UnsafeRawBufferPointer(rebasing: raw[previous]), key) < 0 }
+            if let carriedKey { return carriedKey.withUnsafeBytes { compareKeys($0, key) < 0 } }
+            return true
+        }
+        guard ascending else {
+            throw StoreError.corruption("hints are not in ascending key order", path: reader.path, offset: blockOffset)
+        }
+        position = end
+        keyRange = parsed.key
+        isDelete = parsed.kind == Format.entryDelete
+        sequence = parsed.sequence
+        location.position = UInt32(parsed.position)
+        location.offset = UInt32(parsed.offset)
+        location.length = UInt32(parsed.length)
+        minimumSequence = read == 0 ? sequence : min(minimumSequence, sequence)
+        read += 1
+    }
+}
+
+/// Hints already read and packed (repair's salvaged hints), as a cursor.
+struct PackedHintCursor: HintCursor {
+    private let hints: PackedHints
+    private var index = 0
+    let fileNumber: UInt32
+    private(set) var minimumSequence: UInt64 = 0
+
+    init(_ hints: PackedHints, fileNumber: UInt32) {
+        self.hints = hints
+        self.fileNumber = fileNumber
+        minimumSequence = hints.sequences.first ?? 0
+    }
+
+    var isAtEnd: Bool { index >= hints.count }
+    var isDelete: Bool { hints.isDelete[index] }
+    var sequence: UInt64 { hints.sequences[index] }
+    var location: ValueLocation { hints.locations[index] }
+
+    func withKey<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        hints.keyBytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[hints.keyRange(index)])) }
+    }
+
+    mutating func advance() throws(StoreError) {
+        guard !isAtEnd else { return }
+        index += 1
+        if !isAtEnd { minimumSequence = min(minimumSequence, hints.sequences[index]) }
+    }
+}
+
 extension SegmentReader {
-    /// The hints, packed, with the same checks as ``readHints()``.
+    /// The hints, packed, with the checks of ``SegmentHintCursor``.
     func readPackedHints() throws(StoreError) -> PackedHints {
         var hints = PackedHints()
         // Capacity hints only, bounded by the file's size (the footer's count is not trusted yet).
         let expected = min(entryCount, fileSize / 8)
         hints.reserve(Int(expected), keyBytes: Int(min(fileSize, expected) &* 4))
-        for block in hintBlocks {
-            let raw = try readBlock(block)
-            try raw.withBytes { (buffer) throws(StoreError) in
-                var reader = ByteReader(buffer)
-                while !reader.isAtEnd {
-                    guard let kind = reader.u8(), kind == Format.entryPut || kind == Format.entryDelete,
-                        let keyCount = reader.length(limit: Format.maxKeyLength), let key = reader.bytes(keyCount),
-                        let sequence = reader.varint(), let position = reader.varint(),
-                        let offset = reader.varint(), let length = reader.varint(),
-                        position < UInt64(dataBlocks.count),
-                        offset <= UInt64(dataBlocks[Int(position)].rawCount),
-                        length <= UInt64(dataBlocks[Int(position)].rawCount) - offset
-                    else {
-                        throw StoreError.corruption("hint does not decode", path: path, offset: block.offset)
-                    }
-                    let keyBuffer = UnsafeRawBufferPointer(key)
-                    // [SEG-4] Hints are in strictly ascending key order.
-                    if hints.count > 0 {
-                        let ascending = hints.keyBytes.withUnsafeBytes { all in
-                            compareKeys(UnsafeRawBufferPointer(rebasing: all[hints.keyRange(hints.count - 1)]), keyBuffer) < 0
-                        }
-                        if !ascending {
-                            throw StoreError.corruption("hints are not in ascending key order", path: path, offset: block.offset)
-                        }
-                    }
-                    hints.append(
-                        key: keyBuffer, isDelete: kind == Format.entryDelete, sequence: sequence,
-                        location: ValueLocation(
-                            fileNumber: fileNumber, position: UInt32(position), offset: UInt32(offset), length: UInt32(length)))
-                }
-            }
-        }
-        guard UInt64(hints.count) == entryCount else {
-            throw StoreError.corruption(
-                "footer counts \(entryCount) entries but hints hold \(hints.count)", path: path,
-                offset: fileSize - UInt64(Format.segmentFooterSize))
+        var cursor = try SegmentHintCursor(self)
+        while !cursor.isAtEnd {
+            cursor.withKey { hints.append(key: $0, isDelete: cursor.isDelete, sequence: cursor.sequence, location: cursor.location) }
+            try cursor.advance()
         }
         return hints
     }
