@@ -176,6 +176,36 @@ struct KeyIndexTests {
         try index.checkInvariants()
     }
 
+    @Test("two builders joined equal one builder, cut at every position near node boundaries", arguments: shapes)
+    func joinedBuildersMatchOneBuilder(leafCapacity: Int, branchCapacity: Int) throws {
+        let leaf = leafCapacity
+        for size in [0, 1, leaf / 2, leaf, leaf + 1, 2 * leaf + 3, leaf * branchCapacity + leaf / 2] {
+            let keys = sortedKeys(size, seed: 7)
+            let elements = keys.enumerated().map { ($1, entry(UInt64($0))) }
+            let whole = try KeyIndex(sortedUnique: elements, leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+            var cuts = Set([0, size, size / 2, leaf - 1, leaf, leaf + 1, leaf / 2, size - leaf / 2].filter { $0 >= 0 && $0 <= size })
+            if size <= 4 * leaf { cuts.formUnion(0...size) }
+            for cut in cuts.sorted() {
+                var low = KeyIndex.Builder(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+                var high = KeyIndex.Builder(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+                for (key, value) in elements[..<cut] { key.withUnsafeBytes { low.appendAscending($0, value) } }
+                for (key, value) in elements[cut...] { key.withUnsafeBytes { high.appendAscending($0, value) } }
+                low.append(high)
+                let joined = low.finish()
+                try joined.checkInvariants()
+                #expect(joined.count == size)
+                expectSame(contents(joined), contents(whole), "size \(size) cut at \(cut)")
+                // The joined tree takes keys after its last one, in order.
+                var builder = KeyIndex.Builder(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+                for (key, value) in elements[..<cut] { key.withUnsafeBytes { builder.appendAscending($0, value) } }
+                var rest = KeyIndex.Builder(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+                for (key, value) in elements[cut...] { key.withUnsafeBytes { rest.appendAscending($0, value) } }
+                builder.append(rest)
+                if size > 0 { #expect(throws: StoreError.self) { try elements[0].0.withBytes { (raw) throws(StoreError) in try builder.append(raw, entry(0)) } } }
+            }
+        }
+    }
+
     @Test("bulk build equals incremental build at sizes around node boundaries", arguments: shapes)
     func bulkBuildMatchesIncremental(leafCapacity: Int, branchCapacity: Int) throws {
         let leaf = leafCapacity

@@ -90,24 +90,49 @@ extension KeyIndex {
             entries.removeAll(keepingCapacity: true)
         }
 
+        /// Appends every key `other` holds, all greater than this builder's keys (the upper half
+        /// of a build split by key): its leaves follow this builder's.
+        mutating func append(_ other: Builder) {
+            guard other.total > 0 else { return }
+            guard total > 0 else {
+                self = other
+                return
+            }
+            var other = other
+            if !entries.isEmpty { flush() }
+            if !other.entries.isEmpty { other.flush() }
+            let join = level.count - 1
+            level += other.level
+            firstKeys += other.firstKeys
+            flushedLast = other.flushedLast
+            total += other.total
+            shareIfUnderfull(join)
+        }
+
+        /// When leaf `position` or the one after it is underfull, shares their keys evenly
+        /// between two leaves (one leaf when they fit in one).
+        private mutating func shareIfUnderfull(_ position: Int) {
+            let shape = index.shape
+            guard position >= 0, position + 1 < level.count,
+                level[position].fill < shape.minLeaf || level[position + 1].fill < shape.minLeaf
+            else { return }
+            let next = level.remove(at: position + 1)
+            firstKeys.remove(at: position + 1)
+            let merged = level[position]
+            merged.keys.append(contentsOf: next.keys)
+            merged.entries.append(contentsOf: next.entries)
+            if merged.fill > shape.leafCapacity, let split = merged.split(shape) {
+                level.insert(split.right, at: position + 1)
+                firstKeys.insert(split.separator, at: position + 1)
+            }
+        }
+
         /// The index of every key appended.
         mutating func finish() -> KeyIndex {
             guard total > 0 else { return index }
-            flush()
-            let shape = index.shape
-            if level.count >= 2, level[level.count - 1].fill < shape.minLeaf {
-                // The last leaf is underfull: share the last two leaves' keys evenly.
-                let last = level.removeLast()
-                let merged = level[level.count - 1]
-                merged.keys.append(contentsOf: last.keys)
-                merged.entries.append(contentsOf: last.entries)
-                firstKeys.removeLast()
-                // Two leaves hold more than one leaf's capacity, so the split cannot fail.
-                if let split = merged.split(shape) {
-                    level.append(split.right)
-                    firstKeys.append(split.separator)
-                }
-            }
+            if !entries.isEmpty { flush() }
+            // An underfull last leaf shares the last two leaves' keys evenly.
+            shareIfUnderfull(level.count - 2)
             while level.count > 1 {
                 (level, firstKeys) = index.buildBranches(over: level, firstKeys: firstKeys)
             }

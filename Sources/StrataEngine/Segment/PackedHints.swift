@@ -79,7 +79,16 @@ struct SegmentHintCursor: HintCursor {
     /// The last key of the block before the current one (for the ascending check).
     private var carriedKey: [UInt8]? = nil
     /// Hints read so far, the current one included.
-    private var read: UInt64 = 0
+    private(set) var read: UInt64 = 0
+    /// A cursor over the keys below a split key (the lower half of a split open): the key, and
+    /// the hint block where the upper half's cursor starts. A key at or above the split key ends
+    /// this cursor in that block or later, and is out of order before it.
+    private var stopKey: [UInt8]? = nil
+    private var splitBlock = 0
+    /// The hints of the blocks before ``splitBlock``, counted when this cursor reaches it.
+    private(set) var readBeforeSplitBlock: UInt64 = 0
+    /// Whether the end checks the footer's count (a split's halves are checked together).
+    private var checksCount = true
     var fileNumber: UInt32 { reader.fileNumber }
     private(set) var isAtEnd = false
     private(set) var isDelete = false
@@ -94,6 +103,40 @@ struct SegmentHintCursor: HintCursor {
         try advance()
     }
 
+    /// A cursor on the first hint of hint block `block` or a later one (none past the last),
+    /// that checks no count: for finding where a split key falls.
+    init(_ reader: SegmentReader, startingAt block: Int) throws(StoreError) {
+        self.reader = reader
+        location = ValueLocation(fileNumber: reader.fileNumber, position: 0, offset: 0, length: 0)
+        nextBlock = block
+        checksCount = false
+        try advance()
+    }
+
+    /// The lower half of a split: the hints below `key`, which falls in hint block `splitBlock`.
+    init(_ reader: SegmentReader, below key: [UInt8], splitBlock: Int) throws(StoreError) {
+        self.reader = reader
+        location = ValueLocation(fileNumber: reader.fileNumber, position: 0, offset: 0, length: 0)
+        stopKey = key
+        self.splitBlock = splitBlock
+        checksCount = false
+        try advance()
+    }
+
+    /// The upper half of a split: the hints from `key` on, starting in hint block `block`.
+    init(_ reader: SegmentReader, from key: [UInt8], startingAt block: Int) throws(StoreError) {
+        self.reader = reader
+        location = ValueLocation(fileNumber: reader.fileNumber, position: 0, offset: 0, length: 0)
+        nextBlock = block
+        checksCount = false
+        try advance()
+        // The hints below the key, at the start of the block, are the lower half's: checked
+        // and counted here, not returned.
+        while !isAtEnd, withKey({ current in key.withUnsafeBytes { compareKeys(current, $0) < 0 } }) {
+            try advance()
+        }
+    }
+
     func withKey<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
         guard let keyRange else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
         return block.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[keyRange])) }
@@ -103,7 +146,8 @@ struct SegmentHintCursor: HintCursor {
         guard !isAtEnd else { return }
         while position >= block.count {
             guard nextBlock < reader.hintBlocks.count else {
-                guard read == reader.entryCount else {
+                if stopKey != nil, nextBlock <= splitBlock { readBeforeSplitBlock = read }
+                guard !checksCount || read == reader.entryCount else {
                     throw StoreError.corruption(
                         "footer counts \(reader.entryCount) entries but hints hold \(read)", path: reader.path,
                         offset: reader.fileSize - UInt64(Format.segmentFooterSize))
@@ -112,6 +156,7 @@ struct SegmentHintCursor: HintCursor {
                 return
             }
             if let keyRange { carriedKey = Array(block[keyRange]) }
+            if stopKey != nil, nextBlock == splitBlock { readBeforeSplitBlock = read }
             block = try reader.readBlock(reader.hintBlocks[nextBlock])
             nextBlock += 1
             position = 0
@@ -147,6 +192,20 @@ struct SegmentHintCursor: HintCursor {
         }
         guard ascending else {
             throw StoreError.corruption("hints are not in ascending key order", path: reader.path, offset: blockOffset)
+        }
+        if let stopKey {
+            let reached = block.withUnsafeBytes { raw in
+                stopKey.withUnsafeBytes { compareKeys(UnsafeRawBufferPointer(rebasing: raw[parsed.key]), $0) >= 0 }
+            }
+            if reached {
+                // The upper half starts here. Before the split block, a key this large is out of
+                // order: the split block's first key, later in the segment, is at most the split key.
+                guard nextBlock - 1 >= splitBlock else {
+                    throw StoreError.corruption("hints are not in ascending key order", path: reader.path, offset: blockOffset)
+                }
+                isAtEnd = true
+                return
+            }
         }
         position = end
         keyRange = parsed.key
