@@ -55,8 +55,12 @@ public struct ObjectGraphProbe {
     public var count: Int
     /// A directory for the stores (emptied first).
     public var directory: String
+    /// For the open phase: build the store in saves of this many rows (customers and their
+    /// orders, as the comparison's reopen rows do) instead of one save of the graph.
+    public var perSave: Int?
 
-    public init(phase: Phase, system: System, objects: Int, count: Int, directory: String) {
+    public init(phase: Phase, system: System, objects: Int, count: Int, directory: String, perSave: Int? = nil) {
+        self.perSave = perSave
         self.phase = phase
         self.system = system
         self.objects = objects
@@ -88,6 +92,20 @@ public struct ObjectGraphProbe {
                 try probePhase { _ = try shop.insert(data) }
                 try shop.close()
                 return Work(operations: data.objectCount, rows: data.objectCount)
+            }
+            if phase == .open, let perSave {
+                // As the comparison's reopen and migration stores are built: customers with
+                // their orders, in saves of `perSave` rows, the context reset after each.
+                try shop.close()
+                let built = try StrataShop(path: directory + "/strata", model: try Shop.model(), durability: "normal")
+                let customers = max(1, objects / Shop.objectsPerCustomer)
+                try built.insertInSaves(
+                    ShopData.customers(0..<customers, seed: 42), perSave: max(1, perSave / Shop.objectsPerCustomer), resetting: true)
+                try built.close()
+                var orders = 0
+                try probePhase { orders = try built.openAgainAndCount() }
+                try built.close()
+                return Work(operations: customers * Shop.objectsPerCustomer, rows: orders)
             }
             try shop.insert(data)
             if phase == .open {

@@ -21,6 +21,8 @@ let usage = """
       --count N    faults (default 2000), fetches (default 20) or parents traversed (default
                    1000) of a read phase; saves (default 200)
       --dir PATH   where the store goes (default /tmp/objectgraph-probe)
+      --per-save N open: build the store in saves of N rows (customers with their orders), as the
+                   comparison's 1M-row reopen and migration stores are, not in one save
     """
 
 func fail(_ message: String) -> Never {
@@ -35,6 +37,7 @@ var system = ObjectGraphProbe.System.strata
 var objects = 20_000
 var count: Int?
 var directory = "/tmp/objectgraph-probe"
+var perSave: Int?
 while !arguments.isEmpty {
     let flag = arguments.removeFirst()
     guard !arguments.isEmpty else { fail("\(flag) needs a value") }
@@ -50,11 +53,12 @@ while !arguments.isEmpty {
     case "--objects": objects = positive()
     case "--count": count = positive()
     case "--dir": directory = value
+    case "--per-save": perSave = positive()
     default: fail("unknown argument \(flag)")
     }
 }
 let probe = ObjectGraphProbe(
-    phase: phase, system: system, objects: objects, count: count ?? (phase == .fault ? 2000 : phase == .traverse ? 1000 : phase == .saves ? 200 : phase == .reopen ? 3 : 20), directory: directory)
+    phase: phase, system: system, objects: objects, count: count ?? (phase == .fault ? 2000 : phase == .traverse ? 1000 : phase == .saves ? 200 : phase == .reopen ? 3 : 20), directory: directory, perSave: perSave)
 do {
     let work = try probe.run()
     print("\(phase.rawValue) \(system.rawValue): \(work.operations) operations, \(work.rows) rows")

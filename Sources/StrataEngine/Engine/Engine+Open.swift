@@ -652,42 +652,45 @@ extension Engine {
             }
             return
         }
-        var candidates: [Int] = []
-        candidates.reserveCapacity(cursors.count)
-        while true {
-            // The cursors whose current hint has the smallest key.
-            candidates.removeAll(keepingCapacity: true)
-            for list in cursors.indices where !cursors[list].isAtEnd {
-                guard let first = candidates.first else {
-                    candidates.append(list)
-                    continue
+        // Worked on through a buffer pointer: an array element was copied at each access.
+        try cursors.withUnsafeMutableBufferPointer { (cursors) throws(StoreError) in
+            var candidates: [Int] = []
+            candidates.reserveCapacity(cursors.count)
+            while true {
+                // The cursors whose current hint has the smallest key.
+                candidates.removeAll(keepingCapacity: true)
+                for list in cursors.indices where !cursors[list].isAtEnd {
+                    guard let first = candidates.first else {
+                        candidates.append(list)
+                        continue
+                    }
+                    let order = cursors[list].compareKey(with: cursors[first])
+                    if order < 0 {
+                        candidates.removeAll(keepingCapacity: true)
+                        candidates.append(list)
+                    } else if order == 0 {
+                        candidates.append(list)
+                    }
                 }
-                let order = cursors[list].withKey { key in cursors[first].withKey { smallest in compareKeys(key, smallest) } }
-                if order < 0 {
-                    candidates.removeAll(keepingCapacity: true)
-                    candidates.append(list)
-                } else if order == 0 {
-                    candidates.append(list)
+                guard var winner = candidates.first else { break }
+                for list in candidates.dropFirst() where cursors[list].sequence > cursors[winner].sequence { winner = list }
+                for list in candidates {
+                    let length = UInt64(cursors[list].location.length)
+                    bytes.entries[list] += length
+                    if cursors[list].isDelete {
+                        bytes.tombstones[list] += length
+                    } else if list != winner {
+                        bytes.dead[list] += length
+                    }
                 }
-            }
-            guard var winner = candidates.first else { break }
-            for list in candidates.dropFirst() where cursors[list].sequence > cursors[winner].sequence { winner = list }
-            for list in candidates {
-                let length = UInt64(cursors[list].location.length)
-                bytes.entries[list] += length
-                if cursors[list].isDelete {
-                    bytes.tombstones[list] += length
-                } else if list != winner {
-                    bytes.dead[list] += length
+                if !cursors[winner].isDelete {
+                    // Each cursor ascends strictly and the smallest key is taken each time, so the
+                    // keys reach the builder in ascending order.
+                    let entry = IndexEntry(sequence: cursors[winner].sequence, location: cursors[winner].location)
+                    cursors[winner].withKey { builder.appendAscending($0, entry) }
                 }
+                for list in candidates { try cursors[list].advance() }
             }
-            if !cursors[winner].isDelete {
-                // Each cursor ascends strictly and the smallest key is taken each time, so the
-                // keys reach the builder in ascending order.
-                let entry = IndexEntry(sequence: cursors[winner].sequence, location: cursors[winner].location)
-                cursors[winner].withKey { builder.appendAscending($0, entry) }
-            }
-            for list in candidates { try cursors[list].advance() }
         }
     }
 

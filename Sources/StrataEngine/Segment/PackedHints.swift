@@ -59,6 +59,8 @@ protocol HintCursor {
     var minimumSequence: UInt64 { get }
     /// Calls `body` with the current hint's key.
     func withKey<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R
+    /// The order of the current hint's key and `other`'s (``compareKeys(_:_:)``).
+    func compareKey(with other: borrowing Self) -> Int
     /// Moves to the next hint, checking it.
     mutating func advance() throws(StoreError)
 }
@@ -67,34 +69,37 @@ protocol HintCursor {
 /// [SEG-4]: each hint decodes and points inside its data block, keys strictly ascend (across
 /// blocks too), and the hints are as many as the footer counts. Only the current block is
 /// held, so open makes no copy of a segment's keys besides the index's own.
-struct SegmentHintCursor: HintCursor {
+///
+/// A class, so that a merge's array of cursors is read without copying one per access. Thread
+/// safety: used by one thread at a time (a build's half owns its cursors).
+final class SegmentHintCursor: HintCursor {
     private let reader: SegmentReader
     /// The hint block after the current one.
-    private var nextBlock = 0
+    @exclusivity(unchecked) private var nextBlock = 0
     /// The current hint block, decompressed, and where its next hint starts.
-    private var block: [UInt8] = []
-    private var position = 0
+    @exclusivity(unchecked) private var block: [UInt8] = []
+    @exclusivity(unchecked) private var position = 0
     /// The current key's range in `block`; `nil` before the block's first hint.
-    private var keyRange: Range<Int>? = nil
+    @exclusivity(unchecked) private var keyRange: Range<Int>? = nil
     /// The last key of the block before the current one (for the ascending check).
-    private var carriedKey: [UInt8]? = nil
+    @exclusivity(unchecked) private var carriedKey: [UInt8]? = nil
     /// Hints read so far, the current one included.
-    private(set) var read: UInt64 = 0
+    @exclusivity(unchecked) private(set) var read: UInt64 = 0
     /// A cursor over the keys below a split key (the lower half of a split open): the key, and
     /// the hint block where the upper half's cursor starts. A key at or above the split key ends
     /// this cursor in that block or later, and is out of order before it.
-    private var stopKey: [UInt8]? = nil
-    private var splitBlock = 0
+    @exclusivity(unchecked) private var stopKey: [UInt8]? = nil
+    @exclusivity(unchecked) private var splitBlock = 0
     /// The hints of the blocks before ``splitBlock``, counted when this cursor reaches it.
-    private(set) var readBeforeSplitBlock: UInt64 = 0
+    @exclusivity(unchecked) private(set) var readBeforeSplitBlock: UInt64 = 0
     /// Whether the end checks the footer's count (a split's halves are checked together).
-    private var checksCount = true
+    @exclusivity(unchecked) private var checksCount = true
     var fileNumber: UInt32 { reader.fileNumber }
-    private(set) var isAtEnd = false
-    private(set) var isDelete = false
-    private(set) var sequence: UInt64 = 0
-    private(set) var location: ValueLocation
-    private(set) var minimumSequence: UInt64 = 0
+    @exclusivity(unchecked) private(set) var isAtEnd = false
+    @exclusivity(unchecked) private(set) var isDelete = false
+    @exclusivity(unchecked) private(set) var sequence: UInt64 = 0
+    @exclusivity(unchecked) private(set) var location: ValueLocation
+    @exclusivity(unchecked) private(set) var minimumSequence: UInt64 = 0
 
     /// A cursor on the first hint of `reader`'s segment.
     init(_ reader: SegmentReader) throws(StoreError) {
@@ -142,7 +147,16 @@ struct SegmentHintCursor: HintCursor {
         return block.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[keyRange])) }
     }
 
-    mutating func advance() throws(StoreError) {
+    func compareKey(with other: SegmentHintCursor) -> Int {
+        let mine = keyRange ?? 0..<0, theirs = other.keyRange ?? 0..<0
+        return block.withUnsafeBytes { a in
+            other.block.withUnsafeBytes { b in
+                compareKeys(UnsafeRawBufferPointer(rebasing: a[mine]), UnsafeRawBufferPointer(rebasing: b[theirs]))
+            }
+        }
+    }
+
+    func advance() throws(StoreError) {
         guard !isAtEnd else { return }
         while position >= block.count {
             guard nextBlock < reader.hintBlocks.count else {
@@ -241,6 +255,10 @@ struct PackedHintCursor: HintCursor {
         hints.keyBytes.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[hints.keyRange(index)])) }
     }
 
+    func compareKey(with other: borrowing PackedHintCursor) -> Int {
+        withKey { mine in other.withKey { compareKeys(mine, $0) } }
+    }
+
     mutating func advance() throws(StoreError) {
         guard !isAtEnd else { return }
         index += 1
@@ -255,7 +273,7 @@ extension SegmentReader {
         // Capacity hints only, bounded by the file's size (the footer's count is not trusted yet).
         let expected = min(entryCount, fileSize / 8)
         hints.reserve(Int(expected), keyBytes: Int(min(fileSize, expected) &* 4))
-        var cursor = try SegmentHintCursor(self)
+        let cursor = try SegmentHintCursor(self)
         while !cursor.isAtEnd {
             cursor.withKey { hints.append(key: $0, isDelete: cursor.isDelete, sequence: cursor.sequence, location: cursor.location) }
             try cursor.advance()
