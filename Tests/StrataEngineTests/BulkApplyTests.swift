@@ -9,6 +9,33 @@ import Testing
         index.cursor().map { ($0.key, $0.entry) }
     }
 
+    /// The merge's sort by integer heads against a plain sort by whole keys: keys with a long
+    /// shared prefix, keys that are prefixes of others, trailing zero bytes (which pad a head
+    /// the same as a shorter key), the empty key, repeats (commit order kept) and keys that
+    /// share no prefix at all.
+    @Test func theMergeSortsChangesAsAWholeKeyComparisonWould() {
+        var rng = SeededRandom(seed: 17)
+        let alphabets: [[UInt8]] = [[0, 1, 0xFF], Array("ab".utf8), Array(0...255)]
+        for round in 0..<60 {
+            let alphabet = alphabets[round % alphabets.count]
+            let prefix: [UInt8] = round % 4 == 0 ? [] : Array(repeating: 0x41, count: Int.random(in: 1...20, using: &rng))
+            var changes: [Engine.IndexChange] = []
+            for position in 0..<Int.random(in: 0...400, using: &rng) {
+                let tail = (0..<Int.random(in: 0...12, using: &rng)).map { _ in alphabet.randomElement(using: &rng) ?? 0 }
+                let key = round % 7 == 0 && position % 5 == 0 ? [] : prefix + tail
+                changes.append(
+                    Engine.IndexChange(
+                        isDelete: false, key: key, sequence: UInt64(position),
+                        location: ValueLocation(fileNumber: 1, position: 0, offset: UInt32(position), length: 1)))
+            }
+            let expected = changes.indices.sorted { a, b in
+                let order = compareKeys(changes[a].key, changes[b].key)
+                return order != 0 ? order < 0 : a < b
+            }
+            #expect(Engine.keyOrder(changes) == expected, "round \(round)")
+        }
+    }
+
     @Test(arguments: [(UInt64(1), 0), (2, 500), (3, 5_000), (4, 20_000)])
     func mergingACommitMatchesApplyingItKeyByKey(seed: UInt64, existing: Int) throws {
         var rng = SeededRandom(seed: seed)
