@@ -178,7 +178,8 @@ public func runEngineComparison(
     try phase(
         "open a store of \(count) keys + 1 get", unit: "ms", higherIsBetter: false,
         note: "the sequential-fill store, first open after the fill's clean close, until one get returned "
-            + "(includes replaying whatever the fill left in the log)"
+            + "(LevelDB and RocksDB replay what the fill left in their logs; Strata's clean close wrote a log of 4 MiB "
+            + "or more out as a segment, SPEC [MAN-6], so its open reads hints)"
     ) { system in
         let (store, elapsed) = try timed { () throws -> any KeyValueStore in
             let store = try system.open(at: storePath(system, "seq"), mode: .deferred)

@@ -368,6 +368,7 @@ public final class Engine: Sendable {
     /// close itself throws ``StoreError/Code/io``. The file handles close, unsynced, when the
     /// engine and its snapshots are released.
     public func close() throws(StoreError) {
+        let writeOutFailure = writeOutLogBeforeClose()
         let wasClosed = shared.withLock { state -> Bool in
             defer { state.isClosed = true }
             return state.isClosed
@@ -403,7 +404,35 @@ public final class Engine: Sendable {
             }
         }
         lock.unlock()
-        if let failure { throw failure }
+        // A failed write-out poisoned the engine after every commit was synced: its own error
+        // says so, where the poisoned engine's would say that nothing was synced.
+        if let failure { throw writeOutFailure ?? failure }
+    }
+
+    /// [MAN-6] Before a clean close: when the active WAL holds at least
+    /// ``EngineOptions/flushAtCloseBytes`` of records, syncs it, then writes it out as a segment
+    /// (``flush()``), so that the next open does not replay it. Returns the error to report
+    /// when the write-out failed: every commit was synced first, and the log that stays is
+    /// replayed by the next open. A failing sync is left to the close, which reports it.
+    private func writeOutLogBeforeClose() -> StoreError? {
+        guard !options.readOnly, options.flushAtCloseBytes > 0,
+            shared.withLock({ !$0.isClosed && $0.failure == nil }),
+            writer.withLock({ $0.walEnd - UInt64(Format.walHeaderSize) }) >= options.flushAtCloseBytes
+        else { return nil }
+        do throws(StoreError) {
+            try sync()
+        } catch {
+            return nil
+        }
+        do throws(StoreError) {
+            try flush()
+        } catch {
+            var reported = error
+            reported.message =
+                "close synced every commit, then writing the log out as a segment failed (\(error.message)); the log stays and the next open replays it"
+            return reported
+        }
+        return nil
     }
 }
 

@@ -57,6 +57,11 @@ public struct EngineOptions: Sendable {
     /// Where the engine's metrics go (`EngineMetrics`); `nil` (the default) uses swift-metrics'
     /// global `MetricsSystem`, which discards them until the application bootstraps a backend.
     public var metricsFactory: (any MetricsFactory)?
+    /// A clean ``Engine/close()`` writes the active WAL out as a segment when it holds at least
+    /// this many bytes of records (after syncing it), so that the next open reads those keys
+    /// from the segment's hints instead of replaying the log (SPEC.md [MAN-6]). `0` leaves the
+    /// log to be replayed. Default 4 MiB.
+    public var flushAtCloseBytes: UInt64 = 4 << 20
 
     /// Default options.
     public init() {}
