@@ -165,33 +165,48 @@ extension Engine {
         }
     }
 
-    /// The positions of `changes` in key order, commit order within a key. Sorts by each key's
-    /// eight bytes after the prefix every key shares, as an integer (big-endian, so integer
-    /// order is byte order), and compares whole keys only where those tie: comparing two
-    /// arrays' bytes at every step of the sort was most of a large commit's merge.
+    /// The positions of `changes` in key order, commit order within a key.
     static func keyOrder(_ changes: [IndexChange]) -> [Int] {
-        guard let first = changes.first else { return [] }
-        var shared = first.key.count
-        first.key.withUnsafeBytes { head in
-            for change in changes where shared > 0 {
-                change.key.withUnsafeBytes { key in
-                    let limit = min(shared, key.count)
+        keyOrder(changes, key: \.key) { _, _ in false }
+    }
+
+    /// The positions of `items` in the byte order of their keys; items with equal keys in the
+    /// order `precedes` gives, then in their order in `items`. Sorts by each key's eight bytes
+    /// after the prefix every key shares, as an integer (big-endian, so integer order is byte
+    /// order), and compares whole keys only where those tie: comparing two arrays' bytes at
+    /// every step, and moving the items themselves (their arrays retained and released), was
+    /// most of a large commit's merge and of a flush's sort.
+    @inline(__always)
+    static func keyOrder<Item>(
+        _ items: [Item], key: KeyPath<Item, [UInt8]>, precedes: (Item, Item) -> Bool
+    ) -> [Int] {
+        guard let first = items.first else { return [] }
+        var shared = first[keyPath: key].count
+        first[keyPath: key].withUnsafeBytes { head in
+            for item in items where shared > 0 {
+                item[keyPath: key].withUnsafeBytes { bytes in
+                    let limit = min(shared, bytes.count)
                     var common = 0
-                    while common < limit, head[common] == key[common] { common += 1 }
+                    while common < limit, head[common] == bytes[common] { common += 1 }
                     shared = common
                 }
             }
         }
         var order: [(head: UInt64, position: Int)] = []
-        order.reserveCapacity(changes.count)
-        for (position, change) in changes.enumerated() {
-            order.append((change.key.withUnsafeBytes { PackedKeys.head($0, from: shared) }, position))
+        order.reserveCapacity(items.count)
+        for (position, item) in items.enumerated() {
+            order.append((item[keyPath: key].withUnsafeBytes { PackedKeys.head($0, from: shared) }, position))
         }
-        changes.withUnsafeBufferPointer { all in
+        items.withUnsafeBufferPointer { all in
             order.sort { a, b in
                 if a.head != b.head { return a.head < b.head }
-                let keys = all[a.position].key.withUnsafeBytes { ka in all[b.position].key.withUnsafeBytes { compareKeys(ka, $0) } }
-                return keys != 0 ? keys < 0 : a.position < b.position
+                let keys = all[a.position][keyPath: key].withUnsafeBytes { ka in
+                    all[b.position][keyPath: key].withUnsafeBytes { compareKeys(ka, $0) }
+                }
+                if keys != 0 { return keys < 0 }
+                if precedes(all[a.position], all[b.position]) { return true }
+                if precedes(all[b.position], all[a.position]) { return false }
+                return a.position < b.position
             }
         }
         return order.map(\.position)

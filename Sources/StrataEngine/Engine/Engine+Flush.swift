@@ -128,14 +128,12 @@ extension Engine {
         }
         // Per key: a kept put first (the index points at it, so it is the newest, even against a
         // tombstone of the same transaction), else the newest tombstone.
-        inputs.sort { a, b in
-            guard a.key == b.key else { return a.key.precedes(b.key) }
-            if a.isDelete != b.isDelete { return !a.isDelete }
-            return a.sequence > b.sequence
+        let order = Self.keyOrder(inputs, key: \.key) { a, b in
+            a.isDelete != b.isDelete ? !a.isDelete : a.sequence > b.sequence
         }
         var unique: [SegmentWriter.Input] = []
         unique.reserveCapacity(inputs.count)
-        for input in inputs where unique.last?.key != input.key { unique.append(input) }
+        for position in order where unique.last?.key != inputs[position].key { unique.append(inputs[position]) }
         inputs = unique
 
         // Phase 2, no lock: write the segment.
