@@ -55,8 +55,8 @@ protocol HintCursor {
     var isDelete: Bool { get }
     var sequence: UInt64 { get }
     var location: ValueLocation { get }
-    /// The smallest sequence of the hints passed so far (0 before any).
-    var minimumSequence: UInt64 { get }
+    /// The smallest sequence of the hints read so far, the current one included (`nil` before any).
+    var minimumSequence: UInt64? { get }
     /// Calls `body` with the current hint's key.
     func withKey<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R
     /// The order of the current hint's key and `other`'s (``compareKeys(_:_:)``).
@@ -99,7 +99,7 @@ final class SegmentHintCursor: HintCursor {
     @exclusivity(unchecked) private(set) var isDelete = false
     @exclusivity(unchecked) private(set) var sequence: UInt64 = 0
     @exclusivity(unchecked) private(set) var location: ValueLocation
-    @exclusivity(unchecked) private(set) var minimumSequence: UInt64 = 0
+    @exclusivity(unchecked) private(set) var minimumSequence: UInt64? = nil
 
     /// A cursor on the first hint of `reader`'s segment.
     init(_ reader: SegmentReader) throws(StoreError) {
@@ -228,7 +228,7 @@ final class SegmentHintCursor: HintCursor {
         location.position = UInt32(parsed.position)
         location.offset = UInt32(parsed.offset)
         location.length = UInt32(parsed.length)
-        minimumSequence = read == 0 ? sequence : min(minimumSequence, sequence)
+        minimumSequence = min(minimumSequence ?? sequence, sequence)
         read += 1
     }
 }
@@ -238,12 +238,12 @@ struct PackedHintCursor: HintCursor {
     private let hints: PackedHints
     private var index = 0
     let fileNumber: UInt32
-    private(set) var minimumSequence: UInt64 = 0
+    private(set) var minimumSequence: UInt64?
 
     init(_ hints: PackedHints, fileNumber: UInt32) {
         self.hints = hints
         self.fileNumber = fileNumber
-        minimumSequence = hints.sequences.first ?? 0
+        minimumSequence = hints.sequences.first
     }
 
     var isAtEnd: Bool { index >= hints.count }
@@ -262,7 +262,7 @@ struct PackedHintCursor: HintCursor {
     mutating func advance() throws(StoreError) {
         guard !isAtEnd else { return }
         index += 1
-        if !isAtEnd { minimumSequence = min(minimumSequence, hints.sequences[index]) }
+        if !isAtEnd { minimumSequence = min(minimumSequence ?? hints.sequences[index], hints.sequences[index]) }
     }
 }
 
