@@ -13,7 +13,7 @@ extension ManagedObject: FetchEvaluable {
                 .wrongValueType, "\(entity.name).\(key) is a relationship; use object(forKey:) or objects(forKey:).",
                 entityName: entity.name, key: key, objectID: objectID)
         }
-        return try currentValue(for: property).attributeValue ?? .null
+        return try currentAttribute(for: property)
     }
 
     /// The value of an attribute as a Swift type.
@@ -188,6 +188,7 @@ extension ManagedObject: FetchEvaluable {
             return rest == nil ? .object(objectID) : try fetchValue(forKeyPath: rest ?? "")
         }
         let property = try entity.property(named: head)
+        if rest == nil, property.slotKind == .attribute { return .attribute(try currentAttribute(for: property)) }
         let value = try currentValue(for: property)
         switch value {
         case .attribute(let attribute):
@@ -219,7 +220,7 @@ extension ManagedObject: FetchEvaluable {
     /// unknown key or a relationship.
     public func primitiveValue(forKey key: String) -> AttributeValue? {
         guard let attribute = entity.attributesByName[key] else { return nil }
-        return (try? currentValue(for: attribute))?.attributeValue
+        return try? currentAttribute(for: attribute)
     }
 
     /// Sets an attribute without change tracking (Core Data's primitive setter): no change

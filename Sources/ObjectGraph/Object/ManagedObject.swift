@@ -35,8 +35,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         set { assignedID = newValue }
     }
     @exclusivity(unchecked) private var assignedID: ManagedObjectID?
-    /// The context the object is registered in, if any.
-    @exclusivity(unchecked) public internal(set) weak var managedObjectContext: ManagedObjectContext?
+    /// The context the object is registered in, if any; `nil` once that context is gone.
+    public internal(set) var managedObjectContext: ManagedObjectContext? {
+        get { contextLink?.context }
+        set { contextLink = newValue?.link }
+    }
+    /// The link to the object's context (``ContextLink``): held strongly, where a weak
+    /// reference to the context would cost a side-table load and release at every read.
+    @exclusivity(unchecked) private var contextLink: ContextLink?
 
     // Change tracking, owned by the context's thread. Values are kept by property ordinal.
     /// The object's one store of committed values, read through ``snapshot`` (a loaded object)
@@ -387,6 +393,25 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let value = try context.fulfillRelationship(relationship, of: objectID)
         if isLoaded { committed?.set(.relationship(value), at: relationship.ordinal) }
         return .relationship(value)
+    }
+
+    /// The current value of an attribute: ``currentValue(for:)``'s attribute, read straight
+    /// from the committed values (firing a fault first) when the attribute is stored and
+    /// unchanged, as most reads are.
+    func currentAttribute(for property: PropertyDescription) throws -> AttributeValue {
+        if !property.isTransient, !inserted, !changes.contains(property.ordinal) {
+            #if DEBUG
+            managedObjectContext?.checkQueue("reading a value of a managed object")
+            #endif
+            if !isLoaded { try fulfillFault() }
+            if isLoaded, let value = try Self.committedAttribute(in: &committed, at: property.ordinal) { return value }
+        }
+        return try currentValue(for: property).attributeValue ?? .null
+    }
+
+    /// The attribute at `ordinal` of `values`, read where they are (see ``readAt(of:)``).
+    private static func committedAttribute(in values: inout ObjectSnapshot?, at ordinal: Int) throws -> AttributeValue? {
+        try values?.attribute(at: ordinal)
     }
 
     /// The current value of a stored or transient property.

@@ -98,6 +98,15 @@ struct ObjectSnapshot {
         return property.slotKind == .attribute ? .attribute(.null) : nil
     }
 
+    /// The committed value of the attribute at `ordinal` (null when nothing holds it),
+    /// decoded from the store's row when it is still there: ``value(for:)`` for an attribute.
+    ///
+    /// - Throws: the store's error when the stored value does not decode.
+    func attribute(at ordinal: Int) throws -> AttributeValue {
+        if let value = slot(ordinal) { return value.attributeValue ?? .null }
+        return try lazyValues?.attribute(atOrdinal: ordinal) ?? .null
+    }
+
     /// Whether the relationship at `ordinal` has its destinations loaded.
     func isLoaded(_ ordinal: Int) -> Bool { slot(ordinal) != nil || lazyValues?.holds(ordinal: ordinal) == true }
 

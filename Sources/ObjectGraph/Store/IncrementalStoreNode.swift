@@ -147,6 +147,19 @@ package protocol LazyNodeValues: AnyObject {
     ///
     /// - Throws: the store's error when the stored value does not decode.
     func value(atOrdinal ordinal: Int) throws -> PropertyValue?
+    /// The attribute at `ordinal` of the node's entity, `nil` when the row does not hold it:
+    /// ``value(atOrdinal:)`` for a property known to be an attribute, without the property
+    /// value around it (the read every attribute accessor makes).
+    ///
+    /// - Throws: the store's error when the stored value does not decode.
+    func attribute(atOrdinal ordinal: Int) throws -> AttributeValue?
     /// Whether the row holds the property at `ordinal`, without decoding it.
     func holds(ordinal: Int) -> Bool
+}
+
+extension LazyNodeValues {
+    /// ``value(atOrdinal:)``'s attribute.
+    package func attribute(atOrdinal ordinal: Int) throws -> AttributeValue? {
+        try value(atOrdinal: ordinal)?.attributeValue
+    }
 }

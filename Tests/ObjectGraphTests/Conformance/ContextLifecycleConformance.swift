@@ -41,6 +41,42 @@ struct ContextLifecycleConformance {
     }
 
     @Test(arguments: allStoreFixtures)
+    func objectsThatOutliveTheirContextSeeNoContext(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let writer = stack.context()
+        for name in ["Ada", "Bob", "Cy"] { try writer.makePerson(name) }
+        try writer.save()
+
+        // A fetched fault, a loaded object and an unsaved insert, kept past their context;
+        // the context also holds objects of its own (the insert) that go with it.
+        var fault: ManagedObject?
+        var loaded: ManagedObject?
+        var inserted: ManagedObject?
+        do {
+            let context = stack.context()
+            var request = FetchRequest(entityName: "Person")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+            let people = try context.fetch(request)
+            #expect(people.count == 3)
+            fault = people[0]
+            loaded = people[1]
+            #expect(try loaded?.value(forKey: "name") == "Bob")
+            inserted = try context.makePerson("Dee")
+            #expect(fault?.managedObjectContext === context && fault?.isFault == true)
+        }
+        #expect(fault?.managedObjectContext == nil && loaded?.managedObjectContext == nil && inserted?.managedObjectContext == nil)
+        // A fault whose context is gone cannot load (Core Data: an inaccessible object); a
+        // loaded object keeps the values it has.
+        #expect(throws: ObjectGraphError.self) { try fault?.value(forKey: "name") }
+        #expect(try loaded?.value(forKey: "name") == "Bob")
+        // Letting them go afterwards touches no context.
+        fault = nil
+        loaded = nil
+        inserted = nil
+        #expect(try stack.context().count(for: FetchRequest(entityName: "Person")) == 3)
+    }
+
+    @Test(arguments: allStoreFixtures)
     func resetForgetsEveryObject(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())
         let context = stack.context()
