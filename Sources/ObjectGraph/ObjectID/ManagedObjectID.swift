@@ -143,8 +143,8 @@ public struct ManagedObjectID: Sendable, Hashable, CustomStringConvertible {
     /// store token, or failing that the same store identifier), else `nil`: a store checks
     /// an ID it is handed with one comparison, without loading its weak store reference.
     package func integerReference(madeLike maker: ObjectIDMaker) -> Int64? {
-        let home = self.home
-        guard let token = home.store, token === maker.token || token.identifier == maker.token.identifier else { return nil }
+        // Compared in place: nothing bound, so nothing retained (every registration asks).
+        guard home.store === maker.token || (home.store.map { $0.identifier == maker.token.identifier } ?? false) else { return nil }
         guard home.isBoxed else { return reference }
         let boxed = unsafeDowncast(home, to: Boxed.self)
         guard case .permanent(.int64(let reference)) = boxed.kind else { return nil }

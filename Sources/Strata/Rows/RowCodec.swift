@@ -158,6 +158,11 @@ final class RowStorage: ManagedBuffer<RowStorage.Header, UInt8>, LazyNodeValues 
     var layout: RowLayout { withUnsafeMutablePointerToHeader { $0.pointee.layout } }
     /// The store layout and ID maker, when the row was read for a node.
     var values: Values? { withUnsafeMutablePointerToHeader { $0.pointee.values } }
+    /// Whether the row was read for a node of `layout` (``values`` compared in place, with
+    /// no copy of them retained and released).
+    func keepsValues(of layout: StoreLayout) -> Bool {
+        withUnsafeMutablePointerToHeader { $0.pointee.values?.layout === layout }
+    }
 
     // MARK: LazyNodeValues ([ROW-1]: one property decoded at a time)
 

@@ -385,7 +385,7 @@ extension StrataStore {
         // A row read with the store's layout and ID maker is its node's values (one
         // allocation); another is copied with them.
         let values: RowStorage
-        if let held = row.storage.values, held.layout === layout {
+        if row.storage.keepsValues(of: layout) {
             values = row.storage
         } else {
             values = row.storage.withBytes { raw, header in

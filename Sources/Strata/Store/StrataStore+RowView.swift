@@ -26,7 +26,8 @@ extension StrataStore {
 
         /// The ID of the row `reference` of `entity`.
         func id(for entity: EntityDescription, reference: Int64) -> ManagedObjectID {
-            if let lastIDs, lastIDs.entity === entity { return lastIDs.id(reference: reference) }
+            // Read in place: binding the maker would copy it (two retains and two releases per ID).
+            if lastIDs?.entity === entity, let id = lastIDs?.id(reference: reference) { return id }
             let maker = ids.maker(for: entity)
             lastIDs = maker
             return maker.id(reference: reference)
