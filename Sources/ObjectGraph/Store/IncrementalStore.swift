@@ -109,7 +109,7 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
     /// return .objects(objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults))
     /// ```
     public final func objects(
-        for nodes: [IncrementalStoreNode], in context: ManagedObjectContext, returnsObjectsAsFaults: Bool
+        for nodes: consuming [IncrementalStoreNode], in context: ManagedObjectContext, returnsObjectsAsFaults: Bool
     ) -> [ManagedObject] {
         context.reserveRegistrations(nodes.count)
         // Each fault keeps the row it was fetched with (its cached row), used when it fires
@@ -117,21 +117,31 @@ open class IncrementalStore: PersistentStore, @unchecked Sendable {
         // staleness interval says the row is too old.
         let generation = context.fetchGeneration ?? persistentStoreCoordinator?.saveGeneration.load(ordering: .acquiring) ?? 0
         let loadedAt = context.stalenessInterval < 0 ? Double.nan : Date.timeIntervalSinceReferenceDate
-        return context.withRegistrationBatch {
-            nodes.map { node in
-                let probe = context.registry.probe(node.objectID)
-                guard let slot = probe.found, let registered = context.registry.registration(at: slot)?.object else {
-                    // A new fault, made with its row, in the slot the lookup found for it.
-                    let row = ObjectSnapshot(node: node, entity: node.objectID.entity, generation: generation, loadedAt: loadedAt)
-                    return context.makeFault(for: node.objectID, row: row, loaded: !returnsObjectsAsFaults, probe: probe)
-                }
-                // A registered object keeps its values; a fault among them gets the row.
-                if registered.isFault {
-                    let row = ObjectSnapshot(node: node, entity: registered.entity, generation: generation, loadedAt: loadedAt)
-                    if returnsObjectsAsFaults { registered.faultRow = row } else { registered.fulfill(with: row) }
-                }
-                return registered
+        /// The object of one node, which it consumes (its row moves into the object's
+        /// snapshot: no copy retained and the node's released).
+        func object(of node: consuming IncrementalStoreNode) -> ManagedObject {
+            let id = node.objectID
+            let probe = context.registry.probe(id)
+            guard let slot = probe.found, let registered = context.registry.registration(at: slot)?.object else {
+                // A new fault, made with its row, in the slot the lookup found for it.
+                let row = ObjectSnapshot(node: node, entity: id.entity, generation: generation, loadedAt: loadedAt)
+                return context.makeFault(for: id, row: row, loaded: !returnsObjectsAsFaults, probe: probe)
             }
+            // A registered object keeps its values; a fault among them gets the row.
+            if registered.isFault {
+                let row = ObjectSnapshot(node: node, entity: registered.entity, generation: generation, loadedAt: loadedAt)
+                if returnsObjectsAsFaults { registered.faultRow = row } else { registered.fulfill(with: row) }
+            }
+            return registered
+        }
+        return context.withRegistrationBatch {
+            // The nodes taken from the end (each moved out of the array, not copied), the
+            // objects put back in the nodes' order (an ID given twice gets one object).
+            var objects: [ManagedObject] = []
+            objects.reserveCapacity(nodes.count)
+            while let node = nodes.popLast() { objects.append(object(of: node)) }
+            objects.reverse()
+            return objects
         }
     }
 

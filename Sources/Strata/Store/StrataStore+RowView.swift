@@ -24,6 +24,17 @@ extension StrataStore {
         /// mostly of one entity, whose home is then found once.
         @exclusivity(unchecked) private var lastIDs: EntityIDMaker?
 
+        /// The node of a row this source read (``StrataStore/node(from:objectID:layout:ids:)``
+        /// with this source's layout and ID maker, read in place: a row read for a node is
+        /// its values, so the node costs the ID and a retain of the row).
+        func node(of view: RowView) -> IncrementalStoreNode {
+            let id = id(for: view.entity, reference: view.reference)
+            if view.row.storage.keepsValues(of: layout) {
+                return IncrementalStoreNode(objectID: id, lazyValues: view.row.storage, version: view.row.version)
+            }
+            return store.node(from: view.row, objectID: id, layout: layout, ids: ids)
+        }
+
         /// The ID of the row `reference` of `entity`.
         func id(for entity: EntityDescription, reference: Int64) -> ManagedObjectID {
             // Read in place: binding the maker would copy it (two retains and two releases per ID).
@@ -282,9 +293,7 @@ extension StrataStore {
         var entityNumber: UInt16 { row.entityNumber }
 
         /// The node of the row: every stored attribute and to-one destination, by ordinal.
-        func node() -> IncrementalStoreNode {
-            source.store.node(from: row, objectID: objectID, layout: source.layout, ids: source.ids)
-        }
+        func node() -> IncrementalStoreNode { source.node(of: self) }
 
         /// The attribute at `ordinal`, read in place.
         func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? {
