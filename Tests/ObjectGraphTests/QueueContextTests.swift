@@ -84,6 +84,29 @@ struct QueueContextTests {
         #expect(overlaps.current == 0)
     }
 
+    /// A confinement context makes its queue when a block is first performed: blocks handed
+    /// over from many threads at once still share one queue, so they run one at a time.
+    @Test func aConfinementContextRunsBlocksFromManyThreadsOneAtATime() throws {
+        let stack = try InMemoryFixture().makeStack(model: try TestModel.make())
+        let context = queueContext(stack.coordinator, .confinement)
+        let running = Shared(0)
+        let overlaps = Shared(0)
+        let ran = Shared(0)
+        let done = DispatchGroup()
+        DispatchQueue.concurrentPerform(iterations: 64) { _ in
+            done.enter()
+            context.perform {
+                if running({ $0 += 1; return $0 }) > 1 { overlaps { $0 += 1 } }
+                ran { $0 += 1 }
+                running { $0 -= 1 }
+                done.leave()
+            }
+        }
+        done.wait()
+        #expect(ran.current == 64)
+        #expect(overlaps.current == 0)
+    }
+
     @Test func awaitingPerformReturnsTheValueAndRethrows() async throws {
         let stack = try InMemoryFixture().makeStack(model: try TestModel.make())
         let context = queueContext(stack.coordinator)

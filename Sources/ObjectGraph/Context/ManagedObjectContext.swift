@@ -43,9 +43,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
     /// The queue of a main-queue or private-queue context, made with it.
     private let fixedQueue: DispatchQueue?
-    /// A confinement context's queue, once made; read and made under the mutex, as any
+    /// A confinement context's queue, once made; read and made under the lock, as any
     /// thread may perform a block.
-    private let confinementQueue = Mutex<DispatchQueue?>(nil)
+    private let confinementQueue = Locked<DispatchQueue?>(nil)
 
     /// The coordinator that provides the model and the stores; a child context's is its
     /// parent's. Setting it makes the context a root context on that coordinator (and
