@@ -247,10 +247,25 @@ extension StrataStore {
             let width = descriptors.count
             var rowBytes: [UInt8]? = nil
             if let ordinal = firstStringOrdinal {
+                // Once the page is full, a row whose first key's bytes come after the last kept
+                // row's is turned away on the engine's bytes: most rows of a large scan, each
+                // then costing no copy of its key.
+                let lastKept = views.count == count ? firstKeyBytes[views.count - 1] : nil
+                let ascending = descriptors[0].ascending
+                var after = false
                 _ = row.fields.testStringBytes(atOrdinal: ordinal) { bytes -> Bool? in
-                    if bytes.allSatisfy({ $0 < 0x80 }) { rowBytes = Array(bytes) }
+                    guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
+                    if let lastKept {
+                        let order = Self.byteOrder(bytes, lastKept)
+                        if ascending ? order > 0 : order < 0 {
+                            after = true
+                            return nil
+                        }
+                    }
+                    rowBytes = Array(bytes)
                     return nil
                 }
+                if after { return }
             }
             var rowKeys: [FetchValue] = []
             if views.count == count {
