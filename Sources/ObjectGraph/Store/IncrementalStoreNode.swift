@@ -156,10 +156,3 @@ package protocol LazyNodeValues: AnyObject {
     /// Whether the row holds the property at `ordinal`, without decoding it.
     func holds(ordinal: Int) -> Bool
 }
-
-extension LazyNodeValues {
-    /// ``value(atOrdinal:)``'s attribute.
-    package func attribute(atOrdinal ordinal: Int) throws -> AttributeValue? {
-        try value(atOrdinal: ordinal)?.attributeValue
-    }
-}

@@ -185,13 +185,7 @@ final class RowStorage: ManagedBuffer<RowStorage.Header, UInt8>, LazyNodeValues 
 
     func attribute(atOrdinal ordinal: Int) throws -> AttributeValue? {
         // The reader over the bytes in place: no row value, no switch on the field's kind.
-        try withBytes { raw, header in
-            do {
-                return try RowFields(checked: raw, layout: header.pointee.layout, version: header.pointee.version).attribute(atOrdinal: ordinal)
-            } catch {
-                throw header.pointee.context.locating(error)
-            }
-        }
+        try RowBytes(storage: self).attribute(atOrdinal: ordinal)
     }
 
     func holds(ordinal: Int) -> Bool {

@@ -24,15 +24,11 @@ extension StrataStore {
         /// mostly of one entity, whose home is then found once.
         @exclusivity(unchecked) private var lastIDs: EntityIDMaker?
 
-        /// The node of a row this source read (``StrataStore/node(from:objectID:layout:ids:)``
-        /// with this source's layout and ID maker, read in place: a row read for a node is
-        /// its values, so the node costs the ID and a retain of the row).
+        /// The node of a row this source read: ``StrataStore/node(from:objectID:layout:ids:)``
+        /// with this source's layout and ID maker (a row read for a node is its values, so the
+        /// node costs the ID and a retain of the row).
         func node(of view: RowView) -> IncrementalStoreNode {
-            let id = id(for: view.entity, reference: view.reference)
-            if view.row.storage.keepsValues(of: layout) {
-                return IncrementalStoreNode(objectID: id, lazyValues: view.row.storage, version: view.row.version)
-            }
-            return store.node(from: view.row, objectID: id, layout: layout, ids: ids)
+            store.node(from: view.row, objectID: id(for: view.entity, reference: view.reference), layout: layout, ids: ids)
         }
 
         /// The ID of the row `reference` of `entity`.
