@@ -214,7 +214,7 @@ struct LibraryModel {
         try Self.close(reopened)
     }
 
-    // [MIG-2] [CMP-6] Compaction rewrites rows of older layouts in the newest one (same
+    // [MIG-2] [CMP-7] Compaction rewrites rows of older layouts in the newest one (same
     // versions), and `strata compact` then drops the older version from the model record.
     @Test func compactionRewritesOldRowsAndTheOfflineCompactionDropsTheirVersion() throws {
         let store = try Self.savedStore()

@@ -24,6 +24,7 @@ import ObjectGraph
 ///             kind 0 field:       source string | fallback value [ROW-2]
 ///             kind 1 list of one: source string
 ///             kind 2 constant:    value [ROW-2]
+///             kind 3 pending keys: source string                 (target a keyed relationship, [MIG-5])
 /// property := name string | modifier string | kind u8 | flags u8 (1 optional, 2 transient, 4 index entries) | payload
 ///             kind 0 attribute:    type string (AttributeType's raw value)
 ///             kind 1 relationship: destination string | inverse string ("" for none)
@@ -75,6 +76,11 @@ struct ModelRecord: Equatable {
         /// A value the row never held: the default of an attribute added since (null for a
         /// relationship).
         case constant(AttributeValue)
+        /// [MIG-5] The target is a keyed relationship (an unordered to-many, [REL-1]) that was
+        /// stored in rows: the old row's field of this name (a to-one or an ordered list) holds
+        /// members whose keys may not be written yet. Listed until the background build has
+        /// written every such row's keys.
+        case pendingKeys(String)
     }
 
     /// One model version: the model, and for each of its entities (by name) its number and
@@ -170,6 +176,29 @@ struct ModelRecord: Equatable {
         return record
     }
 
+    /// [MIG-5] Whether an older version lists members of keyed relationships whose keys may
+    /// not be written yet.
+    var hasPendingKeys: Bool {
+        versions.dropFirst().contains { version in
+            version.upgrades.values.contains { program in
+                program.values.contains { if case .pendingKeys = $0 { return true } else { return false } }
+            }
+        }
+    }
+
+    /// [MIG-5] The record once every pending relationship key is written: no version lists
+    /// pending keys (an older version is kept while its layouts are still rows' layouts, as
+    /// before).
+    func withoutPendingKeys() -> ModelRecord {
+        var record = self
+        for index in record.versions.indices.dropFirst() {
+            record.versions[index].upgrades = record.versions[index].upgrades.mapValues { program in
+                program.filter { if case .pendingKeys = $0.value { return false } else { return true } }
+            }.filter { !$0.value.isEmpty }
+        }
+        return record
+    }
+
     /// The key space of the hierarchy whose root (in the current version) is `root`.
     func keySpace(ofRoot root: String) -> String { keySpaces[root] ?? root }
 
@@ -245,8 +274,26 @@ struct ModelRecord: Equatable {
                         program[property.name] = .listOfOne(field)
                     case .constant(let value)?:
                         program[property.name] = .constant(value.isNull ? fallback : value)
+                    case .pendingKeys(let field)?:
+                        // (Not met: a store's pending keys are built before it migrates again.)
+                        program[property.name] = becomesList ? .listOfOne(field) : .field(field, fallback: .null)
                     case nil:
                         program[property.name] = .constant(defaultValue)
+                    }
+                }
+                // [MIG-5] A relationship stored in rows (a to-one, an ordered to-many) that
+                // becomes a many-to-many or a to-many without inverse (keys the owner writes,
+                // [REL-1]) reads its members from the old rows' field until the background
+                // build has written their keys.
+                for relationship in entity.relationships where RelationshipKeys.storage(of: relationship) == .join {
+                    guard let source = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName,
+                        let sourceRelationship = before.relationshipsByName[source], !RelationshipKeys.isKeyed(sourceRelationship)
+                    else { continue }
+                    switch reads[source] {
+                    case .field(let field, _)?, .listOfOne(let field)?, .pendingKeys(let field)?:
+                        program[relationship.name] = .pendingKeys(field)
+                    case .constant?, nil:
+                        break
                     }
                 }
                 upgrades[old.name] = program
@@ -464,6 +511,9 @@ struct ModelRecord: Equatable {
                 case .constant(let value):
                     writer.u8(2)
                     writer.value(value)
+                case .pendingKeys(let source):
+                    writer.u8(3)
+                    writer.string(source)
                 }
             }
         }
@@ -658,6 +708,7 @@ struct ModelRecord: Equatable {
                     case 0: program[target] = .field(try reader.string(), fallback: try reader.value())
                     case 1: program[target] = .listOfOne(try reader.string())
                     case 2: program[target] = .constant(try reader.value())
+                    case 3: program[target] = .pendingKeys(try reader.string())
                     case let kind: throw reader.fail("upgrade kind \(kind)")
                     }
                 }

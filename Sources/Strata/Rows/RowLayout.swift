@@ -1,5 +1,6 @@
 import Foundation
 import ObjectGraph
+import Synchronization
 
 /// How the rows of one entity are laid out (SPEC.md [ROW-1], format 3): its stored
 /// properties in name order (unordered to-many relationships excepted: they are keys,
@@ -294,12 +295,73 @@ final class StoreLayout: Sendable {
                 if legacy[key] == nil {
                     legacy[key] = LegacyLayout(
                         old: RowLayout(entity: old, number: number, layoutID: layoutID), current: current, entityName: entity.name,
-                        upgrades: version.upgrades[old.name] ?? [:])
+                        upgrades: version.upgrades[old.name] ?? [:], keyed: current.keyedRelationships)
                 }
             }
         }
         self.legacy = legacy
         hasLegacy = !legacy.isEmpty
+        var pending = Set<ObjectIdentifier>()
+        for layout in legacy.values {
+            for (relationship, _) in layout.pendingKeys { pending.insert(ObjectIdentifier(relationship)) }
+        }
+        pendingRelationships = pending
+    }
+
+    /// [MIG-5] The keyed relationships (by instance) some rows of older layouts hold members
+    /// of in a field, whose keys the background build has not written yet.
+    private let pendingRelationships: Set<ObjectIdentifier>
+    /// Set once the background build has written every pending key ([MIG-5]); readers then
+    /// read keys alone.
+    private let pendingKeysWritten = Atomic<Bool>(false)
+
+    /// [MIG-5] Whether any relationship's keys may be incomplete: members of rows of older
+    /// layouts not yet written as keys.
+    var hasPendingKeys: Bool { !pendingRelationships.isEmpty && !pendingKeysWritten.load(ordering: .relaxed) }
+
+    /// [MIG-5] Whether the keys of `relationship` may be incomplete: readers of one owner's
+    /// members add those its row holds (``pendingMembers(of:row:)``), and readers of the keys
+    /// across owners (member groups, counts walked in one pass, candidates from an inverse's
+    /// keys) read owner by owner instead.
+    @inline(__always)
+    func keysPending(_ relationship: RelationshipDescription) -> Bool {
+        !pendingRelationships.isEmpty && pendingRelationships.contains(ObjectIdentifier(relationship))
+            && !pendingKeysWritten.load(ordering: .relaxed)
+    }
+
+    /// Records that every pending key is written ([MIG-5]): called by the build once its last
+    /// transaction (which writes the record without them) has committed.
+    func notePendingKeysWritten() { pendingKeysWritten.store(true, ordering: .relaxed) }
+
+    /// [MIG-5] The members of the pending keyed relationships the row `bytes` holds in fields
+    /// of an older layout, each with its relationship; empty for a row in a current layout.
+    ///
+    /// - Throws: `storeCorrupted` for a row that fails its checks or a field that does not
+    ///   decode.
+    func pendingMembers(
+        inRow bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin
+    ) throws -> [(relationship: RelationshipDescription, members: [StoredObject])] {
+        guard hasPendingKeys else { return [] }
+        let row = try RowFields.current(bytes, store: self, context: context(), readByEngine: true)
+        guard let legacy = row.legacy, !legacy.pendingKeys.isEmpty else { return [] }
+        return try legacy.pendingKeys.map { relationship, field in
+            do {
+                switch try row.fields.value(field) {
+                case .object(let target): return (relationship, [target])
+                case .objects(let targets): return (relationship, targets)
+                default: return (relationship, [])
+                }
+            } catch {
+                throw context().locating(error)
+            }
+        }
+    }
+
+    /// [MIG-5] The members of `relationship` the row `bytes` holds in a field of an older
+    /// layout (keys may not name them yet); empty when none or when its keys are complete.
+    func pendingMembers(of relationship: RelationshipDescription, row bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin) throws -> [StoredObject] {
+        guard keysPending(relationship) else { return [] }
+        return try pendingMembers(inRow: bytes, context: context()).first { $0.relationship === relationship }?.members ?? []
     }
 
     /// The key of an older layout in ``legacy``.
@@ -404,15 +466,27 @@ final class LegacyLayout: Sendable {
     let sources: [Source]
     /// The entity's name, for errors.
     let entityName: String
+    /// [MIG-5] The keyed relationships of the current entity whose members a row in this
+    /// layout may hold in a field of its own (the old to-one or ordered list), each with that
+    /// field of ``old``: their keys may not be written yet.
+    let pendingKeys: [(relationship: RelationshipDescription, field: Int)]
 
     /// How the current fields read a row laid out as `old`, by the record's `upgrades` (per
-    /// current property name, [ROW-5]); a field without one reads null.
-    init(old: RowLayout, current: RowLayout, entityName: String, upgrades: [String: ModelRecord.Upgrade]) {
+    /// current property name, [ROW-5]); a field without one reads null. `keyed` are the
+    /// current entity's keyed relationships ([REL-1]), which pending-keys upgrades name.
+    init(
+        old: RowLayout, current: RowLayout, entityName: String, upgrades: [String: ModelRecord.Upgrade],
+        keyed: [RelationshipDescription] = []
+    ) {
         self.old = old
         self.current = current
         self.entityName = entityName
         var fieldOfName: [String: Int] = [:]
         for (index, field) in old.fields.enumerated() { fieldOfName[field.name] = index }
+        pendingKeys = keyed.compactMap { relationship in
+            guard case .pendingKeys(let source)? = upgrades[relationship.name], let field = fieldOfName[source] else { return nil }
+            return (relationship, field)
+        }
         func value(_ value: AttributeValue) -> FieldValue { value.isNull ? .null : .attribute(value) }
         sources = current.fields.map { field in
             switch upgrades[field.name] {
@@ -422,7 +496,7 @@ final class LegacyLayout: Sendable {
                 return fieldOfName[name].map { .listOfOne($0) } ?? .constant(.null)
             case .constant(let constant)?:
                 return .constant(value(constant))
-            case nil:
+            case .pendingKeys?, nil:
                 return .constant(.null)
             }
         }

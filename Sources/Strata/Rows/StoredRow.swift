@@ -74,7 +74,24 @@ extension StoredRow {
         for relationship in layout.keyedRelationships {
             var prefix = store.relationshipPrefix(relationship, owner: entity)
             KeyLayout.appendReference(reference, to: &prefix)
-            toMany[relationship.name] = try RelationshipKeys.members(prefix, in: snapshot).map { member in
+            var members = RelationshipKeys.members(prefix, in: snapshot)
+            if store.keysPending(relationship), let key = store.rowKey(of: entity, reference: reference) {
+                // [MIG-5] Keys still pending: the members the row holds in an older layout too.
+                var failure: (any Error)? = nil
+                _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
+                    try snapshot.withValue(key) { raw in
+                        do {
+                            let held = try store.pendingMembers(
+                                of: relationship, row: raw, context: .key(root: store.keySpace(of: entity), reference: reference))
+                            members = StrataStore.merging(members, held)
+                        } catch {
+                            failure = error
+                        }
+                    }
+                }
+                if let failure { throw failure }
+            }
+            toMany[relationship.name] = try members.map { member in
                 guard let destination = store.entity(number: member.entity) else {
                     throw ObjectGraphError(.storeCorrupted, "\(self.entity).\(relationship.name) of reference \(reference): a key names entity number \(member.entity), which the model does not have")
                 }

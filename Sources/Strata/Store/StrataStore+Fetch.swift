@@ -425,7 +425,12 @@ extension StrataStore {
             let engine = try openEngine()
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             let reference = try integerReference(objectID)
-            let members = RelationshipKeys.members(ownerPrefix(relationship, owner: objectID.entity, reference: reference), in: snapshot)
+            var members = RelationshipKeys.members(ownerPrefix(relationship, owner: objectID.entity, reference: reference), in: snapshot)
+            if layout.keysPending(relationship) {
+                // [MIG-5] Keys still pending: the members the owner's row holds too.
+                members = Self.merging(
+                    members, try pendingMembers(of: relationship, owner: objectID.entity, reference: reference, in: snapshot, layout: layout))
+            }
             if members.isEmpty {
                 let key = try rowKey(objectID)
                 guard try mappingEngineErrors("read \(objectID)", { () throws(StoreError) in try snapshot.get(key) }) != nil else {

@@ -6,10 +6,13 @@ import Synchronization
 import StrataSync
 
 extension StrataStore {
-    /// How a read-write load builds the index entries a model adds ([IDX-S9]): `"background"`
+    /// How a read-write load builds the index entries a model adds, deletes retired keys
+    /// ([MIG-4]) and writes pending relationship keys ([MIG-5]) ([IDX-S9]): `"background"`
     /// (the default: the store is usable at once; no fetch uses the indexes being built until
-    /// the build completes) or
-    /// `"synchronous"` (the load returns once the entries are built, as before [IDX-S9]).
+    /// the build completes), `"synchronous"` (the load returns once the work is done, as
+    /// before [IDX-S9]) or `"deferred"` (this load does none of it: the store is used as
+    /// during a build that has not started, and a later read-write load without the option
+    /// does the work; for short-lived processes).
     public static let indexBuildOption = "StrataIndexBuild"
     /// Rows a background index build reads per transaction ([IDX-S9]); an integer, default
     /// 2,000. Smaller batches hold up saves for less time each.
@@ -28,6 +31,9 @@ extension StrataStore {
         let existing: Set<String>
         /// Whether the record must stop claiming entries before they are dropped.
         let disclaims: Bool
+        /// [MIG-5] The key spaces whose rows in older layouts hold members of relationships
+        /// whose keys are pending, written first.
+        var pendingKeySpaces: [String] = []
     }
 
     /// A build in progress: its completion, its cancellation, its progress and its error.
@@ -39,8 +45,13 @@ extension StrataStore {
         let rowsDone = Atomic<Int>(0)
         let rowsTotal: Int
         let failure = Locked<(any Error)?>(nil)
+        /// Whether the load deferred the build (``indexBuildOption`` `"deferred"`): it never runs.
+        let deferred: Bool
 
-        init(rowsTotal: Int) { self.rowsTotal = rowsTotal }
+        init(rowsTotal: Int, deferred: Bool = false) {
+            self.rowsTotal = rowsTotal
+            self.deferred = deferred
+        }
     }
 
     /// The background build `model` needs in the store of `snapshot`, whose model record is
@@ -50,6 +61,8 @@ extension StrataStore {
     /// entries, [SAVE-4]: those are built before the load returns).
     static func plannedIndexBuild(for model: ManagedObjectModel, record: ModelRecord?, in snapshot: Snapshot) throws -> IndexBuild? {
         guard let record, model.differences(fromStoreModel: record.current.model).isEmpty else { return nil }
+        // [MIG-5] Relationship keys a migration left pending are written by the same build.
+        let pendingSpaces = record.hasPendingKeys ? pendingKeySpaces(try StoreLayout(model: model, record: record)) : []
         let stored = indexSignature(of: record.current.model), wanted = indexSignature(of: model)
         // A prefix (root, attribute) holds the entries of every entity of the hierarchy with
         // that attribute; one the model does not ask for (an attribute no longer indexed, or
@@ -64,7 +77,7 @@ extension StrataStore {
         let drops = presentIndexPrefixes(in: snapshot).filter { prefix in
             !kept.contains(prefix) && !retired.contains { prefix.starts(with: $0) }
         } + retired
-        guard stored != wanted || !drops.isEmpty else { return nil }
+        guard stored != wanted || !drops.isEmpty || !pendingSpaces.isEmpty else { return nil }
         var builds: [String: Set<String>] = [:]
         for name in wanted.subtracting(stored).sorted() {
             let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
@@ -82,7 +95,7 @@ extension StrataStore {
         }
         return IndexBuild(
             builds: builds.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }, drops: drops, existing: claimed,
-            disclaims: claimed != stored)
+            disclaims: claimed != stored, pendingKeySpaces: pendingSpaces)
     }
 
     /// The index prefixes ([IDX-S1]: `0x02 root 0x00 attribute 0x00`) that hold entries, in
@@ -108,8 +121,10 @@ extension StrataStore {
 
     /// Starts `build` on a background queue ([IDX-S9]): no fetch uses the indexes it builds,
     /// and saves write the model record with the entries that exist, until it completes.
-    func startIndexBuild(_ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, rowsTotal: Int) {
-        let task = IndexBuildTask(rowsTotal: rowsTotal)
+    /// With `deferred`, the store is left as during a build that has not started, and no
+    /// build runs.
+    func startIndexBuild(_ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, rowsTotal: Int, deferred: Bool = false) {
+        let task = IndexBuildTask(rowsTotal: rowsTotal, deferred: deferred)
         let batchRows: Int
         if case .int64(let rows)? = options[Self.indexBuildBatchOption], rows > 0 { batchRows = Int(rows) } else { batchRows = 2_000 }
         state.withLock {
@@ -118,6 +133,7 @@ extension StrataStore {
             $0.unbuiltIndexes = Set(build.builds.flatMap { root, attributes in attributes.map { root + "\u{0}" + $0 } })
         }
         indexBuildRunning.store(true, ordering: .relaxed)
+        if deferred { return }
         task.done.enter()
         DispatchQueue.global(qos: .utility).async { [weak self] in
             defer { task.done.leave() }
@@ -128,8 +144,9 @@ extension StrataStore {
                 // the build (no save in between: the saves are settled).
                 try shared.withSavesSettled { _ in
                     var batch = WriteBatch()
-                    batch.put(KeyLayout.modelKey, layout.record.retiring([]).encode())
+                    batch.put(KeyLayout.modelKey, layout.record.retiring([]).withoutPendingKeys().encode())
                     _ = try mappingEngineErrors("finish the index build") { () throws(StoreError) in try shared.engine.commit(batch) }
+                    layout.notePendingKeysWritten()
                     self.state.withLock {
                         $0.indexEntriesOnDisk = nil
                         $0.modelRecordCurrent = true
@@ -164,6 +181,28 @@ extension StrataStore {
                 var batch = WriteBatch()
                 batch.put(KeyLayout.modelKey, record.encode())
                 _ = try mappingEngineErrors("write the model record") { () throws(StoreError) in try engine.commit(batch) }
+            }
+        }
+        // [MIG-5] Pending relationship keys, batch by batch like the entries below: a save
+        // of a row in an older layout puts its pending keys itself, before or after a batch
+        // reads the row.
+        for root in build.pendingKeySpaces {
+            var cursor = KeyLayout.rowPrefix(root: root)
+            while true {
+                if task.cancelled.load(ordering: .relaxed) { return false }
+                let more = try shared.withSavesSettled { _ -> Bool in
+                    let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+                    var batch = WriteBatch()
+                    let (rows, next) = try writePendingKeys(layout: layout, root: root, in: snapshot, from: cursor, limit: batchRows, into: &batch)
+                    if !batch.isEmpty {
+                        _ = try mappingEngineErrors("write relationship keys") { () throws(StoreError) in try engine.commit(batch) }
+                    }
+                    task.rowsDone.add(rows, ordering: .relaxed)
+                    guard let next else { return false }
+                    cursor = next
+                    return true
+                }
+                if !more { break }
             }
         }
         for (root, attributes) in build.builds {
@@ -240,6 +279,7 @@ extension StrataStore {
     /// `nil` when none runs (fetches then use every index of the model).
     public var indexBuildProgress: Double? {
         guard let task = state.withLock({ $0.indexBuild }), !task.cancelled.load(ordering: .relaxed) else { return nil }
+        if task.deferred { return 0 }
         if task.done.wait(timeout: .now()) == .success { return nil }
         return min(1, Double(task.rowsDone.load(ordering: .relaxed)) / Double(max(1, task.rowsTotal)))
     }
@@ -248,9 +288,15 @@ extension StrataStore {
     /// once when none runs.
     ///
     /// - Throws: the build's error (fetches keep scanning; the next read-write load builds
-    ///   the entries again).
+    ///   the entries again); `ObjectGraphError/Code/invalidArgument` when the load deferred
+    ///   its build (``indexBuildOption`` `"deferred"`), which would never complete.
     public func waitForIndexBuild() throws {
         guard let task = state.withLock({ $0.indexBuild }) else { return }
+        if task.deferred {
+            throw ObjectGraphError(
+                .invalidArgument,
+                "The StrataStore at \(url?.path ?? "?") was loaded with \(Self.indexBuildOption) \"deferred\": its build does not run; a read-write load without the option runs it.")
+        }
         task.done.wait()
         if let failure = task.failure.withLock({ $0 }) { throw failure }
     }

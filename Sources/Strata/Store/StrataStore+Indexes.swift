@@ -120,8 +120,11 @@ extension StrataStore {
             let stored = try recordIfReadable(in: snapshot)
             var result = MetadataRebuild(rowCounts: stored?.rowCounts ?? [:], nextReference: stored?.nextReference ?? 1)
             let layout = try knownLayout ?? storeLayout(for: model, record: modelRecord(in: snapshot))
-            if !force, layout.record.retired.isEmpty, try indexesAreCurrent(for: model, in: snapshot) { return result }
+            if !force, layout.record.retired.isEmpty, !layout.hasPendingKeys, try indexesAreCurrent(for: model, in: snapshot) { return result }
             var batch = WriteBatch()
+            // [MIG-5] Relationship keys a migration left pending are written in this transaction.
+            try writeAllPendingKeys(layout: layout, in: snapshot, into: &batch)
+            let pendingKeys = batch.count
             // [MIG-4] Keys a migration retired are deleted in this transaction too.
             for prefix in layout.record.retired.sorted().flatMap(\.prefixes) {
                 snapshot.forEachKey(from: prefix, to: prefixEnd(prefix)) { key in
@@ -163,10 +166,10 @@ extension StrataStore {
                 for stale in present.subtracting(expected) { batch.delete(stale) }
                 for missing in expected.subtracting(present) { batch.put(missing, []) }
             }
-            result.indexEntriesChanged = batch.count
+            result.indexEntriesChanged = batch.count - pendingKeys
             // Relationship keys and index entries name references too (a key may outlive a row).
             maxReference = max(maxReference, StoreSurvey.surveyKeys(snapshot).maxReference)
-            let encodedModel = layout.record.retiring([]).encode()
+            let encodedModel = layout.record.retiring([]).withoutPendingKeys().encode()
             if try mappingEngineErrors("read the model record", { () throws(StoreError) in try snapshot.get(KeyLayout.modelKey) }) != encodedModel {
                 batch.put(KeyLayout.modelKey, encodedModel)
                 result.rebuiltModelRecord = true
@@ -195,6 +198,7 @@ extension StrataStore {
             result.storeIdentifier = record.metadata[PersistentStore.storeUUIDKey]?.stringValue
             if !batch.isEmpty {
                 _ = try mappingEngineErrors("rebuild the indexes and records") { () throws(StoreError) in try engine.commit(batch) }
+                layout.notePendingKeysWritten()
                 engine.logger.notice("reconciled the store with the model", metadata: [
                     "path": "\(engine.path)", "indexEntriesChanged": "\(result.indexEntriesChanged)",
                     "rebuiltModelRecord": "\(result.rebuiltModelRecord)", "rebuiltMetadataRecord": "\(result.rebuiltMetadataRecord)",

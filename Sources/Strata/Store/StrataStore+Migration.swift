@@ -23,15 +23,22 @@ extension StrataStore {
         return try? ModelRecord.decodeRecord(bytes)
     }
 
-    /// [CMP-6] The rewrite compaction applies to rows of older layouts `layout` keeps: each
+    /// [CMP-7] The rewrite compaction applies to rows of older layouts `layout` keeps: each
     /// in its entity's newest layout, at the same version; `nil` when it keeps none. A row that
-    /// does not upgrade (damage) is copied as it is, for fsck to report.
+    /// does not upgrade (damage) is copied as it is, for fsck to report, and so is one that
+    /// holds members of a relationship whose keys are pending ([MIG-5]: the upgrade would drop
+    /// them before the build writes their keys).
     static func compactionRewriter(_ layout: StoreLayout) -> (@Sendable ([UInt8], [UInt8]) -> [UInt8]?)? {
         guard layout.hasLegacy else { return nil }
         return { key, value in
             guard key.first == KeyLayout.rowTag else { return nil }
             return value.withUnsafeBytes { raw in
-                (try? RowFields.upgradedIfLegacy(raw, store: layout, context: .key(root: "", reference: 0), readByEngine: true)) ?? nil
+                if layout.hasPendingKeys {
+                    guard let held = try? layout.pendingMembers(inRow: raw, context: .key(root: "", reference: 0)),
+                        held.allSatisfy({ $0.members.isEmpty })
+                    else { return nil }
+                }
+                return (try? RowFields.upgradedIfLegacy(raw, store: layout, context: .key(root: "", reference: 0), readByEngine: true)) ?? nil
             }
         }
     }
@@ -80,6 +87,13 @@ extension StrataStore {
                 entityName: entity, key: property)
         }
         let rowCounts = (try? recordIfReadable(in: snapshot))??.rowCounts ?? [:]
+        // [MIG-5] Keys an earlier migration left pending are written before another one
+        // (``migrateLightweight(in:from:to:url:)`` does, in a transaction of its own).
+        guard !record.hasPendingKeys else {
+            throw ObjectGraphError(
+                .migrationFailed,
+                "The StrataStore at \(location) is still writing the relationship keys of its last migration; open it read-write with the model it was last opened with to finish them, then migrate it. Nothing was written.")
+        }
         let migrated = try record.migrated(to: model, mapping: mapping, rowCounts: rowCounts)
         var plan = LightweightMigration(mapping: mapping, record: migrated, layout: try StoreLayout(model: model, record: migrated))
         // A hierarchy keeps its key space ([KEY-2]) whatever its root is now called: only
@@ -170,7 +184,12 @@ extension StrataStore {
                     break
                 case (false, true):
                     // A to-one (or ordered to-many) that becomes an unordered to-many: its keys
-                    // ([REL-1]) are built from the rows, in the migration's transaction.
+                    // ([REL-1]). Those the owners write (a many-to-many, a to-many without
+                    // inverse) are pending ([MIG-5]): the record lists the old rows' field, read
+                    // meanwhile, and the background build writes them. A one-to-many's index
+                    // its members' to-one, so an owner's row cannot list them: built here, from
+                    // the rows, in the migration's transaction.
+                    if RelationshipKeys.storage(of: relationship) == .join { break }
                     try buildKeys(
                         of: relationship, in: entity, from: before, of: old, record: record, layout: plan.layout,
                         spaceMoves: spaceMoves, snapshot: snapshot, into: &plan.batch)
@@ -378,7 +397,18 @@ extension StrataStore {
     ) throws -> StoreLayout {
         try shared.withSavesSettled { _ -> StoreLayout in
             let engine = shared.engine
-            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+            var snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+            var record = record
+            if record.hasPendingKeys {
+                // [MIG-5] Keys an earlier migration left pending (its build cut short) are
+                // written first, with the record that no longer lists them.
+                var batch = WriteBatch()
+                try writeAllPendingKeys(layout: StoreLayout(model: record.current.model, record: record), in: snapshot, into: &batch)
+                record = record.withoutPendingKeys()
+                batch.put(KeyLayout.modelKey, record.encode())
+                _ = try mappingEngineErrors("write the pending relationship keys") { () throws(StoreError) in try engine.commit(batch) }
+                snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+            }
             var plan = try planLightweightMigration(from: record, to: model, in: snapshot, url: url)
             var metadata = try Self.record(in: snapshot)
             metadata.metadata = migratedMetadata(metadata.metadata, to: model)

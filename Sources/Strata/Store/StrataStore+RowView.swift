@@ -57,9 +57,12 @@ extension StrataStore {
             return row
         }
 
-        /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order.
-        func members(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> [StoredObject] {
-            RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
+        /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order
+        /// (with those its row holds in an older layout while the keys are pending, [MIG-5]).
+        func members(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> [StoredObject] {
+            let keys = RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
+            guard layout.keysPending(relationship) else { return keys }
+            return StrataStore.merging(keys, try store.pendingMembers(of: relationship, owner: owner, reference: reference, in: snapshot, layout: layout))
         }
 
         /// The row at `key` (`prefix`, the hierarchy's row prefix, and `reference`), read without
@@ -112,7 +115,9 @@ extension StrataStore {
         /// The number of members of the keyed to-many `relationship` of the `owner` row of
         /// `reference`, counted in the index ([REL-3]): no member is decoded or kept, and the
         /// bounds are built in buffers reused from count to count.
-        func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) -> Int {
+        func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> Int {
+            // [MIG-5] Keys still pending: the owner's members, its row's included.
+            if layout.keysPending(relationship) { return try members(relationship, of: owner, reference: reference).count }
             // [FETCH-S10] Once counting keys owner by owner has cost a share of the
             // relationship's keys, every owner's count comes from one walk of them.
             if let count = groupedMemberCount(relationship, of: owner, reference: reference) { return count }
@@ -323,7 +328,7 @@ extension StrataStore {
                 guard ordinal >= 0, ordinal < entity.properties.count,
                     let relationship = entity.properties[ordinal] as? RelationshipDescription, RelationshipKeys.isKeyed(relationship)
                 else { return [] }
-                return source.members(relationship, of: entity, reference: reference)
+                return try source.members(relationship, of: entity, reference: reference)
             }
             if case .objects(let targets) = try row.value(field) { return targets }
             return []
@@ -445,6 +450,14 @@ extension StrataStore {
                 // No field: keyed members, or (not keyed) no value, which reads as null: no
                 // member either way for ANY and ALL.
                 guard RelationshipKeys.isKeyed(relationship) else { return true }
+                if source.layout.keysPending(relationship) {
+                    // [MIG-5] Keys still pending: the owner's members, its row's included.
+                    for member in try source.members(relationship, of: entity, reference: reference) {
+                        guard let value = try reader.value(of: member, in: source) else { continue }
+                        if try !body(value) { break }
+                    }
+                    return true
+                }
                 // [FETCH-S10] Once reading members one by one has cost a share of their rows,
                 // every owner's members come from one scan of the members' rows.
                 let group = source.memberGroup(relationship, keyPath: keyPath)
@@ -475,7 +488,7 @@ extension StrataStore {
         /// keys ([REL-3]); `nil` for anything else.
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
             guard let relationship = source.keyedRelationship(of: entity, named: keyPath) else { return nil }
-            return source.memberCount(relationship, of: entity, reference: reference)
+            return try source.memberCount(relationship, of: entity, reference: reference)
         }
 
         /// A key path of another row of the same snapshot (subqueries, `$x.name`).
@@ -553,7 +566,7 @@ extension StrataStore {
         func fetchCount(forKeyPath keyPath: String) throws -> Int? {
             // Counted from the keys alone, as the row's view counts them: the row is not copied.
             guard let relationship = source.keyedRelationship(of: entity, named: keyPath) else { return nil }
-            return source.memberCount(relationship, of: entity, reference: reference)
+            return try source.memberCount(relationship, of: entity, reference: reference)
         }
 
         func forEachMemberValue(ofToMany name: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {

@@ -227,6 +227,12 @@ extension StrataStore {
             batch.append(contentsOf: insertedRelationshipKeys)
             for (object, key, values) in updates {
                 guard let existing = try current(object, key) else { continue }
+                if layout.hasPendingKeys {
+                    // [MIG-5] A row in an older layout holding members whose keys are pending
+                    // loses that field when rewritten: its keys are put first (the key writer's
+                    // deletes of members the save removes come after them and win).
+                    try putPendingKeys(of: object, rowKey: key, reads: reads, layout: layout, into: &batch)
+                }
                 batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout))
                 try relationshipKeys.write(object, values: values, existing: existing, into: &batch)
                 let before = Set(try indexKeys(object) { try storedValue(existing, $0) })
@@ -283,6 +289,21 @@ extension StrataStore {
             if ($0.metadataCache?.sequence ?? 0) < sequence { $0.metadataCache = (sequence, record) }
         }
         return .saved
+    }
+
+    /// [MIG-5] Puts into `batch` a key for each member the row at `rowKey` (of `object`, as
+    /// `reads` sees it) holds in an older layout for a relationship whose keys are pending.
+    private func putPendingKeys(
+        of object: ManagedObject, rowKey: [UInt8], reads: SaveReads, layout: StoreLayout, into batch: inout WriteBatch
+    ) throws {
+        guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try reads.get(rowKey) }) else { return }
+        let held = try bytes.withUnsafeBytes { raw in try layout.pendingMembers(inRow: raw, context: .object(object.objectID)) }
+        guard !held.isEmpty else { return }
+        let reference = try integerReference(object.objectID)
+        for (relationship, members) in held {
+            let prefix = ownerPrefix(relationship, owner: object.entity, reference: reference)
+            for member in members { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: member), []) }
+        }
     }
 
     /// The bytes of an object's row ([ROW-1]) from its values by ordinal; a field whose value

@@ -313,9 +313,11 @@ extension StrataStore {
         _ predicate: FetchPredicate, entity: EntityDescription, joins: SemiJoins, snapshot: Snapshot, rowCount: Int,
         keysAnswer: Bool = false
     ) throws -> (members: [StoredObject], join: SemiJoin, leaf: FetchPredicate)? {
+        let layout = try storeLayout()
         let usable = Self.conjuncts(predicate).compactMap { leaf in joins.join(for: leaf).map { (leaf, $0) } }.filter { _, join in
             guard let inverse = join.relationship?.inverseRelationship else { return false }
-            return RelationshipKeys.isKeyed(inverse) && join.relationship?.destinationEntity != nil
+            // [MIG-5] Not while the inverse's keys are pending: they would miss members.
+            return RelationshipKeys.isKeyed(inverse) && !layout.keysPending(inverse) && join.relationship?.destinationEntity != nil
         }
         guard let (leaf, best) = usable.min(by: { $0.1.references.count < $1.1.references.count }),
             let inverse = best.relationship?.inverseRelationship, let destination = best.relationship?.destinationEntity

@@ -223,7 +223,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         metadata = record.metadata
         if !isReadOnly, let loadedLayout { shared.engine.setCompactionRewriter(Self.compactionRewriter(loadedLayout)) }
         if let backgroundBuild, let loadedLayout {
-            startIndexBuild(backgroundBuild, shared: shared, layout: loadedLayout, rowsTotal: record.rowCounts.values.reduce(0, +))
+            startIndexBuild(
+                backgroundBuild, shared: shared, layout: loadedLayout, rowsTotal: record.rowCounts.values.reduce(0, +),
+                deferred: self.options[Self.indexBuildOption]?.stringValue == "deferred")
         }
     }
 

@@ -34,7 +34,7 @@ public struct CompactReport: Sendable, Equatable, Codable {
     /// Wall-clock seconds of the whole run (open, flush, compaction, close).
     public var seconds: Double
     /// Older model versions the model record no longer keeps: every row of their layouts was
-    /// rewritten in the newest one ([MIG-2], [CMP-6]).
+    /// rewritten in the newest one ([MIG-2], [CMP-7]).
     public var modelVersionsDropped = 0
 
     /// Bytes reclaimed.
@@ -96,7 +96,7 @@ public enum OfflineCompaction {
         if let logger { options.logger = logger }
         progress?(CompactProgress(phase: .opening, bytesDone: 0, bytesTotal: 0))
         let engine = try Engine.open(at: path, options: options)
-        // [CMP-6] Rows of older layouts the model record keeps are written in the newest one.
+        // [CMP-7] Rows of older layouts the model record keeps are written in the newest one.
         let record = (try? engine.get(KeyLayout.modelKey)).flatMap { $0 }.flatMap { try? ModelRecord.decodeRecord($0) }
         let layout = record.flatMap { try? StoreLayout(record: $0) }
         if let layout { engine.setCompactionRewriter(StrataStore.compactionRewriter(layout)) }

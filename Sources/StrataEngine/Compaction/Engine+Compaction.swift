@@ -2,7 +2,7 @@ import Logging
 import Dispatch
 import Glibc
 
-/// The compactor ([CMP-1]…[CMP-6]): rewrites the live entries of victim segments into new
+/// The compactor ([CMP-1]…[CMP-7]): rewrites the live entries of victim segments into new
 /// segments on its own serial queue, and swaps them in with one manifest change.
 extension Engine {
     /// What the compactor shares with the rest of the engine. Protected by `compaction`.
@@ -44,7 +44,7 @@ extension Engine {
     }
 
     /// What the compactor has done so far.
-    /// Sets the rewrite compaction applies to every live value it copies ([CMP-6]): `rewrite`
+    /// Sets the rewrite compaction applies to every live value it copies ([CMP-7]): `rewrite`
     /// returns the value to write instead (the same entry, same key and sequence number: it
     /// must mean what the old value meant to every reader), or `nil` to copy it as it is.
     /// StrataStore uses it to rewrite rows of older layouts in the newest one. `nil` removes it.
@@ -166,7 +166,7 @@ extension Engine {
                             "a hint does not describe the entry it points at", path: reader.path,
                             offset: reader.dataBlocks[Int(hint.location.position)].offset)
                     }
-                    // [CMP-6] The owner may write the value in a newer form.
+                    // [CMP-7] The owner may write the value in a newer form.
                     let value = rewrite?(entry.key, entry.value) ?? entry.value
                     puts[hint.key] = (.init(isDelete: false, sequence: entry.sequence, key: entry.key, value: value), hint.location)
                 }

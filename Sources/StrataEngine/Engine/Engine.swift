@@ -45,7 +45,7 @@ public final class Engine: Sendable {
     let blockCache: BlockCache
     /// The compactor's counters and pause flag.
     let compaction: Locked<CompactionState> = Locked(CompactionState())
-    /// The owner's rewrite of live values as compaction copies them ([CMP-6]); `nil` for none.
+    /// The owner's rewrite of live values as compaction copies them ([CMP-7]); `nil` for none.
     let compactionRewriter: Locked<(@Sendable (_ key: [UInt8], _ value: [UInt8]) -> [UInt8]?)?> = Locked(nil)
     let syncTimer: Locked<DispatchSourceTimer?> = Locked(nil)
 

@@ -1,0 +1,111 @@
+import ObjectGraph
+import StrataEngine
+
+/// [MIG-5] Pending relationship keys: a relationship stored in rows (a to-one, an ordered
+/// to-many) that a lightweight migration makes a many-to-many or a to-many without inverse
+/// (keys its owners write, [REL-1]) gets its keys after the load, in the background. Until
+/// then a row in an older layout holds its members in a field of that layout, which every
+/// reader of one owner's members adds to the owner's keys.
+extension StrataStore {
+    /// The key spaces ([KEY-2]) whose rows may hold pending members: those of entities with
+    /// an older layout that lists pending keys, in name order; empty once the keys are written.
+    static func pendingKeySpaces(_ layout: StoreLayout) -> [String] {
+        guard layout.hasPendingKeys else { return [] }
+        var spaces = Set<String>()
+        for legacy in layout.legacy.values where !legacy.pendingKeys.isEmpty {
+            if let entity = layout.entity(number: legacy.current.number) { spaces.insert(layout.keySpace(of: entity)) }
+        }
+        return spaces.sorted()
+    }
+
+    /// Puts into `batch` a key ([REL-1]) for each pending member of the rows of key space
+    /// `root` from `cursor` on, reading at most `limit` rows: the number of rows read, and
+    /// the key to go on from when rows remain (`nil` when the key space is done). Keys that
+    /// exist already are put again (puts are idempotent), so a build cut short starts over.
+    ///
+    /// - Throws: `storeCorrupted` for a row in an older layout that fails its checks.
+    static func writePendingKeys(
+        layout: StoreLayout, root: String, in snapshot: Snapshot, from cursor: [UInt8], limit: Int = .max,
+        into batch: inout WriteBatch
+    ) throws -> (rows: Int, next: [UInt8]?) {
+        var rows = 0
+        var next: [UInt8]? = nil
+        var failure: (any Error)? = nil
+        // Prefixes by relationship instance: a few relationships per store.
+        var prefixes: [(relationship: RelationshipDescription, prefix: [UInt8])] = []
+        func prefix(_ relationship: RelationshipDescription, owner: EntityDescription) -> [UInt8] {
+            if let known = prefixes.first(where: { $0.relationship === relationship }) { return known.prefix }
+            let made = layout.relationshipPrefix(relationship, owner: owner)
+            prefixes.append((relationship, made))
+            return made
+        }
+        try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+            try snapshot.forEachView(from: cursor, to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
+                if rows >= limit {
+                    next = Array(key)
+                    return false
+                }
+                rows += 1
+                guard let reference = KeyLayout.reference(fromKeyBytes: key), value.count >= 4 else { return true }
+                do {
+                    let held = try layout.pendingMembers(inRow: value, context: .key(root: root, reference: reference))
+                    guard !held.isEmpty, let owner = layout.entity(number: UInt16(value[2]) | UInt16(value[3]) << 8) else { return true }
+                    for (relationship, members) in held {
+                        let relationshipPrefix = prefix(relationship, owner: owner)
+                        for member in members {
+                            batch.put(RelationshipKeys.key(relationshipPrefix: relationshipPrefix, owner: reference, member: member), [])
+                        }
+                    }
+                    return true
+                } catch {
+                    failure = error
+                    return false
+                }
+            }
+        }
+        if let failure { throw failure }
+        return (rows, next)
+    }
+
+    /// Puts into `batch` every pending key of the store ([MIG-5]), all key spaces at once: for
+    /// a migration or a synchronous rebuild, which write them in their own transaction.
+    static func writeAllPendingKeys(layout: StoreLayout, in snapshot: Snapshot, into batch: inout WriteBatch) throws {
+        for root in pendingKeySpaces(layout) {
+            _ = try writePendingKeys(layout: layout, root: root, in: snapshot, from: KeyLayout.rowPrefix(root: root), into: &batch)
+        }
+    }
+
+    /// The members of the keyed `relationship` of the owner `reference` (of `owner`'s
+    /// hierarchy) that its row holds in a field of an older layout, while its keys are
+    /// pending ([MIG-5]); empty otherwise (no row read).
+    func pendingMembers(
+        of relationship: RelationshipDescription, owner: EntityDescription, reference: Int64, in snapshot: Snapshot, layout: StoreLayout
+    ) throws -> [StoredObject] {
+        guard layout.keysPending(relationship), let key = layout.rowKey(of: owner, reference: reference) else { return [] }
+        var members: [StoredObject] = []
+        var failure: (any Error)? = nil
+        _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
+            try snapshot.withValue(key) { raw in
+                do {
+                    members = try layout.pendingMembers(
+                        of: relationship, row: raw, context: .key(root: layout.keySpace(of: owner), reference: reference))
+                } catch {
+                    failure = error
+                }
+            }
+        }
+        if let failure { throw failure }
+        return members
+    }
+
+    /// `keys` (members in reference order, as the keys list them) with `pending` added: in
+    /// reference order, each once.
+    static func merging(_ keys: [StoredObject], _ pending: [StoredObject]) -> [StoredObject] {
+        guard !pending.isEmpty else { return keys }
+        var seen = Set(keys.map(\.reference))
+        var merged = keys
+        for member in pending where seen.insert(member.reference).inserted { merged.append(member) }
+        merged.sort { $0.reference < $1.reference }
+        return merged
+    }
+}
