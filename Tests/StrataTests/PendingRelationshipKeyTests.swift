@@ -268,4 +268,94 @@ import Testing
         try LightweightMigrationTests.expectClean(built)
         try LightweightMigrationTests.close(built)
     }
+
+    /// Person 1—1 Address (v1), or 1—* (v2: `Person.address` made to-many, its keys an index
+    /// of the addresses' to-one, [REL-2]).
+    static func peopleModel(toMany: Bool) throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Person", properties: [
+                .attribute("name", .string),
+                toMany ? .toMany("address", "Address", inverse: "person") : .toOne("address", "Address", inverse: "person"),
+            ]),
+            // No action: deleting an address leaves its person's row as it is.
+            EntityDescription(name: "Address", properties: [
+                .attribute("city", .string), .toOne("person", "Person", inverse: "address", deleteRule: .noAction),
+            ]),
+        ])
+    }
+
+    /// Every person as `name=cities` (sorted), by name.
+    static func people(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var request = FetchRequest(entityName: "Person")
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "name", ascending: true)]
+        return try context.fetch(request).map { person in
+            let cities = try person.objects(forKey: "address").map { try $0.value(forKey: "city").stringValue ?? "?" }.sorted()
+            return "\(try person.value(forKey: "name").stringValue ?? "")=\(cities.joined(separator: ","))"
+        }
+    }
+
+    // A one-to-one made one-to-many: an owner's old row names its member, which counts while
+    // the member's row names the owner in its to-one (the truth of a one-to-many): a member
+    // deleted since (its owner's row left as it was) is not the owner's; the build indexes
+    // the members' to-one.
+    @Test func aOneToOneMadeOneToManyChecksItsPendingMembersToOne() throws {
+        let store = TemporaryStore()
+        do {
+            let coordinator = try store.coordinator(model: Self.peopleModel(toMany: false))
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for (name, city) in [("Ada", "London"), ("Grace", "Arlington"), ("Linus", nil), ("Mary", "Kent"), ("Zoe", "Paris")] {
+                let person = try context.insertNewObject(forEntityName: "Person")
+                try person.setValue(.string(name), forKey: "name")
+                if let city {
+                    let address = try context.insertNewObject(forEntityName: "Address")
+                    try address.setValue(.string(city), forKey: "city")
+                    try person.setValue(address, forKey: "address")
+                }
+            }
+            try context.save()
+            try LightweightMigrationTests.close(coordinator)
+        }
+        var options = LightweightMigrationTests.migrating
+        options[StrataStore.indexBuildOption] = .string("deferred")
+        let expected = ["Ada=London", "Grace=Arlington", "Linus=", "Mary=Kent", "Zoe=Paris"]
+        do {
+            let coordinator = try store.coordinator(model: Self.peopleModel(toMany: true), options: options)
+            let prefix = RelationshipKeys.relationshipPrefix(root: "Person", relationship: "address")
+            #expect(try LightweightMigrationTests.engine(coordinator).snapshot().countKeys(from: prefix, to: RelationshipKeys.end(of: prefix)) == 0)
+            #expect(try Self.people(coordinator) == expected)
+            #expect(try Self.count(coordinator, "Person", "address.@count == 1") == 4)
+            #expect(try Self.count(coordinator, "Person", "ANY address.city == 'Kent'") == 1)
+            // The to-one side's null count, which the keys would answer when complete.
+            #expect(try Self.count(coordinator, "Address", "person == nil") == 0)
+            #expect(try Self.count(coordinator, "Address", "person != nil") == 4)
+            #expect(try Self.count(coordinator, "Address", "person.name == 'Grace'") == 1)
+            try LightweightMigrationTests.expectClean(coordinator)
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            func person(_ name: String) throws -> ManagedObject {
+                try #require(try context.fetch(LightweightMigrationTests.request("Person", "name == '\(name)'")).first)
+            }
+            // Grace's address moves to Linus; Mary's address is deleted (no action: her row
+            // still names it); Ada is renamed (her row rewritten in the new layout, which has no
+            // field for the address).
+            let moved = try #require(try person("Grace").objects(forKey: "address").first)
+            try moved.setValue(try person("Linus"), forKey: "person")
+            context.delete(try #require(try person("Mary").objects(forKey: "address").first))
+            try person("Ada").setValue(.string("Ada L."), forKey: "name")
+            try context.save()
+            let after = ["Ada L.=London", "Grace=", "Linus=Arlington", "Mary=", "Zoe=Paris"]
+            #expect(try Self.people(coordinator) == after)
+            #expect(try Self.count(coordinator, "Person", "address.@count == 1") == 3)
+            try LightweightMigrationTests.expectClean(coordinator)
+            try LightweightMigrationTests.close(coordinator)
+            let built = try store.coordinator(model: Self.peopleModel(toMany: true), options: LightweightMigrationTests.migrating)
+            try #require(built.persistentStores.first as? StrataStore).waitForIndexBuild()
+            #expect(try LightweightMigrationTests.engine(built).snapshot().countKeys(from: prefix, to: RelationshipKeys.end(of: prefix)) == 3)
+            #expect(try !Self.storedRecord(built).hasPendingKeys)
+            #expect(try Self.people(built) == after)
+            #expect(try Self.count(built, "Address", "person == nil") == 0)
+            try LightweightMigrationTests.expectClean(built)
+            try LightweightMigrationTests.close(built)
+        }
+    }
 }

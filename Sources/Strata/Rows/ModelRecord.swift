@@ -282,10 +282,9 @@ struct ModelRecord: Equatable {
                     }
                 }
                 // [MIG-5] A relationship stored in rows (a to-one, an ordered to-many) that
-                // becomes a many-to-many or a to-many without inverse (keys the owner writes,
-                // [REL-1]) reads its members from the old rows' field until the background
-                // build has written their keys.
-                for relationship in entity.relationships where RelationshipKeys.storage(of: relationship) == .join {
+                // becomes an unordered to-many (keys, [REL-1]) reads its members from the old
+                // rows' field until the background build has written their keys.
+                for relationship in entity.relationships where RelationshipKeys.isKeyed(relationship) {
                     guard let source = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName,
                         let sourceRelationship = before.relationshipsByName[source], !RelationshipKeys.isKeyed(sourceRelationship)
                     else { continue }

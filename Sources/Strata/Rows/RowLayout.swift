@@ -333,37 +333,6 @@ final class StoreLayout: Sendable {
     /// transaction (which writes the record without them) has committed.
     func notePendingKeysWritten() { pendingKeysWritten.store(true, ordering: .relaxed) }
 
-    /// [MIG-5] The members of the pending keyed relationships the row `bytes` holds in fields
-    /// of an older layout, each with its relationship; empty for a row in a current layout.
-    ///
-    /// - Throws: `storeCorrupted` for a row that fails its checks or a field that does not
-    ///   decode.
-    func pendingMembers(
-        inRow bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin
-    ) throws -> [(relationship: RelationshipDescription, members: [StoredObject])] {
-        guard hasPendingKeys else { return [] }
-        let row = try RowFields.current(bytes, store: self, context: context(), readByEngine: true)
-        guard let legacy = row.legacy, !legacy.pendingKeys.isEmpty else { return [] }
-        return try legacy.pendingKeys.map { relationship, field in
-            do {
-                switch try row.fields.value(field) {
-                case .object(let target): return (relationship, [target])
-                case .objects(let targets): return (relationship, targets)
-                default: return (relationship, [])
-                }
-            } catch {
-                throw context().locating(error)
-            }
-        }
-    }
-
-    /// [MIG-5] The members of `relationship` the row `bytes` holds in a field of an older
-    /// layout (keys may not name them yet); empty when none or when its keys are complete.
-    func pendingMembers(of relationship: RelationshipDescription, row bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin) throws -> [StoredObject] {
-        guard keysPending(relationship) else { return [] }
-        return try pendingMembers(inRow: bytes, context: context()).first { $0.relationship === relationship }?.members ?? []
-    }
-
     /// The key of an older layout in ``legacy``.
     static func legacyKey(number: UInt16, layoutID: UInt32) -> UInt64 { UInt64(number) << 32 | UInt64(layoutID) }
 
@@ -440,6 +409,85 @@ final class StoreLayout: Sendable {
     /// The entity of a number, if the model numbers one so.
     func entity(number: UInt16) -> EntityDescription? {
         Int(number) < entitiesByNumber.count ? entitiesByNumber[Int(number)] : nil
+    }
+
+    /// [MIG-5] What the row `bytes` holds, in fields of an older layout, for the keyed
+    /// relationships whose keys are pending, each with its relationship: the members for keys
+    /// the owners write; for a one-to-many (keys kept from the members' to-one) candidates
+    /// that are members only while their to-one names this owner
+    /// (``pendingMembers(inRow:context:owner:read:)`` checks). Empty for a row in a current layout.
+    ///
+    /// - Throws: `storeCorrupted` for a row that fails its checks or a field that does not
+    ///   decode.
+    func pendingCandidates(
+        inRow bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin
+    ) throws -> [(relationship: RelationshipDescription, members: [StoredObject])] {
+        guard hasPendingKeys else { return [] }
+        let row = try RowFields.current(bytes, store: self, context: context(), readByEngine: true)
+        guard let legacy = row.legacy, !legacy.pendingKeys.isEmpty else { return [] }
+        return try legacy.pendingKeys.map { relationship, field in
+            do {
+                switch try row.fields.value(field) {
+                case .object(let target): return (relationship, [target])
+                case .objects(let targets): return (relationship, targets)
+                default: return (relationship, [])
+                }
+            } catch {
+                throw context().locating(error)
+            }
+        }
+    }
+
+    /// [MIG-5] The members of the pending keyed relationships the row `bytes` of the owner
+    /// `owner` holds in fields of an older layout: ``pendingCandidates(inRow:context:)``, a
+    /// one-to-many's kept when the member's row (`read` gives a row's bytes by key) names
+    /// the owner in its to-one.
+    func pendingMembers(
+        inRow bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin, owner: Int64, read: ([UInt8]) throws -> [UInt8]?
+    ) throws -> [(relationship: RelationshipDescription, members: [StoredObject])] {
+        try pendingCandidates(inRow: bytes, context: context()).map { relationship, candidates in
+            (relationship, try confirmed(candidates, of: relationship, owner: owner, read: read))
+        }
+    }
+
+    /// [MIG-5] The members of `relationship` the row `bytes` of the owner `owner` holds in a
+    /// field of an older layout while its keys are pending (as
+    /// ``pendingMembers(inRow:context:owner:read:)``); empty otherwise.
+    func pendingMembers(
+        of relationship: RelationshipDescription, row bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin,
+        owner: Int64, read: ([UInt8]) throws -> [UInt8]?
+    ) throws -> [StoredObject] {
+        guard keysPending(relationship),
+            let candidates = try pendingCandidates(inRow: bytes, context: context()).first(where: { $0.relationship === relationship })?.members
+        else { return [] }
+        return try confirmed(candidates, of: relationship, owner: owner, read: read)
+    }
+
+    /// `candidates` that are members of `relationship` of `owner`: all of them for keys the
+    /// owners write; for a one-to-many, those whose row names `owner` in the to-one inverse
+    /// (a member moved to another owner, or deleted, since the migration is not one).
+    private func confirmed(
+        _ candidates: [StoredObject], of relationship: RelationshipDescription, owner: Int64, read: ([UInt8]) throws -> [UInt8]?
+    ) throws -> [StoredObject] {
+        guard !candidates.isEmpty, case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship) else { return candidates }
+        return try candidates.filter { member in
+            guard let entity = entity(number: member.entity), let key = rowKey(of: entity, reference: member.reference),
+                let bytes = try read(key)
+            else { return false }
+            return try bytes.withUnsafeBytes { raw in
+                let row = try RowFields.current(
+                    raw, store: self, context: .key(root: keySpace(of: entity), reference: member.reference), readByEngine: true)
+                guard let toOne = self.entity(number: row.entityNumber)?.relationshipsByName[inverse.name] else { return false }
+                return try row.object(atOrdinal: toOne.ordinal)?.reference == owner
+            }
+        }
+    }
+
+    /// [MIG-5] The one-to-many relationships whose keys are pending that rows of entity
+    /// `number` index through their to-one: each to-one, and the prefix of its inverse's keys.
+    func pendingForeignKeys(ofEntity number: UInt16) -> [(toOne: RelationshipDescription, inversePrefix: [UInt8])] {
+        guard hasPendingKeys, let layout = unretainedLayout(number: number)?.takeUnretainedValue() else { return [] }
+        return layout.foreignKeys.compactMap { keysPending($0.inverse) ? ($0.toOne, $0.inversePrefix) : nil }
     }
 }
 

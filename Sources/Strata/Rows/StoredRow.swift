@@ -82,7 +82,9 @@ extension StoredRow {
                     try snapshot.withValue(key) { raw in
                         do {
                             let held = try store.pendingMembers(
-                                of: relationship, row: raw, context: .key(root: store.keySpace(of: entity), reference: reference))
+                                of: relationship, row: raw, context: .key(root: store.keySpace(of: entity), reference: reference),
+                                owner: reference
+                            ) { key in try mappingEngineErrors("read a member") { () throws(StoreError) in try snapshot.get(key) } }
                             members = StrataStore.merging(members, held)
                         } catch {
                             failure = error

@@ -34,7 +34,7 @@ extension StrataStore {
             guard key.first == KeyLayout.rowTag else { return nil }
             return value.withUnsafeBytes { raw in
                 if layout.hasPendingKeys {
-                    guard let held = try? layout.pendingMembers(inRow: raw, context: .key(root: "", reference: 0)),
+                    guard let held = try? layout.pendingCandidates(inRow: raw, context: .key(root: "", reference: 0)),
                         held.allSatisfy({ $0.members.isEmpty })
                     else { return nil }
                 }
@@ -184,15 +184,9 @@ extension StrataStore {
                     break
                 case (false, true):
                     // A to-one (or ordered to-many) that becomes an unordered to-many: its keys
-                    // ([REL-1]). Those the owners write (a many-to-many, a to-many without
-                    // inverse) are pending ([MIG-5]): the record lists the old rows' field, read
-                    // meanwhile, and the background build writes them. A one-to-many's index
-                    // its members' to-one, so an owner's row cannot list them: built here, from
-                    // the rows, in the migration's transaction.
-                    if RelationshipKeys.storage(of: relationship) == .join { break }
-                    try buildKeys(
-                        of: relationship, in: entity, from: before, of: old, record: record, layout: plan.layout,
-                        spaceMoves: spaceMoves, snapshot: snapshot, into: &plan.batch)
+                    // ([REL-1]) are pending ([MIG-5]): the record lists the old rows' field,
+                    // which readers read meanwhile, and the background build writes them.
+                    break
                 case (true, false):
                     // An unordered to-many made ordered: its members, keys until now, become a
                     // list in each owner's row (below, once per row).
@@ -299,92 +293,6 @@ extension StrataStore {
             guard let old = prefix(of: key) else { continue }
             batch.delete(key)
             batch.put([key[0]] + Array(newRoot.utf8) + [0x00] + key[old.count...], value)
-        }
-    }
-
-    /// [MIG-1] The keys ([REL-1]) of `relationship`, an unordered to-many of `entity` that was
-    /// `before` (a to-one or an ordered to-many of `old`, stored in rows), built from the rows:
-    /// a one-to-many indexes its members' to-one (read through the new layouts), any other
-    /// takes the destinations `before` held in the owners' rows (read through the old ones).
-    private static func buildKeys(
-        of relationship: RelationshipDescription, in entity: EntityDescription, from before: RelationshipDescription,
-        of old: EntityDescription, record: ModelRecord, layout: StoreLayout, spaceMoves: [String: String], snapshot: Snapshot,
-        into batch: inout WriteBatch
-    ) throws {
-        let prefix = layout.relationshipPrefix(relationship, owner: entity)
-        // Rows are read where the engine holds them, not copied; one in an older layout
-        // through its layout's field sources, not upgraded whole ([MIG-2]).
-        func scan(root: String, store: StoreLayout, _ body: (CurrentRowFields, Int64) throws -> Void) throws {
-            var failure: (any Error)? = nil
-            try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
-                try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
-                    do {
-                        guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                        let row = try RowFields.current(value, store: store, context: .key(root: root, reference: reference), readByEngine: true)
-                        do { try body(row, reference) } catch { throw RowOrigin.key(root: root, reference: reference).locating(error) }
-                        return true
-                    } catch {
-                        failure = error
-                        return false
-                    }
-                }
-            }
-            if let failure { throw failure }
-        }
-        func put(owner: Int64, member: StoredObject) {
-            batch.put(RelationshipKeys.key(relationshipPrefix: prefix, owner: owner, member: member), [])
-        }
-        // What a row's entity number decides (the field to read, whether the row counts),
-        // worked out once per entity number rather than per row: [number: field index], -1 for
-        // rows that do not count.
-        var fieldOfEntity: [UInt16: Int] = [:]
-        func field(of number: UInt16, _ work: () -> Int?) -> Int? {
-            if let known = fieldOfEntity[number] { return known >= 0 ? known : nil }
-            let found = work()
-            fieldOfEntity[number] = found ?? -1
-            return found
-        }
-        if case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship), let destination = relationship.destinationEntity {
-            // The members' to-one names the owner: their rows are in the key spaces that are
-            // the destination's now (one, unless hierarchies merge).
-            let space = layout.keySpace(of: destination)
-            for root in Set([space] + spaceMoves.filter { $0.value == space }.map(\.key)).sorted() {
-                var ownerCounts: [UInt16: Bool] = [:]
-                try scan(root: root, store: layout) { row, reference in
-                    let number = row.entityNumber
-                    guard let index = field(of: number, {
-                            guard let member = layout.entity(number: number), member.isKind(of: destination),
-                                let toOne = member.relationshipsByName[inverse.name]
-                            else { return nil }
-                            return row.field(ofOrdinal: toOne.ordinal)
-                        }),
-                        case .object(let owner) = try row.value(index)
-                    else { return }
-                    let counts: Bool
-                    if let known = ownerCounts[owner.entity] { counts = known } else {
-                        counts = layout.entity(number: owner.entity)?.isKind(of: entity) ?? false
-                        ownerCounts[owner.entity] = counts
-                    }
-                    if counts { put(owner: owner.reference, member: StoredObject(entity: number, reference: reference)) }
-                }
-            }
-        } else {
-            // The owners' rows held the destinations.
-            let oldLayout = try StoreLayout(model: record.current.model, record: record)
-            try scan(root: record.keySpace(ofRoot: old.rootEntityName), store: oldLayout) { row, reference in
-                guard let index = field(of: row.entityNumber, {
-                        guard let owner = oldLayout.entity(number: row.entityNumber), owner.isKind(of: old),
-                            let field = owner.relationshipsByName[before.name]
-                        else { return nil }
-                        return row.field(ofOrdinal: field.ordinal)
-                    })
-                else { return }
-                switch try row.value(index) {
-                case .object(let target): put(owner: reference, member: target)
-                case .objects(let targets): for target in targets { put(owner: reference, member: target) }
-                default: break
-                }
-            }
         }
     }
 

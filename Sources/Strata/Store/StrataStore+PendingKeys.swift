@@ -7,21 +7,32 @@ import StrataEngine
 /// then a row in an older layout holds its members in a field of that layout, which every
 /// reader of one owner's members adds to the owner's keys.
 extension StrataStore {
-    /// The key spaces ([KEY-2]) whose rows may hold pending members: those of entities with
-    /// an older layout that lists pending keys, in name order; empty once the keys are written.
+    /// The key spaces ([KEY-2]) whose rows give pending keys, in name order: for keys the
+    /// owners write, those of entities with an older layout that lists pending keys (the
+    /// owners' rows hold the members); for a one-to-many, those of its destination (the
+    /// members' to-one names the owner). Empty once the keys are written.
     static func pendingKeySpaces(_ layout: StoreLayout) -> [String] {
         guard layout.hasPendingKeys else { return [] }
         var spaces = Set<String>()
-        for legacy in layout.legacy.values where !legacy.pendingKeys.isEmpty {
-            if let entity = layout.entity(number: legacy.current.number) { spaces.insert(layout.keySpace(of: entity)) }
+        for legacy in layout.legacy.values {
+            for (relationship, _) in legacy.pendingKeys {
+                if RelationshipKeys.storage(of: relationship) == .join {
+                    if let entity = layout.entity(number: legacy.current.number) { spaces.insert(layout.keySpace(of: entity)) }
+                } else if let destination = relationship.destinationEntity {
+                    spaces.insert(layout.keySpace(of: destination))
+                }
+            }
         }
         return spaces.sorted()
     }
 
-    /// Puts into `batch` a key ([REL-1]) for each pending member of the rows of key space
-    /// `root` from `cursor` on, reading at most `limit` rows: the number of rows read, and
-    /// the key to go on from when rows remain (`nil` when the key space is done). Keys that
-    /// exist already are put again (puts are idempotent), so a build cut short starts over.
+    /// Puts into `batch` the pending keys ([REL-1]) the rows of key space `root` give, from
+    /// `cursor` on, reading at most `limit` rows: a key for each member a row of an older
+    /// layout holds for keys the owners write, and for each row whose to-one indexes a
+    /// one-to-many with pending keys, the key under the owner it names. Returns the number of
+    /// rows read, and the key to go on from when rows remain (`nil` when the key space is
+    /// done). Keys that exist already are put again (puts are idempotent), so a build cut
+    /// short starts over.
     ///
     /// - Throws: `storeCorrupted` for a row in an older layout that fails its checks.
     static func writePendingKeys(
@@ -48,12 +59,22 @@ extension StrataStore {
                 rows += 1
                 guard let reference = KeyLayout.reference(fromKeyBytes: key), value.count >= 4 else { return true }
                 do {
-                    let held = try layout.pendingMembers(inRow: value, context: .key(root: root, reference: reference))
-                    guard !held.isEmpty, let owner = layout.entity(number: UInt16(value[2]) | UInt16(value[3]) << 8) else { return true }
-                    for (relationship, members) in held {
-                        let relationshipPrefix = prefix(relationship, owner: owner)
+                    let number = UInt16(value[2]) | UInt16(value[3]) << 8
+                    guard let entity = layout.entity(number: number) else { return true }
+                    for (relationship, members) in try layout.pendingCandidates(inRow: value, context: .key(root: root, reference: reference))
+                    where RelationshipKeys.storage(of: relationship) == .join {
+                        let relationshipPrefix = prefix(relationship, owner: entity)
                         for member in members {
                             batch.put(RelationshipKeys.key(relationshipPrefix: relationshipPrefix, owner: reference, member: member), [])
+                        }
+                    }
+                    let foreignKeys = layout.pendingForeignKeys(ofEntity: number)
+                    if !foreignKeys.isEmpty {
+                        let row = try RowFields.current(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+                        for (toOne, inversePrefix) in foreignKeys {
+                            guard let owner = try row.object(atOrdinal: toOne.ordinal), layout.entity(number: owner.entity) != nil else { continue }
+                            batch.put(
+                                RelationshipKeys.key(relationshipPrefix: inversePrefix, owner: owner.reference, member: StoredObject(entity: number, reference: reference)), [])
                         }
                     }
                     return true
@@ -88,7 +109,8 @@ extension StrataStore {
             try snapshot.withValue(key) { raw in
                 do {
                     members = try layout.pendingMembers(
-                        of: relationship, row: raw, context: .key(root: layout.keySpace(of: owner), reference: reference))
+                        of: relationship, row: raw, context: .key(root: layout.keySpace(of: owner), reference: reference), owner: reference
+                    ) { key in try mappingEngineErrors("read a member") { () throws(StoreError) in try snapshot.get(key) } }
                 } catch {
                     failure = error
                 }

@@ -225,14 +225,15 @@ extension StrataStore {
             }
             batch.append(contentsOf: insertedIndexKeys)
             batch.append(contentsOf: insertedRelationshipKeys)
+            if layout.hasPendingKeys {
+                // [MIG-5] A row in an older layout holding members whose keys are pending loses
+                // that field when rewritten: its keys go first, as the store holds them before
+                // the save (the key changes below, of this row's relationships and of members'
+                // to-ones, come after them in the batch and win).
+                for (object, key, _) in updates { try putPendingKeys(of: object, rowKey: key, reads: reads, layout: layout, into: &batch) }
+            }
             for (object, key, values) in updates {
                 guard let existing = try current(object, key) else { continue }
-                if layout.hasPendingKeys {
-                    // [MIG-5] A row in an older layout holding members whose keys are pending
-                    // loses that field when rewritten: its keys are put first (the key writer's
-                    // deletes of members the save removes come after them and win).
-                    try putPendingKeys(of: object, rowKey: key, reads: reads, layout: layout, into: &batch)
-                }
                 batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout))
                 try relationshipKeys.write(object, values: values, existing: existing, into: &batch)
                 let before = Set(try indexKeys(object) { try storedValue(existing, $0) })
@@ -297,9 +298,13 @@ extension StrataStore {
         of object: ManagedObject, rowKey: [UInt8], reads: SaveReads, layout: StoreLayout, into batch: inout WriteBatch
     ) throws {
         guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try reads.get(rowKey) }) else { return }
-        let held = try bytes.withUnsafeBytes { raw in try layout.pendingMembers(inRow: raw, context: .object(object.objectID)) }
-        guard !held.isEmpty else { return }
         let reference = try integerReference(object.objectID)
+        let held = try bytes.withUnsafeBytes { raw in
+            try layout.pendingMembers(inRow: raw, context: .object(object.objectID), owner: reference) { key in
+                try mappingEngineErrors("read a member of \(object.objectID)") { () throws(StoreError) in try reads.get(key) }
+            }
+        }
+        guard !held.isEmpty else { return }
         for (relationship, members) in held {
             let prefix = ownerPrefix(relationship, owner: object.entity, reference: reference)
             for member in members { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: member), []) }

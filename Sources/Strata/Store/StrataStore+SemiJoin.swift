@@ -165,7 +165,9 @@ extension StrataStore {
         guard case .comparison(.keyPath(let path), let op, .constant(let constant), .direct, _)? = predicate,
             let relationship = entity.relationshipsByName[path], relationship.isToOne, !relationship.isTransient,
             relationship.ordinal >= 0, let inverse = relationship.inverseRelationship, inverse.deleteRule != .noAction,
-            RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: relationship), let owner = inverse.entity
+            RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: relationship), let owner = inverse.entity,
+            // [MIG-5] Not while the keys are pending: they would miss rows.
+            !layout.keysPending(inverse)
         else { return nil }
         var prefix = layout.relationshipPrefix(inverse, owner: owner)
         // Against an object: the keys under it, the rows that name it.
