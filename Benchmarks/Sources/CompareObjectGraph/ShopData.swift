@@ -10,13 +10,15 @@ public enum ShopModel {
     /// The migration rows (issue 17) open a store of this model with two later versions:
     /// `loyalty` adds an optional string attribute to `Customer`, `cityIndexed` indexes its
     /// `city`, `orderName` renames `Order` (its renaming identifier says so), `party` puts
-    /// an abstract `Party` above `Customer` and `customersToMany` makes an order's `customer`
-    /// a to-many (customers and orders then many-to-many).
+    /// an abstract `Party` above `Customer`, `customersToMany` makes an order's `customer`
+    /// a to-many (customers and orders then many-to-many) and `refunds` adds a subentity
+    /// `Refund` of the order entity (with a `reason`).
     public static func make(
         loyalty: Bool = false, cityIndexed: Bool = false, orderName: String = "Order", party: Bool = false,
-        customersToMany: Bool = false
+        customersToMany: Bool = false, refunds: Bool = false
     ) throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: (party ? [EntityDescription(name: "Party", isAbstract: true)] : []) + [
+        let refund = refunds ? [EntityDescription(name: "Refund", superentity: orderName, properties: [.attribute("reason", .string)])] : []
+        return try ManagedObjectModel(entities: (party ? [EntityDescription(name: "Party", isAbstract: true)] : []) + refund + [
             EntityDescription(
                 name: "Customer", superentity: party ? "Party" : nil,
                 properties: [

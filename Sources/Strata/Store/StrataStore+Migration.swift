@@ -195,17 +195,29 @@ extension StrataStore {
             }
         }
         // Rows of removed entities of kept hierarchies (subentities), with their index entries
-        // (rebuilt afterwards) and the keys they own (retired above with their relationships).
+        // and every relationship key naming them (the keys they own under relationships
+        // removed with them are retired above; those of kept relationships go here).
         let removed = mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap { $0.sourceEntityName }
         if !removed.isEmpty {
             let numbers = Set(removed.compactMap { record.current.numbers[$0] })
-            for root in Set(removed.compactMap { source.entitiesByName[$0].map(oldSpace) }) where keptSpaces.contains(root) {
+            let oldLayout = try StoreLayout(model: source, record: record)
+            for root in Set(removed.compactMap { source.entitiesByName[$0].map(oldSpace) }).sorted() where keptSpaces.contains(root) {
+                var failure: (any Error)? = nil
                 try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
                     try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
-                        if value.count >= 4, numbers.contains(UInt16(value[2]) | UInt16(value[3]) << 8) { plan.batch.delete(Array(key)) }
-                        return true
+                        guard value.count >= 4, numbers.contains(UInt16(value[2]) | UInt16(value[3]) << 8) else { return true }
+                        plan.batch.delete(Array(key))
+                        do {
+                            guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                            try deleteKeys(naming: value, reference: reference, root: root, layout: oldLayout, in: snapshot, into: &plan.batch)
+                            return true
+                        } catch {
+                            failure = error
+                            return false
+                        }
                     }
                 }
+                if let failure { throw failure }
             }
         }
         if !listsFromKeys.isEmpty {
@@ -265,6 +277,50 @@ extension StrataStore {
                 }
             }
             if let failure { throw failure }
+        }
+    }
+
+    /// [MIG-1] Deletes into `batch` the keys that name the row `bytes` (of `reference`, in key
+    /// space `root`, read with the store's layouts before the migration, `layout`), as a
+    /// delete of its object would: its index entries ([IDX-S1]), the key its to-ones put
+    /// under their owners ([REL-2]), the keys of its keyed relationships and, for a
+    /// many-to-many, their mirrors under each member.
+    private static func deleteKeys(
+        naming bytes: UnsafeRawBufferPointer, reference: Int64, root: String, layout: StoreLayout, in snapshot: Snapshot,
+        into batch: inout WriteBatch
+    ) throws {
+        let origin = RowOrigin.key(root: root, reference: reference)
+        let row = try RowFields.current(bytes, store: layout, context: origin, readByEngine: true)
+        guard let entity = layout.entity(number: row.entityNumber) else { return }
+        let me = StoredObject(entity: row.entityNumber, reference: reference)
+        do {
+            for indexKey in try IndexKey.keys(reference: reference, entity: entity, root: root, value: { attribute in
+                guard let field = row.field(ofOrdinal: attribute.ordinal), case .attribute(let value) = try row.value(field) else { return .null }
+                return value
+            }) {
+                batch.delete(indexKey)
+            }
+            for (toOne, _, inversePrefix) in row.layout.foreignKeys {
+                if let owner = try row.object(atOrdinal: toOne.ordinal) {
+                    batch.delete(RelationshipKeys.key(relationshipPrefix: inversePrefix, owner: owner.reference, member: me))
+                }
+            }
+        } catch {
+            throw origin.locating(error)
+        }
+        for relationship in row.layout.keyedRelationships {
+            let ownerPrefix = layout.relationshipPrefix(relationship, owner: entity) + KeyLayout.referenceBytes(reference)
+            let mirror = relationship.inverseRelationship.flatMap { inverse -> (RelationshipDescription, EntityDescription)? in
+                guard RelationshipKeys.storage(of: inverse) == .join, let destination = relationship.destinationEntity else { return nil }
+                return (inverse, destination)
+            }
+            for member in RelationshipKeys.members(ownerPrefix, in: snapshot) {
+                batch.delete(RelationshipKeys.key(ownerPrefix: ownerPrefix, member: member))
+                if let (inverse, destination) = mirror {
+                    batch.delete(RelationshipKeys.key(
+                        relationshipPrefix: layout.relationshipPrefix(inverse, owner: destination), owner: member.reference, member: me))
+                }
+            }
         }
     }
 
@@ -340,18 +396,14 @@ extension StrataStore {
     /// The index entries ([IDX-S1]) a store holds after the migration `plan` from `record`'s
     /// current model to `model`, as `Entity.attribute` for `model`'s entities: an attribute has
     /// them when the attribute it maps from had them under the same name in the same key space
-    /// ([KEY-2]), and no row of that key space was deleted (a deleted row's entries are stale
-    /// until rebuilt).
+    /// ([KEY-2]) (a deleted row's entries are deleted with it).
     static func existingIndexEntries(after plan: LightweightMigration, from record: ModelRecord, to model: ManagedObjectModel) -> Set<String> {
         let source = record.current.model
         func oldSpace(_ entity: EntityDescription) -> String { record.keySpace(ofRoot: entity.rootEntityName) }
-        let removedSpaces = Set(plan.mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap {
-            $0.sourceEntityName.flatMap { source.entitiesByName[$0].map(oldSpace) }
-        })
         var entries = Set<String>()
         for entity in model.entities {
             let space = plan.layout.keySpace(of: entity)
-            guard !removedSpaces.contains(space), let entityMapping = plan.mapping.mapping(ofDestinationEntity: entity.name),
+            guard let entityMapping = plan.mapping.mapping(ofDestinationEntity: entity.name),
                 let old = entityMapping.sourceEntityName.flatMap({ source.entitiesByName[$0] }), oldSpace(old) == space
             else { continue }
             for attribute in entity.properties.compactMap({ $0 as? AttributeDescription }) {
