@@ -189,5 +189,22 @@ extension ObjectGraphRun {
             "open a store of \(thousands(rowCount)) rows after removing a subentity, to the first count", unit: "s",
             higherIsBetter: false, strata: removed.open + removed.answer, sqlite: sqliteClock.steps[0],
             note: "Refund, a subentity of Purchase with no rows (added by the migration just before), is removed: the migration scans the \(customers * Shop.ordersPerCustomer) purchase rows' headers for Refund rows to delete, in its transaction ([MIG-1]); then the purchases whose status is \(status) are counted. Strata: open \(fixed(removed.open * 1000, 1)) ms, count \(fixed(removed.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeRemoval.open + beforeRemoval.answer) * 1000, 1)) ms. SQLite, which keeps a hierarchy in one table: the delete of a kind's rows, a scan of the table (DELETE FROM purchases WHERE total < 0, which no row matches), then the same count. \(Self.normal).")
+
+        // 8. An unordered to-many made ordered: each customer's orders, keys until now, become
+        // a list in its row.
+        let v8 = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true, ordersOrdered: true)
+        let beforeOrdering = try openAndCount(v6, entity: "Customer", .equal("tier", .int64(3)))
+        let ordered = try openAndCount(v8, entity: "Customer", .equal("tier", .int64(3)))
+        let sqliteOrdering = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
+        sqliteClock = StepClock()
+        try sqliteOrdering.execute("ALTER TABLE purchase_customers ADD COLUMN position INTEGER NOT NULL DEFAULT 0")
+        let sqliteTierOrdered = try sqliteOrdering.count("SELECT COUNT(*) FROM customers WHERE tier = ?", arguments: [3])
+        sqliteClock.step()
+        try sqliteOrdering.close()
+        try check("migration: customers of tier 3 after ordering", strata: ordered.count, sqlite: sqliteTierOrdered)
+        add(
+            "open a store of \(thousands(rowCount)) rows after making a to-many ordered, to the first count", unit: "s",
+            higherIsBetter: false, strata: ordered.open + ordered.answer, sqlite: sqliteClock.steps[0],
+            note: "Customer.orders (unordered: keys, [REL-1]) becomes ordered: each of the \(customers) customers' rows is rewritten with its \(Shop.ordersPerCustomer) orders as a list, in the migration's transaction ([MIG-1]); then the customers of tier 3 are counted. Strata: open \(fixed(ordered.open * 1000, 1)) ms, count \(fixed(ordered.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeOrdering.open + beforeOrdering.answer) * 1000, 1)) ms. SQLite: the join table gains a position column (ALTER TABLE purchase_customers ADD COLUMN position), then the same count. \(Self.normal).")
     }
 }

@@ -11,11 +11,12 @@ public enum ShopModel {
     /// `loyalty` adds an optional string attribute to `Customer`, `cityIndexed` indexes its
     /// `city`, `orderName` renames `Order` (its renaming identifier says so), `party` puts
     /// an abstract `Party` above `Customer`, `customersToMany` makes an order's `customer`
-    /// a to-many (customers and orders then many-to-many) and `refunds` adds a subentity
-    /// `Refund` of the order entity (with a `reason`).
+    /// a to-many (customers and orders then many-to-many), `refunds` adds a subentity
+    /// `Refund` of the order entity (with a `reason`) and `ordersOrdered` makes a customer's
+    /// `orders` ordered.
     public static func make(
         loyalty: Bool = false, cityIndexed: Bool = false, orderName: String = "Order", party: Bool = false,
-        customersToMany: Bool = false, refunds: Bool = false
+        customersToMany: Bool = false, refunds: Bool = false, ordersOrdered: Bool = false
     ) throws -> ManagedObjectModel {
         let refund = refunds ? [EntityDescription(name: "Refund", superentity: orderName, properties: [.attribute("reason", .string)])] : []
         return try ManagedObjectModel(entities: (party ? [EntityDescription(name: "Party", isAbstract: true)] : []) + refund + [
@@ -27,7 +28,7 @@ public enum ShopModel {
                     .attribute("city", .string, indexed: cityIndexed),
                     .attribute("tier", .integer64, indexed: true),
                     .attribute("level", .integer64),
-                    .toMany("orders", orderName, inverse: "customer", deleteRule: .cascade),
+                    .toMany("orders", orderName, inverse: "customer", ordered: ordersOrdered, deleteRule: .cascade),
                 ] + (loyalty ? [.attribute("loyalty", .string)] : [])),
             EntityDescription(
                 name: orderName,
