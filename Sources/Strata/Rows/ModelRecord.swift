@@ -25,6 +25,7 @@ import ObjectGraph
 ///             kind 1 list of one: source string
 ///             kind 2 constant:    value [ROW-2]
 ///             kind 3 pending keys: source string                 (target a keyed relationship, [MIG-5])
+///             kind 4 list from keys: key name string             (target an ordered to-many, [MIG-5])
 /// property := name string | modifier string | kind u8 | flags u8 (1 optional, 2 transient, 4 index entries) | payload
 ///             kind 0 attribute:    type string (AttributeType's raw value)
 ///             kind 1 relationship: destination string | inverse string ("" for none)
@@ -81,6 +82,19 @@ struct ModelRecord: Equatable {
         /// members whose keys may not be written yet. Listed until the background build has
         /// written every such row's keys.
         case pendingKeys(String)
+        /// [MIG-5] The target is an ordered to-many that was an unordered one (keys,
+        /// [REL-1]): the old row's members are the keys under this key name in the owner's key
+        /// space, in key order. Listed until the background build has written every such row's
+        /// list.
+        case listFromKeys(String)
+
+        /// Whether it names work the background build still has to do ([MIG-5]).
+        var isPending: Bool {
+            switch self {
+            case .pendingKeys, .listFromKeys: return true
+            case .field, .listOfOne, .constant: return false
+            }
+        }
     }
 
     /// One model version: the model, and for each of its entities (by name) its number and
@@ -180,9 +194,7 @@ struct ModelRecord: Equatable {
     /// not be written yet.
     var hasPendingKeys: Bool {
         versions.dropFirst().contains { version in
-            version.upgrades.values.contains { program in
-                program.values.contains { if case .pendingKeys = $0 { return true } else { return false } }
-            }
+            version.upgrades.values.contains { program in program.values.contains(where: \.isPending) }
         }
     }
 
@@ -193,7 +205,7 @@ struct ModelRecord: Equatable {
         var record = self
         for index in record.versions.indices.dropFirst() {
             record.versions[index].upgrades = record.versions[index].upgrades.mapValues { program in
-                program.filter { if case .pendingKeys = $0.value { return false } else { return true } }
+                program.filter { !$0.value.isPending }
             }.filter { !$0.value.isEmpty }
         }
         return record
@@ -267,6 +279,12 @@ struct ModelRecord: Equatable {
                     }
                     let becomesList = (property as? RelationshipDescription)?.isToMany == true
                         && (sourceProperty as? RelationshipDescription)?.isToMany == false
+                    if let sourceRelationship = sourceProperty as? RelationshipDescription, RelationshipKeys.isKeyed(sourceRelationship) {
+                        // [MIG-5] An unordered to-many (keys) made ordered: the owner's keys
+                        // are its list until the background build writes it into the row.
+                        program[property.name] = .listFromKeys(keyName(keySpace: keySpace(ofRoot: before.rootEntityName), relationship: source))
+                        continue
+                    }
                     switch reads[source] {
                     case .field(let field, let previous)?:
                         program[property.name] = becomesList ? .listOfOne(field) : .field(field, fallback: previous.isNull ? fallback : previous)
@@ -277,6 +295,9 @@ struct ModelRecord: Equatable {
                     case .pendingKeys(let field)?:
                         // (Not met: a store's pending keys are built before it migrates again.)
                         program[property.name] = becomesList ? .listOfOne(field) : .field(field, fallback: .null)
+                    case .listFromKeys?:
+                        // (Not met either: a source read from keys is keyed, above.)
+                        program[property.name] = .constant(defaultValue)
                     case nil:
                         program[property.name] = .constant(defaultValue)
                     }
@@ -291,7 +312,7 @@ struct ModelRecord: Equatable {
                     switch reads[source] {
                     case .field(let field, _)?, .listOfOne(let field)?, .pendingKeys(let field)?:
                         program[relationship.name] = .pendingKeys(field)
-                    case .constant?, nil:
+                    case .constant?, .listFromKeys?, nil:
                         break
                     }
                 }
@@ -513,6 +534,9 @@ struct ModelRecord: Equatable {
                 case .pendingKeys(let source):
                     writer.u8(3)
                     writer.string(source)
+                case .listFromKeys(let keyName):
+                    writer.u8(4)
+                    writer.string(keyName)
                 }
             }
         }
@@ -708,6 +732,7 @@ struct ModelRecord: Equatable {
                     case 1: program[target] = .listOfOne(try reader.string())
                     case 2: program[target] = .constant(try reader.value())
                     case 3: program[target] = .pendingKeys(try reader.string())
+                    case 4: program[target] = .listFromKeys(try reader.string())
                     case let kind: throw reader.fail("upgrade kind \(kind)")
                     }
                 }

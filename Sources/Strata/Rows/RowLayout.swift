@@ -1,5 +1,6 @@
 import Foundation
 import ObjectGraph
+import StrataEngine
 import Synchronization
 
 /// How the rows of one entity are laid out (SPEC.md [ROW-1], format 3): its stored
@@ -295,7 +296,7 @@ final class StoreLayout: Sendable {
                 if legacy[key] == nil {
                     legacy[key] = LegacyLayout(
                         old: RowLayout(entity: old, number: number, layoutID: layoutID), current: current, entityName: entity.name,
-                        upgrades: version.upgrades[old.name] ?? [:], keyed: current.keyedRelationships)
+                        upgrades: version.upgrades[old.name] ?? [:], relationships: entity.relationships)
                 }
             }
         }
@@ -304,6 +305,7 @@ final class StoreLayout: Sendable {
         var pending = Set<ObjectIdentifier>()
         for layout in legacy.values {
             for (relationship, _) in layout.pendingKeys { pending.insert(ObjectIdentifier(relationship)) }
+            for (relationship, _, _) in layout.pendingLists { pending.insert(ObjectIdentifier(relationship)) }
         }
         pendingRelationships = pending
     }
@@ -311,27 +313,40 @@ final class StoreLayout: Sendable {
     /// [MIG-5] The keyed relationships (by instance) some rows of older layouts hold members
     /// of in a field, whose keys the background build has not written yet.
     private let pendingRelationships: Set<ObjectIdentifier>
-    /// Set once the background build has written every pending key ([MIG-5]); readers then
-    /// read keys alone.
-    private let pendingKeysWritten = Atomic<Bool>(false)
+    /// The sequence of the transaction that wrote the last pending key and list ([MIG-5]), 0
+    /// until then: a snapshot from that sequence on reads keys and lists alone; an older one
+    /// (a fetch that began before) still reads the rows' old fields.
+    private let pendingWrittenAt = Atomic<UInt64>(0)
 
-    /// [MIG-5] Whether any relationship's keys may be incomplete: members of rows of older
-    /// layouts not yet written as keys.
-    var hasPendingKeys: Bool { !pendingRelationships.isEmpty && !pendingKeysWritten.load(ordering: .relaxed) }
+    /// [MIG-5] Whether keys or lists are still pending, for the store as it is now (saves,
+    /// compaction, the build).
+    var hasPendingKeys: Bool { !pendingRelationships.isEmpty && pendingWrittenAt.load(ordering: .acquiring) == 0 }
 
-    /// [MIG-5] Whether the keys of `relationship` may be incomplete: readers of one owner's
-    /// members add those its row holds (``pendingMembers(of:row:)``), and readers of the keys
-    /// across owners (member groups, counts walked in one pass, candidates from an inverse's
-    /// keys) read owner by owner instead.
-    @inline(__always)
-    func keysPending(_ relationship: RelationshipDescription) -> Bool {
-        !pendingRelationships.isEmpty && pendingRelationships.contains(ObjectIdentifier(relationship))
-            && !pendingKeysWritten.load(ordering: .relaxed)
+    /// [MIG-5] Whether keys or lists are pending as `snapshot` sees the store.
+    func hasPendingKeys(in snapshot: Snapshot) -> Bool {
+        guard !pendingRelationships.isEmpty else { return false }
+        let written = pendingWrittenAt.load(ordering: .acquiring)
+        return written == 0 || snapshot.sequence < written
     }
 
-    /// Records that every pending key is written ([MIG-5]): called by the build once its last
-    /// transaction (which writes the record without them) has committed.
-    func notePendingKeysWritten() { pendingKeysWritten.store(true, ordering: .relaxed) }
+    /// [MIG-5] Whether, as `snapshot` sees the store, the keys of `relationship` may be
+    /// incomplete (readers of one owner's members add those its row holds, and readers of the
+    /// keys across owners read owner by owner instead), or its list may still be keys.
+    @inline(__always)
+    func keysPending(_ relationship: RelationshipDescription, in snapshot: Snapshot) -> Bool {
+        !pendingRelationships.isEmpty && pendingRelationships.contains(ObjectIdentifier(relationship)) && hasPendingKeys(in: snapshot)
+    }
+
+    /// Records that every pending key and list is written ([MIG-5]) by the transaction of
+    /// `sequence`: called by the build once that transaction (which writes the record without
+    /// them) has committed.
+    func notePendingKeysWritten(at sequence: UInt64) { pendingWrittenAt.store(max(1, sequence), ordering: .releasing) }
+
+    /// Whether `relationship` is one of those an older layout holds pending keys or lists of
+    /// (whatever the build has done).
+    private func hasPendingWork(_ relationship: RelationshipDescription) -> Bool {
+        !pendingRelationships.isEmpty && pendingRelationships.contains(ObjectIdentifier(relationship))
+    }
 
     /// The key of an older layout in ``legacy``.
     static func legacyKey(number: UInt16, layoutID: UInt32) -> UInt64 { UInt64(number) << 32 | UInt64(layoutID) }
@@ -422,7 +437,7 @@ final class StoreLayout: Sendable {
     func pendingCandidates(
         inRow bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin
     ) throws -> [(relationship: RelationshipDescription, members: [StoredObject])] {
-        guard hasPendingKeys else { return [] }
+        guard !pendingRelationships.isEmpty else { return [] }
         let row = try RowFields.current(bytes, store: self, context: context(), readByEngine: true)
         guard let legacy = row.legacy, !legacy.pendingKeys.isEmpty else { return [] }
         return try legacy.pendingKeys.map { relationship, field in
@@ -457,7 +472,7 @@ final class StoreLayout: Sendable {
         of relationship: RelationshipDescription, row bytes: UnsafeRawBufferPointer, context: @autoclosure () -> RowOrigin,
         owner: Int64, read: ([UInt8]) throws -> [UInt8]?
     ) throws -> [StoredObject] {
-        guard keysPending(relationship),
+        guard hasPendingWork(relationship),
             let candidates = try pendingCandidates(inRow: bytes, context: context()).first(where: { $0.relationship === relationship })?.members
         else { return [] }
         return try confirmed(candidates, of: relationship, owner: owner, read: read)
@@ -483,11 +498,36 @@ final class StoreLayout: Sendable {
         }
     }
 
+    /// The older layout the row `bytes` is in, if it is in one the record keeps ([MIG-2]).
+    func legacyLayout(ofRow bytes: UnsafeRawBufferPointer) -> LegacyLayout? {
+        guard hasLegacy, bytes.count >= RowLayout.headerSize else { return nil }
+        let number = UInt16(bytes[2]) | UInt16(bytes[3]) << 8
+        let layoutID = UInt32(bytes[4]) | UInt32(bytes[5]) << 8 | UInt32(bytes[6]) << 16 | UInt32(bytes[7]) << 24
+        return legacyLayout(number: number, layoutID: layoutID)
+    }
+
+    /// [MIG-5] The list of the ordered `relationship` of the owner `reference` whose row is
+    /// `bytes`, when the row is in an older layout that held it as keys and lists are still
+    /// pending: the keys under the old key name in the owner's key space, in key order
+    /// (`members` reads an owner's keys by prefix). `nil` when the row's own field is its list.
+    func pendingList(
+        of relationship: RelationshipDescription, row bytes: UnsafeRawBufferPointer, reference: Int64,
+        members: ([UInt8]) throws -> [StoredObject]
+    ) rethrows -> [StoredObject]? {
+        guard hasPendingWork(relationship), relationship.isOrdered, let legacy = legacyLayout(ofRow: bytes),
+            let pending = legacy.pendingLists.first(where: { $0.relationship === relationship }),
+            let entity = entity(number: legacy.current.number)
+        else { return nil }
+        var prefix = RelationshipKeys.relationshipPrefix(root: keySpace(of: entity), relationship: pending.keyName)
+        KeyLayout.appendReference(reference, to: &prefix)
+        return try members(prefix)
+    }
+
     /// [MIG-5] The one-to-many relationships whose keys are pending that rows of entity
     /// `number` index through their to-one: each to-one, and the prefix of its inverse's keys.
     func pendingForeignKeys(ofEntity number: UInt16) -> [(toOne: RelationshipDescription, inversePrefix: [UInt8])] {
         guard hasPendingKeys, let layout = unretainedLayout(number: number)?.takeUnretainedValue() else { return [] }
-        return layout.foreignKeys.compactMap { keysPending($0.inverse) ? ($0.toOne, $0.inversePrefix) : nil }
+        return layout.foreignKeys.compactMap { hasPendingWork($0.inverse) ? ($0.toOne, $0.inversePrefix) : nil }
     }
 }
 
@@ -518,22 +558,32 @@ final class LegacyLayout: Sendable {
     /// layout may hold in a field of its own (the old to-one or ordered list), each with that
     /// field of ``old``: their keys may not be written yet.
     let pendingKeys: [(relationship: RelationshipDescription, field: Int)]
+    /// [MIG-5] The ordered to-many relationships of the current entity that a row in this
+    /// layout held as keys: each with its field of ``current`` and the key name its keys are
+    /// under in the owner's key space. The row's list is those keys until the build writes it.
+    let pendingLists: [(relationship: RelationshipDescription, field: Int, keyName: String)]
 
     /// How the current fields read a row laid out as `old`, by the record's `upgrades` (per
-    /// current property name, [ROW-5]); a field without one reads null. `keyed` are the
-    /// current entity's keyed relationships ([REL-1]), which pending-keys upgrades name.
+    /// current property name, [ROW-5]); a field without one reads null. `relationships` are
+    /// the current entity's, which pending upgrades name ([MIG-5]).
     init(
         old: RowLayout, current: RowLayout, entityName: String, upgrades: [String: ModelRecord.Upgrade],
-        keyed: [RelationshipDescription] = []
+        relationships: [RelationshipDescription] = []
     ) {
         self.old = old
         self.current = current
         self.entityName = entityName
         var fieldOfName: [String: Int] = [:]
         for (index, field) in old.fields.enumerated() { fieldOfName[field.name] = index }
-        pendingKeys = keyed.compactMap { relationship in
+        pendingKeys = relationships.filter(RelationshipKeys.isKeyed).compactMap { relationship in
             guard case .pendingKeys(let source)? = upgrades[relationship.name], let field = fieldOfName[source] else { return nil }
             return (relationship, field)
+        }
+        pendingLists = current.fields.indices.compactMap { index in
+            guard case .listFromKeys(let keyName)? = upgrades[current.fields[index].name],
+                let relationship = relationships.first(where: { $0.ordinal == current.fields[index].ordinal })
+            else { return nil }
+            return (relationship, index, keyName)
         }
         func value(_ value: AttributeValue) -> FieldValue { value.isNull ? .null : .attribute(value) }
         sources = current.fields.map { field in
@@ -544,7 +594,7 @@ final class LegacyLayout: Sendable {
                 return fieldOfName[name].map { .listOfOne($0) } ?? .constant(.null)
             case .constant(let constant)?:
                 return .constant(value(constant))
-            case .pendingKeys?, nil:
+            case .pendingKeys?, .listFromKeys?, nil:
                 return .constant(.null)
             }
         }

@@ -75,7 +75,7 @@ extension StoredRow {
             var prefix = store.relationshipPrefix(relationship, owner: entity)
             KeyLayout.appendReference(reference, to: &prefix)
             var members = RelationshipKeys.members(prefix, in: snapshot)
-            if store.keysPending(relationship), let key = store.rowKey(of: entity, reference: reference) {
+            if store.keysPending(relationship, in: snapshot), let key = store.rowKey(of: entity, reference: reference) {
                 // [MIG-5] Keys still pending: the members the row holds in an older layout too.
                 var failure: (any Error)? = nil
                 _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
@@ -98,6 +98,24 @@ extension StoredRow {
                     throw ObjectGraphError(.storeCorrupted, "\(self.entity).\(relationship.name) of reference \(reference): a key names entity number \(member.entity), which the model does not have")
                 }
                 return (destination.name, member.reference)
+            }
+        }
+        // [MIG-5] An ordered to-many whose list a row of an older layout still has as keys.
+        if store.hasPendingKeys(in: snapshot), let key = store.rowKey(of: entity, reference: reference) {
+            for relationship in entity.relationships where relationship.isOrdered && store.keysPending(relationship, in: snapshot) {
+                var list: [StoredObject]? = nil
+                _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
+                    try snapshot.withValue(key) { raw in
+                        list = store.pendingList(of: relationship, row: raw, reference: reference) { RelationshipKeys.members($0, in: snapshot) }
+                    }
+                }
+                guard let list else { continue }
+                toMany[relationship.name] = try list.map { member in
+                    guard let destination = store.entity(number: member.entity) else {
+                        throw ObjectGraphError(.storeCorrupted, "\(self.entity).\(relationship.name) of reference \(reference): a key names entity number \(member.entity), which the model does not have")
+                    }
+                    return (destination.name, member.reference)
+                }
             }
         }
     }

@@ -426,7 +426,7 @@ extension StrataStore {
             let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             let reference = try integerReference(objectID)
             var members = RelationshipKeys.members(ownerPrefix(relationship, owner: objectID.entity, reference: reference), in: snapshot)
-            if layout.keysPending(relationship) {
+            if layout.keysPending(relationship, in: snapshot) {
                 // [MIG-5] Keys still pending: the members the owner's row holds too.
                 members = Self.merging(
                     members, try pendingMembers(of: relationship, owner: objectID.entity, reference: reference, in: snapshot, layout: layout))
@@ -439,7 +439,16 @@ extension StrataStore {
             }
             return .toMany(ids(members))
         }
-        let row = try storedRow(objectID, layout: layout)
+        let engine = try openEngine()
+        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+        if layout.keysPending(relationship, in: snapshot),
+            let list = try pendingList(of: relationship, owner: objectID.entity, reference: integerReference(objectID), in: snapshot, layout: layout)
+        {
+            // [MIG-5] A row of an older layout whose list is still its keys (the row and the
+            // keys read from one snapshot).
+            return .toMany(ids(list))
+        }
+        let row = try storedRow(objectID, layout: layout, in: snapshot)
         guard let field = row.field(ofOrdinal: relationship.ordinal) else { return relationship.isToMany ? .toMany([]) : .toOne(nil) }
         switch try row.value(field) {
         case .objects(let targets): return .toMany(ids(targets))
@@ -448,14 +457,17 @@ extension StrataStore {
         }
     }
 
-    func storedRow(_ objectID: ManagedObjectID, layout: StoreLayout) throws -> RowBytes {
+    /// The row of `objectID`, read from `snapshot` (the store's newest when `nil`).
+    func storedRow(_ objectID: ManagedObjectID, layout: StoreLayout, in snapshot: Snapshot? = nil) throws -> RowBytes {
         let key = try rowKey(objectID, layout: layout)
         let engine = try openEngine()
         // Checked where the engine holds the bytes and copied once, into the row's storage.
         let values = RowStorage.Values(layout: layout, ids: objectIDMaker)
         var read: Result<RowBytes, any Error>? = nil
+        let reader: Snapshot
+        if let snapshot { reader = snapshot } else { reader = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() } }
         let found = try mappingEngineErrors("read \(objectID)") { () throws(StoreError) -> Bool in
-            try engine.snapshot().withValue(key) { raw in
+            try reader.withValue(key) { raw in
                 read = Result { try RowBytes(raw: raw, store: layout, context: .object(objectID), readByEngine: true, values: values) }
             }
         }

@@ -145,8 +145,8 @@ extension StrataStore {
                 try shared.withSavesSettled { _ in
                     var batch = WriteBatch()
                     batch.put(KeyLayout.modelKey, layout.record.retiring([]).withoutPendingKeys().encode())
-                    _ = try mappingEngineErrors("finish the index build") { () throws(StoreError) in try shared.engine.commit(batch) }
-                    layout.notePendingKeysWritten()
+                    let sequence = try mappingEngineErrors("finish the index build") { () throws(StoreError) in try shared.engine.commit(batch) }
+                    layout.notePendingKeysWritten(at: sequence)
                     self.state.withLock {
                         $0.indexEntriesOnDisk = nil
                         $0.modelRecordCurrent = true

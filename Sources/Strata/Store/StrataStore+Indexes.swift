@@ -197,8 +197,8 @@ extension StrataStore {
             result.nextReference = next
             result.storeIdentifier = record.metadata[PersistentStore.storeUUIDKey]?.stringValue
             if !batch.isEmpty {
-                _ = try mappingEngineErrors("rebuild the indexes and records") { () throws(StoreError) in try engine.commit(batch) }
-                layout.notePendingKeysWritten()
+                let sequence = try mappingEngineErrors("rebuild the indexes and records") { () throws(StoreError) in try engine.commit(batch) }
+                layout.notePendingKeysWritten(at: sequence)
                 engine.logger.notice("reconciled the store with the model", metadata: [
                     "path": "\(engine.path)", "indexEntriesChanged": "\(result.indexEntriesChanged)",
                     "rebuiltModelRecord": "\(result.rebuiltModelRecord)", "rebuiltMetadataRecord": "\(result.rebuiltMetadataRecord)",

@@ -26,14 +26,15 @@ extension StrataStore {
     /// [CMP-7] The rewrite compaction applies to rows of older layouts `layout` keeps: each
     /// in its entity's newest layout, at the same version; `nil` when it keeps none. A row that
     /// does not upgrade (damage) is copied as it is, for fsck to report, and so is one that
-    /// holds members of a relationship whose keys are pending ([MIG-5]: the upgrade would drop
-    /// them before the build writes their keys).
+    /// holds members of a relationship whose keys are pending or whose list is still keys
+    /// ([MIG-5]: the upgrade would drop them before the build writes them).
     static func compactionRewriter(_ layout: StoreLayout) -> (@Sendable ([UInt8], [UInt8]) -> [UInt8]?)? {
         guard layout.hasLegacy else { return nil }
         return { key, value in
             guard key.first == KeyLayout.rowTag else { return nil }
             return value.withUnsafeBytes { raw in
                 if layout.hasPendingKeys {
+                    if layout.legacyLayout(ofRow: raw)?.pendingLists.isEmpty == false { return nil }
                     guard let held = try? layout.pendingCandidates(inRow: raw, context: .key(root: "", reference: 0)),
                         held.allSatisfy({ $0.members.isEmpty })
                     else { return nil }
@@ -189,8 +190,12 @@ extension StrataStore {
                     break
                 case (true, false):
                     // An unordered to-many made ordered: its members, keys until now, become a
-                    // list in each owner's row (below, once per row).
-                    listsFromKeys.append((entity, relationship, oldKeyPrefix(before.name, old)))
+                    // list in each owner's row. The record reads the keys as the list of a row
+                    // of an older layout until the background build writes it ([MIG-5]);
+                    // unless a new relationship claims the keys' name (deleted above), when the
+                    // lists are written here (below, once per row).
+                    let keys = oldKeyPrefix(before.name, old)
+                    if claimed.contains(keys) { listsFromKeys.append((entity, relationship, keys)) }
                 }
             }
         }
@@ -223,6 +228,20 @@ extension StrataStore {
         if !listsFromKeys.isEmpty {
             try writeLists(
                 listsFromKeys, source: source, mapping: mapping, record: record, layout: plan.layout, snapshot: snapshot, into: &plan.batch)
+            // Their rows no longer read the keys: those left in older layouts have no members.
+            let written = Set(listsFromKeys.map { ObjectIdentifier($0.relationship) })
+            for index in plan.record.versions.indices.dropFirst() {
+                for (entityName, program) in plan.record.versions[index].upgrades {
+                    for (target, upgrade) in program {
+                        guard case .listFromKeys = upgrade,
+                            let relationship = plan.layout.entity(number: plan.record.versions[index].numbers[entityName] ?? .max)?.relationshipsByName[target],
+                            written.contains(ObjectIdentifier(relationship))
+                        else { continue }
+                        plan.record.versions[index].upgrades[entityName]?[target] = .constant(.null)
+                    }
+                }
+            }
+            plan.layout = try StoreLayout(model: model, record: plan.record)
         }
         // Hierarchies merged under a new root: every key of each merged key space, as the writes
         // above leave it, moves into the key space the new hierarchy keeps.

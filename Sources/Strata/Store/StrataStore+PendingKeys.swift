@@ -15,6 +15,9 @@ extension StrataStore {
         guard layout.hasPendingKeys else { return [] }
         var spaces = Set<String>()
         for legacy in layout.legacy.values {
+            if !legacy.pendingLists.isEmpty, let entity = layout.entity(number: legacy.current.number) {
+                spaces.insert(layout.keySpace(of: entity))
+            }
             for (relationship, _) in legacy.pendingKeys {
                 if RelationshipKeys.storage(of: relationship) == .join {
                     if let entity = layout.entity(number: legacy.current.number) { spaces.insert(layout.keySpace(of: entity)) }
@@ -26,10 +29,12 @@ extension StrataStore {
         return spaces.sorted()
     }
 
-    /// Puts into `batch` the pending keys ([REL-1]) the rows of key space `root` give, from
-    /// `cursor` on, reading at most `limit` rows: a key for each member a row of an older
-    /// layout holds for keys the owners write, and for each row whose to-one indexes a
-    /// one-to-many with pending keys, the key under the owner it names. Returns the number of
+    /// Puts into `batch` the pending keys ([REL-1]) and lists the rows of key space `root`
+    /// give, from `cursor` on, reading at most `limit` rows: a key for each member a row of an
+    /// older layout holds for keys the owners write; for each row whose to-one indexes a
+    /// one-to-many with pending keys, the key under the owner it names; and a row of an older
+    /// layout whose ordered list is still keys, rewritten in the current layout at the same
+    /// version with that list. Returns the number of
     /// rows read, and the key to go on from when rows remain (`nil` when the key space is
     /// done). Keys that exist already are put again (puts are idempotent), so a build cut
     /// short starts over.
@@ -61,6 +66,24 @@ extension StrataStore {
                 do {
                     let number = UInt16(value[2]) | UInt16(value[3]) << 8
                     guard let entity = layout.entity(number: number) else { return true }
+                    if let legacy = layout.legacyLayout(ofRow: value), !legacy.pendingLists.isEmpty {
+                        // An ordered list still held as keys: the row rewritten in the current
+                        // layout at the same version, with the list from the keys.
+                        var lists: [Int: FieldValue] = [:]
+                        for (relationship, field, _) in legacy.pendingLists {
+                            guard let list = layout.pendingList(of: relationship, row: value, reference: reference, members: { RelationshipKeys.members($0, in: snapshot) }),
+                                !list.isEmpty
+                            else { continue }
+                            lists[field] = .objects(list)
+                        }
+                        if !lists.isEmpty {
+                            let old = try RowFields.current(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
+                            let bytes = try RowEncoder.encode(layout: legacy.current, version: old.fields.version, entityName: entity.name) { index in
+                                try lists[index] ?? old.value(index)
+                            }
+                            batch.put(Array(key), bytes)
+                        }
+                    }
                     for (relationship, members) in try layout.pendingCandidates(inRow: value, context: .key(root: root, reference: reference))
                     where RelationshipKeys.storage(of: relationship) == .join {
                         let relationshipPrefix = prefix(relationship, owner: entity)
@@ -102,7 +125,7 @@ extension StrataStore {
     func pendingMembers(
         of relationship: RelationshipDescription, owner: EntityDescription, reference: Int64, in snapshot: Snapshot, layout: StoreLayout
     ) throws -> [StoredObject] {
-        guard layout.keysPending(relationship), let key = layout.rowKey(of: owner, reference: reference) else { return [] }
+        guard layout.keysPending(relationship, in: snapshot), let key = layout.rowKey(of: owner, reference: reference) else { return [] }
         var members: [StoredObject] = []
         var failure: (any Error)? = nil
         _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
@@ -118,6 +141,24 @@ extension StrataStore {
         }
         if let failure { throw failure }
         return members
+    }
+
+    /// [MIG-5] The list of the ordered `relationship` of the owner `reference` (of `owner`'s
+    /// hierarchy) when its row is in an older layout whose list is still keys
+    /// (``StoreLayout/pendingList(of:row:reference:members:)``), read from `snapshot`; `nil`
+    /// when the row's field is its list.
+    func pendingList(
+        of relationship: RelationshipDescription, owner: EntityDescription, reference: Int64, in snapshot: Snapshot,
+        layout: StoreLayout
+    ) throws -> [StoredObject]? {
+        guard layout.keysPending(relationship, in: snapshot), let key = layout.rowKey(of: owner, reference: reference) else { return nil }
+        var list: [StoredObject]? = nil
+        _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
+            try snapshot.withValue(key) { raw in
+                list = layout.pendingList(of: relationship, row: raw, reference: reference) { RelationshipKeys.members($0, in: snapshot) }
+            }
+        }
+        return list
     }
 
     /// `keys` (members in reference order, as the keys list them) with `pending` added: in

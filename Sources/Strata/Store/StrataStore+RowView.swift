@@ -57,11 +57,19 @@ extension StrataStore {
             return row
         }
 
+        /// [MIG-5] The list of the ordered `relationship` of the owner `reference` while its row
+        /// is in an older layout whose list is still keys; `nil` otherwise (no read unless
+        /// lists are pending).
+        func pendingList(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> [StoredObject]? {
+            guard layout.keysPending(relationship, in: snapshot) else { return nil }
+            return try store.pendingList(of: relationship, owner: owner, reference: reference, in: snapshot, layout: layout)
+        }
+
         /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order
         /// (with those its row holds in an older layout while the keys are pending, [MIG-5]).
         func members(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> [StoredObject] {
             let keys = RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
-            guard layout.keysPending(relationship) else { return keys }
+            guard layout.keysPending(relationship, in: snapshot) else { return keys }
             return StrataStore.merging(keys, try store.pendingMembers(of: relationship, owner: owner, reference: reference, in: snapshot, layout: layout))
         }
 
@@ -117,7 +125,7 @@ extension StrataStore {
         /// bounds are built in buffers reused from count to count.
         func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> Int {
             // [MIG-5] Keys still pending: the owner's members, its row's included.
-            if layout.keysPending(relationship) { return try members(relationship, of: owner, reference: reference).count }
+            if layout.keysPending(relationship, in: snapshot) { return try members(relationship, of: owner, reference: reference).count }
             // [FETCH-S10] Once counting keys owner by owner has cost a share of the
             // relationship's keys, every owner's count comes from one walk of them.
             if let count = groupedMemberCount(relationship, of: owner, reference: reference) { return count }
@@ -330,6 +338,11 @@ extension StrataStore {
                 else { return [] }
                 return try source.members(relationship, of: entity, reference: reference)
             }
+            if let relationship = entity.properties[ordinal] as? RelationshipDescription,
+                let list = try source.pendingList(relationship, of: entity, reference: reference)
+            {
+                return list
+            }
             if case .objects(let targets) = try row.value(field) { return targets }
             return []
         }
@@ -354,6 +367,12 @@ extension StrataStore {
             guard let field = row.field(ofOrdinal: property.ordinal) else {
                 guard let relationship = property as? RelationshipDescription, RelationshipKeys.isKeyed(relationship) else { return .null }
                 return try values(of: source.members(relationship, of: entity, reference: reference), rest)
+            }
+            if let relationship = property as? RelationshipDescription, relationship.isToMany,
+                let list = try source.pendingList(relationship, of: entity, reference: reference)
+            {
+                // [MIG-5] A row of an older layout whose list is still its keys.
+                return try values(of: list, rest)
             }
             switch try row.value(field) {
             case .attribute(let value):
@@ -450,7 +469,7 @@ extension StrataStore {
                 // No field: keyed members, or (not keyed) no value, which reads as null: no
                 // member either way for ANY and ALL.
                 guard RelationshipKeys.isKeyed(relationship) else { return true }
-                if source.layout.keysPending(relationship) {
+                if source.layout.keysPending(relationship, in: source.snapshot) {
                     // [MIG-5] Keys still pending: the owner's members, its row's included.
                     for member in try source.members(relationship, of: entity, reference: reference) {
                         guard let value = try reader.value(of: member, in: source) else { continue }
@@ -476,7 +495,14 @@ extension StrataStore {
                 if let group { source.noteMemberReads(read, in: group) }
                 return true
             }
-            guard case .objects(let targets) = try row.value(field) else { return true }
+            let targets: [StoredObject]
+            if let list = try source.pendingList(relationship, of: entity, reference: reference) {
+                targets = list
+            } else if case .objects(let list) = try row.value(field) {
+                targets = list
+            } else {
+                return true
+            }
             for target in targets {
                 guard let value = try reader.value(of: target, in: source) else { continue }
                 if try !body(value) { break }

@@ -234,7 +234,10 @@ extension StrataStore {
             }
             for (object, key, values) in updates {
                 guard let existing = try current(object, key) else { continue }
-                batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout))
+                // [MIG-5] An ordered list a row of an older layout still has as keys is kept
+                // from them when the object did not load it.
+                let lists = layout.hasPendingKeys ? try pendingLists(of: object, rowKey: key, reads: reads, layout: layout) : [:]
+                batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout, lists: lists))
                 try relationshipKeys.write(object, values: values, existing: existing, into: &batch)
                 let before = Set(try indexKeys(object) { try storedValue(existing, $0) })
                 let after = Set(try indexKeys(object) { attribute in
@@ -311,10 +314,29 @@ extension StrataStore {
         }
     }
 
+    /// [MIG-5] The ordered lists the row at `rowKey` (of `object`, as `reads` sees it) still
+    /// has as keys, being in an older layout: by field index of the current layout.
+    private func pendingLists(of object: ManagedObject, rowKey: [UInt8], reads: SaveReads, layout: StoreLayout) throws -> [Int: FieldValue] {
+        guard let rowLayout = layout.layout(of: object.entity),
+            let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try reads.get(rowKey) })
+        else { return [:] }
+        let reference = try integerReference(object.objectID)
+        var lists: [Int: FieldValue] = [:]
+        for relationship in object.entity.relationships where relationship.isOrdered && layout.keysPending(relationship, in: reads.snapshot) {
+            guard let index = RowFields.field(ofOrdinal: relationship.ordinal, in: rowLayout),
+                let list = bytes.withUnsafeBytes({ raw in layout.pendingList(of: relationship, row: raw, reference: reference) { reads.members($0) } })
+            else { continue }
+            lists[index] = list.isEmpty ? .null : .objects(list)
+        }
+        return lists
+    }
+
     /// The bytes of an object's row ([ROW-1]) from its values by ordinal; a field whose value
-    /// is `nil` (a relationship never loaded) keeps `existing`'s value.
+    /// is `nil` (a relationship never loaded) keeps `existing`'s value, or the list `lists`
+    /// gives for it ([MIG-5]).
     func encodeRow(
-        _ values: [PropertyValue?], of object: ManagedObject, version: UInt64, existing: RowBytes?, layout: StoreLayout
+        _ values: [PropertyValue?], of object: ManagedObject, version: UInt64, existing: RowBytes?, layout: StoreLayout,
+        lists: [Int: FieldValue] = [:]
     ) throws -> [UInt8] {
         let entity = object.entity
         guard let rowLayout = layout.layout(of: entity) else {
@@ -325,6 +347,7 @@ extension StrataStore {
         return try RowEncoder.encode(layout: rowLayout, version: version, entityName: entity.name) { index in
             let field = rowLayout.fields[index]
             guard field.ordinal < values.count, let value = values[field.ordinal] else {
+                if let list = lists[index] { return list }
                 return try keep?.value(index) ?? .null
             }
             switch value {

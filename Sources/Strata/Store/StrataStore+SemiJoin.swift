@@ -167,7 +167,7 @@ extension StrataStore {
             relationship.ordinal >= 0, let inverse = relationship.inverseRelationship, inverse.deleteRule != .noAction,
             RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: relationship), let owner = inverse.entity,
             // [MIG-5] Not while the keys are pending: they would miss rows.
-            !layout.keysPending(inverse)
+            !layout.keysPending(inverse, in: snapshot)
         else { return nil }
         var prefix = layout.relationshipPrefix(inverse, owner: owner)
         // Against an object: the keys under it, the rows that name it.
@@ -319,7 +319,7 @@ extension StrataStore {
         let usable = Self.conjuncts(predicate).compactMap { leaf in joins.join(for: leaf).map { (leaf, $0) } }.filter { _, join in
             guard let inverse = join.relationship?.inverseRelationship else { return false }
             // [MIG-5] Not while the inverse's keys are pending: they would miss members.
-            return RelationshipKeys.isKeyed(inverse) && !layout.keysPending(inverse) && join.relationship?.destinationEntity != nil
+            return RelationshipKeys.isKeyed(inverse) && !layout.keysPending(inverse, in: snapshot) && join.relationship?.destinationEntity != nil
         }
         guard let (leaf, best) = usable.min(by: { $0.1.references.count < $1.1.references.count }),
             let inverse = best.relationship?.inverseRelationship, let destination = best.relationship?.destinationEntity
