@@ -190,8 +190,8 @@ extension ObjectGraphRun {
             higherIsBetter: false, strata: removed.open + removed.answer, sqlite: sqliteClock.steps[0],
             note: "Refund, a subentity of Purchase with no rows (added by the migration just before), is removed: the migration scans the \(customers * Shop.ordersPerCustomer) purchase rows' headers for Refund rows to delete, in its transaction ([MIG-1]); then the purchases whose status is \(status) are counted. Strata: open \(fixed(removed.open * 1000, 1)) ms, count \(fixed(removed.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeRemoval.open + beforeRemoval.answer) * 1000, 1)) ms. SQLite, which keeps a hierarchy in one table: the delete of a kind's rows, a scan of the table (DELETE FROM purchases WHERE total < 0, which no row matches), then the same count. \(Self.normal).")
 
-        // 8. An unordered to-many made ordered: each customer's orders, keys until now, become
-        // a list in its row.
+        // 8. An unordered to-many made ordered: each customer's orders, keys until now, are its
+        // list until the background build writes them into its row ([MIG-5]).
         let v8 = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true, ordersOrdered: true)
         let beforeOrdering = try openAndCount(v6, entity: "Customer", .equal("tier", .int64(3)))
         let ordered = try openAndCount(v8, entity: "Customer", .equal("tier", .int64(3)))
@@ -205,6 +205,6 @@ extension ObjectGraphRun {
         add(
             "open a store of \(thousands(rowCount)) rows after making a to-many ordered, to the first count", unit: "s",
             higherIsBetter: false, strata: ordered.open + ordered.answer, sqlite: sqliteClock.steps[0],
-            note: "Customer.orders (unordered: keys, [REL-1]) becomes ordered: each of the \(customers) customers' rows is rewritten with its \(Shop.ordersPerCustomer) orders as a list, in the migration's transaction ([MIG-1]); then the customers of tier 3 are counted. Strata: open \(fixed(ordered.open * 1000, 1)) ms, count \(fixed(ordered.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeOrdering.open + beforeOrdering.answer) * 1000, 1)) ms. SQLite: the join table gains a position column (ALTER TABLE purchase_customers ADD COLUMN position), then the same count. \(Self.normal).")
+            note: "Customer.orders (unordered: keys, [REL-1]) becomes ordered: the migration writes the two records; a customer's list is its keys until the background build has rewritten the \(customers) customers' rows with their \(Shop.ordersPerCustomer) orders as a list ([MIG-5]); then the customers of tier 3 are counted. Strata: open \(fixed(ordered.open * 1000, 1)) ms, count \(fixed(ordered.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeOrdering.open + beforeOrdering.answer) * 1000, 1)) ms; until the lists are written \(fixed(ordered.complete * 1000, 1)) ms. SQLite: the join table gains a position column (ALTER TABLE purchase_customers ADD COLUMN position), then the same count. \(Self.normal).")
     }
 }
