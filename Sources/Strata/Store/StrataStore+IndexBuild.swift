@@ -119,6 +119,16 @@ extension StrataStore {
         return prefixes
     }
 
+    /// The rows `build` reads, by the metadata's row counts (`counts`, per entity): those of
+    /// each key space it scans, once per pass (pending keys first, then each hierarchy's
+    /// entries); what ``indexBuildProgress`` is a share of.
+    static func rowsRead(by build: IndexBuild, counts: [String: Int], layout: StoreLayout) -> Int {
+        var rowsBySpace: [String: Int] = [:]
+        for entity in layout.model.entities { rowsBySpace[layout.keySpace(of: entity), default: 0] += counts[entity.name] ?? 0 }
+        let spaces = build.pendingKeySpaces + build.builds.map(\.root)
+        return spaces.reduce(0) { $0 + (rowsBySpace[$1] ?? 0) }
+    }
+
     /// Starts `build` on a background queue ([IDX-S9]): no fetch uses the indexes it builds,
     /// and saves write the model record with the entries that exist, until it completes.
     /// With `deferred`, the store is left as during a build that has not started, and no

@@ -224,7 +224,8 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         if !isReadOnly, let loadedLayout { shared.engine.setCompactionRewriter(Self.compactionRewriter(loadedLayout)) }
         if let backgroundBuild, let loadedLayout {
             startIndexBuild(
-                backgroundBuild, shared: shared, layout: loadedLayout, rowsTotal: record.rowCounts.values.reduce(0, +),
+                backgroundBuild, shared: shared, layout: loadedLayout,
+                rowsTotal: Self.rowsRead(by: backgroundBuild, counts: record.rowCounts, layout: loadedLayout),
                 deferred: self.options[Self.indexBuildOption]?.stringValue == "deferred")
         }
     }
