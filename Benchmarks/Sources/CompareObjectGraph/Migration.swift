@@ -171,11 +171,26 @@ extension ObjectGraphRun {
             higherIsBetter: false, strata: toMany.complete, sqlite: sqliteClock.steps[0],
             note: "From the open until StrataStore.waitForIndexBuild() returns: the purchases' rows read in batches of 2,000 (each a transaction) and a key put for each one's customer, then the record written without the pending keys. SQLite: the same join table and count as above (its keys are complete when the count runs). \(Self.normal).")
 
-        // 7. A subentity removed: Refund (a subentity of Purchase, added with no rows just
-        // before) goes again; its rows would be deleted, so the Purchase hierarchy is scanned
-        // for them in the migration's transaction.
+        // 7. A subentity removed: Refund (a subentity of Purchase, added just before and given
+        // a row per thousand) goes again; its rows are deleted, found by a scan of the Purchase
+        // hierarchy's row headers in the migration's transaction.
         let v7 = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true, refunds: true)
         _ = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
+        let refunds = max(1, rowCount / 1_000)
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: v7)
+            let store = try coordinator.addPersistentStore(
+                type: .strata, at: URL(fileURLWithPath: strataPath), options: [StrataStore.durabilityOption: .string("normal")])
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for index in 0..<refunds {
+                let refund = try context.insertNewObject(forEntityName: "Refund")
+                try refund.setValue(.double(Double(index)), forKey: "total")
+                try refund.setValue(.string("refunded"), forKey: "status")
+                try refund.setValue(.string("damaged"), forKey: "reason")
+            }
+            try context.save()
+            try coordinator.remove(store)
+        }
         let beforeRemoval = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
         let removed = try openAndCount(v6, entity: "Purchase", .equal("status", .string(status)))
         let sqliteRemoval = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
@@ -188,7 +203,7 @@ extension ObjectGraphRun {
         add(
             "open a store of \(thousands(rowCount)) rows after removing a subentity, to the first count", unit: "s",
             higherIsBetter: false, strata: removed.open + removed.answer, sqlite: sqliteClock.steps[0],
-            note: "Refund, a subentity of Purchase with no rows (added by the migration just before), is removed: the migration scans the \(customers * Shop.ordersPerCustomer) purchase rows' headers for Refund rows to delete, in its transaction ([MIG-1]); then the purchases whose status is \(status) are counted. Strata: open \(fixed(removed.open * 1000, 1)) ms, count \(fixed(removed.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeRemoval.open + beforeRemoval.answer) * 1000, 1)) ms. SQLite, which keeps a hierarchy in one table: the delete of a kind's rows, a scan of the table (DELETE FROM purchases WHERE total < 0, which no row matches), then the same count. \(Self.normal).")
+            note: "Refund, a subentity of Purchase (added by the migration just before, then given \(refunds) rows), is removed: the migration scans the \(customers * Shop.ordersPerCustomer + refunds) Purchase-hierarchy row headers and deletes the Refund rows with their index entries, in its transaction ([MIG-1]); then the purchases whose status is \(status) are counted. Strata: open \(fixed(removed.open * 1000, 1)) ms, count \(fixed(removed.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeRemoval.open + beforeRemoval.answer) * 1000, 1)) ms. SQLite, which keeps a hierarchy in one table: the delete of a kind's rows, a scan of the table (DELETE FROM purchases WHERE total < 0, which no row matches), then the same count. \(Self.normal).")
 
         // 8. An unordered to-many made ordered: each customer's orders, keys until now, are its
         // list until the background build writes them into its row ([MIG-5]).

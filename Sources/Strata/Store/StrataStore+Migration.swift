@@ -87,7 +87,8 @@ extension StrataStore {
                 "The StrataStore at \(location) cannot migrate in place: \(what). Nothing was written; added read-write with the migrate options, it is migrated by copy (MigrationManager.migrateStore(at:type:options:mapping:)).",
                 entityName: entity, key: property)
         }
-        let rowCounts = (try? recordIfReadable(in: snapshot))??.rowCounts ?? [:]
+        let metadataRecord = (try? recordIfReadable(in: snapshot)) ?? nil
+        let rowCounts = metadataRecord?.rowCounts ?? [:]
         // [MIG-5] Keys an earlier migration left pending are written before another one
         // (``migrateLightweight(in:from:to:url:)`` does, in a transaction of its own).
         guard !record.hasPendingKeys else {
@@ -202,7 +203,10 @@ extension StrataStore {
         // Rows of removed entities of kept hierarchies (subentities), with their index entries
         // and every relationship key naming them (the keys they own under relationships
         // removed with them are retired above; those of kept relationships go here).
-        let removed = mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap { $0.sourceEntityName }
+        // (An entity the metadata record counts no row of has none to delete: no scan.)
+        let removed = mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap { $0.sourceEntityName }.filter { name in
+            metadataRecord == nil || (rowCounts[name] ?? 0) > 0
+        }
         if !removed.isEmpty {
             let numbers = Set(removed.compactMap { record.current.numbers[$0] })
             let oldLayout = try StoreLayout(model: source, record: record)
