@@ -1,0 +1,163 @@
+import Foundation
+import ObjectGraph
+@testable import Strata
+import StrataEngine
+import Testing
+
+/// Issue 17, SPEC.md [MIG-5] under crashes: a store saved with a to-one, migrated to a
+/// many-to-many whose keys are left pending, saved (rows of the old layout rewritten), then
+/// built in small background batches, crashed at every I/O operation of the whole run. Whatever the crash, the store opens with the new
+/// model, every purchase has the customers its last acknowledged (or in-flight) save gave it,
+/// and fsck finds nothing wrong: a crash leaves the old model or the new one, never a mix that
+/// loses a member.
+@Suite struct PendingKeyCrashTests {
+    typealias Enumerator = CrashPointEnumerator<Progress>
+    typealias Model = PendingRelationshipKeyTests
+
+    /// What a run acknowledged before it stopped: the first save (v1), the migration (keys
+    /// pending), the save of rows still in the old layout, and the build.
+    struct Progress {
+        var saved = false
+        var migrated = false
+        var changed = false
+        var built = false
+        var inFlight = false
+        var staleEngine = false
+    }
+
+    static let path = "/strata-pending-crash-store"
+
+    /// Every purchase as `total=customers`, sorted (the shape ``PendingRelationshipKeyTests``
+    /// reads).
+    static let before = PendingRelationshipKeyTests.version1
+    /// After the last save: purchase 1 gains C3, purchase 2 loses its customer.
+    static let after: [String] = {
+        var rows = PendingRelationshipKeyTests.version1
+        rows[1] = "1=C1,C3"
+        rows[2] = "2="
+        return rows
+    }()
+
+    static func enumerator() throws -> Enumerator {
+        StrataStore.register()
+        PersistentStoreCoordinator.registerStoreClass(FaultStrataStore.self, type: FaultStrataStore.type)
+        return CrashPointEnumerator(
+            name: "pending relationship keys",
+            makeFileSystem: { FaultInjectingFileSystem() },
+            run: { fs in run(on: fs) },
+            check: { fs, progress in
+                if progress.staleEngine { return ["a removed store still held its engine when the run began"] }
+                let observed: [String]
+                do {
+                    observed = try read(fs)
+                } catch {
+                    return ["the store does not open or read after the crash: \(error)"]
+                }
+                let allowed: [[String]]
+                if progress.changed {
+                    allowed = [after]
+                } else if progress.saved {
+                    allowed = progress.migrated && progress.inFlight ? [before, after] : [before]
+                } else {
+                    allowed = progress.inFlight ? [[], before] : [[]]
+                }
+                return allowed.contains(observed) ? [] : ["purchases \(observed), expected one of \(allowed)"]
+            })
+    }
+
+    /// Opens the store on `fs` with `options` and `model`, runs `body`, removes the store.
+    static func withStore<R>(
+        _ fs: FaultInjectingFileSystem, version: Int, options: [String: AttributeValue] = [:],
+        _ body: (PersistentStoreCoordinator) throws -> R
+    ) throws -> R {
+        FaultStrataStore.fileSystems.withLock { $0[path] = fs }
+        defer { FaultStrataStore.fileSystems.withLock { $0[path] = nil } }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try Model.model(version: version))
+        defer { for store in coordinator.persistentStores { try? coordinator.remove(store) } }
+        try coordinator.addPersistentStore(type: FaultStrataStore.type, at: URL(fileURLWithPath: path), options: options)
+        return try body(coordinator)
+    }
+
+    /// The v1 save; the migration, its keys left pending, and a save of rows still in the old
+    /// layout; then the background build in batches of 3 rows.
+    static func run(on fs: FaultInjectingFileSystem) -> Progress {
+        var progress = Progress()
+        guard !SharedEngine.isOpen(path: path) else {
+            progress.staleEngine = true
+            return progress
+        }
+        do {
+            progress.inFlight = true
+            try withStore(fs, version: 1) { coordinator in
+                let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+                let customers = try (0..<4).map { index in
+                    let customer = try context.insertNewObject(forEntityName: "Customer")
+                    try customer.setValue(.string("C\(index)"), forKey: "name")
+                    return customer
+                }
+                for index in 0..<Model.purchases {
+                    let purchase = try context.insertNewObject(forEntityName: "Purchase")
+                    try purchase.setValue(.int64(Int64(index)), forKey: "total")
+                    if index < Model.purchases - 1 { try purchase.setValue(customers[index % 4], forKey: "customer") }
+                }
+                try context.save()
+            }
+            progress.saved = true
+            progress.inFlight = false
+            let deferred = LightweightMigrationTests.migrating.merging([StrataStore.indexBuildOption: .string("deferred")]) { $1 }
+            try withStore(fs, version: 2, options: deferred) { coordinator in
+                // Migrated, the keys pending: the save rewrites rows still in the old layout.
+                progress.migrated = true
+                progress.inFlight = true
+                let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+                var request = FetchRequest(entityName: "Purchase")
+                request.sortDescriptors = [FetchSortDescriptor(keyPath: "total", ascending: true)]
+                let purchases = try context.fetch(request)
+                let c3 = try #require(try context.fetch(LightweightMigrationTests.request("Customer", "name == 'C3'")).first)
+                try purchases[1].addObject(c3, toRelationship: "customer")
+                try purchases[2].removeObject(try #require(try purchases[2].objects(forKey: "customer").first), fromRelationship: "customer")
+                try context.save()
+                progress.changed = true
+                progress.inFlight = false
+            }
+            var options = LightweightMigrationTests.migrating
+            options[StrataStore.indexBuildBatchOption] = .int64(3)
+            try withStore(fs, version: 2, options: options) { coordinator in
+                try #require(coordinator.persistentStores.first as? StrataStore).waitForIndexBuild()
+            }
+            progress.built = true
+        } catch {}
+        return progress
+    }
+
+    /// Opens the crashed store with the new model (migrating it if the crash came first;
+    /// reading pending keys as they are, no build) and reads every purchase; fsck must be clean.
+    static func read(_ fs: FaultInjectingFileSystem) throws -> [String] {
+        guard !SharedEngine.isOpen(path: path) else {
+            throw ObjectGraphError(.invalidArgument, "a removed store still holds its engine at \(path)")
+        }
+        let options = LightweightMigrationTests.migrating.merging([StrataStore.indexBuildOption: .string("deferred")]) { $1 }
+        return try withStore(fs, version: 2, options: options) { coordinator in
+            let purchases = try Model.purchaseCustomers(coordinator)
+            let report = try ObjectChecker.check(engine: try LightweightMigrationTests.engine(coordinator), repair: false)
+            guard report.problems.isEmpty else { throw ObjectGraphError(.storeCorrupted, "fsck: \(report.problems.prefix(4))") }
+            return purchases
+        }
+    }
+
+    @Test func aCrashAnywhereLeavesEveryMember() throws {
+        let enumerator = try Self.enumerator()
+        let clean = enumerator.cleanRun()
+        #expect(clean.progress.built, "the clean run gets to the end")
+        let finished = FaultInjectingFileSystem()
+        #expect(Self.run(on: finished).built)
+        #expect(try Self.read(finished) == Self.after, "the clean run's store")
+        let count = clean.operations.count
+        let report = enumerator.enumerate(operations: Array(1...count)) { operation, timing in
+            [.none, .random(seed: UInt64(operation) << 1 | (timing == .after ? 1 : 0), tearing: operation % 2 == 0 ? .sector(512) : .byte)]
+        }
+        print("pending-key crash enumeration: \(report)")
+        for violation in report.violations { Issue.record("\(violation)") }
+        #expect(report.points > 0)
+    }
+}
