@@ -442,6 +442,23 @@ import Testing
         #expect(layout.keysPending(relationship, in: before.snapshot))
         try LightweightMigrationTests.close(coordinator)
     }
+
+    // `strata inspect` names what a migration left pending, until a build writes it.
+    @Test func inspectNamesThePendingKeysAndLists() throws {
+        let store = try Self.savedStore()
+        try LightweightMigrationTests.close(try Self.open(store, version: 2, build: "deferred"))
+        #expect(try StoreInspector.inspect(at: store.url.path).pending == ["Purchase.customer (keys)"])
+        let built = try Self.open(store, version: 2)
+        try #require(built.persistentStores.first as? StrataStore).waitForIndexBuild()
+        try LightweightMigrationTests.close(built)
+        #expect(try StoreInspector.inspect(at: store.url.path).pending == [])
+
+        let library = try LightweightMigrationTests.savedStore()
+        var options = LightweightMigrationTests.migrating
+        options[StrataStore.indexBuildOption] = .string("deferred")
+        try LightweightMigrationTests.close(try library.coordinator(model: LibraryModel(tagsOrdered: true).make(), options: options))
+        #expect(try StoreInspector.inspect(at: library.url.path).pending == ["Book.tags (list)"])
+    }
 }
 
 private extension Optional {

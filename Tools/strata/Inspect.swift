@@ -108,6 +108,10 @@ struct Inspect: ParsableCommand {
                 Output.line("    \(layout.entity)  layout \(layout.layout)  \(layout.rows) rows\(note)")
             }
         }
+        if !report.pending.isEmpty {
+            Output.line("  written by the next read-write load's background build ([MIG-5]; read from old rows meanwhile):")
+            for item in report.pending { Output.line("    \(item)") }
+        }
         if !report.metadata.isEmpty {
             Output.line("  metadata:")
             for (key, value) in report.metadata.sorted(by: { $0.key < $1.key }) { Output.line("    \(key) = \(value.text)") }

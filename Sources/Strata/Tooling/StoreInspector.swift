@@ -178,6 +178,10 @@ public struct InspectReport: Sendable, Equatable, Codable {
     /// The model versions the model record keeps ([ROW-5]): the current one and those whose
     /// layouts rows may still have; 0 without a model record.
     public var modelVersions = 0
+    /// The relationships whose keys or ordered lists a lightweight migration left for the
+    /// background build to write ([MIG-5]), as `Entity.relationship (keys)` or `(list)`:
+    /// readers take them from the rows' old fields or keys meanwhile. Empty when none.
+    public var pending: [String] = []
 }
 
 /// One live file as `inspect` shows it.
@@ -321,6 +325,7 @@ public enum StoreInspector {
                 // Every row's header, read once (a scan of the rows).
                 let layout = try modelRecord.flatMap { try StoreLayout(record: $0) }
                 report.modelVersions = modelRecord?.versions.count ?? 0
+                report.pending = modelRecord.map(Self.pendingWork) ?? []
                 report.layouts = try StoreSurvey.survey(snapshot).rows.sorted { $0.key < $1.key }.map { kind, rows in
                     let entity = layout?.entity(number: kind.number).flatMap { layout?.keySpace(of: $0) == kind.root ? $0 : nil }
                     let version = modelRecord?.versions.firstIndex { version in
@@ -333,6 +338,31 @@ public enum StoreInspector {
             }
             return report
         }
+    }
+
+    /// [MIG-5] The pending keys and lists `record` lists, by the relationship of the current
+    /// model they belong to (its declaring entity), in name order.
+    static func pendingWork(in record: ModelRecord) -> [String] {
+        let model = record.current.model
+        var entityOfNumber: [UInt16: EntityDescription] = [:]
+        for (name, number) in record.current.numbers { entityOfNumber[number] = model.entitiesByName[name] }
+        var found = Set<String>()
+        for version in record.versions.dropFirst() {
+            for (oldName, program) in version.upgrades {
+                guard let number = version.numbers[oldName], let entity = entityOfNumber[number] else { continue }
+                for (target, upgrade) in program {
+                    let kind: String
+                    switch upgrade {
+                    case .pendingKeys: kind = "keys"
+                    case .listFromKeys: kind = "list"
+                    case .field, .listOfOne, .constant: continue
+                    }
+                    let owner = entity.relationshipsByName[target]?.entity?.name ?? entity.name
+                    found.insert("\(owner).\(target) (\(kind))")
+                }
+            }
+        }
+        return found.sorted()
     }
 
     /// The operator's numbers: space amplification, key count, index memory, cache counters.
