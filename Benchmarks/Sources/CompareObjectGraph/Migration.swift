@@ -1,5 +1,6 @@
 import BenchmarkSupport
 import Foundation
+import GRDB
 import ObjectGraph
 import Strata
 
@@ -115,34 +116,35 @@ extension ObjectGraphRun {
             try coordinator.remove(store)
             return (clock.steps[0], clock.steps[1], count, clock.steps.reduce(0, +))
         }
+        /// SQLite's side of a change: a new connection runs `change`, then the count `query`
+        /// (with `arguments`), the two timed together.
+        func sqliteChange(_ change: String, then query: String, _ arguments: StatementArguments) throws -> (seconds: Double, count: Int) {
+            let sqlite = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
+            var clock = StepClock()
+            try sqlite.execute(change)
+            let count = try sqlite.count(query, arguments: arguments)
+            clock.step()
+            try sqlite.close()
+            return (clock.steps[0], count)
+        }
         // The same store opened unchanged just before each change: what opening costs here
         // (the index build above left its batches in the log, which an open replays).
         let beforeRename = try openAndCount(v3, entity: "Order", .equal("status", .string(status)))
         let renamed = try openAndCount(v4, entity: "Purchase", .equal("status", .string(status)))
-        let sqliteRename = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
-        sqliteClock = StepClock()
-        try sqliteRename.execute("ALTER TABLE orders RENAME TO purchases")
-        let sqliteStatus = try sqliteRename.count("SELECT COUNT(*) FROM purchases WHERE status = ?", arguments: [status])
-        sqliteClock.step()
-        try sqliteRename.close()
-        try check("migration: purchases \(status)", strata: renamed.count, sqlite: sqliteStatus)
+        let sqliteRename = try sqliteChange("ALTER TABLE orders RENAME TO purchases", then: "SELECT COUNT(*) FROM purchases WHERE status = ?", [status])
+        try check("migration: purchases \(status)", strata: renamed.count, sqlite: sqliteRename.count)
         add(
             "open a store of \(thousands(rowCount)) rows after renaming an entity, to the first count", unit: "s",
-            higherIsBetter: false, strata: renamed.open + renamed.answer, sqlite: sqliteClock.steps[0],
+            higherIsBetter: false, strata: renamed.open + renamed.answer, sqlite: sqliteRename.seconds,
             note: "Order (\(customers * Shop.ordersPerCustomer) rows, the root of its hierarchy) becomes Purchase through its renaming identifier; then the purchases whose status is \(status) are counted through the status index. Strata: open \(fixed(renamed.open * 1000, 1)) ms (the hierarchy keeps its key space, so two records are written and no key moves, [MIG-1]), count \(fixed(renamed.answer * 1000, 1)) ms; the same open and count of the unchanged store just before took \(fixed((beforeRename.open + beforeRename.answer) * 1000, 1)) ms. SQLite: ALTER TABLE orders RENAME TO purchases, then the same count. \(Self.normal).")
 
         let beforeLevel = try openAndCount(v4, entity: "Customer", .equal("tier", .int64(3)))
         let levelled = try openAndCount(v5, entity: "Customer", .equal("tier", .int64(3)))
-        let sqliteLevel = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
-        sqliteClock = StepClock()
-        try sqliteLevel.execute("ALTER TABLE customers ADD COLUMN kind INTEGER NOT NULL DEFAULT 1")
-        let sqliteTier = try sqliteLevel.count("SELECT COUNT(*) FROM customers WHERE tier = ?", arguments: [3])
-        sqliteClock.step()
-        try sqliteLevel.close()
-        try check("migration: customers of tier 3 under Party", strata: levelled.count, sqlite: sqliteTier)
+        let sqliteLevel = try sqliteChange("ALTER TABLE customers ADD COLUMN kind INTEGER NOT NULL DEFAULT 1", then: "SELECT COUNT(*) FROM customers WHERE tier = ?", [3])
+        try check("migration: customers of tier 3 under Party", strata: levelled.count, sqlite: sqliteLevel.count)
         add(
             "open a store of \(thousands(rowCount)) rows after adding a superentity, to the first count", unit: "s",
-            higherIsBetter: false, strata: levelled.open + levelled.answer, sqlite: sqliteClock.steps[0],
+            higherIsBetter: false, strata: levelled.open + levelled.answer, sqlite: sqliteLevel.seconds,
             note: "Customer (\(customers) rows) gets an abstract superentity Party, the new root of its hierarchy; then the customers of tier 3 are counted through the tier index. Strata: open \(fixed(levelled.open * 1000, 1)) ms (no key moves), count \(fixed(levelled.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeLevel.open + beforeLevel.answer) * 1000, 1)) ms. SQLite, which keeps a hierarchy in one table: the entity column that table gains (ALTER TABLE customers ADD COLUMN kind INTEGER NOT NULL DEFAULT 1), then the same count. \(Self.normal).")
 
         // 6. A to-one made to-many: an order's customer becomes a to-many, so customers and
@@ -151,24 +153,19 @@ extension ObjectGraphRun {
         let v6 = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true)
         let beforeToMany = try openAndCount(v5, entity: "Customer", .equal("tier", .int64(3)))
         let toMany = try openAndCount(v6, entity: "Customer", .equal("tier", .int64(3)))
-        let sqliteToMany = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
-        sqliteClock = StepClock()
-        try sqliteToMany.execute("""
+        let sqliteToMany = try sqliteChange("""
             CREATE TABLE purchase_customers(purchase INTEGER NOT NULL, customer INTEGER NOT NULL, PRIMARY KEY (purchase, customer)) WITHOUT ROWID;
             INSERT INTO purchase_customers SELECT id, customerId FROM purchases;
             CREATE INDEX purchase_customers_customer ON purchase_customers(customer)
-            """)
-        let sqliteTierAfter = try sqliteToMany.count("SELECT COUNT(*) FROM customers WHERE tier = ?", arguments: [3])
-        sqliteClock.step()
-        try sqliteToMany.close()
-        try check("migration: customers of tier 3 after the to-many", strata: toMany.count, sqlite: sqliteTierAfter)
+            """, then: "SELECT COUNT(*) FROM customers WHERE tier = ?", [3])
+        try check("migration: customers of tier 3 after the to-many", strata: toMany.count, sqlite: sqliteToMany.count)
         add(
             "open a store of \(thousands(rowCount)) rows after making a to-one to-many, to the first count", unit: "s",
-            higherIsBetter: false, strata: toMany.open + toMany.answer, sqlite: sqliteClock.steps[0],
+            higherIsBetter: false, strata: toMany.open + toMany.answer, sqlite: sqliteToMany.seconds,
             note: "Purchase.customer (a to-one, the inverse of Customer.orders) becomes a to-many: customers and purchases are then many-to-many; the \(customers * Shop.ordersPerCustomer) purchases' keys ([REL-1]) are pending ([MIG-5]: the migration writes the two records, readers take a purchase's customer from its old row until the background build has written the keys); Customer.orders keeps its keys. Strata: open \(fixed(toMany.open * 1000, 1)) ms, count \(fixed(toMany.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeToMany.open + beforeToMany.answer) * 1000, 1)) ms. SQLite, where a many-to-many is a join table: the table created and filled from the purchases' customer column, with an index for the other direction, then the same count. \(Self.normal).")
         add(
             "open a store of \(thousands(rowCount)) rows after making a to-one to-many, until the keys are complete", unit: "s",
-            higherIsBetter: false, strata: toMany.complete, sqlite: sqliteClock.steps[0],
+            higherIsBetter: false, strata: toMany.complete, sqlite: sqliteToMany.seconds,
             note: "From the open until StrataStore.waitForIndexBuild() returns: the purchases' rows read in batches of 2,000 (each a transaction) and a key put for each one's customer, then the record written without the pending keys. SQLite: the same join table and count as above (its keys are complete when the count runs). \(Self.normal).")
 
         // 7. A subentity removed: Refund (a subentity of Purchase, added just before and given
@@ -193,16 +190,11 @@ extension ObjectGraphRun {
         }
         let beforeRemoval = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
         let removed = try openAndCount(v6, entity: "Purchase", .equal("status", .string(status)))
-        let sqliteRemoval = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
-        sqliteClock = StepClock()
-        try sqliteRemoval.execute("DELETE FROM purchases WHERE total < 0")
-        let sqliteStatusAfter = try sqliteRemoval.count("SELECT COUNT(*) FROM purchases WHERE status = ?", arguments: [status])
-        sqliteClock.step()
-        try sqliteRemoval.close()
-        try check("migration: purchases \(status) after removing Refund", strata: removed.count, sqlite: sqliteStatusAfter)
+        let sqliteRemoval = try sqliteChange("DELETE FROM purchases WHERE total < 0", then: "SELECT COUNT(*) FROM purchases WHERE status = ?", [status])
+        try check("migration: purchases \(status) after removing Refund", strata: removed.count, sqlite: sqliteRemoval.count)
         add(
             "open a store of \(thousands(rowCount)) rows after removing a subentity, to the first count", unit: "s",
-            higherIsBetter: false, strata: removed.open + removed.answer, sqlite: sqliteClock.steps[0],
+            higherIsBetter: false, strata: removed.open + removed.answer, sqlite: sqliteRemoval.seconds,
             note: "Refund, a subentity of Purchase (added by the migration just before, then given \(refunds) rows), is removed: the migration scans the \(customers * Shop.ordersPerCustomer + refunds) Purchase-hierarchy row headers and deletes the Refund rows with their index entries, in its transaction ([MIG-1]); then the purchases whose status is \(status) are counted. Strata: open \(fixed(removed.open * 1000, 1)) ms, count \(fixed(removed.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeRemoval.open + beforeRemoval.answer) * 1000, 1)) ms. SQLite, which keeps a hierarchy in one table: the delete of a kind's rows, a scan of the table (DELETE FROM purchases WHERE total < 0, which no row matches), then the same count. \(Self.normal).")
 
         // 8. An unordered to-many made ordered: each customer's orders, keys until now, are its
@@ -210,16 +202,12 @@ extension ObjectGraphRun {
         let v8 = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true, ordersOrdered: true)
         let beforeOrdering = try openAndCount(v6, entity: "Customer", .equal("tier", .int64(3)))
         let ordered = try openAndCount(v8, entity: "Customer", .equal("tier", .int64(3)))
-        let sqliteOrdering = try SQLiteShop(path: sqlitePath, synchronous: "NORMAL", existingCustomerIDs: ids)
-        sqliteClock = StepClock()
-        try sqliteOrdering.execute("ALTER TABLE purchase_customers ADD COLUMN position INTEGER NOT NULL DEFAULT 0")
-        let sqliteTierOrdered = try sqliteOrdering.count("SELECT COUNT(*) FROM customers WHERE tier = ?", arguments: [3])
-        sqliteClock.step()
-        try sqliteOrdering.close()
-        try check("migration: customers of tier 3 after ordering", strata: ordered.count, sqlite: sqliteTierOrdered)
+        let sqliteOrdering = try sqliteChange(
+            "ALTER TABLE purchase_customers ADD COLUMN position INTEGER NOT NULL DEFAULT 0", then: "SELECT COUNT(*) FROM customers WHERE tier = ?", [3])
+        try check("migration: customers of tier 3 after ordering", strata: ordered.count, sqlite: sqliteOrdering.count)
         add(
             "open a store of \(thousands(rowCount)) rows after making a to-many ordered, to the first count", unit: "s",
-            higherIsBetter: false, strata: ordered.open + ordered.answer, sqlite: sqliteClock.steps[0],
+            higherIsBetter: false, strata: ordered.open + ordered.answer, sqlite: sqliteOrdering.seconds,
             note: "Customer.orders (unordered: keys, [REL-1]) becomes ordered: the migration writes the two records; a customer's list is its keys until the background build has rewritten the \(customers) customers' rows with their \(Shop.ordersPerCustomer) orders as a list ([MIG-5]); then the customers of tier 3 are counted. Strata: open \(fixed(ordered.open * 1000, 1)) ms, count \(fixed(ordered.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeOrdering.open + beforeOrdering.answer) * 1000, 1)) ms; until the lists are written \(fixed(ordered.complete * 1000, 1)) ms. SQLite: the join table gains a position column (ALTER TABLE purchase_customers ADD COLUMN position), then the same count. \(Self.normal).")
     }
 }
