@@ -501,9 +501,7 @@ final class StoreLayout: Sendable {
     /// The older layout the row `bytes` is in, if it is in one the record keeps ([MIG-2]).
     func legacyLayout(ofRow bytes: UnsafeRawBufferPointer) -> LegacyLayout? {
         guard hasLegacy, bytes.count >= RowLayout.headerSize else { return nil }
-        let number = UInt16(bytes[2]) | UInt16(bytes[3]) << 8
-        let layoutID = UInt32(bytes[4]) | UInt32(bytes[5]) << 8 | UInt32(bytes[6]) << 16 | UInt32(bytes[7]) << 24
-        return legacyLayout(number: number, layoutID: layoutID)
+        return legacyLayout(number: RowFields.load(UInt16.self, bytes, 2), layoutID: RowFields.load(UInt32.self, bytes, 4))
     }
 
     /// [MIG-5] The list of the ordered `relationship` of the owner `reference` whose row is

@@ -71,51 +71,26 @@ extension StoredRow {
     ///   the model does not have.
     mutating func loadRelationshipKeys(reference: Int64, store: StoreLayout, snapshot: Snapshot) throws {
         guard let entity = store.model.entitiesByName[self.entity], let layout = store.layout(of: entity) else { return }
-        for relationship in layout.keyedRelationships {
-            var prefix = store.relationshipPrefix(relationship, owner: entity)
-            KeyLayout.appendReference(reference, to: &prefix)
-            var members = RelationshipKeys.members(prefix, in: snapshot)
-            if store.keysPending(relationship, in: snapshot), let key = store.rowKey(of: entity, reference: reference) {
-                // [MIG-5] Keys still pending: the members the row holds in an older layout too.
-                var failure: (any Error)? = nil
-                _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
-                    try snapshot.withValue(key) { raw in
-                        do {
-                            let held = try store.pendingMembers(
-                                of: relationship, row: raw, context: .key(root: store.keySpace(of: entity), reference: reference),
-                                owner: reference
-                            ) { key in try mappingEngineErrors("read a member") { () throws(StoreError) in try snapshot.get(key) } }
-                            members = StrataStore.merging(members, held)
-                        } catch {
-                            failure = error
-                        }
-                    }
-                }
-                if let failure { throw failure }
-            }
-            toMany[relationship.name] = try members.map { member in
+        func named(_ members: [StoredObject], _ relationship: RelationshipDescription) throws -> [(entity: String, reference: Int64)] {
+            try members.map { member in
                 guard let destination = store.entity(number: member.entity) else {
                     throw ObjectGraphError(.storeCorrupted, "\(self.entity).\(relationship.name) of reference \(reference): a key names entity number \(member.entity), which the model does not have")
                 }
                 return (destination.name, member.reference)
             }
         }
+        for relationship in layout.keyedRelationships {
+            var prefix = store.relationshipPrefix(relationship, owner: entity)
+            KeyLayout.appendReference(reference, to: &prefix)
+            // [MIG-5] With the members the row holds in an older layout while keys are pending.
+            let members = StrataStore.merging(
+                RelationshipKeys.members(prefix, in: snapshot), try store.pendingMembers(of: relationship, owner: entity, reference: reference, in: snapshot))
+            toMany[relationship.name] = try named(members, relationship)
+        }
         // [MIG-5] An ordered to-many whose list a row of an older layout still has as keys.
-        if store.hasPendingKeys(in: snapshot), let key = store.rowKey(of: entity, reference: reference) {
-            for relationship in entity.relationships where relationship.isOrdered && store.keysPending(relationship, in: snapshot) {
-                var list: [StoredObject]? = nil
-                _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
-                    try snapshot.withValue(key) { raw in
-                        list = store.pendingList(of: relationship, row: raw, reference: reference) { RelationshipKeys.members($0, in: snapshot) }
-                    }
-                }
-                guard let list else { continue }
-                toMany[relationship.name] = try list.map { member in
-                    guard let destination = store.entity(number: member.entity) else {
-                        throw ObjectGraphError(.storeCorrupted, "\(self.entity).\(relationship.name) of reference \(reference): a key names entity number \(member.entity), which the model does not have")
-                    }
-                    return (destination.name, member.reference)
-                }
+        for relationship in entity.relationships where relationship.isOrdered {
+            if let list = try store.pendingList(of: relationship, owner: entity, reference: reference, in: snapshot) {
+                toMany[relationship.name] = try named(list, relationship)
             }
         }
     }

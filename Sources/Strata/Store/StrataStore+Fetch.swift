@@ -428,8 +428,7 @@ extension StrataStore {
             var members = RelationshipKeys.members(ownerPrefix(relationship, owner: objectID.entity, reference: reference), in: snapshot)
             if layout.keysPending(relationship, in: snapshot) {
                 // [MIG-5] Keys still pending: the members the owner's row holds too.
-                members = Self.merging(
-                    members, try pendingMembers(of: relationship, owner: objectID.entity, reference: reference, in: snapshot, layout: layout))
+                members = Self.merging(members, try layout.pendingMembers(of: relationship, owner: objectID.entity, reference: reference, in: snapshot))
             }
             if members.isEmpty {
                 let key = try rowKey(objectID)
@@ -442,7 +441,7 @@ extension StrataStore {
         let engine = try openEngine()
         let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
         if layout.keysPending(relationship, in: snapshot),
-            let list = try pendingList(of: relationship, owner: objectID.entity, reference: integerReference(objectID), in: snapshot, layout: layout)
+            let list = try layout.pendingList(of: relationship, owner: objectID.entity, reference: integerReference(objectID), in: snapshot)
         {
             // [MIG-5] A row of an older layout whose list is still its keys (the row and the
             // keys read from one snapshot).

@@ -214,7 +214,7 @@ extension StrataStore {
                 var failure: (any Error)? = nil
                 try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
                     try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
-                        guard value.count >= 4, numbers.contains(UInt16(value[2]) | UInt16(value[3]) << 8) else { return true }
+                        guard value.count >= 4, numbers.contains(RowFields.load(UInt16.self, value, 2)) else { return true }
                         plan.batch.delete(Array(key))
                         do {
                             guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }

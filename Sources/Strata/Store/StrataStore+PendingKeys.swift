@@ -64,7 +64,7 @@ extension StrataStore {
                 rows += 1
                 guard let reference = KeyLayout.reference(fromKeyBytes: key), value.count >= 4 else { return true }
                 do {
-                    let number = UInt16(value[2]) | UInt16(value[3]) << 8
+                    let number = RowFields.load(UInt16.self, value, 2)
                     guard let entity = layout.entity(number: number) else { return true }
                     if let legacy = layout.legacyLayout(ofRow: value), !legacy.pendingLists.isEmpty {
                         // An ordered list still held as keys: the row rewritten in the current
@@ -119,20 +119,33 @@ extension StrataStore {
         }
     }
 
+    /// `keys` (members in reference order, as the keys list them) with `pending` added: in
+    /// reference order, each once.
+    static func merging(_ keys: [StoredObject], _ pending: [StoredObject]) -> [StoredObject] {
+        guard !pending.isEmpty else { return keys }
+        var seen = Set(keys.map(\.reference))
+        var merged = keys
+        for member in pending where seen.insert(member.reference).inserted { merged.append(member) }
+        merged.sort { $0.reference < $1.reference }
+        return merged
+    }
+}
+
+extension StoreLayout {
     /// The members of the keyed `relationship` of the owner `reference` (of `owner`'s
     /// hierarchy) that its row holds in a field of an older layout, while its keys are
     /// pending ([MIG-5]); empty otherwise (no row read).
     func pendingMembers(
-        of relationship: RelationshipDescription, owner: EntityDescription, reference: Int64, in snapshot: Snapshot, layout: StoreLayout
+        of relationship: RelationshipDescription, owner: EntityDescription, reference: Int64, in snapshot: Snapshot
     ) throws -> [StoredObject] {
-        guard layout.keysPending(relationship, in: snapshot), let key = layout.rowKey(of: owner, reference: reference) else { return [] }
+        guard keysPending(relationship, in: snapshot), let key = rowKey(of: owner, reference: reference) else { return [] }
         var members: [StoredObject] = []
         var failure: (any Error)? = nil
         _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
             try snapshot.withValue(key) { raw in
                 do {
-                    members = try layout.pendingMembers(
-                        of: relationship, row: raw, context: .key(root: layout.keySpace(of: owner), reference: reference), owner: reference
+                    members = try pendingMembers(
+                        of: relationship, row: raw, context: .key(root: keySpace(of: owner), reference: reference), owner: reference
                     ) { key in try mappingEngineErrors("read a member") { () throws(StoreError) in try snapshot.get(key) } }
                 } catch {
                     failure = error
@@ -145,30 +158,18 @@ extension StrataStore {
 
     /// [MIG-5] The list of the ordered `relationship` of the owner `reference` (of `owner`'s
     /// hierarchy) when its row is in an older layout whose list is still keys
-    /// (``StoreLayout/pendingList(of:row:reference:members:)``), read from `snapshot`; `nil`
+    /// (``pendingList(of:row:reference:members:)``), read from `snapshot`; `nil`
     /// when the row's field is its list.
     func pendingList(
-        of relationship: RelationshipDescription, owner: EntityDescription, reference: Int64, in snapshot: Snapshot,
-        layout: StoreLayout
+        of relationship: RelationshipDescription, owner: EntityDescription, reference: Int64, in snapshot: Snapshot
     ) throws -> [StoredObject]? {
-        guard layout.keysPending(relationship, in: snapshot), let key = layout.rowKey(of: owner, reference: reference) else { return nil }
+        guard keysPending(relationship, in: snapshot), let key = rowKey(of: owner, reference: reference) else { return nil }
         var list: [StoredObject]? = nil
         _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
             try snapshot.withValue(key) { raw in
-                list = layout.pendingList(of: relationship, row: raw, reference: reference) { RelationshipKeys.members($0, in: snapshot) }
+                list = pendingList(of: relationship, row: raw, reference: reference) { RelationshipKeys.members($0, in: snapshot) }
             }
         }
         return list
-    }
-
-    /// `keys` (members in reference order, as the keys list them) with `pending` added: in
-    /// reference order, each once.
-    static func merging(_ keys: [StoredObject], _ pending: [StoredObject]) -> [StoredObject] {
-        guard !pending.isEmpty else { return keys }
-        var seen = Set(keys.map(\.reference))
-        var merged = keys
-        for member in pending where seen.insert(member.reference).inserted { merged.append(member) }
-        merged.sort { $0.reference < $1.reference }
-        return merged
     }
 }

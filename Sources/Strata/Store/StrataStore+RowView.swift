@@ -61,8 +61,7 @@ extension StrataStore {
         /// is in an older layout whose list is still keys; `nil` otherwise (no read unless
         /// lists are pending).
         func pendingList(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> [StoredObject]? {
-            guard layout.keysPending(relationship, in: snapshot) else { return nil }
-            return try store.pendingList(of: relationship, owner: owner, reference: reference, in: snapshot, layout: layout)
+            try layout.pendingList(of: relationship, owner: owner, reference: reference, in: snapshot)
         }
 
         /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order
@@ -70,7 +69,7 @@ extension StrataStore {
         func members(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> [StoredObject] {
             let keys = RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
             guard layout.keysPending(relationship, in: snapshot) else { return keys }
-            return StrataStore.merging(keys, try store.pendingMembers(of: relationship, owner: owner, reference: reference, in: snapshot, layout: layout))
+            return StrataStore.merging(keys, try layout.pendingMembers(of: relationship, owner: owner, reference: reference, in: snapshot))
         }
 
         /// The row at `key` (`prefix`, the hierarchy's row prefix, and `reference`), read without
@@ -338,7 +337,7 @@ extension StrataStore {
                 else { return [] }
                 return try source.members(relationship, of: entity, reference: reference)
             }
-            if let relationship = entity.properties[ordinal] as? RelationshipDescription,
+            if source.layout.hasPendingKeys(in: source.snapshot), let relationship = entity.properties[ordinal] as? RelationshipDescription,
                 let list = try source.pendingList(relationship, of: entity, reference: reference)
             {
                 return list
