@@ -13,17 +13,9 @@ import Testing
 @Suite struct PendingKeyCrashTests {
     typealias Enumerator = CrashPointEnumerator<Progress>
     typealias Model = PendingRelationshipKeyTests
-
-    /// What a run acknowledged before it stopped: the first save (v1), the migration (keys
-    /// pending), the save of rows still in the old layout, and the build.
-    struct Progress {
-        var saved = false
-        var migrated = false
-        var changed = false
-        var built = false
-        var inFlight = false
-        var staleEngine = false
-    }
+    /// The first save (v1), the migration (keys pending), the save of rows still in the old
+    /// layout, and the build.
+    typealias Progress = MigrationCrashProgress
 
     static let path = "/strata-pending-crash-store"
 
@@ -39,30 +31,11 @@ import Testing
     }()
 
     static func enumerator() throws -> Enumerator {
-        StrataStore.register()
-        PersistentStoreCoordinator.registerStoreClass(FaultStrataStore.self, type: FaultStrataStore.type)
-        return CrashPointEnumerator(
-            name: "pending relationship keys",
-            makeFileSystem: { FaultInjectingFileSystem() },
-            run: { fs in run(on: fs) },
-            check: { fs, progress in
-                if progress.staleEngine { return ["a removed store still held its engine when the run began"] }
-                let observed: [String]
-                do {
-                    observed = try read(fs)
-                } catch {
-                    return ["the store does not open or read after the crash: \(error)"]
-                }
-                let allowed: [[String]]
-                if progress.changed {
-                    allowed = [after]
-                } else if progress.saved {
-                    allowed = progress.migrated && progress.inFlight ? [before, after] : [before]
-                } else {
-                    allowed = progress.inFlight ? [[], before] : [[]]
-                }
-                return allowed.contains(observed) ? [] : ["purchases \(observed), expected one of \(allowed)"]
-            })
+        Progress.enumerator("pending relationship keys", run: run(on:), read: read) { progress in
+            if progress.changed { return [after] }
+            if progress.saved { return progress.migrated && progress.inFlight ? [before, after] : [before] }
+            return progress.inFlight ? [[], before] : [[]]
+        }
     }
 
     /// Opens the store on `fs` with `options` and `model`, runs `body`, removes the store.
@@ -70,12 +43,7 @@ import Testing
         _ fs: FaultInjectingFileSystem, version: Int, options: [String: AttributeValue] = [:],
         _ body: (PersistentStoreCoordinator) throws -> R
     ) throws -> R {
-        FaultStrataStore.fileSystems.withLock { $0[path] = fs }
-        defer { FaultStrataStore.fileSystems.withLock { $0[path] = nil } }
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: try Model.model(version: version))
-        defer { for store in coordinator.persistentStores { try? coordinator.remove(store) } }
-        try coordinator.addPersistentStore(type: FaultStrataStore.type, at: URL(fileURLWithPath: path), options: options)
-        return try body(coordinator)
+        try FaultStrataStore.withStore(fs, path: path, model: Model.model(version: version), options: options, body)
     }
 
     /// The v1 save; the migration, its keys left pending, and a save of rows still in the old
@@ -152,12 +120,6 @@ import Testing
         let finished = FaultInjectingFileSystem()
         #expect(Self.run(on: finished).built)
         #expect(try Self.read(finished) == Self.after, "the clean run's store")
-        let count = clean.operations.count
-        let report = enumerator.enumerate(operations: Array(1...count)) { operation, timing in
-            [.none, .random(seed: UInt64(operation) << 1 | (timing == .after ? 1 : 0), tearing: operation % 2 == 0 ? .sector(512) : .byte)]
-        }
-        print("pending-key crash enumeration: \(report)")
-        for violation in report.violations { Issue.record("\(violation)") }
-        #expect(report.points > 0)
+        #expect(enumerator.crashAtEveryOperation(clean.operations.count).points > 0)
     }
 }

@@ -25,6 +25,74 @@ final class FaultStrataStore: StrataStore, @unchecked Sendable {
         options.checkInvariants = true
         return options
     }
+
+    /// Adds the store at `path` on `fs` with `model` and `options` to a new coordinator, runs
+    /// `body`, removes the store.
+    static func withStore<R>(
+        _ fs: FaultInjectingFileSystem, path: String, model: ManagedObjectModel, options: [String: AttributeValue] = [:],
+        _ body: (PersistentStoreCoordinator) throws -> R
+    ) throws -> R {
+        fileSystems.withLock { $0[path] = fs }
+        defer { fileSystems.withLock { $0[path] = nil } }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        defer { for store in coordinator.persistentStores { try? coordinator.remove(store) } }
+        try coordinator.addPersistentStore(type: type, at: URL(fileURLWithPath: path), options: options)
+        return try body(coordinator)
+    }
+}
+
+/// What a run of a migration crash test ([MIG-4], [MIG-5]) acknowledged before it stopped:
+/// the first saves, the migration, a save after it, and the background build; and whether a
+/// save or the migration was in flight.
+struct MigrationCrashProgress {
+    var populated = false
+    var saved = false
+    var migrated = false
+    var changed = false
+    var built = false
+    var inFlight = false
+    var staleEngine = false
+}
+
+extension MigrationCrashProgress {
+    /// The enumerator of a migration crash test named `name`: `run` on a new fault-injecting
+    /// file system; after each crash, `read` of the store must give one of what `allowed` says
+    /// the run's progress permits.
+    static func enumerator(
+        _ name: String, run: @escaping (FaultInjectingFileSystem) -> Self, read: @escaping (FaultInjectingFileSystem) throws -> [String],
+        allowed: @escaping (Self) -> [[String]]
+    ) -> CrashPointEnumerator<Self> {
+        StrataStore.register()
+        PersistentStoreCoordinator.registerStoreClass(FaultStrataStore.self, type: FaultStrataStore.type)
+        return CrashPointEnumerator(
+            name: name, makeFileSystem: { FaultInjectingFileSystem() }, run: run,
+            check: { fs, progress in
+                if progress.staleEngine { return ["a removed store still held its engine when the run began"] }
+                let observed: [String]
+                do {
+                    observed = try read(fs)
+                } catch {
+                    return ["the store does not open or read after the crash: \(error)"]
+                }
+                let expected = allowed(progress)
+                return expected.contains(observed) ? [] : ["observed \(observed), expected one of \(expected)"]
+            })
+    }
+}
+
+extension CrashPointEnumerator {
+    /// Crashes a run at each of its `count` I/O operations, before and after, with no damage
+    /// and with a random crash tearing writes (sectors or bytes by turns); records every
+    /// violation as an issue and returns the report.
+    @discardableResult
+    func crashAtEveryOperation(_ count: Int) -> Report {
+        let report = enumerate(operations: Array(1...count)) { operation, timing in
+            [.none, .random(seed: UInt64(operation) << 1 | (timing == .after ? 1 : 0), tearing: operation % 2 == 0 ? .sector(512) : .byte)]
+        }
+        print("\(name) crash enumeration: \(report)")
+        for violation in report.violations { Issue.record("\(violation)") }
+        return report
+    }
 }
 
 /// Crash-point enumeration of StrataStore saves (reliability issue 13): a scripted series of

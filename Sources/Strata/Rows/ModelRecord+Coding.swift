@@ -26,6 +26,10 @@ extension ModelRecord {
                     writer.u8(1)
                     writer.string(space)
                     writer.string(name)
+                case .rows(let space, let number):
+                    writer.u8(2)
+                    writer.string(space)
+                    writer.varint(UInt64(number))
                 }
             }
             writer.varint(UInt64(keyNames.count))
@@ -164,6 +168,14 @@ extension ModelRecord {
                         let name = try reader.string()
                         guard !name.isEmpty, !name.utf8.contains(0) else { throw reader.fail("retired relationship \"\(name)\"") }
                         retired.insert(.relationship(keySpace: space, name: name))
+                    case 2:
+                        // The rows of a removed entity: a number no version of the record
+                        // gives an entity now, below the next one.
+                        let number = try reader.varint()
+                        guard number < next, !versions[0].numbers.values.contains(UInt16(truncatingIfNeeded: number)) else {
+                            throw reader.fail("retired rows of entity number \(number)")
+                        }
+                        retired.insert(.rows(keySpace: space, entity: UInt16(truncatingIfNeeded: number)))
                     default: throw reader.fail("retired kind \(kind)")
                     }
                 }

@@ -14,8 +14,9 @@ import ObjectGraph
 /// keySpace := root string | name string                         (a root whose key space is not its name)
 /// keyName  := keySpace string | relationship string | name string (a keyed relationship whose keys
 ///                                                                  are not under its own name)
-/// retired  := kind u8 | keySpace string | (kind 1) relationship string
-///             kind 0: a whole key space; kind 1: one relationship's keys in it
+/// retired  := kind u8 | keySpace string | (kind 1) relationship string | (kind 2) number varint
+///             kind 0: a whole key space; kind 1: one relationship's keys in it; kind 2: the
+///             rows of a removed entity (by number) in it, with every key naming them
 /// version  := count varint | entity × count                      (entities in name order)
 /// entity   := number varint | layout varint | name string | superentity string | modifier string
 ///             | flags u8 (1 abstract) | count varint | property × count
@@ -55,14 +56,21 @@ struct ModelRecord: Equatable {
         case keySpace(String)
         /// The keys ([REL-1]) of a removed keyed relationship, in its hierarchy's key space.
         case relationship(keySpace: String, name: String)
+        /// The rows of a removed entity of a kept hierarchy (a subentity), whose header names
+        /// `entity`, in that hierarchy's key space, with their index entries and every
+        /// relationship key naming them as owner or member ([MIG-4]).
+        case rows(keySpace: String, entity: UInt16)
 
-        /// The key prefixes it covers.
+        /// The key prefixes it covers (none for retired rows: they are found by their headers,
+        /// and their keys by reference, among the hierarchy's).
         var prefixes: [[UInt8]] {
             switch self {
             case .keySpace(let space):
                 return [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag].map { [$0] + Array(space.utf8) + [0x00] }
             case .relationship(let space, let name):
                 return [RelationshipKeys.relationshipPrefix(root: space, relationship: name)]
+            case .rows:
+                return []
             }
         }
     }
@@ -188,6 +196,15 @@ struct ModelRecord: Equatable {
         var record = self
         record.retired = retired
         return record
+    }
+
+    /// [MIG-4] The entity numbers of retired rows, per key space.
+    var retiredRows: [String: Set<UInt16>] {
+        var rows: [String: Set<UInt16>] = [:]
+        for entry in retired {
+            if case .rows(let space, let number) = entry { rows[space, default: []].insert(number) }
+        }
+        return rows
     }
 
     /// [MIG-5] Whether an older version lists members of keyed relationships whose keys may

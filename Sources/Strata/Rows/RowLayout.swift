@@ -308,6 +308,44 @@ final class StoreLayout: Sendable {
             for (relationship, _, _) in layout.pendingLists { pending.insert(ObjectIdentifier(relationship)) }
         }
         pendingRelationships = pending
+        retiredNumbers = record.retiredRows.values.reduce(into: Set()) { $0.formUnion($1) }
+        hasRemovedEntities = Int(self.record.nextEntity) > model.entities.count
+    }
+
+    /// [MIG-4] The entity numbers of retired rows (of removed subentities, still to delete):
+    /// every reader skips a row whose header names one.
+    let retiredNumbers: Set<UInt16>
+
+    /// [MIG-4] Whether the row `bytes` is a retired one (of a removed entity, still to delete).
+    @inline(__always)
+    func isRetiredRow(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        !retiredNumbers.isEmpty && bytes.count >= 4 && retiredNumbers.contains(RowFields.load(UInt16.self, bytes, 2))
+    }
+
+    /// [MIG-4] Whether the row `bytes` is a retired one.
+    func isRetiredRow(_ bytes: [UInt8]) -> Bool {
+        !retiredNumbers.isEmpty && bytes.withUnsafeBytes { isRetiredRow($0) }
+    }
+
+    /// [MIG-1] Whether `number` is the number of an entity a migration removed: below
+    /// ``ModelRecord/nextEntity`` (numbers are never reused) and no entity's now. A destination
+    /// of such a number is no object (the row, retired, is or will be deleted, [MIG-4]).
+    @inline(__always)
+    func isRemovedEntity(_ number: UInt16) -> Bool {
+        hasRemovedEntities && number < record.nextEntity && entity(number: number) == nil
+    }
+
+    /// [MIG-1] Whether some number below ``ModelRecord/nextEntity`` is no entity's now (an
+    /// entity a migration removed).
+    let hasRemovedEntities: Bool
+
+    /// [MIG-4] Whether retired rows (and the keys naming them) may remain as `snapshot` sees
+    /// the store: shortcuts that read index entries or relationship keys across rows without
+    /// reading the rows (index-only counts, one-walk key counts, candidates from keys) decline.
+    func hasRetiredRows(in snapshot: Snapshot) -> Bool {
+        guard !retiredNumbers.isEmpty else { return false }
+        let written = pendingWrittenAt.load(ordering: .acquiring)
+        return written == 0 || snapshot.sequence < written
     }
 
     /// [MIG-5] The keyed relationships (by instance) some rows of older layouts hold members

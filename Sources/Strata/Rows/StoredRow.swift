@@ -72,7 +72,8 @@ extension StoredRow {
     mutating func loadRelationshipKeys(reference: Int64, store: StoreLayout, snapshot: Snapshot) throws {
         guard let entity = store.model.entitiesByName[self.entity], let layout = store.layout(of: entity) else { return }
         func named(_ members: [StoredObject], _ relationship: RelationshipDescription) throws -> [(entity: String, reference: Int64)] {
-            try members.map { member in
+            // [MIG-1] A member of a removed entity is none (its row is retired, [MIG-4]).
+            try members.filter { !store.isRemovedEntity($0.entity) }.map { member in
                 guard let destination = store.entity(number: member.entity) else {
                     throw ObjectGraphError(.storeCorrupted, "\(self.entity).\(relationship.name) of reference \(reference): a key names entity number \(member.entity), which the model does not have")
                 }
@@ -112,8 +113,9 @@ extension StoredRow {
             case .null:
                 if field.kind == .toOne { toOne[field.name] = .some(nil) }
             case .attribute(let value): attributes[field.name] = value
-            case .object(let object): toOne[field.name] = .some(try target(object))
-            case .objects(let objects): toMany[field.name] = try objects.map(target)
+            // [MIG-1] A destination of a removed entity is none (its row is retired, [MIG-4]).
+            case .object(let object): toOne[field.name] = .some(store.isRemovedEntity(object.entity) ? nil : try target(object))
+            case .objects(let objects): toMany[field.name] = try objects.filter { !store.isRemovedEntity($0.entity) }.map(target)
             }
         }
     }

@@ -118,14 +118,16 @@ extension StrataStore {
             guard roots.count == 1, let root = roots.first, let entity = request.entity else { return nil }
             return (root, entity, indexed ? Self.indexPlans(for: request, entity: entity, root: root).filter { usable(root, $0.attribute) } : [])
         }()
-        // [IDX-S7] A count that indexes answer exactly reads no row.
-        if request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, let (root, entity, plans) = hierarchy,
+        // [IDX-S7] A count that indexes answer exactly reads no row (not while entries of
+        // retired rows may remain, [MIG-4]).
+        let entriesExact = !layout.hasRetiredRows(in: snapshot)
+        if entriesExact, request.resultType == .count && request.fetchOffset == 0 && request.fetchLimit == 0, let (root, entity, plans) = hierarchy,
             let count = Self.indexOnlyCount(
                 for: request, entity: entity, root: root, names: names(), model: model, in: snapshot, plans: plans)
         {
             return .count(count)
         }
-        if indexed, let (root, entity, _) = hierarchy, let attribute = Self.distinctIndexAttribute(of: request, entity: entity),
+        if indexed, entriesExact, let (root, entity, _) = hierarchy, let attribute = Self.distinctIndexAttribute(of: request, entity: entity),
             usable(root, attribute.name)
         {
             // [IDX-S8] The distinct values of one indexed attribute: the index holds them in
@@ -279,7 +281,8 @@ extension StrataStore {
                     // a row the predicate accepts (and the fetch keeps) is copied.
                     try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         do {
-                            guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                            // [MIG-4] A retired row (of a removed entity) is no object.
+                            guard let reference = KeyLayout.reference(fromKeyBytes: key), !layout.isRetiredRow(value) else { return true }
                             let fields = try RowFields(
                                 value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
                             if wanted[Int(fields.entityNumber)], let entity = layout.unretainedEntity(number: fields.entityNumber) {
@@ -467,6 +470,8 @@ extension StrataStore {
         if let snapshot { reader = snapshot } else { reader = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() } }
         let found = try mappingEngineErrors("read \(objectID)") { () throws(StoreError) -> Bool in
             try reader.withValue(key) { raw in
+                // [MIG-4] A retired row (of a removed entity) is no object.
+                if layout.isRetiredRow(raw) { return }
                 read = Result { try RowBytes(raw: raw, store: layout, context: .object(objectID), readByEngine: true, values: values) }
             }
         }

@@ -34,6 +34,8 @@ extension StrataStore {
         /// [MIG-5] The key spaces whose rows in older layouts hold members of relationships
         /// whose keys are pending, written first.
         var pendingKeySpaces: [String] = []
+        /// [MIG-4] Whether the record lists retired rows, deleted first with their keys.
+        var retiredRows = false
     }
 
     /// A build in progress: its completion, its cancellation, its progress and its error.
@@ -77,7 +79,8 @@ extension StrataStore {
         let drops = presentIndexPrefixes(in: snapshot).filter { prefix in
             !kept.contains(prefix) && !retired.contains { prefix.starts(with: $0) }
         } + retired
-        guard stored != wanted || !drops.isEmpty || !pendingSpaces.isEmpty else { return nil }
+        let retiredRows = !record.retiredRows.isEmpty
+        guard stored != wanted || !drops.isEmpty || !pendingSpaces.isEmpty || retiredRows else { return nil }
         var builds: [String: Set<String>] = [:]
         for name in wanted.subtracting(stored).sorted() {
             let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
@@ -95,7 +98,7 @@ extension StrataStore {
         }
         return IndexBuild(
             builds: builds.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }, drops: drops, existing: claimed,
-            disclaims: claimed != stored, pendingKeySpaces: pendingSpaces)
+            disclaims: claimed != stored, pendingKeySpaces: pendingSpaces, retiredRows: retiredRows)
     }
 
     /// The index prefixes ([IDX-S1]: `0x02 root 0x00 attribute 0x00`) that hold entries, in
@@ -120,12 +123,12 @@ extension StrataStore {
     }
 
     /// The rows `build` reads, by the metadata's row counts (`counts`, per entity): those of
-    /// each key space it scans, once per pass (pending keys first, then each hierarchy's
-    /// entries); what ``indexBuildProgress`` is a share of.
+    /// each key space it scans, once per pass (retired rows' headers first, then pending keys,
+    /// then each hierarchy's entries); what ``indexBuildProgress`` is a share of.
     static func rowsRead(by build: IndexBuild, counts: [String: Int], layout: StoreLayout) -> Int {
         var rowsBySpace: [String: Int] = [:]
         for entity in layout.model.entities { rowsBySpace[layout.keySpace(of: entity), default: 0] += counts[entity.name] ?? 0 }
-        let spaces = build.pendingKeySpaces + build.builds.map(\.root)
+        let spaces = (build.retiredRows ? layout.record.retiredRows.keys.sorted() : []) + build.pendingKeySpaces + build.builds.map(\.root)
         return spaces.reduce(0) { $0 + (rowsBySpace[$1] ?? 0) }
     }
 
@@ -193,6 +196,32 @@ extension StrataStore {
                 _ = try mappingEngineErrors("write the model record") { () throws(StoreError) in try engine.commit(batch) }
             }
         }
+        // [MIG-4] Retired rows and every key naming them, pass by pass, a batch of keys read
+        // per transaction (saves never write such keys: no object of a removed entity exists).
+        if build.retiredRows {
+            let deletion = try shared.withSavesSettled { _ in
+                let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+                return try retiredRowDeletion(of: layout.record, in: snapshot)
+            }
+            task.rowsDone.add(deletion.rowsScanned, ordering: .relaxed)
+            for pass in deletion.passes() {
+                var cursor = pass.from
+                while true {
+                    if task.cancelled.load(ordering: .relaxed) { return false }
+                    let next = try shared.withSavesSettled { _ -> [UInt8]? in
+                        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+                        var batch = WriteBatch()
+                        let (_, next) = deleteRetired(pass, from: cursor, limit: batchRows, in: snapshot, into: &batch)
+                        if !batch.isEmpty {
+                            _ = try mappingEngineErrors("delete retired rows") { () throws(StoreError) in try engine.commit(batch) }
+                        }
+                        return next
+                    }
+                    guard let next else { break }
+                    cursor = next
+                }
+            }
+        }
         // [MIG-5] Pending relationship keys, batch by batch like the entries below: a save
         // of a row in an older layout puts its pending keys itself, before or after a batch
         // reads the row.
@@ -231,6 +260,10 @@ extension StrataStore {
                         try snapshot.forEachView(from: cursor, to: end) { key, value in
                             do {
                                 guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                                if layout.isRetiredRow(value) {
+                                    rows += 1
+                                    return true
+                                }
                                 let row = try RowBytes(raw: value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
                                 if let entity = layout.entity(number: row.entityNumber) {
                                     for (name, prefix) in zip(attributes, prefixes) {

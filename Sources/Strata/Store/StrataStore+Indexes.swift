@@ -124,6 +124,8 @@ extension StrataStore {
             var batch = WriteBatch()
             // [MIG-5] Relationship keys a migration left pending are written in this transaction.
             try writeAllPendingKeys(layout: layout, in: snapshot, into: &batch)
+            // [MIG-4] Retired rows go with every key naming them, in this transaction too.
+            try deleteAllRetiredRows(of: layout.record, in: snapshot, into: &batch)
             let pendingKeys = batch.count
             // [MIG-4] Keys a migration retired are deleted in this transaction too.
             for prefix in layout.record.retired.sorted().flatMap(\.prefixes) {
@@ -142,6 +144,8 @@ extension StrataStore {
                     try snapshot.forEach(from: KeyLayout.rowPrefix(root: space), to: KeyLayout.rowPrefixEnd(root: space)) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromRowKey: key) else { return true }
+                            // A retired row ([MIG-4]) goes in this transaction.
+                            if layout.isRetiredRow(value) { return true }
                             let row = try StoredRow.decode(value, store: layout, context: .key(root: space, reference: reference))
                             guard let entity = model.entitiesByName[row.entity] else { return true }
                             counts[row.entity, default: 0] += 1

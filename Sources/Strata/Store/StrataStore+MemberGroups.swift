@@ -202,7 +202,7 @@ extension StrataStore.RowSource {
         _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
             try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                 do {
-                    guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                    guard let reference = KeyLayout.reference(fromKeyBytes: key), !layout.isRetiredRow(value) else { return true }
                     let fields = try RowFields(
                         value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
                     guard let entity = layout.unretainedEntity(number: fields.entityNumber) else { return true }

@@ -91,10 +91,10 @@ extension StrataStore {
         let rowCounts = metadataRecord?.rowCounts ?? [:]
         // [MIG-5] Keys an earlier migration left pending are written before another one
         // (``migrateLightweight(in:from:to:url:)`` does, in a transaction of its own).
-        guard !record.hasPendingKeys else {
+        guard !record.hasPendingKeys, record.retiredRows.isEmpty else {
             throw ObjectGraphError(
                 .migrationFailed,
-                "The StrataStore at \(location) is still writing the relationship keys of its last migration; open it read-write with the model it was last opened with to finish them, then migrate it. Nothing was written.")
+                "The StrataStore at \(location) is still finishing its last migration (\(record.hasPendingKeys ? "writing relationship keys" : "deleting the rows of removed entities")); open it read-write with the model it was last opened with to finish, then migrate it. Nothing was written.")
         }
         let migrated = try record.migrated(to: model, mapping: mapping, rowCounts: rowCounts)
         var plan = LightweightMigration(mapping: mapping, record: migrated, layout: try StoreLayout(model: model, record: migrated))
@@ -200,35 +200,20 @@ extension StrataStore {
                 }
             }
         }
-        // Rows of removed entities of kept hierarchies (subentities), with their index entries
-        // and every relationship key naming them (the keys they own under relationships
-        // removed with them are retired above; those of kept relationships go here).
-        // (An entity the metadata record counts no row of has none to delete: no scan.)
-        let removed = mapping.entityMappings.filter { $0.mappingType == .remove }.compactMap { $0.sourceEntityName }.filter { name in
-            metadataRecord == nil || (rowCounts[name] ?? 0) > 0
+        // Rows of removed entities of kept hierarchies (subentities) are retired ([MIG-4]):
+        // readers skip them by their headers, and the background build deletes them with their
+        // index entries and every relationship key naming them. (An entity the metadata record
+        // counts no row of has none: nothing is listed.)
+        for entityMapping in mapping.entityMappings where entityMapping.mappingType == .remove {
+            guard let name = entityMapping.sourceEntityName, let entity = source.entitiesByName[name],
+                let number = record.current.numbers[name], keptSpaces.contains(oldSpace(entity)),
+                metadataRecord == nil || (rowCounts[name] ?? 0) > 0
+            else { continue }
+            // A key space merged into another moves with its rows (below).
+            let space = spaceMoves[oldSpace(entity)] ?? oldSpace(entity)
+            plan.record.retired.insert(.rows(keySpace: space, entity: number))
         }
-        if !removed.isEmpty {
-            let numbers = Set(removed.compactMap { record.current.numbers[$0] })
-            let oldLayout = try StoreLayout(model: source, record: record)
-            for root in Set(removed.compactMap { source.entitiesByName[$0].map(oldSpace) }).sorted() where keptSpaces.contains(root) {
-                var failure: (any Error)? = nil
-                try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
-                    try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
-                        guard value.count >= 4, numbers.contains(RowFields.load(UInt16.self, value, 2)) else { return true }
-                        plan.batch.delete(Array(key))
-                        do {
-                            guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                            try deleteKeys(naming: value, reference: reference, root: root, layout: oldLayout, in: snapshot, into: &plan.batch)
-                            return true
-                        } catch {
-                            failure = error
-                            return false
-                        }
-                    }
-                }
-                if let failure { throw failure }
-            }
-        }
+        plan.layout = try StoreLayout(model: model, record: plan.record)
         if !listsFromKeys.isEmpty {
             try writeLists(
                 listsFromKeys, source: source, mapping: mapping, record: record, layout: plan.layout, snapshot: snapshot, into: &plan.batch)
@@ -275,7 +260,7 @@ extension StrataStore {
             try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
                 try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                     do {
-                        guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                        guard let reference = KeyLayout.reference(fromKeyBytes: key), !layout.isRetiredRow(value) else { return true }
                         let row = try RowBytes(raw: value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
                         guard let entity = layout.entity(number: row.entityNumber), let rowLayout = layout.layout(of: entity) else { return true }
                         var members: [Int: [StoredObject]] = [:]  // field index → members
@@ -300,50 +285,6 @@ extension StrataStore {
                 }
             }
             if let failure { throw failure }
-        }
-    }
-
-    /// [MIG-1] Deletes into `batch` the keys that name the row `bytes` (of `reference`, in key
-    /// space `root`, read with the store's layouts before the migration, `layout`), as a
-    /// delete of its object would: its index entries ([IDX-S1]), the key its to-ones put
-    /// under their owners ([REL-2]), the keys of its keyed relationships and, for a
-    /// many-to-many, their mirrors under each member.
-    private static func deleteKeys(
-        naming bytes: UnsafeRawBufferPointer, reference: Int64, root: String, layout: StoreLayout, in snapshot: Snapshot,
-        into batch: inout WriteBatch
-    ) throws {
-        let origin = RowOrigin.key(root: root, reference: reference)
-        let row = try RowFields.current(bytes, store: layout, context: origin, readByEngine: true)
-        guard let entity = layout.entity(number: row.entityNumber) else { return }
-        let me = StoredObject(entity: row.entityNumber, reference: reference)
-        do {
-            for indexKey in try IndexKey.keys(reference: reference, entity: entity, root: root, value: { attribute in
-                guard let field = row.field(ofOrdinal: attribute.ordinal), case .attribute(let value) = try row.value(field) else { return .null }
-                return value
-            }) {
-                batch.delete(indexKey)
-            }
-            for (toOne, _, inversePrefix) in row.layout.foreignKeys {
-                if let owner = try row.object(atOrdinal: toOne.ordinal) {
-                    batch.delete(RelationshipKeys.key(relationshipPrefix: inversePrefix, owner: owner.reference, member: me))
-                }
-            }
-        } catch {
-            throw origin.locating(error)
-        }
-        for relationship in row.layout.keyedRelationships {
-            let ownerPrefix = layout.relationshipPrefix(relationship, owner: entity) + KeyLayout.referenceBytes(reference)
-            let mirror = relationship.inverseRelationship.flatMap { inverse -> (RelationshipDescription, EntityDescription)? in
-                guard RelationshipKeys.storage(of: inverse) == .join, let destination = relationship.destinationEntity else { return nil }
-                return (inverse, destination)
-            }
-            for member in RelationshipKeys.members(ownerPrefix, in: snapshot) {
-                batch.delete(RelationshipKeys.key(ownerPrefix: ownerPrefix, member: member))
-                if let (inverse, destination) = mirror {
-                    batch.delete(RelationshipKeys.key(
-                        relationshipPrefix: layout.relationshipPrefix(inverse, owner: destination), owner: member.reference, member: me))
-                }
-            }
         }
     }
 
@@ -386,12 +327,15 @@ extension StrataStore {
             let engine = shared.engine
             var snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             var record = record
-            if record.hasPendingKeys {
+            if record.hasPendingKeys || !record.retiredRows.isEmpty {
                 // [MIG-5] Keys an earlier migration left pending (its build cut short) are
-                // written first, with the record that no longer lists them.
+                // written first, and [MIG-4] the rows it retired deleted, with the record that
+                // no longer lists them.
                 var batch = WriteBatch()
                 try writeAllPendingKeys(layout: StoreLayout(model: record.current.model, record: record), in: snapshot, into: &batch)
+                try deleteAllRetiredRows(of: record, in: snapshot, into: &batch)
                 record = record.withoutPendingKeys()
+                record.retired = record.retired.filter { if case .rows = $0 { return false } else { return true } }
                 batch.put(KeyLayout.modelKey, record.encode())
                 _ = try mappingEngineErrors("write the pending relationship keys") { () throws(StoreError) in try engine.commit(batch) }
                 snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }

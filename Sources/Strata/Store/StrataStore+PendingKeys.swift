@@ -87,7 +87,8 @@ extension StrataStore {
                     for (relationship, members) in try layout.pendingCandidates(inRow: value, context: .key(root: root, reference: reference))
                     where RelationshipKeys.storage(of: relationship) == .join {
                         let relationshipPrefix = prefix(relationship, owner: entity)
-                        for member in members {
+                        // (Not a member of a removed entity: its row is retired, [MIG-4].)
+                        for member in members where layout.entity(number: member.entity) != nil {
                             batch.put(RelationshipKeys.key(relationshipPrefix: relationshipPrefix, owner: reference, member: member), [])
                         }
                     }

@@ -67,7 +67,9 @@ extension StrataStore {
         /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order
         /// (with those its row holds in an older layout while the keys are pending, [MIG-5]).
         func members(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> [StoredObject] {
-            let keys = RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
+            var keys = RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
+            // [MIG-4] Not a member whose row is retired (of a removed entity).
+            if layout.hasRetiredRows(in: snapshot) { keys.removeAll { layout.entity(number: $0.entity) == nil } }
             guard layout.keysPending(relationship, in: snapshot) else { return keys }
             return StrataStore.merging(keys, try layout.pendingMembers(of: relationship, owner: owner, reference: reference, in: snapshot))
         }
@@ -104,6 +106,7 @@ extension StrataStore {
             _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
                 try reader.withValue(onceKey) { raw in
                     let origin = RowOrigin.key(root: hierarchy.root, reference: object.reference)
+                    if layout.isRetiredRow(raw) { return }
                     do {
                         // The row's own checks name it; a field's error gets its origin here.
                         let fields = try RowFields(
@@ -124,7 +127,10 @@ extension StrataStore {
         /// bounds are built in buffers reused from count to count.
         func memberCount(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> Int {
             // [MIG-5] Keys still pending: the owner's members, its row's included.
-            if layout.keysPending(relationship, in: snapshot) { return try members(relationship, of: owner, reference: reference).count }
+            // [MIG-4] Keys may name retired rows: the members, read.
+            if layout.keysPending(relationship, in: snapshot) || layout.hasRetiredRows(in: snapshot) {
+                return try members(relationship, of: owner, reference: reference).count
+            }
             // [FETCH-S10] Once counting keys owner by owner has cost a share of the
             // relationship's keys, every owner's count comes from one walk of them.
             if let count = groupedMemberCount(relationship, of: owner, reference: reference) { return count }
@@ -176,6 +182,8 @@ extension StrataStore {
             var failure: (any Error)? = nil
             _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
                 try reader.withValue(key) { raw in
+                    // [MIG-4] A retired row (of a removed entity) is no object.
+                    if layout.isRetiredRow(raw) { return }
                     do {
                         row = try RowBytes(raw: raw, store: layout, context: .key(root: root, reference: reference), readByEngine: true, values: values)
                     } catch {
@@ -325,7 +333,9 @@ extension StrataStore {
 
         /// The destination stored in the to-one relationship at `ordinal`, if any.
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
-            try row.object(atOrdinal: ordinal)
+            guard let object = try row.object(atOrdinal: ordinal) else { return nil }
+            // [MIG-1] A destination of a removed entity is none.
+            return source.layout.isRemovedEntity(object.entity) ? nil : object
         }
 
         /// The destinations stored in the to-many relationship at `ordinal`: its keys, or its
@@ -342,7 +352,10 @@ extension StrataStore {
             {
                 return list
             }
-            if case .objects(let targets) = try row.value(field) { return targets }
+            if case .objects(let targets) = try row.value(field) {
+                // [MIG-1] Not a destination of a removed entity.
+                return source.layout.hasRemovedEntities ? targets.filter { !source.layout.isRemovedEntity($0.entity) } : targets
+            }
             return []
         }
 
@@ -566,7 +579,11 @@ extension StrataStore {
         }
 
         func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
-            do { return try fields.object(atOrdinal: ordinal) } catch { throw origin.locating(error) }
+            let object: StoredObject?
+            do { object = try fields.object(atOrdinal: ordinal) } catch { throw origin.locating(error) }
+            // [MIG-1] A destination of a removed entity is none.
+            guard let object, !source.layout.isRemovedEntity(object.entity) else { return nil }
+            return object
         }
 
         func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject] {

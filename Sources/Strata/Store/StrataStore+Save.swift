@@ -124,7 +124,9 @@ extension StrataStore {
             guard let reference = IndexKey.reference(fromIndexKey: key) else { continue }
             var rowKey = rowPrefix
             KeyLayout.appendReference(reference, to: &rowKey)
-            guard let bytes = try mappingEngineErrors("read a row of \(root)", { () throws(StoreError) in try reads.get(rowKey) }) else { continue }
+            guard let bytes = try mappingEngineErrors("read a row of \(root)", { () throws(StoreError) in try reads.get(rowKey) }),
+                !layout.isRetiredRow(bytes)
+            else { continue }
             let row = try RowBytes(bytes, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
             guard let entity = layout.entity(number: row.entityNumber), entity.isKind(of: constraint.scope) else { continue }
             var same = true
@@ -188,7 +190,10 @@ extension StrataStore {
             /// The object's current row, or `nil` (recorded as a conflict) when it is gone or
             /// not the version the context read.
             func current(_ object: ManagedObject, _ key: [UInt8]) throws -> RowBytes? {
-                guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try reads.get(key) }) else {
+                // [MIG-4] A retired row (of a removed entity) is no object.
+                guard let bytes = try mappingEngineErrors("read \(object.objectID)", { () throws(StoreError) in try reads.get(key) }),
+                    !layout.isRetiredRow(bytes)
+                else {
                     conflicts.append((object, nil))
                     return nil
                 }

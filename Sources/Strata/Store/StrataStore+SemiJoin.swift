@@ -166,8 +166,9 @@ extension StrataStore {
             let relationship = entity.relationshipsByName[path], relationship.isToOne, !relationship.isTransient,
             relationship.ordinal >= 0, let inverse = relationship.inverseRelationship, inverse.deleteRule != .noAction,
             RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: relationship), let owner = inverse.entity,
-            // [MIG-5] Not while the keys are pending: they would miss rows.
-            !layout.keysPending(inverse, in: snapshot)
+            // [MIG-5] Not while the keys are pending: they would miss rows; [MIG-4] nor while
+            // retired rows remain, whose keys (as owners or members) are not rows' of the model.
+            !layout.keysPending(inverse, in: snapshot), !layout.hasRetiredRows(in: snapshot)
         else { return nil }
         var prefix = layout.relationshipPrefix(inverse, owner: owner)
         // Against an object: the keys under it, the rows that name it.

@@ -148,11 +148,29 @@ public enum ObjectChecker {
         var layout: StoreLayout?
         /// The prefixes of keys the model record retired ([MIG-4]): not checked.
         var retiredPrefixes: [[UInt8]] = []
+        /// The references of retired rows ([MIG-4]: of removed entities, whose headers name a
+        /// number the model record lists as retired): not checked, nor the keys naming them.
+        var retiredReferences = Set<Int64>()
         /// Whether a key is retired (and counted as such).
         mutating func isRetired(_ key: [UInt8]) -> Bool {
             guard !retiredPrefixes.isEmpty, retiredPrefixes.contains(where: { key.starts(with: $0) }) else { return false }
             report.retiredKeys += 1
             return true
+        }
+        /// Whether an index entry or relationship key names a retired row ([MIG-4]) (and is
+        /// counted as retired): an entry of its reference, a key it owns or one naming a
+        /// retired entity as member.
+        mutating func namesRetiredRow(_ key: [UInt8], relationshipKey: Bool) -> Bool {
+            guard let layout, !layout.retiredNumbers.isEmpty else { return false }
+            let retired: Bool
+            if relationshipKey {
+                guard let parts = RelationshipKeys.parse(key) else { return false }
+                retired = layout.retiredNumbers.contains(parts.member.entity) || retiredReferences.contains(parts.owner)
+            } else {
+                retired = IndexKey.reference(fromIndexKey: key).map(retiredReferences.contains) ?? false
+            }
+            if retired { report.retiredKeys += 1 }
+            return retired
         }
         /// The key space ([KEY-2]) of an entity's hierarchy by the stored model record.
         func keySpace(of entity: EntityDescription) -> String { layout?.keySpace(of: entity) ?? entity.rootEntityName }
@@ -290,6 +308,14 @@ public enum ObjectChecker {
             }
             maxReference = max(maxReference, reference)
             guard let bytes = try get(key) else { return }
+            if let layout, layout.isRetiredRow(bytes) {
+                // [MIG-4] A retired row (of a removed entity, still to delete): counted as
+                // retired, not as a row, and not checked.
+                report.rows -= 1
+                report.retiredKeys += 1
+                retiredReferences.insert(reference)
+                return
+            }
             if let header = bytes.withUnsafeBytes({ RowHeader($0) }) {
                 rowKinds[StoreSurvey.RowKind(root: root, number: header.entity, layoutID: header.layoutID), default: 0] += 1
             }
@@ -414,7 +440,7 @@ public enum ObjectChecker {
             var present = Set<[UInt8]>()
             var retired: [[UInt8]] = []
             snapshot.forEachKey(from: [IndexKey.tag], to: [IndexKey.tag + 1]) { key in
-                if retiredPrefixes.isEmpty || !retiredPrefixes.contains(where: { key.starts(with: $0) }) {
+                if (retiredPrefixes.isEmpty || !retiredPrefixes.contains(where: { key.starts(with: $0) })) && !namesRetiredRow(key, relationshipKey: false) {
                     present.insert(key)
                 } else {
                     retired.append(key)
@@ -466,6 +492,7 @@ public enum ObjectChecker {
                 return true
             }
             if !retiredPrefixes.isEmpty { keys.removeAll { isRetired($0) } }
+            keys.removeAll { namesRetiredRow($0, relationshipKey: true) }
             report.relationshipKeys = keys.count
             for key in keys {
                 if let parts = RelationshipKeys.parse(key) { maxKeyReference = max(maxKeyReference, parts.owner, parts.member.reference) }

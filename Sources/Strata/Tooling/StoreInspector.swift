@@ -180,7 +180,9 @@ public struct InspectReport: Sendable, Equatable, Codable {
     public var modelVersions = 0
     /// The relationships whose keys or ordered lists a lightweight migration left for the
     /// background build to write ([MIG-5]), as `Entity.relationship (keys)` or `(list)`:
-    /// readers take them from the rows' old fields or keys meanwhile. Empty when none.
+    /// readers take them from the rows' old fields or keys meanwhile; and the rows of removed
+    /// entities it has yet to delete ([MIG-4]), as `#number in KeySpace (retired rows)`:
+    /// readers skip them. Empty when none.
     public var pending: [String] = []
 }
 
@@ -341,7 +343,8 @@ public enum StoreInspector {
     }
 
     /// [MIG-5] The pending keys and lists `record` lists, by the relationship of the current
-    /// model they belong to (its declaring entity), in name order.
+    /// model they belong to (its declaring entity), in name order; then [MIG-4] its retired
+    /// rows, by entity number and key space.
     static func pendingWork(in record: ModelRecord) -> [String] {
         let model = record.current.model
         var entityOfNumber: [UInt16: EntityDescription] = [:]
@@ -362,7 +365,10 @@ public enum StoreInspector {
                 }
             }
         }
-        return found.sorted()
+        let rows = record.retiredRows.sorted { $0.key < $1.key }.flatMap { space, numbers in
+            numbers.sorted().map { "#\($0) in \(space) (retired rows)" }
+        }
+        return found.sorted() + rows
     }
 
     /// The operator's numbers: space amplification, key count, index memory, cache counters.
