@@ -8,11 +8,11 @@ import Testing
 /// store is usable meanwhile (fetches scan), saves keep the entries right, and a build cut
 /// short is finished by the next load.
 @Suite struct BackgroundIndexBuildTests {
-    static func model(indexed: Bool, constrained: Bool = false) throws -> ManagedObjectModel {
+    static func model(indexed: Bool, constrained: Bool = false, rankIndexed: Bool = false) throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
             EntityDescription(name: "Item", properties: [
                 .attribute("code", .string, indexed: indexed),
-                .attribute("rank", .integer64),
+                .attribute("rank", .integer64, indexed: rankIndexed),
             ], uniquenessConstraints: constrained ? [["code"]] : []),
         ])
     }
@@ -143,6 +143,43 @@ import Testing
         try duplicate.setValue("c7", forKey: "code")
         #expect(throws: ObjectGraphError.self) { try context.save() }
         try LightweightMigrationTests.close(coordinator)
+    }
+
+    // Only the constrained attribute's entries are built by the load, and only its hierarchy's
+    // rows read: an index added with it is built in the background; the record claims what
+    // exists at each step.
+    @Test func aConstraintAddedWithAnIndexBuildsOnlyItsEntriesBeforeTheLoadReturns() throws {
+        let temporary = try Self.store(count: 300)
+        let coordinator = try temporary.coordinator(
+            model: Self.model(indexed: false, constrained: true, rankIndexed: true),
+            options: [StrataStore.indexBuildOption: .string("deferred")])
+        let store = try #require(coordinator.persistentStores.first as? StrataStore)
+        #expect(try Self.entries(store) == 300)
+        let rank = IndexKey.prefix(root: "Item", attribute: "rank")
+        let engine = try #require(store.storageEngine)
+        #expect(try engine.snapshot().countKeys(from: rank, to: StrataStore.prefixEnd(rank)) == 0, "left to the build")
+        #expect(store.indexBuildProgress == 0)
+        let claimed = try ModelRecord.decode(try #require(try engine.get(KeyLayout.modelKey))).entity(named: "Item")
+        #expect(claimed.attributesByName["code"]?.hasIndexEntries == true)
+        #expect(claimed.attributesByName["rank"]?.hasIndexEntries == false, "the record claims only the entries that exist")
+        // The constraint holds at once; fetches on rank scan meanwhile.
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let duplicate = try context.insertNewObject(forEntityName: "Item")
+        try duplicate.setValue("c7", forKey: "code")
+        #expect(throws: ObjectGraphError.self) { try context.save() }
+        context.rollback()
+        #expect(try context.count(for: LightweightMigrationTests.request("Item", "rank == 3")) == 43)
+        try LightweightMigrationTests.expectClean(coordinator)
+        try LightweightMigrationTests.close(coordinator)
+        // The next load builds rank's entries in the background, and the record then names both.
+        let again = try temporary.coordinator(model: Self.model(indexed: false, constrained: true, rankIndexed: true))
+        let built = try #require(again.persistentStores.first as? StrataStore)
+        try built.waitForIndexBuild()
+        let after = try #require(built.storageEngine)
+        #expect(try after.snapshot().countKeys(from: rank, to: StrataStore.prefixEnd(rank)) == 300)
+        #expect(try ModelRecord.decode(try #require(try after.get(KeyLayout.modelKey))).entity(named: "Item").attributesByName["rank"]?.hasIndexEntries == true)
+        try LightweightMigrationTests.expectClean(again)
+        try LightweightMigrationTests.close(again)
     }
 
     // With the option, the load builds the entries itself, as before.

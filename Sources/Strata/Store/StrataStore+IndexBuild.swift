@@ -22,13 +22,20 @@ extension StrataStore {
     struct IndexBuild: Sendable {
         /// Per hierarchy key space ([KEY-2]), the attributes whose entries are built.
         let builds: [(root: String, attributes: [String])]
+        /// [SAVE-4] Per key space, the uniqueness-constrained attributes whose entries are
+        /// built: saves check constraints through them, so the load builds them before it
+        /// returns (``buildConstrainedEntries(_:shared:layout:batchRows:)``), not the
+        /// background.
+        var constrained: [(root: String, attributes: [String])] = []
+        /// The constrained attributes built, as `Entity.attribute`.
+        var constrainedNames: Set<String> = []
         /// Index key prefixes ([IDX-S1]) of attributes no entity indexes any more, and the
         /// prefixes of keys a migration retired ([MIG-4]), deleted.
         let drops: [[UInt8]]
         /// The attributes whose entries the store holds before the build (`Entity.attribute`)
         /// and keeps through it (those of dropped prefixes left out): what a model record
         /// written meanwhile says ([ROW-5]).
-        let existing: Set<String>
+        var existing: Set<String>
         /// Whether the record must stop claiming entries before they are dropped.
         let disclaims: Bool
         /// [MIG-5] The key spaces whose rows in older layouts hold members of relationships
@@ -36,6 +43,9 @@ extension StrataStore {
         var pendingKeySpaces: [String] = []
         /// [MIG-4] Whether the record lists retired rows, deleted first with their keys.
         var retiredRows = false
+
+        /// Whether nothing is left for the background once the constrained entries are built.
+        var isEmptyButConstrained: Bool { builds.isEmpty && drops.isEmpty && pendingKeySpaces.isEmpty && !retiredRows && !disclaims }
     }
 
     /// A build in progress: its completion, its cancellation, its progress and its error.
@@ -58,9 +68,9 @@ extension StrataStore {
 
     /// The background build `model` needs in the store of `snapshot`, whose model record is
     /// `record`, or `nil` when its index entries are current, or the store has no model record
-    /// of `model`'s version, or an
-    /// attribute to build is uniqueness-constrained (saves check constraints through the
-    /// entries, [SAVE-4]: those are built before the load returns).
+    /// of `model`'s version. Entries of uniqueness-constrained attributes are its
+    /// ``IndexBuild/constrained`` part, which the load builds before it returns (saves check
+    /// constraints through the entries, [SAVE-4]).
     static func plannedIndexBuild(for model: ManagedObjectModel, record: ModelRecord?, in snapshot: Snapshot) throws -> IndexBuild? {
         guard let record, model.differences(fromStoreModel: record.current.model).isEmpty else { return nil }
         // [MIG-5] Relationship keys a migration left pending are written by the same build.
@@ -81,12 +91,32 @@ extension StrataStore {
         } + retired
         let retiredRows = !record.retiredRows.isEmpty
         guard stored != wanted || !drops.isEmpty || !pendingSpaces.isEmpty || retiredRows else { return nil }
-        var builds: [String: Set<String>] = [:]
+        var builds: [String: Set<String>] = [:], constrained: [String: Set<String>] = [:]
+        var constrainedNames = Set<String>()
         for name in wanted.subtracting(stored).sorted() {
             let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
             guard parts.count == 2, let entity = model.entitiesByName[parts[0]], let attribute = entity.attributesByName[parts[1]] else { return nil }
-            if attribute.isConstrained { return nil }
             builds[record.keySpace(ofRoot: entity.rootEntityName), default: []].insert(attribute.name)
+            if attribute.isConstrained { constrainedNames.insert(name) }
+        }
+        // An attribute is built once per key space: in the load when some entity constrains
+        // it there ([SAVE-4]), else in the background.
+        for name in constrainedNames {
+            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
+            guard let entity = model.entitiesByName[parts[0]] else { continue }
+            let space = record.keySpace(ofRoot: entity.rootEntityName)
+            if builds[space]?.remove(parts[1]) != nil || constrained[space]?.contains(parts[1]) == true {
+                constrained[space, default: []].insert(parts[1])
+            }
+            if builds[space]?.isEmpty == true { builds[space] = nil }
+        }
+        // Every entity's name for an attribute built in the load is built by it.
+        for name in wanted.subtracting(stored) {
+            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let entity = model.entitiesByName[parts[0]],
+                constrained[record.keySpace(ofRoot: entity.rootEntityName)]?.contains(parts[1]) == true
+            else { continue }
+            constrainedNames.insert(name)
         }
         // The record must not claim entries the build deletes (a load with a model indexing
         // them again would trust a half-deleted index): claimed are those of kept prefixes.
@@ -97,8 +127,9 @@ extension StrataStore {
             return !dropped.contains(IndexKey.prefix(root: record.keySpace(ofRoot: entity.rootEntityName), attribute: parts[1]))
         }
         return IndexBuild(
-            builds: builds.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }, drops: drops, existing: claimed,
-            disclaims: claimed != stored, pendingKeySpaces: pendingSpaces, retiredRows: retiredRows)
+            builds: builds.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) },
+            constrained: constrained.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }, constrainedNames: constrainedNames,
+            drops: drops, existing: claimed, disclaims: claimed != stored, pendingKeySpaces: pendingSpaces, retiredRows: retiredRows)
     }
 
     /// The index prefixes ([IDX-S1]: `0x02 root 0x00 attribute 0x00`) that hold entries, in
@@ -132,14 +163,19 @@ extension StrataStore {
         return spaces.reduce(0) { $0 + (rowsBySpace[$1] ?? 0) }
     }
 
+    /// Rows an index build reads per transaction: ``indexBuildBatchOption``, 2,000 by default.
+    var indexBuildBatchRows: Int {
+        if case .int64(let rows)? = options[Self.indexBuildBatchOption], rows > 0 { return Int(rows) }
+        return 2_000
+    }
+
     /// Starts `build` on a background queue ([IDX-S9]): no fetch uses the indexes it builds,
     /// and saves write the model record with the entries that exist, until it completes.
     /// With `deferred`, the store is left as during a build that has not started, and no
     /// build runs.
     func startIndexBuild(_ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, rowsTotal: Int, deferred: Bool = false) {
         let task = IndexBuildTask(rowsTotal: rowsTotal, deferred: deferred)
-        let batchRows: Int
-        if case .int64(let rows)? = options[Self.indexBuildBatchOption], rows > 0 { batchRows = Int(rows) } else { batchRows = 2_000 }
+        let batchRows = indexBuildBatchRows
         state.withLock {
             $0.indexBuild = task
             $0.indexEntriesOnDisk = build.existing
@@ -245,58 +281,7 @@ extension StrataStore {
             }
         }
         for (root, attributes) in build.builds {
-            var cursor = KeyLayout.rowPrefix(root: root)
-            let end = KeyLayout.rowPrefixEnd(root: root)
-            let prefixes = attributes.map { IndexKey.prefix(root: root, attribute: $0) }
-            while true {
-                if task.cancelled.load(ordering: .relaxed) { return false }
-                let more = try shared.withSavesSettled { _ -> Bool in
-                    let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
-                    var batch = WriteBatch()
-                    var rows = 0
-                    var last: [UInt8]? = nil
-                    var failure: (any Error)? = nil
-                    _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
-                        try snapshot.forEachView(from: cursor, to: end) { key, value in
-                            do {
-                                guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                                if layout.isRetiredRow(value) {
-                                    rows += 1
-                                    return true
-                                }
-                                let row = try RowBytes(raw: value, store: layout, context: .key(root: root, reference: reference), readByEngine: true)
-                                if let entity = layout.entity(number: row.entityNumber) {
-                                    for (name, prefix) in zip(attributes, prefixes) {
-                                        guard let attribute = entity.attributesByName[name], attribute.hasIndexEntries else { continue }
-                                        var indexKey = prefix
-                                        IndexKey.encode(try row.attribute(atOrdinal: attribute.ordinal) ?? .null, into: &indexKey)
-                                        KeyLayout.appendReference(reference, to: &indexKey)
-                                        batch.put(indexKey, [])
-                                    }
-                                }
-                                rows += 1
-                                if rows >= batchRows {
-                                    last = Array(key)
-                                    return false
-                                }
-                                return true
-                            } catch {
-                                failure = error
-                                return false
-                            }
-                        }
-                    }
-                    if let failure { throw failure }
-                    if !batch.isEmpty {
-                        _ = try mappingEngineErrors("write index entries") { () throws(StoreError) in try engine.commit(batch) }
-                    }
-                    task.rowsDone.add(rows, ordering: .relaxed)
-                    guard let last else { return false }
-                    cursor = last + [0x00]
-                    return true
-                }
-                if !more { break }
-            }
+            guard try buildEntries(of: attributes, in: root, shared: shared, layout: layout, batchRows: batchRows, task: task) else { return false }
         }
         for prefix in build.drops {
             while true {
@@ -316,6 +301,96 @@ extension StrataStore {
             }
         }
         return true
+    }
+
+    /// Builds the index entries of `attributes` for every row of key space `root`, batch by
+    /// batch (each batch of `batchRows` rows a transaction with the saves settled, so a save
+    /// changes a row's entries either before the batch reads the row or after it wrote them).
+    /// `false` when `task` is cancelled.
+    static func buildEntries(
+        of attributes: [String], in root: String, shared: SharedEngine, layout: StoreLayout, batchRows: Int, task: IndexBuildTask?
+    ) throws -> Bool {
+        let engine = shared.engine
+        var cursor = KeyLayout.rowPrefix(root: root)
+        let end = KeyLayout.rowPrefixEnd(root: root)
+        let prefixes = attributes.map { IndexKey.prefix(root: root, attribute: $0) }
+        // [MIG-2] Rows in an older layout are read upgraded, one at a time, in this buffer.
+        let scratch = layout.hasLegacy ? RowScratch() : nil
+        while true {
+            if task?.cancelled.load(ordering: .relaxed) == true { return false }
+            let more = try shared.withSavesSettled { _ -> Bool in
+                let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+                var batch = WriteBatch()
+                var rows = 0
+                var last: [UInt8]? = nil
+                var failure: (any Error)? = nil
+                _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
+                    try snapshot.forEachView(from: cursor, to: end) { key, value in
+                        do {
+                            guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                            if layout.isRetiredRow(value) {
+                                rows += 1
+                                return true
+                            }
+                            // Read where the engine holds it: only the attributes are decoded.
+                            let row = try RowFields(
+                                value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
+                            if let entity = layout.entity(number: row.entityNumber) {
+                                for (name, prefix) in zip(attributes, prefixes) {
+                                    guard let attribute = entity.attributesByName[name], attribute.hasIndexEntries else { continue }
+                                    var indexKey = prefix
+                                    IndexKey.encode(try row.attribute(atOrdinal: attribute.ordinal) ?? .null, into: &indexKey)
+                                    KeyLayout.appendReference(reference, to: &indexKey)
+                                    batch.put(indexKey, [])
+                                }
+                            }
+                            rows += 1
+                            if rows >= batchRows {
+                                last = Array(key)
+                                return false
+                            }
+                            return true
+                        } catch {
+                            failure = error
+                            return false
+                        }
+                    }
+                }
+                if let failure { throw failure }
+                if !batch.isEmpty {
+                    _ = try mappingEngineErrors("write index entries") { () throws(StoreError) in try engine.commit(batch) }
+                }
+                task?.rowsDone.add(rows, ordering: .relaxed)
+                guard let last else { return false }
+                cursor = last + [0x00]
+                return true
+            }
+            if !more { break }
+        }
+        return true
+    }
+
+    /// [SAVE-4] Builds, before the load returns, the entries of the uniqueness-constrained
+    /// attributes `build` names (saves check constraints through them), and leaves the rest of
+    /// the build to the background: the model record it returns with claims them too; `nil`
+    /// when nothing is left, the record then written as the model's.
+    static func buildConstrainedEntries(_ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, batchRows: Int) throws -> IndexBuild? {
+        // No save runs yet: larger batches than the background's cost fewer commits.
+        for (root, attributes) in build.constrained {
+            _ = try buildEntries(of: attributes, in: root, shared: shared, layout: layout, batchRows: max(batchRows, 50_000), task: nil)
+        }
+        var rest = build
+        rest.existing.formUnion(build.constrainedNames)
+        rest.constrained = []
+        rest.constrainedNames = []
+        var record = layout.record
+        if !rest.isEmptyButConstrained { record.versions[0].indexEntries = rest.existing }
+        try shared.withSavesSettled { _ in
+            var batch = WriteBatch()
+            batch.put(KeyLayout.modelKey, record.encode())
+            _ = try mappingEngineErrors("write the model record") { () throws(StoreError) in try shared.engine.commit(batch) }
+        }
+        return rest.isEmptyButConstrained ? nil : rest
     }
 
     /// How far a background index build is ([IDX-S9]): the share of rows read (0 to 1), or

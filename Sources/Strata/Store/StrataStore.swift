@@ -191,6 +191,11 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                 } else {
                     if !repairing, self.options[Self.indexBuildOption]?.stringValue != "synchronous" {
                         backgroundBuild = try Self.plannedIndexBuild(for: model, record: modelRecord, in: snapshot)
+                        // [SAVE-4] Entries of constrained attributes are built now, the rest
+                        // in the background.
+                        if let build = backgroundBuild, !build.constrained.isEmpty, let loadedLayout {
+                            backgroundBuild = try Self.buildConstrainedEntries(build, shared: shared, layout: loadedLayout, batchRows: indexBuildBatchRows)
+                        }
                     }
                     if backgroundBuild == nil {
                         _ = try Self.reconcile(in: shared, model: model, layout: loadedLayout, force: repairing)
