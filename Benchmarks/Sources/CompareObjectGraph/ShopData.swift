@@ -12,11 +12,11 @@ public enum ShopModel {
     /// `city`, `orderName` renames `Order` (its renaming identifier says so), `party` puts
     /// an abstract `Party` above `Customer`, `customersToMany` makes an order's `customer`
     /// a to-many (customers and orders then many-to-many), `refunds` adds a subentity
-    /// `Refund` of the order entity (with a `reason`) and `ordersOrdered` makes a customer's
-    /// `orders` ordered.
+    /// `Refund` of the order entity (with a `reason`), `ordersOrdered` makes a customer's
+    /// `orders` ordered and `labelUnique` gives `Customer` a uniqueness constraint on `label`.
     public static func make(
         loyalty: Bool = false, cityIndexed: Bool = false, orderName: String = "Order", party: Bool = false,
-        customersToMany: Bool = false, refunds: Bool = false, ordersOrdered: Bool = false
+        customersToMany: Bool = false, refunds: Bool = false, ordersOrdered: Bool = false, labelUnique: Bool = false
     ) throws -> ManagedObjectModel {
         let refund = refunds ? [EntityDescription(name: "Refund", superentity: orderName, properties: [.attribute("reason", .string)])] : []
         return try ManagedObjectModel(entities: (party ? [EntityDescription(name: "Party", isAbstract: true)] : []) + refund + [
@@ -29,7 +29,8 @@ public enum ShopModel {
                     .attribute("tier", .integer64, indexed: true),
                     .attribute("level", .integer64),
                     .toMany("orders", orderName, inverse: "customer", ordered: ordersOrdered, deleteRule: .cascade),
-                ] + (loyalty ? [.attribute("loyalty", .string)] : [])),
+                ] + (loyalty ? [.attribute("loyalty", .string)] : []),
+                uniquenessConstraints: labelUnique ? [["label"]] : []),
             EntityDescription(
                 name: orderName,
                 properties: [
