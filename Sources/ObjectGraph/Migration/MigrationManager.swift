@@ -151,8 +151,15 @@ public final class MigrationManager {
                                     .migrationFailed, "\(item.mapping.name): \(item.source.name) has no relationship \(name) for \(relationship.name).",
                                     entityName: item.destination.name, key: relationship.name)
                             }
-                            // A destination the mapping does not copy (a removed entity) is left out.
-                            targets = try object.objectIDs(forRelationshipNamed: name).compactMap { copies[$0] }
+                            // A destination the mapping does not copy (a removed entity) is left out,
+                            // and so is one copied to an entity the relationship no longer reaches
+                            // (moved out of the destination's hierarchy): Core Data's inferred
+                            // mappings take a relationship's destination instances from the
+                            // destination entity's own mappings. The moved object keeps its side,
+                            // and the inverse it has now comes with it.
+                            targets = try object.objectIDs(forRelationshipNamed: name).compactMap { copies[$0] }.filter { target in
+                                relationship.destinationEntity.map { target.entity.isKind(of: $0) } ?? true
+                            }
                         case .expression(let expression):
                             targets = Self.objectIDs(in: try expression.evaluate(with: object)).compactMap { copies[$0] }
                         case .defaultValue:

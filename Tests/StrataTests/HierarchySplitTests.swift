@@ -1,0 +1,82 @@
+import Foundation
+import ObjectGraph
+@testable import Strata
+import StrataEngine
+import Testing
+
+/// Issue 17: an entity moved out of its hierarchy (a change Core Data's lightweight migration
+/// makes: "move entities out of a hierarchy"), here Novel leaving Book's to be a root of its
+/// own, with the relationships it had through Book given inverses of their own.
+@Suite struct HierarchySplitTests {
+    typealias Library = LightweightMigrationTests
+
+    /// The library with Novel a root: its title, pages, author (inverse Author.novels) and tags
+    /// (inverse Tag.novels) its own.
+    static func split() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: [
+            EntityDescription(name: "Author", properties: [
+                .attribute("name", .string, indexed: true),
+                .toMany("books", "Book", inverse: "author"),
+                .toMany("novels", "Novel", inverse: "author"),
+            ]),
+            EntityDescription(name: "Book", properties: [
+                .attribute("title", .string, optional: false),
+                .attribute("pages", .integer32),
+                .toOne("author", "Author", inverse: "books"),
+                .toMany("tags", "Tag", inverse: "books"),
+            ]),
+            EntityDescription(name: "Novel", properties: [
+                .attribute("title", .string, optional: false),
+                .attribute("pages", .integer32),
+                .attribute("genre", .string),
+                .toOne("author", "Author", inverse: "novels"),
+                .toMany("tags", "Tag", inverse: "novels"),
+            ]),
+            EntityDescription(name: "Tag", properties: [
+                .attribute("label", .string),
+                .toMany("books", "Book", inverse: "tags"),
+                .toMany("novels", "Novel", inverse: "tags"),
+            ]),
+        ])
+    }
+
+    // Each store type (StrataStore migrates such a change by copy, [MIG-3]); read back after
+    // the migration and after reopening.
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary], 0..<2)
+    func aSubentityMovedOutOfItsHierarchyKeepsItsObjectsAndRelationships(type: PersistentStore.StoreType, round: Int) throws {
+        let (directory, url) = try Library.libraryFile(type)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for _ in 0...round {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.split())
+            try coordinator.addPersistentStore(type: type, at: url, options: Library.migrating)
+            try Self.expectSplit(coordinator)
+            try Library.close(coordinator)
+        }
+    }
+
+    /// What the split library holds: the books and novels apart, each relationship through the
+    /// entity it reaches now.
+    static func expectSplit(_ coordinator: PersistentStoreCoordinator) throws {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        func titles(_ objects: [ManagedObject]) throws -> [String] {
+            try objects.map { try $0.value(forKey: "title").stringValue ?? "?" }.sorted()
+        }
+        #expect(try titles(context.fetch(Library.request("Book", "TRUEPREDICATE"))) == ["Book 0", "Book 1"])
+        let novels = try context.fetch(Library.request("Novel", "TRUEPREDICATE"))
+        #expect(try titles(novels) == ["Book 2", "Book 3"])
+        #expect(try novels.map { try $0.value(forKey: "genre").stringValue ?? "?" } == ["sf", "sf"])
+        let leGuin = try #require(try context.fetch(Library.request("Author", "name == 'Le Guin'")).first)
+        #expect(try titles(leGuin.objects(forKey: "books")) == ["Book 0"])
+        #expect(try titles(leGuin.objects(forKey: "novels")) == ["Book 2"])
+        let even = try #require(try context.fetch(Library.request("Tag", "label == 'even'")).first)
+        #expect(try titles(even.objects(forKey: "books")) == ["Book 0"])
+        #expect(try titles(even.objects(forKey: "novels")) == ["Book 2"])
+        let novel = try #require(try context.fetch(Library.request("Novel", "title == 'Book 3'")).first)
+        #expect(try novel.object(forKey: "author")?.value(forKey: "name") == "Lem")
+        #expect(try novel.objects(forKey: "tags").map { try $0.value(forKey: "label").stringValue ?? "?" } == ["odd"])
+        if let engine = (coordinator.persistentStores.first as? StrataStore)?.storageEngine {
+            let report = try ObjectChecker.check(engine: engine, repair: false)
+            #expect(report.problems.isEmpty, "\(report.problems)")
+        }
+    }
+}
