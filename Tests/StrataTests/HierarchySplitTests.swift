@@ -20,13 +20,13 @@ import Testing
                 .toMany("novels", "Novel", inverse: "author"),
             ]),
             EntityDescription(name: "Book", properties: [
-                .attribute("title", .string, optional: false),
+                .attribute("title", .string, optional: false, indexed: true),
                 .attribute("pages", .integer32),
                 .toOne("author", "Author", inverse: "books"),
                 .toMany("tags", "Tag", inverse: "books"),
             ]),
             EntityDescription(name: "Novel", properties: [
-                .attribute("title", .string, optional: false),
+                .attribute("title", .string, optional: false, indexed: true),
                 .attribute("pages", .integer32),
                 .attribute("genre", .string),
                 .toOne("author", "Author", inverse: "novels"),
@@ -44,12 +44,25 @@ import Testing
     // the migration and after reopening.
     @Test(arguments: [PersistentStore.StoreType.strata, .binary], 0..<2)
     func aSubentityMovedOutOfItsHierarchyKeepsItsObjectsAndRelationships(type: PersistentStore.StoreType, round: Int) throws {
-        let (directory, url) = try Library.libraryFile(type)
+        let (directory, url) = try Library.libraryFile(type, LibraryModel(titleIndexed: true))
         defer { try? FileManager.default.removeItem(at: directory) }
+        // A novel's URI from before: StrataStore splits in place, so it still names the novel.
+        let before = PersistentStoreCoordinator(managedObjectModel: try LibraryModel(titleIndexed: true).make())
+        try before.addPersistentStore(type: type, at: url)
+        let context = ManagedObjectContext(persistentStoreCoordinator: before)
+        let uri = try #require(try context.fetch(Library.request("Novel", "title == 'Book 2'")).first).objectID.uriRepresentation()
+        try Library.close(before)
         for _ in 0...round {
             let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.split())
             try coordinator.addPersistentStore(type: type, at: url, options: Library.migrating)
             try Self.expectSplit(coordinator)
+            if type == .strata {
+                let id = try #require(coordinator.managedObjectID(forURIRepresentation: uri))
+                let novel = try ManagedObjectContext(persistentStoreCoordinator: coordinator).existingObject(with: id)
+                #expect(try novel.value(forKey: "title") == "Book 2", "in place: the object keeps its ID")
+                let record = try PendingRelationshipKeyTests.storedRecord(coordinator)
+                #expect(record.keySpace(ofRoot: "Novel") == "Novel" && record.keySpace(ofRoot: "Book") == "Book")
+            }
             try Library.close(coordinator)
         }
     }
@@ -71,6 +84,10 @@ import Testing
         let even = try #require(try context.fetch(Library.request("Tag", "label == 'even'")).first)
         #expect(try titles(even.objects(forKey: "books")) == ["Book 0"])
         #expect(try titles(even.objects(forKey: "novels")) == ["Book 2"])
+        // Counts through the title index of each hierarchy.
+        #expect(try context.count(for: Library.request("Novel", "title == 'Book 2'")) == 1)
+        #expect(try context.count(for: Library.request("Book", "title == 'Book 2'")) == 0)
+        #expect(try context.count(for: Library.request("Book", "title BEGINSWITH 'Book'")) == 2)
         let novel = try #require(try context.fetch(Library.request("Novel", "title == 'Book 3'")).first)
         #expect(try novel.object(forKey: "author")?.value(forKey: "name") == "Lem")
         #expect(try novel.objects(forKey: "tags").map { try $0.value(forKey: "label").stringValue ?? "?" } == ["odd"])
@@ -78,5 +95,46 @@ import Testing
             let report = try ObjectChecker.check(engine: engine, repair: false)
             #expect(report.problems.isEmpty, "\(report.problems)")
         }
+    }
+}
+
+extension HierarchySplitTests {
+    /// The split library with reviews: Review.book reaches Books only now, and a novel's reviews
+    /// come back through Review.novel, a new to-one (stored in rows).
+    static func splitWithReviews() throws -> ManagedObjectModel {
+        let base = try split()
+        return try ManagedObjectModel(entities: base.entities.map { entity in
+            let copy = LightweightMigrationTests.copy(entity)
+            switch entity.name {
+            case "Book":
+                return EntityDescription(name: "Book", properties: copy.ownProperties + [.toMany("reviews", "Review", inverse: "book")])
+            case "Novel":
+                return EntityDescription(name: "Novel", properties: copy.ownProperties + [.toMany("reviews", "Review", inverse: "novel")])
+            default:
+                return copy
+            }
+        } + [
+            EntityDescription(name: "Review", properties: [
+                .attribute("text", .string), .toOne("book", "Book", inverse: "reviews"), .toOne("novel", "Novel", inverse: "reviews"),
+            ])
+        ])
+    }
+
+    // A to-one that reached the entity that leaves (Review.book reached novels) would need its
+    // rows rewritten: StrataStore migrates such a split by copy ([MIG-3]), and each review
+    // reaches its novel through the new relationship.
+    @Test func aSplitThatRowsWouldHaveToFollowIsMigratedByCopy() throws {
+        let (store, uris) = try RetiredRowTests.savedStore()
+        let coordinator = try store.coordinator(model: Self.splitWithReviews(), options: Library.migrating)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var request = FetchRequest(entityName: "Review")
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "text", ascending: true)]
+        let reviews = try context.fetch(request).map { review in
+            "\(try review.value(forKey: "text").stringValue ?? "?"): \(try review.object(forKey: "book")?.value(forKey: "title").stringValue ?? "-") \(try review.object(forKey: "novel")?.value(forKey: "title").stringValue ?? "-")"
+        }
+        #expect(reviews == ["on 0: Book 0 -", "on 2: - Book 2", "on 3: - Book 3"])
+        #expect(coordinator.managedObjectID(forURIRepresentation: uris[0]) == nil, "copied: the store has a new identifier")
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
     }
 }

@@ -95,17 +95,17 @@ struct LibraryModel {
         for persistent in coordinator.persistentStores { try coordinator.remove(persistent) }
     }
 
-    /// A new directory holding a library store of `type` (version 1): the directory (the
-    /// caller removes it) and the store's URL.
-    static func libraryFile(_ type: PersistentStore.StoreType) throws -> (directory: URL, url: URL) {
+    /// A new directory holding a library store of `type` and `model` (version 1 by default):
+    /// the directory (the caller removes it) and the store's URL.
+    static func libraryFile(_ type: PersistentStore.StoreType, _ model: LibraryModel = LibraryModel()) throws -> (directory: URL, url: URL) {
         StrataStore.register()
         BinaryStore.register()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("strata-library-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let url = directory.appendingPathComponent(type == .strata ? "store" : "store.bin")
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try model.make())
         try coordinator.addPersistentStore(type: type, at: url)
-        try populate(coordinator, LibraryModel())
+        try populate(coordinator, model)
         return (directory, url)
     }
 

@@ -419,9 +419,15 @@ struct ModelRecord: Equatable {
             taken.insert(space)
         }
         var inherited: [String: Set<String>] = [:]
+        // Per old key space, the new root of the entity that was its root, and the rows each
+        // new hierarchy takes from it (for a hierarchy that splits).
+        var rootHeir: [String: String] = [:], rowsTaken: [String: [String: Int]] = [:]
         for entity in model.entities {
             guard let source = sources[entity.name]?.sourceEntityName, let before = old.entitiesByName[source] else { continue }
-            inherited[entity.rootEntityName, default: []].insert(keySpace(ofRoot: before.rootEntityName))
+            let space = keySpace(ofRoot: before.rootEntityName)
+            inherited[entity.rootEntityName, default: []].insert(space)
+            if before.superentity == nil { rootHeir[space] = entity.rootEntityName }
+            rowsTaken[space, default: [:]][entity.rootEntityName, default: 0] += rowCounts[before.name] ?? 0
         }
         var spaces: [String: String] = [:]
         let roots = model.entities.filter { $0.rootEntityName == $0.name }.map(\.name).sorted()
@@ -431,6 +437,17 @@ struct ModelRecord: Equatable {
                 let (rowsA, rowsB) = (rows[a] ?? 0, rows[b] ?? 0)
                 return rowsA != rowsB ? rowsA > rowsB : a < b
             }.first
+        }
+        // A hierarchy that splits (its entities under several roots now) leaves its key space to
+        // the new hierarchy that takes the most of its rows (ties: the one of its root entity,
+        // then by name): the others take new ones below, and their rows and keys move ([MIG-1]).
+        for (space, takers) in rowsTaken where takers.count > 1 {
+            let keeper = takers.sorted { a, b in
+                if a.value != b.value { return a.value > b.value }
+                if (a.key == rootHeir[space]) != (b.key == rootHeir[space]) { return a.key == rootHeir[space] }
+                return a.key < b.key
+            }[0].key
+            for root in takers.keys where root != keeper && spaces[root] == space { spaces[root] = nil }
         }
         for root in roots where spaces[root] == nil {
             var name = root, suffix = 2

@@ -56,6 +56,9 @@ extension StrataStore {
         /// of removed entities deleted (their index entries go at the index build that
         /// follows), owners' rows given lists, key spaces moved ([MIG-1]).
         var batch = WriteBatch()
+        /// Hierarchies that split: per old key space, the entities (by number) that leave it and
+        /// the key space each goes to, with its rows, index entries and keys ([MIG-1]).
+        var splits: [String: [UInt16: String]] = [:]
     }
 
     /// [MIG-1] The lightweight migration of the store in `snapshot`, whose model record says
@@ -110,8 +113,6 @@ extension StrataStore {
             RelationshipKeys.relationshipPrefix(root: oldSpace(entity), relationship: oldKeyName(name, entity))
         }
         var keptRelationshipKeys = Set<[UInt8]>()
-        // Each old hierarchy root and the root its entities have now.
-        var rootMoves: [String: String] = [:]
         // Each old key space and the key space its rows are in now.
         var spaceMoves: [String: String] = [:]
         // Keyed relationships that become lists in rows: the new owner entity and relationship,
@@ -124,14 +125,28 @@ extension StrataStore {
             else { return nil }
             return ($0, entity, old)
         }
+        // Hierarchies that split: per old key space, the numbers of the entities that leave it
+        // and the key space each goes to ([MIG-1]).
+        var splits: [String: [UInt16: String]] = [:]
+        var oldRootsOfNewRoot: [String: Set<String>] = [:]
         for (_, entity, old) in kept {
-            if let moved = rootMoves[old.rootEntityName], moved != entity.rootEntityName {
+            oldRootsOfNewRoot[entity.rootEntityName, default: []].insert(old.rootEntityName)
+            // Of a hierarchy that splits, the part that keeps the old key space stays.
+            let from = oldSpace(old), to = newSpace(entity)
+            if spaceMoves[from] == nil || to == from { spaceMoves[from] = to }
+        }
+        for (_, entity, old) in kept where newSpace(entity) != spaceMoves[oldSpace(old)] {
+            guard let number = record.current.numbers[old.name] else { continue }
+            splits[oldSpace(old), default: [:]][number] = newSpace(entity)
+        }
+        plan.splits = splits
+        if let (space, _) = splits.first {
+            // In place only when nothing else moves keys: no hierarchies merge.
+            if let merged = oldRootsOfNewRoot.first(where: { $0.value.count > 1 }) {
                 throw refuse(
-                    entity.name, nil,
-                    "the hierarchy of \(old.rootEntityName) splits: its entities go under \(moved) and \(entity.rootEntityName)")
+                    merged.key, nil,
+                    "the hierarchy of key space \(space) splits while \(merged.value.sorted().joined(separator: " and ")) merge under \(merged.key)")
             }
-            rootMoves[old.rootEntityName] = entity.rootEntityName
-            spaceMoves[oldSpace(old)] = newSpace(entity)
         }
         // [MIG-4] Keys no entity or relationship reads any more are retired: recorded in the
         // model record and deleted in the background, not here. A key space none of the model's
@@ -232,6 +247,15 @@ extension StrataStore {
             }
             plan.layout = try StoreLayout(model: model, record: plan.record)
         }
+        // Hierarchies that split: the rows that leave, with their index entries and keys, move
+        // to their new key spaces, and keys that name them through a relationship that no longer
+        // reaches them go to the relationship that does.
+        for (space, leaving) in splits.sorted(by: { $0.key < $1.key }) {
+            try splitKeySpace(
+                space, leaving: leaving, source: source, model: model, mapping: mapping, record: record, plan: plan, splits: splits,
+                in: snapshot, refuse: refuse)
+                .forEach { key, value in if let value { plan.batch.put(key, value) } else { plan.batch.delete(key) } }
+        }
         // Hierarchies merged under a new root: every key of each merged key space, as the writes
         // above leave it, moves into the key space the new hierarchy keeps.
         for (from, to) in spaceMoves.sorted(by: { $0.key < $1.key }) where from != to {
@@ -293,6 +317,123 @@ extension StrataStore {
     /// `batch` leaves them (a later operation on a key replaces an earlier one), each deleted
     /// and put again under the new name with its value. References are unique across a store,
     /// so key spaces merge without collisions.
+    /// [MIG-1] The writes that split the hierarchy of key space `space`: the rows of the
+    /// entities (by number) in `leaving` move to the key space each goes to, with their index
+    /// entries ([IDX-S1]) and the relationship keys they own ([REL-1]); a keyed relationship of
+    /// another hierarchy that reached them through its destination and no longer does loses
+    /// their keys, which go to the relationship that does (the inverse of the moved entity's
+    /// relationship mapped from its old inverse), if any. Each key maps to its value, or `nil`
+    /// for a delete.
+    ///
+    /// - Throws: `refuse`'s error (the store is then migrated by copy, [MIG-3]) when a split
+    ///   would need rows rewritten: a to-one or an ordered to-many that reached the leaving
+    ///   entities and no longer does, or a relationship of the split hierarchy itself that did.
+    private static func splitKeySpace(
+        _ space: String, leaving: [UInt16: String], source: ManagedObjectModel, model: ManagedObjectModel, mapping: MappingModel,
+        record: ModelRecord, plan: LightweightMigration, splits: [String: [UInt16: String]], in snapshot: Snapshot,
+        refuse: (String, String?, String) -> ObjectGraphError
+    ) throws -> [([UInt8], [UInt8]?)] {
+        let layout = plan.layout
+        let oldLayout = try StoreLayout(model: source, record: record)
+        func oldNumbers(of entity: EntityDescription) -> Set<UInt16> {
+            Set(entity.selfAndAllSubentities.compactMap { record.current.numbers[$0.name] })
+        }
+        func newNumbers(of entity: EntityDescription) -> Set<UInt16> { Set(entity.selfAndAllSubentities.compactMap { layout.number(of: $0) }) }
+        var writes: [([UInt8], [UInt8]?)] = []
+        // Relationships that reached the leaving entities and no longer do.
+        var rehomed: [(prefix: [UInt8], lost: Set<UInt16>, to: [UInt16: [UInt8]])] = []
+        for entity in model.entities {
+            guard let entityMapping = mapping.mapping(ofDestinationEntity: entity.name),
+                let old = entityMapping.sourceEntityName.flatMap({ source.entitiesByName[$0] })
+            else { continue }
+            for relationship in entity.relationships where relationship.entity === entity && !relationship.isTransient {
+                guard let sourceName = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName,
+                    let before = old.relationshipsByName[sourceName], let oldDestination = before.destinationEntity,
+                    let destination = relationship.destinationEntity
+                else { continue }
+                let lost = oldNumbers(of: oldDestination).subtracting(newNumbers(of: destination)).intersection(leaving.keys)
+                guard !lost.isEmpty else { continue }
+                guard RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before), splits[oldLayout.keySpace(of: old)] == nil else {
+                    throw refuse(
+                        entity.name, relationship.name,
+                        "\(entity.name).\(relationship.name) reached \(oldDestination.name)'s entities that leave their hierarchy, and is \(RelationshipKeys.isKeyed(relationship) ? "in that hierarchy" : "stored in rows")")
+                }
+                // Where each lost entity's keys go: the inverse of its relationship mapped from
+                // this one's old inverse, when keyed and of this owner.
+                var to: [UInt16: [UInt8]] = [:]
+                for number in lost {
+                    guard let moved = layout.entity(number: number),
+                        let movedMapping = mapping.mapping(ofDestinationEntity: moved.name),
+                        let inverseName = before.inverseName,
+                        let back = moved.relationships.first(where: { movedMapping.propertyMapping(named: $0.name)?.sourcePropertyName == inverseName }),
+                        let target = back.inverseRelationship, entity.isKind(of: target.entity ?? entity)
+                    else { continue }
+                    guard RelationshipKeys.isKeyed(target) else {
+                        throw refuse(entity.name, target.name, "\(target.name), the new inverse of \(moved.name).\(back.name), is stored in rows")
+                    }
+                    to[number] = layout.relationshipPrefix(target, owner: entity)
+                }
+                rehomed.append((oldLayout.relationshipPrefix(before, owner: old), lost, to))
+            }
+        }
+        // The leaving rows, found by their headers; they move as they are.
+        var moved: [Int64: (number: UInt16, space: String)] = [:]
+        try mappingEngineErrors("read the rows of \(space)") { () throws(StoreError) in
+            try snapshot.forEachView(from: KeyLayout.rowPrefix(root: space), to: KeyLayout.rowPrefixEnd(root: space)) { key, value in
+                guard value.count >= 4, let reference = KeyLayout.reference(fromKeyBytes: key),
+                    let target = leaving[RowFields.load(UInt16.self, value, 2)]
+                else { return true }
+                moved[reference] = (RowFields.load(UInt16.self, value, 2), target)
+                writes.append((Array(key), nil))
+                writes.append((KeyLayout.rowKey(root: target, reference: reference), Array(value)))
+                return true
+            }
+        }
+        guard !moved.isEmpty || !rehomed.isEmpty else { return writes }
+        // Their index entries: the same entry under the new key space.
+        let indexPrefix = [IndexKey.tag] + Array(space.utf8) + [0x00]
+        snapshot.forEachKey(from: indexPrefix, to: StrataStore.prefixEnd(indexPrefix)) { key in
+            guard let reference = IndexKey.reference(fromIndexKey: key), let target = moved[reference]?.space else { return true }
+            writes.append((key, nil))
+            writes.append(([IndexKey.tag] + Array(target.utf8) + [0x00] + key[indexPrefix.count...], []))
+            return true
+        }
+        // The keys they own, under their relationships' key names in the new key spaces (a
+        // relationship the moved entity no longer has loses them).
+        let keyPrefix = [RelationshipKeys.tag] + Array(space.utf8) + [0x00]
+        var newPrefixes: [String: [UInt8]?] = [:]  // "number\0keyName" → new relationship prefix
+        snapshot.forEachKey(from: keyPrefix, to: RelationshipKeys.end(of: keyPrefix)) { key in
+            guard let parts = RelationshipKeys.parse(key), let owner = moved[parts.owner] else { return true }
+            writes.append((key, nil))
+            let cacheKey = "\(owner.number)\u{0}\(parts.relationship)"
+            if newPrefixes[cacheKey] == nil {
+                let oldName = oldLayout.relationshipName(keySpace: space, keyName: parts.relationship)
+                let entity = layout.entity(number: owner.number)
+                let entityMapping = entity.flatMap { mapping.mapping(ofDestinationEntity: $0.name) }
+                let relationship = entity?.relationships.first { relationship in
+                    RelationshipKeys.isKeyed(relationship) && entityMapping?.propertyMapping(named: relationship.name)?.sourcePropertyName == oldName
+                }
+                newPrefixes[cacheKey] = .some(relationship.flatMap { relationship in entity.map { layout.relationshipPrefix(relationship, owner: $0) } })
+            }
+            if case .some(.some(let prefix)) = newPrefixes[cacheKey] {
+                writes.append((RelationshipKeys.key(relationshipPrefix: prefix, owner: parts.owner, member: parts.member), []))
+            }
+            return true
+        }
+        // Keys naming them through relationships that no longer reach them.
+        for (prefix, lost, to) in rehomed {
+            snapshot.forEachKey(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
+                guard let parts = RelationshipKeys.parse(key), lost.contains(parts.member.entity) else { return true }
+                writes.append((key, nil))
+                if let target = to[parts.member.entity] {
+                    writes.append((RelationshipKeys.key(relationshipPrefix: target, owner: parts.owner, member: parts.member), []))
+                }
+                return true
+            }
+        }
+        return writes
+    }
+
     private static func moveKeySpace(from oldRoot: String, to newRoot: String, in snapshot: Snapshot, batch: inout WriteBatch) throws {
         let prefixes = [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag].map { [$0] + Array(oldRoot.utf8) + [0x00] }
         func prefix(of key: [UInt8]) -> [UInt8]? { prefixes.first { key.starts(with: $0) } }
@@ -371,7 +512,8 @@ extension StrataStore {
         for entity in model.entities {
             let space = plan.layout.keySpace(of: entity)
             guard let entityMapping = plan.mapping.mapping(ofDestinationEntity: entity.name),
-                let old = entityMapping.sourceEntityName.flatMap({ source.entitiesByName[$0] }), oldSpace(old) == space
+                let old = entityMapping.sourceEntityName.flatMap({ source.entitiesByName[$0] }),
+                oldSpace(old) == space || record.current.numbers[old.name].flatMap({ plan.splits[oldSpace(old)]?[$0] }) == space
             else { continue }
             for attribute in entity.properties.compactMap({ $0 as? AttributeDescription }) {
                 guard let from = entityMapping.propertyMapping(named: attribute.name)?.sourcePropertyName, from == attribute.name,
