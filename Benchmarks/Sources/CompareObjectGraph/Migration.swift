@@ -206,6 +206,43 @@ extension ObjectGraphRun {
             higherIsBetter: false, strata: removed.complete, sqlite: sqliteRemoval.seconds,
             note: "From the open until StrataStore.waitForIndexBuild() returns: the Purchase hierarchy's row headers read for the \(refunds) Refund rows, then their index entries, every relationship key owned by one or naming one, and the rows deleted in batches of 2,000 keys read (each a transaction). SQLite: the same delete and count as above. \(Self.normal).")
 
+        // 7b. An entity moved out of its hierarchy: Refund, given its rows again, becomes a root
+        // of its own ([MIG-1]): its rows and index entries move to a key space of their own.
+        _ = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: v7)
+            let store = try coordinator.addPersistentStore(
+                type: .strata, at: URL(fileURLWithPath: strataPath), options: [StrataStore.durabilityOption: .string("normal")])
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for index in 0..<refunds {
+                let refund = try context.insertNewObject(forEntityName: "Refund")
+                try refund.setValue(.double(Double(index)), forKey: "total")
+                try refund.setValue(.string("refunded"), forKey: "status")
+                try refund.setValue(.string("damaged"), forKey: "reason")
+            }
+            try context.save()
+            try coordinator.remove(store)
+        }
+        _ = try sqliteChange("""
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(refunds))
+            INSERT INTO purchases (total, placed, status) SELECT -i, 0, 'refunded' FROM n
+            """, then: "SELECT COUNT(*) FROM purchases", [])
+        let v7apart = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true, refundsApart: true)
+        let beforeSplit = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
+        let split = try openAndCount(v7apart, entity: "Purchase", .equal("status", .string(status)))
+        let sqliteSplit = try sqliteChange("""
+            CREATE TABLE refunds AS SELECT id, total, placed, status FROM purchases WHERE total < 0;
+            CREATE INDEX refunds_status ON refunds(status);
+            DELETE FROM purchases WHERE total < 0
+            """, then: "SELECT COUNT(*) FROM purchases WHERE status = ?", [status])
+        try check("migration: purchases \(status) after moving Refund out", strata: split.count, sqlite: sqliteSplit.count)
+        add(
+            "open a store of \(thousands(rowCount)) rows after moving an entity out of its hierarchy, to the first count", unit: "s",
+            higherIsBetter: false, strata: split.open + split.answer, sqlite: sqliteSplit.seconds,
+            note: "Refund, a subentity of Purchase given \(refunds) rows, becomes a root entity of its own (its order attributes its own): the migration scans the Purchase hierarchy's row headers and moves the Refund rows with their status index entries to a key space of their own, in its transaction ([MIG-1]); then the purchases whose status is \(status) are counted. Strata: open \(fixed(split.open * 1000, 1)) ms, count \(fixed(split.answer * 1000, 1)) ms; unchanged just before, \(fixed((beforeSplit.open + beforeSplit.answer) * 1000, 1)) ms. SQLite, which keeps a hierarchy in one table: the refunds copied into a table of their own (CREATE TABLE refunds AS SELECT …, its status index) and deleted from purchases, then the same count. \(Self.normal).")
+        // (Refund goes again before the next change.)
+        _ = try openAndCount(v6, entity: "Purchase", .equal("status", .string(status)))
+
         // 8. An unordered to-many made ordered: each customer's orders, keys until now, are its
         // list until the background build writes them into its row ([MIG-5]).
         let v8 = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true, ordersOrdered: true)

@@ -12,13 +12,21 @@ public enum ShopModel {
     /// `city`, `orderName` renames `Order` (its renaming identifier says so), `party` puts
     /// an abstract `Party` above `Customer`, `customersToMany` makes an order's `customer`
     /// a to-many (customers and orders then many-to-many), `refunds` adds a subentity
-    /// `Refund` of the order entity (with a `reason`), `ordersOrdered` makes a customer's
-    /// `orders` ordered and `labelUnique` gives `Customer` a uniqueness constraint on `label`.
+    /// `Refund` of the order entity (with a `reason`), `refundsApart` makes `Refund` a root of
+    /// its own instead (its order attributes its own, without relationships), `ordersOrdered`
+    /// makes a customer's `orders` ordered and `labelUnique` gives `Customer` a uniqueness
+    /// constraint on `label`.
     public static func make(
         loyalty: Bool = false, cityIndexed: Bool = false, orderName: String = "Order", party: Bool = false,
-        customersToMany: Bool = false, refunds: Bool = false, ordersOrdered: Bool = false, labelUnique: Bool = false
+        customersToMany: Bool = false, refunds: Bool = false, refundsApart: Bool = false, ordersOrdered: Bool = false,
+        labelUnique: Bool = false
     ) throws -> ManagedObjectModel {
-        let refund = refunds ? [EntityDescription(name: "Refund", superentity: orderName, properties: [.attribute("reason", .string)])] : []
+        let refund = refundsApart
+            ? [EntityDescription(name: "Refund", properties: [
+                .attribute("total", .double), .attribute("placed", .date), .attribute("status", .string, indexed: true),
+                .attribute("reason", .string),
+            ])]
+            : refunds ? [EntityDescription(name: "Refund", superentity: orderName, properties: [.attribute("reason", .string)])] : []
         return try ManagedObjectModel(entities: (party ? [EntityDescription(name: "Party", isAbstract: true)] : []) + refund + [
             EntityDescription(
                 name: "Customer", superentity: party ? "Party" : nil,

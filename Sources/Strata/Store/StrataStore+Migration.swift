@@ -392,8 +392,9 @@ extension StrataStore {
         guard !moved.isEmpty || !rehomed.isEmpty else { return writes }
         // Their index entries: the same entry under the new key space.
         let indexPrefix = [IndexKey.tag] + Array(space.utf8) + [0x00]
-        snapshot.forEachKey(from: indexPrefix, to: StrataStore.prefixEnd(indexPrefix)) { key in
-            guard let reference = IndexKey.reference(fromIndexKey: key), let target = moved[reference]?.space else { return true }
+        snapshot.forEachKeyBytes(from: indexPrefix, to: StrataStore.prefixEnd(indexPrefix)) { bytes in
+            guard let reference = KeyLayout.reference(fromKeyBytes: bytes), let target = moved[reference]?.space else { return true }
+            let key = Array(bytes)
             writes.append((key, nil))
             writes.append(([IndexKey.tag] + Array(target.utf8) + [0x00] + key[indexPrefix.count...], []))
             return true
@@ -402,8 +403,13 @@ extension StrataStore {
         // relationship the moved entity no longer has loses them).
         let keyPrefix = [RelationshipKeys.tag] + Array(space.utf8) + [0x00]
         var newPrefixes: [String: [UInt8]?] = [:]  // "number\0keyName" → new relationship prefix
-        snapshot.forEachKey(from: keyPrefix, to: RelationshipKeys.end(of: keyPrefix)) { key in
-            guard let parts = RelationshipKeys.parse(key), let owner = moved[parts.owner] else { return true }
+        snapshot.forEachKeyBytes(from: keyPrefix, to: RelationshipKeys.end(of: keyPrefix)) { bytes in
+            // The owner read in place: most keys are of owners that stay.
+            guard bytes.count >= 18, let ownerReference = KeyLayout.reference(fromKeyBytes: UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 10)])),
+                let owner = moved[ownerReference]
+            else { return true }
+            let key = Array(bytes)
+            guard let parts = RelationshipKeys.parse(key) else { return true }
             writes.append((key, nil))
             let cacheKey = "\(owner.number)\u{0}\(parts.relationship)"
             if newPrefixes[cacheKey] == nil {
@@ -422,8 +428,11 @@ extension StrataStore {
         }
         // Keys naming them through relationships that no longer reach them.
         for (prefix, lost, to) in rehomed {
-            snapshot.forEachKey(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
-                guard let parts = RelationshipKeys.parse(key), lost.contains(parts.member.entity) else { return true }
+            snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { bytes in
+                // The member's entity read in place: most members stay.
+                guard let member = RelationshipKeys.member(fromKeyBytes: bytes), lost.contains(member.entity) else { return true }
+                let key = Array(bytes)
+                guard let parts = RelationshipKeys.parse(key) else { return true }
                 writes.append((key, nil))
                 if let target = to[parts.member.entity] {
                     writes.append((RelationshipKeys.key(relationshipPrefix: target, owner: parts.owner, member: parts.member), []))
