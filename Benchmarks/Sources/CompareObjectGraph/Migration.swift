@@ -172,9 +172,11 @@ extension ObjectGraphRun {
         // a row per ten purchases) goes again; its rows are retired ([MIG-4]): readers skip
         // them, and the background build deletes them with every key naming them.
         let v7 = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true, refunds: true)
-        _ = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
         let refunds = max(1, rowCount / 10)
-        do {
+        /// Refund added to the store (the migration to `v7`), then given `refunds` rows; as
+        /// many refund rows in SQLite's purchases (untimed).
+        func addRefunds() throws {
+            _ = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
             let coordinator = PersistentStoreCoordinator(managedObjectModel: v7)
             let store = try coordinator.addPersistentStore(
                 type: .strata, at: URL(fileURLWithPath: strataPath), options: [StrataStore.durabilityOption: .string("normal")])
@@ -187,12 +189,12 @@ extension ObjectGraphRun {
             }
             try context.save()
             try coordinator.remove(store)
+            _ = try sqliteChange("""
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(refunds))
+                INSERT INTO purchases (total, placed, status) SELECT -i, 0, 'refunded' FROM n
+                """, then: "SELECT COUNT(*) FROM purchases", [])
         }
-        // SQLite's side gets as many refunds, rows of the same table (untimed).
-        _ = try sqliteChange("""
-            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(refunds))
-            INSERT INTO purchases (total, placed, status) SELECT -i, 0, 'refunded' FROM n
-            """, then: "SELECT COUNT(*) FROM purchases", [])
+        try addRefunds()
         let beforeRemoval = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
         let removed = try openAndCount(v6, entity: "Purchase", .equal("status", .string(status)))
         let sqliteRemoval = try sqliteChange("DELETE FROM purchases WHERE total < 0", then: "SELECT COUNT(*) FROM purchases WHERE status = ?", [status])
@@ -208,25 +210,7 @@ extension ObjectGraphRun {
 
         // 7b. An entity moved out of its hierarchy: Refund, given its rows again, becomes a root
         // of its own ([MIG-1]): its rows and index entries move to a key space of their own.
-        _ = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
-        do {
-            let coordinator = PersistentStoreCoordinator(managedObjectModel: v7)
-            let store = try coordinator.addPersistentStore(
-                type: .strata, at: URL(fileURLWithPath: strataPath), options: [StrataStore.durabilityOption: .string("normal")])
-            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-            for index in 0..<refunds {
-                let refund = try context.insertNewObject(forEntityName: "Refund")
-                try refund.setValue(.double(Double(index)), forKey: "total")
-                try refund.setValue(.string("refunded"), forKey: "status")
-                try refund.setValue(.string("damaged"), forKey: "reason")
-            }
-            try context.save()
-            try coordinator.remove(store)
-        }
-        _ = try sqliteChange("""
-            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(refunds))
-            INSERT INTO purchases (total, placed, status) SELECT -i, 0, 'refunded' FROM n
-            """, then: "SELECT COUNT(*) FROM purchases", [])
+        try addRefunds()
         let v7apart = try ShopModel.make(loyalty: true, cityIndexed: true, orderName: "Purchase", party: true, customersToMany: true, refundsApart: true)
         let beforeSplit = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
         let split = try openAndCount(v7apart, entity: "Purchase", .equal("status", .string(status)))
