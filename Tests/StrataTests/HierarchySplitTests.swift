@@ -120,20 +120,72 @@ extension HierarchySplitTests {
         ])
     }
 
-    // A to-one that reached the entity that leaves (Review.book reached novels) would need its
-    // rows rewritten: StrataStore migrates such a split by copy ([MIG-3]), and each review
-    // reaches its novel through the new relationship.
-    @Test func aSplitThatRowsWouldHaveToFollowIsMigratedByCopy() throws {
-        let (store, uris) = try RetiredRowTests.savedStore()
-        let coordinator = try store.coordinator(model: Self.splitWithReviews(), options: Library.migrating)
+    /// The split library with reviews where Novel has none: Review keeps its layout.
+    static func splitDroppingNovelReviews() throws -> ManagedObjectModel {
+        let base = try split()
+        return try ManagedObjectModel(entities: base.entities.map { entity in
+            let copy = LightweightMigrationTests.copy(entity)
+            guard entity.name == "Book" else { return copy }
+            return EntityDescription(name: "Book", properties: copy.ownProperties + [.toMany("reviews", "Review", inverse: "book")])
+        } + [EntityDescription(name: "Review", properties: [.attribute("text", .string), .toOne("book", "Book", inverse: "reviews")])])
+    }
+
+    /// Each review as `text: book novel` (titles, `-` for none).
+    static func reviews(_ coordinator: PersistentStoreCoordinator, novels: Bool) throws -> [String] {
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         var request = FetchRequest(entityName: "Review")
         request.sortDescriptors = [FetchSortDescriptor(keyPath: "text", ascending: true)]
-        let reviews = try context.fetch(request).map { review in
-            "\(try review.value(forKey: "text").stringValue ?? "?"): \(try review.object(forKey: "book")?.value(forKey: "title").stringValue ?? "-") \(try review.object(forKey: "novel")?.value(forKey: "title").stringValue ?? "-")"
+        return try context.fetch(request).map { review in
+            let novel = novels ? try review.object(forKey: "novel")?.value(forKey: "title").stringValue ?? "-" : "-"
+            return "\(try review.value(forKey: "text").stringValue ?? "?"): \(try review.object(forKey: "book")?.value(forKey: "title").stringValue ?? "-") \(novel)"
         }
-        #expect(reviews == ["on 0: Book 0 -", "on 2: - Book 2", "on 3: - Book 3"])
-        #expect(coordinator.managedObjectID(forURIRepresentation: uris[0]) == nil, "copied: the store has a new identifier")
+    }
+
+    static func storeUUID(_ coordinator: PersistentStoreCoordinator) throws -> String? {
+        try #require(coordinator.persistentStores.first).metadata[PersistentStore.storeUUIDKey]?.stringValue
+    }
+
+    // A to-one that reached the entity that leaves (Review.book reached novels) reads, in the
+    // rows written before, only the books; the novels come back through Review.novel, the new
+    // inverse of Novel.reviews, which reads the same old field ([ROW-5] `fieldOf`): in place,
+    // no row rewritten; and the same after a save of an old review and a compaction.
+    @Test func aToOneIntoTheMovedEntityIsSplitByItsUpgradesInPlace() throws {
+        let (store, _) = try RetiredRowTests.savedStore()
+        let v1 = try store.coordinator(model: RetiredRowTests.model().make())
+        let identifier = try Self.storeUUID(v1)
+        try Library.close(v1)
+        let expected = ["on 0: Book 0 -", "on 2: - Book 2", "on 3: - Book 3"]
+        let coordinator = try store.coordinator(model: Self.splitWithReviews(), options: Library.migrating)
+        #expect(try Self.storeUUID(coordinator) == identifier, "in place")
+        #expect(try Self.reviews(coordinator, novels: true) == expected)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let novel = try #require(try context.fetch(Library.request("Novel", "title == 'Book 2'")).first)
+        #expect(try novel.objects(forKey: "reviews").map { try $0.value(forKey: "text").stringValue ?? "?" } == ["on 2"])
+        #expect(try context.count(for: Library.request("Review", "novel != nil")) == 2)
+        #expect(try context.count(for: Library.request("Review", "book == nil")) == 2)
+        try Library.expectClean(coordinator)
+        // A save of an old review writes it in the new layout with what it read.
+        let review = try #require(try context.fetch(Library.request("Review", "text == 'on 3'")).first)
+        try review.setValue("on 3, edited", forKey: "text")
+        try context.save()
+        try Library.engine(coordinator).compact()
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+        let reopened = try store.coordinator(model: Self.splitWithReviews(), options: Library.migrating)
+        #expect(try Self.reviews(reopened, novels: true) == ["on 0: Book 0 -", "on 2: - Book 2", "on 3, edited: - Book 3"])
+        try Library.close(reopened)
+    }
+
+    // Without a new field for it, rows whose to-one reached the moved entity keep their layout
+    // and would read it: StrataStore migrates such a split by copy ([MIG-3]).
+    @Test func aToOneIntoTheMovedEntityWithoutANewLayoutIsSplitByCopy() throws {
+        let (store, _) = try RetiredRowTests.savedStore()
+        let v1 = try store.coordinator(model: RetiredRowTests.model().make())
+        let identifier = try Self.storeUUID(v1)
+        try Library.close(v1)
+        let coordinator = try store.coordinator(model: Self.splitDroppingNovelReviews(), options: Library.migrating)
+        #expect(try Self.storeUUID(coordinator) != identifier, "copied: a new store")
+        #expect(try Self.reviews(coordinator, novels: false) == ["on 0: Book 0 -", "on 2: - -", "on 3: - -"])
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
     }

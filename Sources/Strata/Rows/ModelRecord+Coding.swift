@@ -108,6 +108,11 @@ extension ModelRecord {
                 case .listFromKeys(let keyName):
                     writer.u8(4)
                     writer.string(keyName)
+                case .fieldOf(let source, let entities):
+                    writer.u8(5)
+                    writer.string(source)
+                    writer.varint(UInt64(entities.count))
+                    for number in entities.sorted() { writer.varint(UInt64(number)) }
                 }
             }
         }
@@ -312,6 +317,17 @@ extension ModelRecord {
                     case 2: program[target] = .constant(try reader.value())
                     case 3: program[target] = .pendingKeys(try reader.string())
                     case 4: program[target] = .listFromKeys(try reader.string())
+                    case 5:
+                        let source = try reader.string()
+                        let numberCount = try reader.varint()
+                        guard numberCount <= UInt64(bytes.count) else { throw reader.fail("entity count \(numberCount) of \(target)") }
+                        var entities = Set<UInt16>()
+                        for _ in 0..<numberCount {
+                            let number = try reader.varint()
+                            guard number <= UInt64(UInt16.max) else { throw reader.fail("entity number \(number) of \(target)") }
+                            entities.insert(UInt16(number))
+                        }
+                        program[target] = .fieldOf(source, entities: entities)
                     case let kind: throw reader.fail("upgrade kind \(kind)")
                     }
                 }

@@ -27,6 +27,8 @@ import ObjectGraph
 ///             kind 2 constant:    value [ROW-2]
 ///             kind 3 pending keys: source string                 (target a keyed relationship, [MIG-5])
 ///             kind 4 list from keys: key name string             (target an ordered to-many, [MIG-5])
+///             kind 5 field of entities: source string | count varint | number varint × count
+///                                                                (target a to-one, [MIG-1])
 /// property := name string | modifier string | kind u8 | flags u8 (1 optional, 2 transient, 4 index entries) | payload
 ///             kind 0 attribute:    type string (AttributeType's raw value)
 ///             kind 1 relationship: destination string | inverse string ("" for none)
@@ -95,12 +97,17 @@ struct ModelRecord: Equatable {
         /// space, in key order. Listed until the background build has written every such row's
         /// list.
         case listFromKeys(String)
+        /// [MIG-1] The old row's to-one field of this name when its destination's entity is one
+        /// of these numbers, else null: a to-one whose destination's hierarchy split reads only
+        /// the destinations it still reaches, and the new inverse of the moved entity's
+        /// relationship reads the others.
+        case fieldOf(String, entities: Set<UInt16>)
 
         /// Whether it names work the background build still has to do ([MIG-5]).
         var isPending: Bool {
             switch self {
             case .pendingKeys, .listFromKeys: return true
-            case .field, .listOfOne, .constant: return false
+            case .field, .listOfOne, .constant, .fieldOf: return false
             }
         }
     }
@@ -270,6 +277,38 @@ struct ModelRecord: Equatable {
         }
         var currentOfNumber: [UInt16: EntityDescription] = [:]
         for (name, number) in current.numbers { currentOfNumber[number] = current.model.entitiesByName[name] }
+        // [MIG-1] Hierarchy splits: the numbers a relationship's destination reaches, before
+        // (in the current version) and now.
+        func oldReach(_ destination: EntityDescription?) -> Set<UInt16> {
+            Set((destination?.selfAndAllSubentities ?? []).compactMap { current.numbers[$0.name] })
+        }
+        func newReach(_ destination: EntityDescription?) -> Set<UInt16> {
+            Set((destination?.selfAndAllSubentities ?? []).compactMap { numbers[$0.name] })
+        }
+        /// The numbers a to-one `property` (mapped from `source`) reaches now, when its
+        /// destination no longer reaches some entity the old one did that is still in the model
+        /// (moved out of its hierarchy); `nil` otherwise.
+        func splitReach(_ property: PropertyDescription, from source: PropertyDescription) -> Set<UInt16>? {
+            guard let relationship = property as? RelationshipDescription, relationship.isToOne,
+                let old = source as? RelationshipDescription, old.isToOne
+            else { return nil }
+            let reach = newReach(relationship.destinationEntity)
+            let lost = oldReach(old.destinationEntity).subtracting(reach)
+            let kept = Set(numbers.values)
+            return lost.contains(where: kept.contains) ? reach : nil
+        }
+        /// For a new to-one `relationship` of the entity that was `owner`: the old to-one of
+        /// `owner` it takes destinations from (the old inverse of the relationship its inverse
+        /// is mapped from, on a moved entity) and the numbers it reaches.
+        func splitInverse(_ relationship: RelationshipDescription, owner: EntityDescription) -> (String, Set<UInt16>)? {
+            guard let inverse = relationship.inverseRelationship, let moved = inverse.entity,
+                let movedSource = sources[moved.name]?.propertyMapping(named: inverse.name)?.sourcePropertyName,
+                let movedOld = sources[moved.name]?.sourceEntityName.flatMap({ current.model.entitiesByName[$0] }),
+                let oldInverse = movedOld.relationshipsByName[movedSource]?.inverseRelationship, oldInverse.isToOne,
+                owner.isKind(of: oldInverse.entity ?? owner)
+            else { return nil }
+            return (oldInverse.name, newReach(relationship.destinationEntity))
+        }
         var layoutOf: [UInt16: UInt32] = [:]
         for (name, number) in numbers { layoutOf[number] = layoutIDs[name] }
         var older: [Version] = []
@@ -302,6 +341,16 @@ struct ModelRecord: Equatable {
                         program[property.name] = .listFromKeys(keyName(keySpace: keySpace(ofRoot: before.rootEntityName), relationship: source))
                         continue
                     }
+                    // [MIG-1] A to-one whose destination's hierarchy split reads only what it still
+                    // reaches.
+                    if let reach = splitReach(property, from: sourceProperty) {
+                        switch reads[source] {
+                        case .field(let field, _)?: program[property.name] = .fieldOf(field, entities: reach)
+                        case .fieldOf(let field, let before)?: program[property.name] = .fieldOf(field, entities: before.intersection(reach))
+                        default: program[property.name] = .constant(.null)
+                        }
+                        continue
+                    }
                     switch reads[source] {
                     case .field(let field, let previous)?:
                         program[property.name] = becomesList ? .listOfOne(field) : .field(field, fallback: previous.isNull ? fallback : previous)
@@ -315,9 +364,21 @@ struct ModelRecord: Equatable {
                     case .listFromKeys?:
                         // (Not met either: a source read from keys is keyed, above.)
                         program[property.name] = .constant(defaultValue)
+                    case .fieldOf(let field, let entities)?:
+                        program[property.name] = becomesList ? .constant(.null) : .fieldOf(field, entities: entities)
                     case nil:
                         program[property.name] = .constant(defaultValue)
                     }
+                }
+                // [MIG-1] A new to-one, the inverse of a moved entity's relationship whose old
+                // inverse was a to-one of this entity, reads that to-one's old field for the
+                // destinations it reaches.
+                for case let relationship as RelationshipDescription in Self.fieldProperties(of: entity) where relationship.isToOne {
+                    guard program[relationship.name].map({ if case .constant = $0 { return true } else { return false } }) ?? true,
+                        let (oldToOne, reach) = splitInverse(relationship, owner: before),
+                        case .field(let field, _)? = reads[oldToOne]
+                    else { continue }
+                    program[relationship.name] = .fieldOf(field, entities: reach)
                 }
                 // [MIG-5] A relationship stored in rows (a to-one, an ordered to-many) that
                 // becomes an unordered to-many (keys, [REL-1]) reads its members from the old
@@ -327,7 +388,7 @@ struct ModelRecord: Equatable {
                         let sourceRelationship = before.relationshipsByName[source], !RelationshipKeys.isKeyed(sourceRelationship)
                     else { continue }
                     switch reads[source] {
-                    case .field(let field, _)?, .listOfOne(let field)?, .pendingKeys(let field)?:
+                    case .field(let field, _)?, .listOfOne(let field)?, .pendingKeys(let field)?, .fieldOf(let field, _)?:
                         program[relationship.name] = .pendingKeys(field)
                     case .constant?, .listFromKeys?, nil:
                         break

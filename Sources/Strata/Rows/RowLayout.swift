@@ -580,6 +580,8 @@ final class LegacyLayout: Sendable {
         case listOfOne(Int)
         /// A constant: the property's default value (null for a relationship).
         case constant(FieldValue)
+        /// [MIG-1] The old row's to-one field when its destination's entity is one of these.
+        case fieldOf(Int, Set<UInt16>)
     }
 
     /// The old layout.
@@ -630,6 +632,8 @@ final class LegacyLayout: Sendable {
                 return fieldOfName[name].map { .listOfOne($0) } ?? .constant(.null)
             case .constant(let constant)?:
                 return .constant(value(constant))
+            case .fieldOf(let name, let entities)?:
+                return fieldOfName[name].map { .fieldOf($0, entities) } ?? .constant(.null)
             case .pendingKeys?, .listFromKeys?, nil:
                 return .constant(.null)
             }
@@ -657,6 +661,9 @@ final class LegacyLayout: Sendable {
             return .null
         case .constant(let value):
             return value
+        case .fieldOf(let field, let entities):
+            if case .object(let target) = try row.value(field), entities.contains(target.entity) { return .object(target) }
+            return .null
         }
     }
 }

@@ -353,6 +353,18 @@ extension StrataStore {
                 else { continue }
                 let lost = oldNumbers(of: oldDestination).subtracting(newNumbers(of: destination)).intersection(leaving.keys)
                 guard !lost.isEmpty else { continue }
+                // A to-one reads through its entity's upgrades ([ROW-5] `fieldOf`: only the
+                // destinations it still reaches) when no row of the entity is in its new layout.
+                if relationship.isToOne, before.isToOne, splits[oldLayout.keySpace(of: old)] == nil,
+                    entity.selfAndAllSubentities.allSatisfy({ member in
+                        guard let number = layout.number(of: member), let current = layout.layout(of: member)?.layoutID,
+                            let oldName = record.current.numbers.first(where: { $0.value == number })?.key
+                        else { return true }
+                        return record.current.layoutIDs[oldName] != current
+                    })
+                {
+                    continue
+                }
                 guard RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before), splits[oldLayout.keySpace(of: old)] == nil else {
                     throw refuse(
                         entity.name, relationship.name,

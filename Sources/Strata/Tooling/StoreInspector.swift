@@ -358,7 +358,7 @@ public enum StoreInspector {
                     switch upgrade {
                     case .pendingKeys: kind = "keys"
                     case .listFromKeys: kind = "list"
-                    case .field, .listOfOne, .constant: continue
+                    case .field, .listOfOne, .constant, .fieldOf: continue
                     }
                     let owner = entity.relationshipsByName[target]?.entity?.name ?? entity.name
                     found.insert("\(owner).\(target) (\(kind))")
