@@ -250,6 +250,13 @@ extension StrataStore {
         // Hierarchies that split: the rows that leave, with their index entries and keys, move
         // to their new key spaces, and keys that name them through a relationship that no longer
         // reaches them go to the relationship that does.
+        if let space = splits.keys.sorted().first, let list = listsFromKeys.first {
+            // (The lists written above are rows of this transaction; a split moves rows as the
+            // snapshot holds them.)
+            throw refuse(
+                list.owner.name, list.relationship.name,
+                "the hierarchy of key space \(space) splits while \(list.owner.name).\(list.relationship.name)'s keys become lists written in the same migration")
+        }
         for (space, leaving) in splits.sorted(by: { $0.key < $1.key }) {
             try splitKeySpace(
                 space, leaving: leaving, source: source, model: model, mapping: mapping, record: record, plan: plan, splits: splits,
