@@ -95,6 +95,12 @@ enum RelationshipKeys {
         return StoredObject(entity: entity, reference: Int64(bitPattern: ordered ^ (1 << 63)))
     }
 
+    /// The owner's reference in a key (the 8 bytes before its member's 10).
+    static func owner(fromKeyBytes key: UnsafeRawBufferPointer) -> Int64? {
+        guard key.count >= 18 else { return nil }
+        return KeyLayout.reference(fromKeyBytes: UnsafeRawBufferPointer(rebasing: key[..<(key.count - 10)]))
+    }
+
     /// The end of the key range that starts with `prefix`.
     static func end(of prefix: [UInt8]) -> [UInt8] {
         KeyIndex.prefixEnd(prefix) ?? [tag + 1]
@@ -123,8 +129,7 @@ enum RelationshipKeys {
             let name = String(validating: nameBytes, as: UTF8.self)
         else { return nil }
         return key.withUnsafeBytes { raw in
-            guard let owner = KeyLayout.reference(fromKeyBytes: UnsafeRawBufferPointer(rebasing: raw[..<(raw.count - 10)])),
-                let member = member(fromKeyBytes: raw)
+            guard let owner = owner(fromKeyBytes: raw), let member = member(fromKeyBytes: raw)
             else { return nil }
             return (root, name, owner, member)
         }

@@ -342,11 +342,7 @@ final class StoreLayout: Sendable {
     /// [MIG-4] Whether retired rows (and the keys naming them) may remain as `snapshot` sees
     /// the store: shortcuts that read index entries or relationship keys across rows without
     /// reading the rows (index-only counts, one-walk key counts, candidates from keys) decline.
-    func hasRetiredRows(in snapshot: Snapshot) -> Bool {
-        guard !retiredNumbers.isEmpty else { return false }
-        let written = pendingWrittenAt.load(ordering: .acquiring)
-        return written == 0 || snapshot.sequence < written
-    }
+    func hasRetiredRows(in snapshot: Snapshot) -> Bool { !retiredNumbers.isEmpty && precedesBuildEnd(snapshot) }
 
     /// [MIG-5] The keyed relationships (by instance) some rows of older layouts hold members
     /// of in a field, whose keys the background build has not written yet.
@@ -361,8 +357,11 @@ final class StoreLayout: Sendable {
     var hasPendingKeys: Bool { !pendingRelationships.isEmpty && pendingWrittenAt.load(ordering: .acquiring) == 0 }
 
     /// [MIG-5] Whether keys or lists are pending as `snapshot` sees the store.
-    func hasPendingKeys(in snapshot: Snapshot) -> Bool {
-        guard !pendingRelationships.isEmpty else { return false }
+    func hasPendingKeys(in snapshot: Snapshot) -> Bool { !pendingRelationships.isEmpty && precedesBuildEnd(snapshot) }
+
+    /// Whether `snapshot` sees the store before the transaction that ended the build's
+    /// migration work ([MIG-4], [MIG-5]), or the build has not ended.
+    private func precedesBuildEnd(_ snapshot: Snapshot) -> Bool {
         let written = pendingWrittenAt.load(ordering: .acquiring)
         return written == 0 || snapshot.sequence < written
     }

@@ -91,33 +91,21 @@ extension StrataStore {
         } + retired
         let retiredRows = !record.retiredRows.isEmpty
         guard stored != wanted || !drops.isEmpty || !pendingSpaces.isEmpty || retiredRows else { return nil }
+        // Per key space, the attributes to build; an attribute some entity constrains there is
+        // built by the load ([SAVE-4]), the others in the background.
         var builds: [String: Set<String>] = [:], constrained: [String: Set<String>] = [:]
-        var constrainedNames = Set<String>()
+        var built: [(name: String, space: String, attribute: String)] = []
         for name in wanted.subtracting(stored).sorted() {
             let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
             guard parts.count == 2, let entity = model.entitiesByName[parts[0]], let attribute = entity.attributesByName[parts[1]] else { return nil }
-            builds[record.keySpace(ofRoot: entity.rootEntityName), default: []].insert(attribute.name)
-            if attribute.isConstrained { constrainedNames.insert(name) }
-        }
-        // An attribute is built once per key space: in the load when some entity constrains
-        // it there ([SAVE-4]), else in the background.
-        for name in constrainedNames {
-            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
-            guard let entity = model.entitiesByName[parts[0]] else { continue }
             let space = record.keySpace(ofRoot: entity.rootEntityName)
-            if builds[space]?.remove(parts[1]) != nil || constrained[space]?.contains(parts[1]) == true {
-                constrained[space, default: []].insert(parts[1])
-            }
-            if builds[space]?.isEmpty == true { builds[space] = nil }
+            built.append((name, space, attribute.name))
+            if attribute.isConstrained { constrained[space, default: []].insert(attribute.name) }
         }
-        // Every entity's name for an attribute built in the load is built by it.
-        for name in wanted.subtracting(stored) {
-            let parts = name.split(separator: ".", maxSplits: 1).map(String.init)
-            guard parts.count == 2, let entity = model.entitiesByName[parts[0]],
-                constrained[record.keySpace(ofRoot: entity.rootEntityName)]?.contains(parts[1]) == true
-            else { continue }
-            constrainedNames.insert(name)
+        for (_, space, attribute) in built where constrained[space]?.contains(attribute) != true {
+            builds[space, default: []].insert(attribute)
         }
+        let constrainedNames = Set(built.filter { constrained[$0.space]?.contains($0.attribute) == true }.map(\.name))
         // The record must not claim entries the build deletes (a load with a model indexing
         // them again would trust a half-deleted index): claimed are those of kept prefixes.
         let dropped = Set(drops)
@@ -247,7 +235,7 @@ extension StrataStore {
                     let next = try shared.withSavesSettled { _ -> [UInt8]? in
                         let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
                         var batch = WriteBatch()
-                        let (_, next) = deleteRetired(pass, from: cursor, limit: batchRows, in: snapshot, into: &batch)
+                        let next = deleteRetired(pass, from: cursor, limit: batchRows, in: snapshot, into: &batch)
                         if !batch.isEmpty {
                             _ = try mappingEngineErrors("delete retired rows") { () throws(StoreError) in try engine.commit(batch) }
                         }
@@ -328,14 +316,13 @@ extension StrataStore {
                     try snapshot.forEachView(from: cursor, to: end) { key, value in
                         do {
                             guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                            if layout.isRetiredRow(value) {
-                                rows += 1
-                                return true
-                            }
-                            // Read where the engine holds it: only the attributes are decoded.
-                            let row = try RowFields(
-                                value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
-                            if let entity = layout.entity(number: row.entityNumber) {
+                            // Read where the engine holds it, only the attributes decoded; a
+                            // retired row ([MIG-4]) has no entries.
+                            if !layout.isRetiredRow(value),
+                                case let row = try RowFields(
+                                    value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch),
+                                let entity = layout.entity(number: row.entityNumber)
+                            {
                                 for (name, prefix) in zip(attributes, prefixes) {
                                     guard let attribute = entity.attributesByName[name], attribute.hasIndexEntries else { continue }
                                     var indexKey = prefix

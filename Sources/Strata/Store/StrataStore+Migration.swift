@@ -259,8 +259,8 @@ extension StrataStore {
         }
         for (space, leaving) in splits.sorted(by: { $0.key < $1.key }) {
             try splitKeySpace(
-                space, leaving: leaving, source: source, model: model, mapping: mapping, record: record, plan: plan, splits: splits,
-                in: snapshot, refuse: refuse)
+                space, leaving: leaving, source: source, model: model, mapping: mapping, record: record, plan: plan, in: snapshot,
+                refuse: refuse)
                 .forEach { key, value in if let value { plan.batch.put(key, value) } else { plan.batch.delete(key) } }
         }
         // Hierarchies merged under a new root: every key of each merged key space, as the writes
@@ -319,11 +319,6 @@ extension StrataStore {
         }
     }
 
-    /// Appends to `batch` the move of every row, index entry and relationship key of the key
-    /// space `oldRoot` ([KEY-2], [IDX-S1], [REL-1]) into the key space `newRoot`: the keys as
-    /// `batch` leaves them (a later operation on a key replaces an earlier one), each deleted
-    /// and put again under the new name with its value. References are unique across a store,
-    /// so key spaces merge without collisions.
     /// [MIG-1] The writes that split the hierarchy of key space `space`: the rows of the
     /// entities (by number) in `leaving` move to the key space each goes to, with their index
     /// entries ([IDX-S1]) and the relationship keys they own ([REL-1]); a keyed relationship of
@@ -337,10 +332,9 @@ extension StrataStore {
     ///   entities and no longer does, or a relationship of the split hierarchy itself that did.
     private static func splitKeySpace(
         _ space: String, leaving: [UInt16: String], source: ManagedObjectModel, model: ManagedObjectModel, mapping: MappingModel,
-        record: ModelRecord, plan: LightweightMigration, splits: [String: [UInt16: String]], in snapshot: Snapshot,
-        refuse: (String, String?, String) -> ObjectGraphError
+        record: ModelRecord, plan: LightweightMigration, in snapshot: Snapshot, refuse: (String, String?, String) -> ObjectGraphError
     ) throws -> [([UInt8], [UInt8]?)] {
-        let layout = plan.layout
+        let layout = plan.layout, splits = plan.splits
         let oldLayout = try StoreLayout(model: source, record: record)
         func oldNumbers(of entity: EntityDescription) -> Set<UInt16> {
             Set(entity.selfAndAllSubentities.compactMap { record.current.numbers[$0.name] })
@@ -364,10 +358,9 @@ extension StrataStore {
                 // destinations it still reaches) when no row of the entity is in its new layout.
                 if relationship.isToOne, before.isToOne, splits[oldLayout.keySpace(of: old)] == nil,
                     entity.selfAndAllSubentities.allSatisfy({ member in
-                        guard let number = layout.number(of: member), let current = layout.layout(of: member)?.layoutID,
-                            let oldName = record.current.numbers.first(where: { $0.value == number })?.key
-                        else { return true }
-                        return record.current.layoutIDs[oldName] != current
+                        // (Numbers are kept: the entity's old layout is its number's.)
+                        guard let current = layout.layout(of: member), let previous = oldLayout.unretainedLayout(number: current.number) else { return true }
+                        return previous.takeUnretainedValue().layoutID != current.layoutID
                     })
                 {
                     continue
@@ -424,9 +417,7 @@ extension StrataStore {
         var newPrefixes: [String: [UInt8]?] = [:]  // "number\0keyName" → new relationship prefix
         snapshot.forEachKeyBytes(from: keyPrefix, to: RelationshipKeys.end(of: keyPrefix)) { bytes in
             // The owner read in place: most keys are of owners that stay.
-            guard bytes.count >= 18, let ownerReference = KeyLayout.reference(fromKeyBytes: UnsafeRawBufferPointer(rebasing: bytes[..<(bytes.count - 10)])),
-                let owner = moved[ownerReference]
-            else { return true }
+            guard let ownerReference = RelationshipKeys.owner(fromKeyBytes: bytes), let owner = moved[ownerReference] else { return true }
             let key = Array(bytes)
             guard let parts = RelationshipKeys.parse(key) else { return true }
             writes.append((key, nil))
@@ -462,6 +453,11 @@ extension StrataStore {
         return writes
     }
 
+    /// Appends to `batch` the move of every row, index entry and relationship key of the key
+    /// space `oldRoot` ([KEY-2], [IDX-S1], [REL-1]) into the key space `newRoot`: the keys as
+    /// `batch` leaves them (a later operation on a key replaces an earlier one), each deleted
+    /// and put again under the new name with its value. References are unique across a store,
+    /// so key spaces merge without collisions.
     private static func moveKeySpace(from oldRoot: String, to newRoot: String, in snapshot: Snapshot, batch: inout WriteBatch) throws {
         let prefixes = [KeyLayout.rowTag, IndexKey.tag, RelationshipKeys.tag].map { [$0] + Array(oldRoot.utf8) + [0x00] }
         func prefix(of key: [UInt8]) -> [UInt8]? { prefixes.first { key.starts(with: $0) } }

@@ -16,6 +16,9 @@ extension StrataStore {
     /// The work of deleting retired rows: the references of the rows, per key space, and
     /// every retired entity number.
     struct RetiredRowDeletion: Sendable {
+        /// One pass: a key range, and whether a key of it goes (read in place).
+        typealias Pass = (from: [UInt8], to: [UInt8], deletes: @Sendable (UnsafeRawBufferPointer) -> Bool)
+
         /// Per key space, the references of its retired rows.
         var references: [String: Set<Int64>] = [:]
         /// The entity numbers of retired rows, in any key space.
@@ -23,32 +26,29 @@ extension StrataStore {
         /// The rows whose headers were read to find them.
         var rowsScanned = 0
 
-        var isEmpty: Bool { references.values.allSatisfy(\.isEmpty) && numbers.isEmpty }
+        /// Whether the relationship key `key` ([REL-1]) names a retired row: owned by one of
+        /// `references` (unique across a store) or naming one of `numbers` as member's entity.
+        static func namesRetired(relationshipKey key: UnsafeRawBufferPointer, references: Set<Int64>, numbers: Set<UInt16>) -> Bool {
+            guard let member = RelationshipKeys.member(fromKeyBytes: key) else { return false }
+            return numbers.contains(member.entity) || (RelationshipKeys.owner(fromKeyBytes: key).map(references.contains) ?? false)
+        }
 
-        /// Every retired reference, in any key space (references are unique across a store).
-        var allReferences: Set<Int64> { references.values.reduce(into: Set()) { $0.formUnion($1) } }
-
-        /// The passes, in order: (start, end, whether a key goes).
-        func passes() -> [(from: [UInt8], to: [UInt8], deletes: @Sendable ([UInt8]) -> Bool)] {
-            let all = allReferences
+        /// The passes, in order.
+        func passes() -> [Pass] {
+            let all = references.values.reduce(into: Set<Int64>()) { $0.formUnion($1) }
             let numbers = numbers
-            var passes: [(from: [UInt8], to: [UInt8], deletes: @Sendable ([UInt8]) -> Bool)] = []
-            for (space, references) in references.sorted(by: { $0.key < $1.key }) where !references.isEmpty {
+            let spaces = references.sorted(by: { $0.key < $1.key }).filter { !$0.value.isEmpty }
+            var passes: [Pass] = spaces.map { space, references in
                 let prefix = [IndexKey.tag] + Array(space.utf8) + [0x00]
-                passes.append((prefix, StrataStore.prefixEnd(prefix), { key in IndexKey.reference(fromIndexKey: key).map(references.contains) ?? false }))
+                return (prefix, StrataStore.prefixEnd(prefix), { key in KeyLayout.reference(fromKeyBytes: key).map(references.contains) ?? false })
             }
             passes.append(([RelationshipKeys.tag], [RelationshipKeys.tag + 1], { key in
-                key.withUnsafeBytes { raw in
-                    guard raw.count >= 18, let member = RelationshipKeys.member(fromKeyBytes: raw) else { return false }
-                    if numbers.contains(member.entity) { return true }
-                    let owner = KeyLayout.reference(fromKeyBytes: UnsafeRawBufferPointer(rebasing: raw[..<(raw.count - 10)]))
-                    return owner.map(all.contains) ?? false
-                }
+                Self.namesRetired(relationshipKey: key, references: all, numbers: numbers)
             }))
-            for (space, references) in references.sorted(by: { $0.key < $1.key }) where !references.isEmpty {
-                passes.append((KeyLayout.rowPrefix(root: space), KeyLayout.rowPrefixEnd(root: space), { key in
-                    KeyLayout.reference(fromRowKey: key).map(references.contains) ?? false
-                }))
+            passes += spaces.map { space, references in
+                (KeyLayout.rowPrefix(root: space), KeyLayout.rowPrefixEnd(root: space), { key in
+                    KeyLayout.reference(fromKeyBytes: key).map(references.contains) ?? false
+                })
             }
             return passes
         }
@@ -80,31 +80,26 @@ extension StrataStore {
     static func deleteAllRetiredRows(of record: ModelRecord, in snapshot: Snapshot, into batch: inout WriteBatch) throws {
         guard !record.retiredRows.isEmpty else { return }
         for pass in try retiredRowDeletion(of: record, in: snapshot).passes() {
-            snapshot.forEachKey(from: pass.from, to: pass.to) { key in
-                if pass.deletes(key) { batch.delete(key) }
-                return true
-            }
+            _ = deleteRetired(pass, from: pass.from, limit: .max, in: snapshot, into: &batch)
         }
     }
 
     /// Deletes, into `batch`, the keys of `pass` from `cursor` on that it deletes, stopping
-    /// after `limit` keys read; returns the keys read and where to go on (`nil`: the pass is
-    /// done).
+    /// after `limit` keys read; returns where to go on (`nil`: the pass is done).
     static func deleteRetired(
-        _ pass: (from: [UInt8], to: [UInt8], deletes: @Sendable ([UInt8]) -> Bool), from cursor: [UInt8], limit: Int,
-        in snapshot: Snapshot, into batch: inout WriteBatch
-    ) -> (read: Int, next: [UInt8]?) {
+        _ pass: RetiredRowDeletion.Pass, from cursor: [UInt8], limit: Int, in snapshot: Snapshot, into batch: inout WriteBatch
+    ) -> [UInt8]? {
         var read = 0
         var next: [UInt8]? = nil
-        snapshot.forEachKey(from: cursor, to: pass.to) { key in
-            if pass.deletes(key) { batch.delete(key) }
+        snapshot.forEachKeyBytes(from: cursor, to: pass.to) { key in
+            if pass.deletes(key) { batch.delete(Array(key)) }
             read += 1
             if read >= limit {
-                next = key + [0x00]
+                next = Array(key) + [0x00]
                 return false
             }
             return true
         }
-        return (read, next)
+        return next
     }
 }

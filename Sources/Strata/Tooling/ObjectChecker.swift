@@ -162,13 +162,11 @@ public enum ObjectChecker {
         /// retired entity as member.
         mutating func namesRetiredRow(_ key: [UInt8], relationshipKey: Bool) -> Bool {
             guard let layout, !layout.retiredNumbers.isEmpty else { return false }
-            let retired: Bool
-            if relationshipKey {
-                guard let parts = RelationshipKeys.parse(key) else { return false }
-                retired = layout.retiredNumbers.contains(parts.member.entity) || retiredReferences.contains(parts.owner)
-            } else {
-                retired = IndexKey.reference(fromIndexKey: key).map(retiredReferences.contains) ?? false
-            }
+            let retired = relationshipKey
+                ? RelationshipKeys.parse(key) != nil && key.withUnsafeBytes {
+                    StrataStore.RetiredRowDeletion.namesRetired(relationshipKey: $0, references: retiredReferences, numbers: layout.retiredNumbers)
+                }
+                : IndexKey.reference(fromIndexKey: key).map(retiredReferences.contains) ?? false
             if retired { report.retiredKeys += 1 }
             return retired
         }
