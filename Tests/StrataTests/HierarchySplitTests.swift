@@ -120,14 +120,23 @@ extension HierarchySplitTests {
         ])
     }
 
-    /// The split library with reviews where Novel has none: Review keeps its layout.
-    static func splitDroppingNovelReviews() throws -> ManagedObjectModel {
+    /// The split library with reviews where Novel has none: Review's version hash is
+    /// unchanged. With `tagColor`, Tag has a new attribute too (a later version).
+    static func splitDroppingNovelReviews(tagColor: Bool = false, reviewStars: Bool = false) throws -> ManagedObjectModel {
         let base = try split()
         return try ManagedObjectModel(entities: base.entities.map { entity in
             let copy = LightweightMigrationTests.copy(entity)
-            guard entity.name == "Book" else { return copy }
-            return EntityDescription(name: "Book", properties: copy.ownProperties + [.toMany("reviews", "Review", inverse: "book")])
-        } + [EntityDescription(name: "Review", properties: [.attribute("text", .string), .toOne("book", "Book", inverse: "reviews")])])
+            switch entity.name {
+            case "Book":
+                return EntityDescription(name: "Book", properties: copy.ownProperties + [.toMany("reviews", "Review", inverse: "book")])
+            case "Tag" where tagColor:
+                return EntityDescription(name: "Tag", properties: copy.ownProperties + [.attribute("color", .string)])
+            default:
+                return copy
+            }
+        } + [EntityDescription(name: "Review", properties: [
+            .attribute("text", .string), .toOne("book", "Book", inverse: "reviews"),
+        ] + (reviewStars ? [.attribute("stars", .integer16)] : []))])
     }
 
     /// Each review as `text: book novel` (titles, `-` for none).
@@ -176,16 +185,183 @@ extension HierarchySplitTests {
         try Library.close(reopened)
     }
 
-    // Without a new field for it, rows whose to-one reached the moved entity keep their layout
-    // and would read it: StrataStore migrates such a split by copy ([MIG-3]).
-    @Test func aToOneIntoTheMovedEntityWithoutANewLayoutIsSplitByCopy() throws {
+    // Without a new field, Review's version hash is unchanged; the migration still gives it
+    // a new layout ([ROW-1]), so that the rows written before read Review.book through their
+    // upgrades (only books): in place. A later migration that leaves Review as it is keeps that
+    // layout (the hash's would read the old rows as current and bring the novels back).
+    @Test func aToOneIntoTheMovedEntityWithoutANewFieldIsSplitInPlaceUnderANewLayout() throws {
         let (store, _) = try RetiredRowTests.savedStore()
         let v1 = try store.coordinator(model: RetiredRowTests.model().make())
         let identifier = try Self.storeUUID(v1)
         try Library.close(v1)
+        let expected = ["on 0: Book 0 -", "on 2: - -", "on 3: - -"]
         let coordinator = try store.coordinator(model: Self.splitDroppingNovelReviews(), options: Library.migrating)
+        #expect(try Self.storeUUID(coordinator) == identifier, "in place")
+        #expect(try Self.reviews(coordinator, novels: false) == expected)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: Library.request("Review", "book == nil")) == 2)
+        #expect(try context.count(for: Library.request("Review", "book != nil")) == 1)
+        let review = try #require(coordinator.managedObjectModel.entitiesByName["Review"])
+        let layout = try PendingRelationshipKeyTests.storedRecord(coordinator).current.layoutIDs["Review"]
+        #expect(layout != nil && layout != RowLayout.layoutID(of: review), "a layout that is not the hash's")
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+        let later = try store.coordinator(model: Self.splitDroppingNovelReviews(tagColor: true), options: Library.migrating)
+        #expect(try Self.storeUUID(later) == identifier, "in place")
+        #expect(try PendingRelationshipKeyTests.storedRecord(later).current.layoutIDs["Review"] == layout)
+        #expect(try Self.reviews(later, novels: false) == expected)
+        try Library.engine(later).compact()
+        try Library.expectClean(later)
+        #expect(try Self.reviews(later, novels: false) == expected)
+        try Library.close(later)
+        // Review changed and changed back: its hash's layout is the one of the rows written
+        // before the split again, so it takes another ([ROW-1]), and those rows still read
+        // through their upgrades.
+        for stars in [true, false] {
+            let version = try store.coordinator(model: Self.splitDroppingNovelReviews(tagColor: true, reviewStars: stars), options: Library.migrating)
+            #expect(try Self.storeUUID(version) == identifier, "in place")
+            #expect(try Self.reviews(version, novels: false) == expected)
+            try Library.expectClean(version)
+            try Library.close(version)
+        }
+    }
+
+    /// The split library with a to-one `sequel` to a Book in each hierarchy (inferred mappings
+    /// keep destinations).
+    static func splitWithSequels() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: try split().entities.map { entity in
+            let copy = LightweightMigrationTests.copy(entity)
+            guard entity.name == "Book" || entity.name == "Novel" else { return copy }
+            return EntityDescription(name: entity.name, properties: copy.ownProperties + [.toOne("sequel", "Book")])
+        })
+    }
+
+    // A to-one of the splitting hierarchy itself (Book.sequel, and Novel.sequel from it) that
+    // reached novels: each reads, through its upgrades, only the books it reaches (a novel
+    // sequel is none, as Core Data's inferred mapping leaves it); in place, moved rows unchanged.
+    @Test func aToOneOfTheSplittingHierarchyReachingAcrossItIsSplitInPlace() throws {
+        let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book")] }, titleIndexed: true)
+        let store = try Library.storeWithSequels(v1)
+        let seeded = try store.coordinator(model: v1.make())
+        let identifier = try Self.storeUUID(seeded)
+        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
+        func book(_ index: Int, _ context: ManagedObjectContext, _ entity: String = "Book") throws -> ManagedObject {
+            try #require(try context.fetch(Library.request(entity, "title == 'Book \(index)'")).first)
+        }
+        try book(1, seedContext).setValue(book(2, seedContext), forKey: "sequel")
+        try book(3, seedContext).setValue(book(0, seedContext), forKey: "sequel")
+        try seedContext.save()
+        try Library.close(seeded)
+        for round in 0..<2 {
+            let coordinator = try store.coordinator(model: Self.splitWithSequels(), options: Library.migrating)
+            #expect(try Self.storeUUID(coordinator) == identifier, "in place")
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            func sequel(_ index: Int, _ entity: String) throws -> String {
+                try book(index, context, entity).object(forKey: "sequel")?.value(forKey: "title").stringValue ?? "-"
+            }
+            #expect(try [sequel(0, "Book"), sequel(1, "Book"), sequel(2, "Novel"), sequel(3, "Novel")] == ["Book 1", "-", "-", "Book 0"], "round \(round)")
+            #expect(try context.count(for: Library.request("Book", "sequel == nil")) == 1)
+            #expect(try context.count(for: Library.request("Novel", "sequel != nil")) == 1)
+            #expect(try context.count(for: Library.request("Novel", "sequel.title == 'Book 0'")) == 1)
+            try Library.expectClean(coordinator)
+            if round == 0 { try Library.engine(coordinator).compact() }
+            try Library.close(coordinator)
+        }
+    }
+
+    /// The library (version 1) with Author.books ordered: a list in the author's row.
+    static func orderedLibrary() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: try LibraryModel(titleIndexed: true).make().entities.map { entity in
+            guard entity.name == "Author" else { return LightweightMigrationTests.copy(entity) }
+            return EntityDescription(name: "Author", properties: [
+                .attribute("name", .string, indexed: true), .toMany("books", "Book", inverse: "author", ordered: true),
+            ])
+        })
+    }
+
+    /// The split library with Author.books ordered, and Author.novels ordered too (or not).
+    static func splitOrdered(novelsOrdered: Bool) throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: try split().entities.map { entity in
+            guard entity.name == "Author" else { return LightweightMigrationTests.copy(entity) }
+            return EntityDescription(name: "Author", properties: [
+                .attribute("name", .string, indexed: true),
+                .toMany("books", "Book", inverse: "author", ordered: true),
+                .toMany("novels", "Novel", inverse: "author", ordered: novelsOrdered),
+            ])
+        })
+    }
+
+    /// A store of ``orderedLibrary()`` where Le Guin's books are, in order, Book 0, Book 2
+    /// (a novel), Book 4 and Book 5 (a novel); Lem's Book 1 and Book 3 (a novel).
+    static func orderedStore() throws -> (store: TemporaryStore, identifier: String?) {
+        let store = TemporaryStore()
+        try Library.populate(try store.coordinator(model: orderedLibrary()), LibraryModel(titleIndexed: true))
+        let coordinator = try store.coordinator(model: orderedLibrary())
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let leGuin = try #require(try context.fetch(Library.request("Author", "name == 'Le Guin'")).first)
+        for (index, entity) in [(4, "Book"), (5, "Novel")] {
+            let book = try context.insertNewObject(forEntityName: entity)
+            try book.setValue(.string("Book \(index)"), forKey: "title")
+            try book.setValue(leGuin, forKey: "author")
+        }
+        try context.save()
+        #expect(try leGuin.objects(forKey: "books").map { try $0.value(forKey: "title").stringValue ?? "?" } == ["Book 0", "Book 2", "Book 4", "Book 5"])
+        let identifier = try storeUUID(coordinator)
+        try Library.close(coordinator)
+        return (store, identifier)
+    }
+
+    /// Each author as `name: books | novels`, titles in the lists' order.
+    static func authors(_ coordinator: PersistentStoreCoordinator) throws -> [String] {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var request = FetchRequest(entityName: "Author")
+        request.sortDescriptors = [FetchSortDescriptor(keyPath: "name", ascending: true)]
+        return try context.fetch(request).map { author in
+            // An ordered relationship's titles in its order, another's sorted.
+            func titles(_ key: String) throws -> String {
+                let titles = try author.objects(forKey: key).map { try $0.value(forKey: "title").stringValue ?? "?" }
+                return (author.entity.relationshipsByName[key]?.isOrdered == true ? titles : titles.sorted()).joined(separator: ",")
+            }
+            return "\(try author.value(forKey: "name").stringValue ?? "?"): \(try titles("books")) | \(try titles("novels"))"
+        }
+    }
+
+    // An ordered to-many that reached the entity that leaves (Author.books, a list in the
+    // author's row) reads, in the rows written before, only the books, in their order; the
+    // new ordered inverse of Novel.author (Author.novels) reads the novels from the same list
+    // ([ROW-5] `listOf`): in place, no row rewritten; then a save, a compaction and a reopen.
+    @Test func anOrderedToManyIntoTheMovedEntityIsSplitByItsUpgradesInPlace() throws {
+        let (store, identifier) = try Self.orderedStore()
+        let coordinator = try store.coordinator(model: Self.splitOrdered(novelsOrdered: true), options: Library.migrating)
+        #expect(try Self.storeUUID(coordinator) == identifier, "in place")
+        #expect(try Self.authors(coordinator) == ["Le Guin: Book 0,Book 4 | Book 2,Book 5", "Lem: Book 1 | Book 3"])
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: Library.request("Author", "novels.@count == 2")) == 1)
+        #expect(try context.count(for: Library.request("Author", "ANY books.title == 'Book 2'")) == 0)
+        let novel = try #require(try context.fetch(Library.request("Novel", "title == 'Book 5'")).first)
+        #expect(try novel.object(forKey: "author")?.value(forKey: "name") == "Le Guin")
+        try Library.expectClean(coordinator)
+        // A new novel of Lem's, saved: Lem's row is written in the new layout with what it read.
+        let lem = try #require(try context.fetch(Library.request("Author", "name == 'Lem'")).first)
+        let added = try context.insertNewObject(forEntityName: "Novel")
+        try added.setValue(.string("Book 6"), forKey: "title")
+        try added.setValue(lem, forKey: "author")
+        try context.save()
+        try Library.engine(coordinator).compact()
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+        let reopened = try store.coordinator(model: Self.splitOrdered(novelsOrdered: true), options: Library.migrating)
+        #expect(try Self.authors(reopened) == ["Le Guin: Book 0,Book 4 | Book 2,Book 5", "Lem: Book 1 | Book 3,Book 6"])
+        try Library.close(reopened)
+    }
+
+    // When the new inverse is an unordered to-many (keys, [REL-1]), its keys would have to be
+    // built from the old lists: StrataStore migrates such a split by copy ([MIG-3]).
+    @Test func anOrderedToManyIntoTheMovedEntityWhoseNewInverseIsKeysIsSplitByCopy() throws {
+        let (store, identifier) = try Self.orderedStore()
+        let coordinator = try store.coordinator(model: Self.splitOrdered(novelsOrdered: false), options: Library.migrating)
         #expect(try Self.storeUUID(coordinator) != identifier, "copied: a new store")
-        #expect(try Self.reviews(coordinator, novels: false) == ["on 0: Book 0 -", "on 2: - -", "on 3: - -"])
+        #expect(try Self.authors(coordinator) == ["Le Guin: Book 0,Book 4 | Book 2,Book 5", "Lem: Book 1 | Book 3"])
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
     }

@@ -108,8 +108,8 @@ extension ModelRecord {
                 case .listFromKeys(let keyName):
                     writer.u8(4)
                     writer.string(keyName)
-                case .fieldOf(let source, let entities):
-                    writer.u8(5)
+                case .fieldOf(let source, let entities), .listOf(let source, let entities):
+                    if case .fieldOf = upgrade { writer.u8(5) } else { writer.u8(6) }
                     writer.string(source)
                     writer.varint(UInt64(entities.count))
                     for number in entities.sorted() { writer.varint(UInt64(number)) }
@@ -317,7 +317,7 @@ extension ModelRecord {
                     case 2: program[target] = .constant(try reader.value())
                     case 3: program[target] = .pendingKeys(try reader.string())
                     case 4: program[target] = .listFromKeys(try reader.string())
-                    case 5:
+                    case let kind where kind == 5 || kind == 6:
                         let source = try reader.string()
                         let numberCount = try reader.varint()
                         guard numberCount <= UInt64(bytes.count) else { throw reader.fail("entity count \(numberCount) of \(target)") }
@@ -327,7 +327,7 @@ extension ModelRecord {
                             guard number <= UInt64(UInt16.max) else { throw reader.fail("entity number \(number) of \(target)") }
                             entities.insert(UInt16(number))
                         }
-                        program[target] = .fieldOf(source, entities: entities)
+                        program[target] = kind == 5 ? .fieldOf(source, entities: entities) : .listOf(source, entities: entities)
                     case let kind: throw reader.fail("upgrade kind \(kind)")
                     }
                 }

@@ -102,12 +102,17 @@ struct ModelRecord: Equatable {
         /// the destinations it still reaches, and the new inverse of the moved entity's
         /// relationship reads the others.
         case fieldOf(String, entities: Set<UInt16>)
+        /// [MIG-1] The old row's to-one or ordered to-many field of this name as an ordered
+        /// to-many of the destinations whose entity is one of these numbers, in their order: an
+        /// ordered to-many whose destination's hierarchy split reads only the destinations it
+        /// still reaches, and the new inverse of the moved entity's relationship the others.
+        case listOf(String, entities: Set<UInt16>)
 
         /// Whether it names work the background build still has to do ([MIG-5]).
         var isPending: Bool {
             switch self {
             case .pendingKeys, .listFromKeys: return true
-            case .field, .listOfOne, .constant, .fieldOf: return false
+            case .field, .listOfOne, .constant, .fieldOf, .listOf: return false
             }
         }
     }
@@ -285,29 +290,60 @@ struct ModelRecord: Equatable {
         func newReach(_ destination: EntityDescription?) -> Set<UInt16> {
             Set((destination?.selfAndAllSubentities ?? []).compactMap { numbers[$0.name] })
         }
-        /// The numbers a to-one `property` (mapped from `source`) reaches now, when its
-        /// destination no longer reaches some entity the old one did that is still in the model
-        /// (moved out of its hierarchy); `nil` otherwise.
+        /// The numbers a relationship `property` stored in rows (a to-one, an ordered to-many;
+        /// mapped from `source`, stored in rows too) reaches now, when its destination no longer
+        /// reaches some entity the old one did that is still in the model (moved out of its
+        /// hierarchy); `nil` otherwise.
         func splitReach(_ property: PropertyDescription, from source: PropertyDescription) -> Set<UInt16>? {
-            guard let relationship = property as? RelationshipDescription, relationship.isToOne,
-                let old = source as? RelationshipDescription, old.isToOne
+            guard let relationship = property as? RelationshipDescription, !RelationshipKeys.isKeyed(relationship),
+                let old = source as? RelationshipDescription, !RelationshipKeys.isKeyed(old)
             else { return nil }
             let reach = newReach(relationship.destinationEntity)
             let lost = oldReach(old.destinationEntity).subtracting(reach)
             let kept = Set(numbers.values)
             return lost.contains(where: kept.contains) ? reach : nil
         }
-        /// For a new to-one `relationship` of the entity that was `owner`: the old to-one of
-        /// `owner` it takes destinations from (the old inverse of the relationship its inverse
-        /// is mapped from, on a moved entity) and the numbers it reaches.
+        /// For a new relationship stored in rows (a to-one, an ordered to-many) of the entity
+        /// that was `owner`: the old relationship of `owner` of the same kind it takes
+        /// destinations from (the old inverse of the relationship its inverse is mapped from, on
+        /// a moved entity) and the numbers it reaches.
         func splitInverse(_ relationship: RelationshipDescription, owner: EntityDescription) -> (String, Set<UInt16>)? {
-            guard let inverse = relationship.inverseRelationship, let moved = inverse.entity,
+            guard !RelationshipKeys.isKeyed(relationship), let inverse = relationship.inverseRelationship, let moved = inverse.entity,
                 let movedSource = sources[moved.name]?.propertyMapping(named: inverse.name)?.sourcePropertyName,
                 let movedOld = sources[moved.name]?.sourceEntityName.flatMap({ current.model.entitiesByName[$0] }),
-                let oldInverse = movedOld.relationshipsByName[movedSource]?.inverseRelationship, oldInverse.isToOne,
+                let oldInverse = movedOld.relationshipsByName[movedSource]?.inverseRelationship,
+                oldInverse.isToOne == relationship.isToOne, !RelationshipKeys.isKeyed(oldInverse),
                 owner.isKind(of: oldInverse.entity ?? owner)
             else { return nil }
             return (oldInverse.name, newReach(relationship.destinationEntity))
+        }
+        // [ROW-1] Layouts: an entity whose version hash is unchanged keeps the layout it had
+        // (a layout given below included). A new one is given when its rows must read through
+        // upgrades though the hash is unchanged (a to-one into a hierarchy that split reads only
+        // what it still reaches), or when the hash's layout is one an older version names for
+        // the number (its rows would read as current).
+        for entity in model.entities {
+            guard let number = numbers[entity.name], let before = currentOfNumber[number], var id = layoutIDs[entity.name] else { continue }
+            let currentID = current.layoutIDs[before.name]
+            if before.versionHash == entity.versionHash, let currentID { id = currentID }
+            let mapping = destinationOfNumber[number]?.mapping
+            let narrowed = Self.fieldProperties(of: entity).contains { property in
+                guard let source = mapping?.propertyMapping(named: property.name)?.sourcePropertyName,
+                    let sourceProperty = before.propertiesByName[source]
+                else { return false }
+                return splitReach(property, from: sourceProperty) != nil
+            }
+            var used = Set<UInt32>()
+            for version in versions {
+                for (name, taken) in version.numbers where taken == number {
+                    if let layout = version.layoutIDs[name] { used.insert(layout) }
+                }
+            }
+            if (narrowed && id == currentID) || (id != currentID && used.contains(id)) {
+                layoutIDs[entity.name] = Self.freshLayoutID(from: id, avoiding: used)
+            } else {
+                layoutIDs[entity.name] = id
+            }
         }
         var layoutOf: [UInt16: UInt32] = [:]
         for (name, number) in numbers { layoutOf[number] = layoutIDs[name] }
@@ -344,10 +380,19 @@ struct ModelRecord: Equatable {
                     // [MIG-1] A to-one whose destination's hierarchy split reads only what it still
                     // reaches.
                     if let reach = splitReach(property, from: sourceProperty) {
+                        let isList = (property as? RelationshipDescription)?.isToMany == true
                         switch reads[source] {
-                        case .field(let field, _)?: program[property.name] = .fieldOf(field, entities: reach)
-                        case .fieldOf(let field, let before)?: program[property.name] = .fieldOf(field, entities: before.intersection(reach))
-                        default: program[property.name] = .constant(.null)
+                        case .field(let field, _)?:
+                            program[property.name] = isList ? .listOf(field, entities: reach) : .fieldOf(field, entities: reach)
+                        case .fieldOf(let field, let before)?:
+                            let entities = before.intersection(reach)
+                            program[property.name] = isList ? .listOf(field, entities: entities) : .fieldOf(field, entities: entities)
+                        case .listOfOne(let field)? where isList:
+                            program[property.name] = .listOf(field, entities: reach)
+                        case .listOf(let field, let before)? where isList:
+                            program[property.name] = .listOf(field, entities: before.intersection(reach))
+                        default:
+                            program[property.name] = .constant(.null)
                         }
                         continue
                     }
@@ -365,20 +410,32 @@ struct ModelRecord: Equatable {
                         // (Not met either: a source read from keys is keyed, above.)
                         program[property.name] = .constant(defaultValue)
                     case .fieldOf(let field, let entities)?:
-                        program[property.name] = becomesList ? .constant(.null) : .fieldOf(field, entities: entities)
+                        program[property.name] = becomesList ? .listOf(field, entities: entities) : .fieldOf(field, entities: entities)
+                    case .listOf(let field, let entities)?:
+                        program[property.name] = .listOf(field, entities: entities)
                     case nil:
                         program[property.name] = .constant(defaultValue)
                     }
                 }
-                // [MIG-1] A new to-one, the inverse of a moved entity's relationship whose old
-                // inverse was a to-one of this entity, reads that to-one's old field for the
-                // destinations it reaches.
-                for case let relationship as RelationshipDescription in Self.fieldProperties(of: entity) where relationship.isToOne {
+                // [MIG-1] A new to-one (ordered to-many), the inverse of a moved entity's
+                // relationship whose old inverse was a to-one (ordered to-many) of this entity,
+                // reads that relationship's old field for the destinations it reaches.
+                for case let relationship as RelationshipDescription in Self.fieldProperties(of: entity) {
                     guard program[relationship.name].map({ if case .constant = $0 { return true } else { return false } }) ?? true,
-                        let (oldToOne, reach) = splitInverse(relationship, owner: before),
-                        case .field(let field, _)? = reads[oldToOne]
+                        let (old, reach) = splitInverse(relationship, owner: before)
                     else { continue }
-                    program[relationship.name] = .fieldOf(field, entities: reach)
+                    switch reads[old] {
+                    case .field(let field, _)?:
+                        program[relationship.name] = relationship.isToOne ? .fieldOf(field, entities: reach) : .listOf(field, entities: reach)
+                    case .fieldOf(let field, let entities)? where relationship.isToOne:
+                        program[relationship.name] = .fieldOf(field, entities: entities.intersection(reach))
+                    case .listOfOne(let field)? where relationship.isToMany:
+                        program[relationship.name] = .listOf(field, entities: reach)
+                    case .listOf(let field, let entities)? where relationship.isToMany:
+                        program[relationship.name] = .listOf(field, entities: entities.intersection(reach))
+                    default:
+                        break
+                    }
                 }
                 // [MIG-5] A relationship stored in rows (a to-one, an ordered to-many) that
                 // becomes an unordered to-many (keys, [REL-1]) reads its members from the old
@@ -388,7 +445,7 @@ struct ModelRecord: Equatable {
                         let sourceRelationship = before.relationshipsByName[source], !RelationshipKeys.isKeyed(sourceRelationship)
                     else { continue }
                     switch reads[source] {
-                    case .field(let field, _)?, .listOfOne(let field)?, .pendingKeys(let field)?, .fieldOf(let field, _)?:
+                    case .field(let field, _)?, .listOfOne(let field)?, .pendingKeys(let field)?, .fieldOf(let field, _)?, .listOf(let field, _)?:
                         program[relationship.name] = .pendingKeys(field)
                     case .constant?, .listFromKeys?, nil:
                         break
@@ -520,6 +577,17 @@ struct ModelRecord: Equatable {
             spaces[root] = name
         }
         return spaces.filter { $0.key != $0.value }
+    }
+
+    /// [ROW-1] A layout for an entity numbered as one whose layouts are `used`: `id` mixed
+    /// with a counter 1, 2, … until the result is neither `id` nor used.
+    static func freshLayoutID(from id: UInt32, avoiding used: Set<UInt32>) -> UInt32 {
+        var counter: UInt32 = 0, candidate = id
+        repeat {
+            counter &+= 1
+            candidate = id ^ (counter &* 0x9E37_79B9)
+        } while candidate == id || used.contains(candidate)
+        return candidate
     }
 
     /// The properties an entity's rows hold as fields ([ROW-1]): stored, and not unordered

@@ -266,7 +266,8 @@ final class StoreLayout: Sendable {
         var templates = [[UInt8]](repeating: [], count: count)
         for entity in model.entities {
             let number = numbers[entity.name] ?? 0
-            let layout = RowLayout(entity: entity, number: number, keyPrefix: keyPrefix)
+            // The record's layout: a migration may have given one that is not the hash's.
+            let layout = RowLayout(entity: entity, number: number, layoutID: record.current.layoutIDs[entity.name], keyPrefix: keyPrefix)
             layouts[Int(number)] = layout
             entities[Int(number)] = entity
             templates[Int(number)] = KeyLayout.rowKey(root: keySpace(entity.rootEntityName), reference: 0)
@@ -581,6 +582,9 @@ final class LegacyLayout: Sendable {
         case constant(FieldValue)
         /// [MIG-1] The old row's to-one field when its destination's entity is one of these.
         case fieldOf(Int, Set<UInt16>)
+        /// [MIG-1] The old row's to-one or ordered to-many field as an ordered to-many of the
+        /// destinations whose entity is one of these.
+        case listOf(Int, Set<UInt16>)
     }
 
     /// The old layout.
@@ -633,6 +637,8 @@ final class LegacyLayout: Sendable {
                 return .constant(value(constant))
             case .fieldOf(let name, let entities)?:
                 return fieldOfName[name].map { .fieldOf($0, entities) } ?? .constant(.null)
+            case .listOf(let name, let entities)?:
+                return fieldOfName[name].map { .listOf($0, entities) } ?? .constant(.null)
             case .pendingKeys?, .listFromKeys?, nil:
                 return .constant(.null)
             }
@@ -663,6 +669,12 @@ final class LegacyLayout: Sendable {
         case .fieldOf(let field, let entities):
             if case .object(let target) = try row.value(field), entities.contains(target.entity) { return .object(target) }
             return .null
+        case .listOf(let field, let entities):
+            switch try row.value(field) {
+            case .object(let target): return entities.contains(target.entity) ? .objects([target]) : .null
+            case .objects(let targets): return .objects(targets.filter { entities.contains($0.entity) })
+            default: return .null
+            }
         }
     }
 }

@@ -340,8 +340,13 @@ extension StrataStore {
             Set(entity.selfAndAllSubentities.compactMap { record.current.numbers[$0.name] })
         }
         func newNumbers(of entity: EntityDescription) -> Set<UInt16> { Set(entity.selfAndAllSubentities.compactMap { layout.number(of: $0) }) }
+        // The numbers of the hierarchy's entities still in the model (staying or leaving).
+        let hierarchy = Set(source.entities.filter { oldLayout.keySpace(of: $0) == space }.compactMap { old in
+            record.current.numbers[old.name].flatMap { layout.entity(number: $0) == nil ? nil : $0 }
+        })
         var writes: [([UInt8], [UInt8]?)] = []
-        // Relationships that reached the leaving entities and no longer do.
+        // Relationships that reached the hierarchy's entities and no longer do (one of another
+        // hierarchy that reached the leaving ones, or one of this hierarchy that reached across).
         var rehomed: [(prefix: [UInt8], lost: Set<UInt16>, to: [UInt16: [UInt8]])] = []
         for entity in model.entities {
             guard let entityMapping = mapping.mapping(ofDestinationEntity: entity.name),
@@ -352,34 +357,51 @@ extension StrataStore {
                     let before = old.relationshipsByName[sourceName], let oldDestination = before.destinationEntity,
                     let destination = relationship.destinationEntity
                 else { continue }
-                let lost = oldNumbers(of: oldDestination).subtracting(newNumbers(of: destination)).intersection(leaving.keys)
+                let lost = oldNumbers(of: oldDestination).subtracting(newNumbers(of: destination)).intersection(hierarchy)
                 guard !lost.isEmpty else { continue }
-                // A to-one reads through its entity's upgrades ([ROW-5] `fieldOf`: only the
-                // destinations it still reaches) when no row of the entity is in its new layout.
-                if relationship.isToOne, before.isToOne, splits[oldLayout.keySpace(of: old)] == nil,
+                // Where each lost entity's members go: the inverse of its relationship mapped
+                // from this one's old inverse, when of this owner.
+                func target(_ number: UInt16) -> (moved: EntityDescription, back: RelationshipDescription, target: RelationshipDescription)? {
+                    guard let moved = layout.entity(number: number),
+                        let movedMapping = mapping.mapping(ofDestinationEntity: moved.name),
+                        let inverseName = before.inverseName,
+                        let back = moved.relationships.first(where: { movedMapping.propertyMapping(named: $0.name)?.sourcePropertyName == inverseName }),
+                        let target = back.inverseRelationship, entity.isKind(of: target.entity ?? entity)
+                    else { return nil }
+                    return (moved, back, target)
+                }
+                // A relationship stored in rows (a to-one, an ordered to-many) reads through its
+                // entity's upgrades ([ROW-5] `fieldOf`, `listOf`: only the destinations it still
+                // reaches) when no row of the entity is in its new layout (the migration gives
+                // its entity a new one, [ROW-1]); its rows move unchanged. The new inverse of a
+                // lost entity's relationship reads the others through the same upgrades when it
+                // is of the same kind.
+                if !RelationshipKeys.isKeyed(relationship), !RelationshipKeys.isKeyed(before),
                     entity.selfAndAllSubentities.allSatisfy({ member in
                         // (Numbers are kept: the entity's old layout is its number's.)
                         guard let current = layout.layout(of: member), let previous = oldLayout.unretainedLayout(number: current.number) else { return true }
                         return previous.takeUnretainedValue().layoutID != current.layoutID
                     })
                 {
+                    for number in lost.sorted() {
+                        guard let (moved, back, target) = target(number) else { continue }
+                        guard !RelationshipKeys.isKeyed(target), target.isToOne == before.isToOne else {
+                            throw refuse(
+                                entity.name, target.name,
+                                "\(target.name), the new inverse of \(moved.name).\(back.name), is \(RelationshipKeys.isKeyed(target) ? "keys" : "of another kind") while \(relationship.name) is stored in rows")
+                        }
+                    }
                     continue
                 }
                 guard RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before), splits[oldLayout.keySpace(of: old)] == nil else {
                     throw refuse(
                         entity.name, relationship.name,
-                        "\(entity.name).\(relationship.name) reached \(oldDestination.name)'s entities that leave their hierarchy, and is \(RelationshipKeys.isKeyed(relationship) ? "in that hierarchy" : "stored in rows")")
+                        "\(entity.name).\(relationship.name) reached entities of \(oldDestination.name)'s hierarchy, which splits, that it no longer reaches, and is \(RelationshipKeys.isKeyed(relationship) ? "in that hierarchy" : "stored in rows")")
                 }
-                // Where each lost entity's keys go: the inverse of its relationship mapped from
-                // this one's old inverse, when keyed and of this owner.
+                // Keys go to the new inverse when it is keyed too.
                 var to: [UInt16: [UInt8]] = [:]
                 for number in lost {
-                    guard let moved = layout.entity(number: number),
-                        let movedMapping = mapping.mapping(ofDestinationEntity: moved.name),
-                        let inverseName = before.inverseName,
-                        let back = moved.relationships.first(where: { movedMapping.propertyMapping(named: $0.name)?.sourcePropertyName == inverseName }),
-                        let target = back.inverseRelationship, entity.isKind(of: target.entity ?? entity)
-                    else { continue }
+                    guard let (moved, back, target) = target(number) else { continue }
                     guard RelationshipKeys.isKeyed(target) else {
                         throw refuse(entity.name, target.name, "\(target.name), the new inverse of \(moved.name).\(back.name), is stored in rows")
                     }

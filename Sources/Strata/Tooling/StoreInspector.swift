@@ -358,7 +358,7 @@ public enum StoreInspector {
                     switch upgrade {
                     case .pendingKeys: kind = "keys"
                     case .listFromKeys: kind = "list"
-                    case .field, .listOfOne, .constant, .fieldOf: continue
+                    case .field, .listOfOne, .constant, .fieldOf, .listOf: continue
                     }
                     let owner = entity.relationshipsByName[target]?.entity?.name ?? entity.name
                     found.insert("\(owner).\(target) (\(kind))")
