@@ -365,4 +365,119 @@ extension HierarchySplitTests {
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
     }
+
+    /// The split library where Book.related (a many-to-many of books, its own inverse) was
+    /// Book's before the split: books keep it among books, reach novels through relatedNovels,
+    /// and Novel.related (mapped from it) reaches books, the inverse of relatedNovels.
+    static func splitRelated() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: try split().entities.map { entity in
+            let copy = LightweightMigrationTests.copy(entity)
+            switch entity.name {
+            case "Book":
+                return EntityDescription(name: "Book", properties: copy.ownProperties + [
+                    .toMany("related", "Book", inverse: "related"), .toMany("relatedNovels", "Novel", inverse: "related"),
+                ])
+            case "Novel":
+                return EntityDescription(name: "Novel", properties: copy.ownProperties + [.toMany("related", "Book", inverse: "relatedNovels")])
+            default:
+                return copy
+            }
+        })
+    }
+
+    // A keyed relationship of the splitting hierarchy itself that reached across it (a
+    // many-to-many of books, keys in both directions): each key goes to the relationship of
+    // its owner that reaches its member now, or to the inverse of the member's, or is dropped
+    // (novel to novel: Novel.related reaches books only, as Core Data's inferred mapping
+    // leaves it); in place, and the same after a reopen.
+    @Test func aManyToManyOfTheSplittingHierarchyReachingAcrossItIsSplitInPlace() throws {
+        let v1 = LibraryModel(bookExtra: { [.toMany("related", "Book", inverse: "related")] }, titleIndexed: true)
+        let store = try Library.savedStore(v1)
+        let seeded = try store.coordinator(model: v1.make())
+        let identifier = try Self.storeUUID(seeded)
+        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
+        func book(_ index: Int, _ context: ManagedObjectContext, _ entity: String = "Book") throws -> ManagedObject {
+            try #require(try context.fetch(Library.request(entity, "title == 'Book \(index)'")).first)
+        }
+        for (a, b) in [(0, 1), (0, 2), (2, 3), (1, 3)] {
+            try book(a, seedContext).addObject(book(b, seedContext), toRelationship: "related")
+        }
+        try seedContext.save()
+        try Library.close(seeded)
+        for round in 0..<2 {
+            let coordinator = try store.coordinator(model: Self.splitRelated(), options: Library.migrating)
+            #expect(try Self.storeUUID(coordinator) == identifier, "in place")
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            func titles(_ index: Int, _ entity: String, _ key: String) throws -> String {
+                try book(index, context, entity).objects(forKey: key).map { try $0.value(forKey: "title").stringValue ?? "?" }.sorted().joined(separator: ",")
+            }
+            #expect(try [titles(0, "Book", "related"), titles(0, "Book", "relatedNovels"), titles(1, "Book", "related"), titles(1, "Book", "relatedNovels")]
+                == ["Book 1", "Book 2", "Book 0", "Book 3"], "round \(round)")
+            #expect(try [titles(2, "Novel", "related"), titles(3, "Novel", "related")] == ["Book 0", "Book 1"], "round \(round)")
+            #expect(try context.count(for: Library.request("Book", "ANY relatedNovels.title == 'Book 3'")) == 1)
+            #expect(try context.count(for: Library.request("Novel", "related.@count == 1")) == 2)
+            try Library.expectClean(coordinator)
+            try Library.close(coordinator)
+        }
+    }
+
+    /// The split library where Book.sequel (to-one) and Book.prequels (its inverse, keys
+    /// indexing the to-one) were Book's before: among books as before, and across the two
+    /// hierarchies through novelSequel / novelPrequels (Book) and sequel / prequels (Novel).
+    static func splitSequelTree() throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: try split().entities.map { entity in
+            let copy = LightweightMigrationTests.copy(entity)
+            switch entity.name {
+            case "Book":
+                return EntityDescription(name: "Book", properties: copy.ownProperties + [
+                    .toOne("sequel", "Book", inverse: "prequels"), .toMany("prequels", "Book", inverse: "sequel"),
+                    .toOne("novelSequel", "Novel", inverse: "prequels"), .toMany("novelPrequels", "Novel", inverse: "sequel"),
+                ])
+            case "Novel":
+                return EntityDescription(name: "Novel", properties: copy.ownProperties + [
+                    .toOne("sequel", "Book", inverse: "novelPrequels"), .toMany("prequels", "Book", inverse: "novelSequel"),
+                ])
+            default:
+                return copy
+            }
+        })
+    }
+
+    // A one-to-many of the splitting hierarchy itself (Book.prequels: keys indexing the to-one
+    // Book.sequel) that reached across it: the to-ones read through their upgrades, the new
+    // to-one Book.novelSequel reads the old sequel field for novels, and each key goes to the
+    // relationship that reaches its member now (Novel.prequels, Book.novelPrequels) or is
+    // dropped (a novel's novel sequel); in place.
+    @Test func aOneToManyOfTheSplittingHierarchyReachingAcrossItIsSplitInPlace() throws {
+        let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book", inverse: "prequels"), .toMany("prequels", "Book", inverse: "sequel")] }, titleIndexed: true)
+        let store = try Library.savedStore(v1)
+        let seeded = try store.coordinator(model: v1.make())
+        let identifier = try Self.storeUUID(seeded)
+        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
+        func book(_ index: Int, _ context: ManagedObjectContext, _ entity: String = "Book") throws -> ManagedObject {
+            try #require(try context.fetch(Library.request(entity, "title == 'Book \(index)'")).first)
+        }
+        for (a, b) in [(0, 1), (1, 2), (2, 3), (3, 0)] { try book(a, seedContext).setValue(book(b, seedContext), forKey: "sequel") }
+        try seedContext.save()
+        try Library.close(seeded)
+        for round in 0..<2 {
+            let coordinator = try store.coordinator(model: Self.splitSequelTree(), options: Library.migrating)
+            #expect(try Self.storeUUID(coordinator) == identifier, "in place")
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            func entity(_ index: Int) -> String { index >= 2 ? "Novel" : "Book" }
+            func one(_ index: Int, _ key: String) throws -> String {
+                try book(index, context, entity(index)).object(forKey: key)?.value(forKey: "title").stringValue ?? "-"
+            }
+            func many(_ index: Int, _ key: String) throws -> String {
+                try book(index, context, entity(index)).objects(forKey: key).map { try $0.value(forKey: "title").stringValue ?? "?" }.sorted().joined(separator: ",")
+            }
+            #expect(try [one(0, "sequel"), one(1, "sequel"), one(1, "novelSequel"), one(2, "sequel"), one(3, "sequel")]
+                == ["Book 1", "-", "Book 2", "-", "Book 0"], "round \(round)")
+            #expect(try [many(0, "prequels"), many(0, "novelPrequels"), many(1, "prequels"), many(2, "prequels"), many(3, "prequels")]
+                == ["", "Book 3", "Book 0", "Book 1", ""], "round \(round)")
+            #expect(try context.count(for: Library.request("Book", "novelPrequels.@count == 1")) == 1)
+            try Library.expectClean(coordinator)
+            try Library.close(coordinator)
+        }
+    }
 }

@@ -393,10 +393,10 @@ extension StrataStore {
                     }
                     continue
                 }
-                guard RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before), splits[oldLayout.keySpace(of: old)] == nil else {
+                guard RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before) else {
                     throw refuse(
                         entity.name, relationship.name,
-                        "\(entity.name).\(relationship.name) reached entities of \(oldDestination.name)'s hierarchy, which splits, that it no longer reaches, and is \(RelationshipKeys.isKeyed(relationship) ? "in that hierarchy" : "stored in rows")")
+                        "\(entity.name).\(relationship.name) reached entities of \(oldDestination.name)'s hierarchy, which splits, that it no longer reaches, and its storage changes")
                 }
                 // Keys go to the new inverse when it is keyed too.
                 var to: [UInt16: [UInt8]] = [:]
@@ -407,7 +407,8 @@ extension StrataStore {
                     }
                     to[number] = layout.relationshipPrefix(target, owner: entity)
                 }
-                rehomed.append((oldLayout.relationshipPrefix(before, owner: old), lost, to))
+                // (A splitting hierarchy's own keys are routed one by one below.)
+                if splits[oldLayout.keySpace(of: old)] == nil { rehomed.append((oldLayout.relationshipPrefix(before, owner: old), lost, to)) }
             }
         }
         // The leaving rows, found by their headers; they move as they are.
@@ -433,27 +434,70 @@ extension StrataStore {
             writes.append(([IndexKey.tag] + Array(target.utf8) + [0x00] + key[indexPrefix.count...], []))
             return true
         }
-        // The keys they own, under their relationships' key names in the new key spaces (a
-        // relationship the moved entity no longer has loses them).
-        let keyPrefix = [RelationshipKeys.tag] + Array(space.utf8) + [0x00]
-        var newPrefixes: [String: [UInt8]?] = [:]  // "number\0keyName" → new relationship prefix
-        snapshot.forEachKeyBytes(from: keyPrefix, to: RelationshipKeys.end(of: keyPrefix)) { bytes in
-            // The owner read in place: most keys are of owners that stay.
-            guard let ownerReference = RelationshipKeys.owner(fromKeyBytes: bytes), let owner = moved[ownerReference] else { return true }
-            let key = Array(bytes)
-            guard let parts = RelationshipKeys.parse(key) else { return true }
-            writes.append((key, nil))
-            let cacheKey = "\(owner.number)\u{0}\(parts.relationship)"
-            if newPrefixes[cacheKey] == nil {
-                let oldName = oldLayout.relationshipName(keySpace: space, keyName: parts.relationship)
-                let entity = layout.entity(number: owner.number)
-                let entityMapping = entity.flatMap { mapping.mapping(ofDestinationEntity: $0.name) }
-                let relationship = entity?.relationships.first { relationship in
-                    RelationshipKeys.isKeyed(relationship) && entityMapping?.propertyMapping(named: relationship.name)?.sourcePropertyName == oldName
-                }
-                newPrefixes[cacheKey] = .some(relationship.flatMap { relationship in entity.map { layout.relationshipPrefix(relationship, owner: $0) } })
+        // The hierarchy's own keys. A key of a leaving owner goes under its entity's
+        // relationship mapped from the old one, in its new key space; a key of a staying owner
+        // stays. Either goes instead, when that relationship no longer reaches the member (or
+        // the owner's entity has none), to the inverse of the member's relationship mapped from
+        // the old one's inverse, when that is keyed and of the owner's entity; else it is
+        // dropped (a relationship stored in rows as that inverse was refused above).
+        func route(owner: EntityDescription, oldName: String, member: UInt16) -> [UInt8]? {
+            let ownerMapping = mapping.mapping(ofDestinationEntity: owner.name)
+            if let relationship = owner.relationships.first(where: {
+                RelationshipKeys.isKeyed($0) && ownerMapping?.propertyMapping(named: $0.name)?.sourcePropertyName == oldName
+            }), let destination = relationship.destinationEntity, newNumbers(of: destination).contains(member) {
+                return layout.relationshipPrefix(relationship, owner: owner)
             }
-            if case .some(.some(let prefix)) = newPrefixes[cacheKey] {
+            guard let ownerSource = ownerMapping?.sourceEntityName.flatMap({ source.entitiesByName[$0] }),
+                let inverseName = ownerSource.relationshipsByName[oldName]?.inverseName,
+                let memberEntity = layout.entity(number: member),
+                let memberMapping = mapping.mapping(ofDestinationEntity: memberEntity.name),
+                let back = memberEntity.relationships.first(where: { memberMapping.propertyMapping(named: $0.name)?.sourcePropertyName == inverseName }),
+                let target = back.inverseRelationship, RelationshipKeys.isKeyed(target), owner.isKind(of: target.entity ?? owner)
+            else { return nil }
+            return layout.relationshipPrefix(target, owner: owner)
+        }
+        // Per key name of the hierarchy: the relationship's old name, and the new entity a
+        // staying owner of it has (that of the old entity declaring it, when it stays).
+        var keyRelationships: [String: (oldName: String, staying: EntityDescription?)] = [:]
+        // The member numbers a relationship a staying owner has no longer reaches: only keys of
+        // staying owners naming one of these are read whole.
+        var stayingLost = Set<UInt16>()
+        let kept = Set((0..<UInt16(truncatingIfNeeded: layout.numberCount)).filter { layout.entity(number: $0) != nil })
+        for old in source.entities where oldLayout.keySpace(of: old) == space {
+            let stays = record.current.numbers[old.name].map { leaving[$0] == nil } ?? false
+            let now = mapping.mapping(ofSourceEntity: old.name)?.destinationEntityName.flatMap { model.entitiesByName[$0] }
+            for relationship in old.relationships where relationship.entity === old && RelationshipKeys.isKeyed(relationship) {
+                let keyName = record.keyName(keySpace: space, relationship: relationship.name)
+                keyRelationships[keyName] = (relationship.name, stays ? now : nil)
+                guard stays, let now, let oldDestination = relationship.destinationEntity else { continue }
+                let nowMapping = mapping.mapping(ofDestinationEntity: now.name)
+                let reach = now.relationships.first(where: {
+                    RelationshipKeys.isKeyed($0) && nowMapping?.propertyMapping(named: $0.name)?.sourcePropertyName == relationship.name
+                })?.destinationEntity.map(newNumbers(of:)) ?? []
+                stayingLost.formUnion(oldNumbers(of: oldDestination).subtracting(reach).intersection(kept))
+            }
+        }
+        let keyPrefix = [RelationshipKeys.tag] + Array(space.utf8) + [0x00]
+        var routes: [String: [UInt8]?] = [:]  // "owner number (or s)\0keyName\0member number" → new prefix
+        snapshot.forEachKeyBytes(from: keyPrefix, to: RelationshipKeys.end(of: keyPrefix)) { bytes in
+            // The owner and member read in place: most keys are of owners that stay, naming
+            // members their relationships still reach.
+            guard let ownerReference = RelationshipKeys.owner(fromKeyBytes: bytes) else { return true }
+            let movedOwner = moved[ownerReference]
+            if movedOwner == nil {
+                guard let member = RelationshipKeys.member(fromKeyBytes: bytes), stayingLost.contains(member.entity) else { return true }
+            }
+            let key = Array(bytes)
+            guard let parts = RelationshipKeys.parse(key), let relationship = keyRelationships[parts.relationship] else { return true }
+            let cacheKey = "\(movedOwner.map { String($0.number) } ?? "s")\u{0}\(parts.relationship)\u{0}\(parts.member.entity)"
+            if routes[cacheKey] == nil {
+                let owner = movedOwner.flatMap { layout.entity(number: $0.number) } ?? relationship.staying
+                routes[cacheKey] = .some(owner.flatMap { route(owner: $0, oldName: relationship.oldName, member: parts.member.entity) })
+            }
+            guard case .some(let prefix) = routes[cacheKey] else { return true }
+            if let prefix, key.starts(with: prefix), key.count == prefix.count + 18 { return true }  // unchanged
+            writes.append((key, nil))
+            if let prefix {
                 writes.append((RelationshipKeys.key(relationshipPrefix: prefix, owner: parts.owner, member: parts.member), []))
             }
             return true
