@@ -226,6 +226,31 @@ extension HierarchySplitTests {
         }
     }
 
+    /// Book `index` (by its title) of `entity` in `context`.
+    static func book(_ index: Int, _ context: ManagedObjectContext, _ entity: String = "Book") throws -> ManagedObject {
+        try #require(try context.fetch(Library.request(entity, "title == 'Book \(index)'")).first)
+    }
+
+    /// A saved library of `v1` where each pair (a, b) links Book a to Book b through
+    /// `relationship` (set when a to-one, added when a to-many); with the store's UUID.
+    static func linkedStore(_ v1: LibraryModel, _ pairs: [(Int, Int)], _ relationship: String) throws -> (TemporaryStore, String?) {
+        let store = try Library.savedStore(v1)
+        let coordinator = try store.coordinator(model: v1.make())
+        let identifier = try storeUUID(coordinator)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for (a, b) in pairs {
+            let (owner, member) = (try book(a, context), try book(b, context))
+            if owner.entity.relationshipsByName[relationship]?.isToMany == true {
+                try owner.addObject(member, toRelationship: relationship)
+            } else {
+                try owner.setValue(member, forKey: relationship)
+            }
+        }
+        try context.save()
+        try Library.close(coordinator)
+        return (store, identifier)
+    }
+
     /// The split library with a to-one `sequel` to a Book in each hierarchy (inferred mappings
     /// keep destinations).
     static func splitWithSequels() throws -> ManagedObjectModel {
@@ -241,23 +266,13 @@ extension HierarchySplitTests {
     // sequel is none, as Core Data's inferred mapping leaves it); in place, moved rows unchanged.
     @Test func aToOneOfTheSplittingHierarchyReachingAcrossItIsSplitInPlace() throws {
         let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book")] }, titleIndexed: true)
-        let store = try Library.storeWithSequels(v1)
-        let seeded = try store.coordinator(model: v1.make())
-        let identifier = try Self.storeUUID(seeded)
-        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
-        func book(_ index: Int, _ context: ManagedObjectContext, _ entity: String = "Book") throws -> ManagedObject {
-            try #require(try context.fetch(Library.request(entity, "title == 'Book \(index)'")).first)
-        }
-        try book(1, seedContext).setValue(book(2, seedContext), forKey: "sequel")
-        try book(3, seedContext).setValue(book(0, seedContext), forKey: "sequel")
-        try seedContext.save()
-        try Library.close(seeded)
+        let (store, identifier) = try Self.linkedStore(v1, [(0, 1), (1, 2), (2, 3), (3, 0)], "sequel")
         for round in 0..<2 {
             let coordinator = try store.coordinator(model: Self.splitWithSequels(), options: Library.migrating)
             #expect(try Self.storeUUID(coordinator) == identifier, "in place")
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
             func sequel(_ index: Int, _ entity: String) throws -> String {
-                try book(index, context, entity).object(forKey: "sequel")?.value(forKey: "title").stringValue ?? "-"
+                try Self.book(index, context, entity).object(forKey: "sequel")?.value(forKey: "title").stringValue ?? "-"
             }
             #expect(try [sequel(0, "Book"), sequel(1, "Book"), sequel(2, "Novel"), sequel(3, "Novel")] == ["Book 1", "-", "-", "Book 0"], "round \(round)")
             #expect(try context.count(for: Library.request("Book", "sequel == nil")) == 1)
@@ -392,24 +407,13 @@ extension HierarchySplitTests {
     // leaves it); in place, and the same after a reopen.
     @Test func aManyToManyOfTheSplittingHierarchyReachingAcrossItIsSplitInPlace() throws {
         let v1 = LibraryModel(bookExtra: { [.toMany("related", "Book", inverse: "related")] }, titleIndexed: true)
-        let store = try Library.savedStore(v1)
-        let seeded = try store.coordinator(model: v1.make())
-        let identifier = try Self.storeUUID(seeded)
-        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
-        func book(_ index: Int, _ context: ManagedObjectContext, _ entity: String = "Book") throws -> ManagedObject {
-            try #require(try context.fetch(Library.request(entity, "title == 'Book \(index)'")).first)
-        }
-        for (a, b) in [(0, 1), (0, 2), (2, 3), (1, 3)] {
-            try book(a, seedContext).addObject(book(b, seedContext), toRelationship: "related")
-        }
-        try seedContext.save()
-        try Library.close(seeded)
+        let (store, identifier) = try Self.linkedStore(v1, [(0, 1), (0, 2), (2, 3), (1, 3)], "related")
         for round in 0..<2 {
             let coordinator = try store.coordinator(model: Self.splitRelated(), options: Library.migrating)
             #expect(try Self.storeUUID(coordinator) == identifier, "in place")
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
             func titles(_ index: Int, _ entity: String, _ key: String) throws -> String {
-                try book(index, context, entity).objects(forKey: key).map { try $0.value(forKey: "title").stringValue ?? "?" }.sorted().joined(separator: ",")
+                try Self.book(index, context, entity).objects(forKey: key).map { try $0.value(forKey: "title").stringValue ?? "?" }.sorted().joined(separator: ",")
             }
             #expect(try [titles(0, "Book", "related"), titles(0, "Book", "relatedNovels"), titles(1, "Book", "related"), titles(1, "Book", "relatedNovels")]
                 == ["Book 1", "Book 2", "Book 0", "Book 3"], "round \(round)")
@@ -450,26 +454,17 @@ extension HierarchySplitTests {
     // dropped (a novel's novel sequel); in place.
     @Test func aOneToManyOfTheSplittingHierarchyReachingAcrossItIsSplitInPlace() throws {
         let v1 = LibraryModel(bookExtra: { [.toOne("sequel", "Book", inverse: "prequels"), .toMany("prequels", "Book", inverse: "sequel")] }, titleIndexed: true)
-        let store = try Library.savedStore(v1)
-        let seeded = try store.coordinator(model: v1.make())
-        let identifier = try Self.storeUUID(seeded)
-        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
-        func book(_ index: Int, _ context: ManagedObjectContext, _ entity: String = "Book") throws -> ManagedObject {
-            try #require(try context.fetch(Library.request(entity, "title == 'Book \(index)'")).first)
-        }
-        for (a, b) in [(0, 1), (1, 2), (2, 3), (3, 0)] { try book(a, seedContext).setValue(book(b, seedContext), forKey: "sequel") }
-        try seedContext.save()
-        try Library.close(seeded)
+        let (store, identifier) = try Self.linkedStore(v1, [(0, 1), (1, 2), (2, 3), (3, 0)], "sequel")
         for round in 0..<2 {
             let coordinator = try store.coordinator(model: Self.splitSequelTree(), options: Library.migrating)
             #expect(try Self.storeUUID(coordinator) == identifier, "in place")
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
             func entity(_ index: Int) -> String { index >= 2 ? "Novel" : "Book" }
             func one(_ index: Int, _ key: String) throws -> String {
-                try book(index, context, entity(index)).object(forKey: key)?.value(forKey: "title").stringValue ?? "-"
+                try Self.book(index, context, entity(index)).object(forKey: key)?.value(forKey: "title").stringValue ?? "-"
             }
             func many(_ index: Int, _ key: String) throws -> String {
-                try book(index, context, entity(index)).objects(forKey: key).map { try $0.value(forKey: "title").stringValue ?? "?" }.sorted().joined(separator: ",")
+                try Self.book(index, context, entity(index)).objects(forKey: key).map { try $0.value(forKey: "title").stringValue ?? "?" }.sorted().joined(separator: ",")
             }
             #expect(try [one(0, "sequel"), one(1, "sequel"), one(1, "novelSequel"), one(2, "sequel"), one(3, "sequel")]
                 == ["Book 1", "-", "Book 2", "-", "Book 0"], "round \(round)")
