@@ -370,15 +370,27 @@ extension HierarchySplitTests {
         try Library.close(reopened)
     }
 
-    // When the new inverse is an unordered to-many (keys, [REL-1]), its keys would have to be
-    // built from the old lists: StrataStore migrates such a split by copy ([MIG-3]).
-    @Test func anOrderedToManyIntoTheMovedEntityWhoseNewInverseIsKeysIsSplitByCopy() throws {
+    // When the new inverse is an unordered to-many (keys indexing Novel.author, [REL-2]), its
+    // keys are pending ([MIG-5]): read from the old lists (novels only) until the background
+    // build writes them from the novels' rows; in place, with every build mode, and reopened.
+    @Test(arguments: ["background", "synchronous", "deferred"])
+    func anOrderedToManyIntoTheMovedEntityWhoseNewInverseIsKeysIsSplitInPlace(build: String) throws {
         let (store, identifier) = try Self.orderedStore()
-        let coordinator = try store.coordinator(model: Self.splitOrdered(novelsOrdered: false), options: Library.migrating)
-        #expect(try Self.storeUUID(coordinator) != identifier, "copied: a new store")
-        #expect(try Self.authors(coordinator) == ["Le Guin: Book 0,Book 4 | Book 2,Book 5", "Lem: Book 1 | Book 3"])
+        var options = Library.migrating
+        options[StrataStore.indexBuildOption] = .string(build)
+        let expected = ["Le Guin: Book 0,Book 4 | Book 2,Book 5", "Lem: Book 1 | Book 3"]
+        let coordinator = try store.coordinator(model: Self.splitOrdered(novelsOrdered: false), options: options)
+        #expect(try Self.storeUUID(coordinator) == identifier, "in place")
+        #expect(try Self.authors(coordinator) == expected)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try context.count(for: Library.request("Author", "novels.@count == 2")) == 1)
+        #expect(try context.count(for: Library.request("Author", "ANY novels.title == 'Book 3'")) == 1)
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
+        let reopened = try store.coordinator(model: Self.splitOrdered(novelsOrdered: false), options: Library.migrating)
+        #expect(try Self.authors(reopened) == expected)
+        try Library.expectClean(reopened)
+        try Library.close(reopened)
     }
 
     /// The split library where Book.related (a many-to-many of books, its own inverse) was
@@ -474,5 +486,39 @@ extension HierarchySplitTests {
             try Library.expectClean(coordinator)
             try Library.close(coordinator)
         }
+    }
+
+    /// `base` with Novel's own to-many `awards` (no inverse: keys its owners write) of a new
+    /// entity Award, ordered or not.
+    static func withAwards(_ base: ManagedObjectModel, ordered: Bool) throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: base.entities.map { entity in
+            let copy = LightweightMigrationTests.copy(entity)
+            guard entity.name == "Novel" else { return copy }
+            return EntityDescription(
+                name: "Novel", superentity: copy.superentityName, properties: copy.ownProperties + [.toMany("awards", "Award", ordered: ordered)])
+        } + [EntityDescription(name: "Award", properties: [.attribute("name", .string)])])
+    }
+
+    // Novel's own awards (keys in Book's key space) made ordered as it leaves: its list would
+    // be read from keys under the old key name in the key space it leaves ([MIG-5]), so
+    // StrataStore migrates such a split by copy ([MIG-3]), which writes the lists.
+    @Test func aLeavingEntitysToManyMadeOrderedIsSplitByCopy() throws {
+        let store = TemporaryStore()
+        let v1 = try Self.withAwards(LibraryModel(titleIndexed: true).make(), ordered: false)
+        try Library.populate(try store.coordinator(model: v1), LibraryModel(titleIndexed: true))
+        let seeded = try store.coordinator(model: Self.withAwards(LibraryModel(titleIndexed: true).make(), ordered: false))
+        let identifier = try Self.storeUUID(seeded)
+        let seedContext = ManagedObjectContext(persistentStoreCoordinator: seeded)
+        let award = try seedContext.insertNewObject(forEntityName: "Award")
+        try award.setValue("Hugo", forKey: "name")
+        try Self.book(3, seedContext, "Novel").addObject(award, toRelationship: "awards")
+        try seedContext.save()
+        try Library.close(seeded)
+        let coordinator = try store.coordinator(model: Self.withAwards(Self.split(), ordered: true), options: Library.migrating)
+        #expect(try Self.storeUUID(coordinator) != identifier, "copied: a new store")
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try Self.book(3, context, "Novel").objects(forKey: "awards").map { try $0.value(forKey: "name").stringValue ?? "?" } == ["Hugo"])
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
     }
 }

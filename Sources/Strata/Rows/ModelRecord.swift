@@ -303,16 +303,16 @@ struct ModelRecord: Equatable {
             let kept = Set(numbers.values)
             return lost.contains(where: kept.contains) ? reach : nil
         }
-        /// For a new relationship stored in rows (a to-one, an ordered to-many) of the entity
-        /// that was `owner`: the old relationship of `owner` of the same kind it takes
-        /// destinations from (the old inverse of the relationship its inverse is mapped from, on
-        /// a moved entity) and the numbers it reaches.
+        /// For a new relationship of the entity that was `owner`: the old relationship of
+        /// `owner` stored in rows it takes destinations from (the old inverse of the relationship
+        /// its inverse is mapped from, on a moved entity; of the same kind, unless the new one is
+        /// keyed) and the numbers it reaches.
         func splitInverse(_ relationship: RelationshipDescription, owner: EntityDescription) -> (String, Set<UInt16>)? {
-            guard !RelationshipKeys.isKeyed(relationship), let inverse = relationship.inverseRelationship, let moved = inverse.entity,
+            guard let inverse = relationship.inverseRelationship, let moved = inverse.entity,
                 let movedSource = sources[moved.name]?.propertyMapping(named: inverse.name)?.sourcePropertyName,
                 let movedOld = sources[moved.name]?.sourceEntityName.flatMap({ current.model.entitiesByName[$0] }),
-                let oldInverse = movedOld.relationshipsByName[movedSource]?.inverseRelationship,
-                oldInverse.isToOne == relationship.isToOne, !RelationshipKeys.isKeyed(oldInverse),
+                let oldInverse = movedOld.relationshipsByName[movedSource]?.inverseRelationship, !RelationshipKeys.isKeyed(oldInverse),
+                RelationshipKeys.isKeyed(relationship) || oldInverse.isToOne == relationship.isToOne,
                 owner.isKind(of: oldInverse.entity ?? owner)
             else { return nil }
             return (oldInverse.name, newReach(relationship.destinationEntity))
@@ -421,7 +421,8 @@ struct ModelRecord: Equatable {
                 // relationship whose old inverse was a to-one (ordered to-many) of this entity,
                 // reads that relationship's old field for the destinations it reaches.
                 for case let relationship as RelationshipDescription in Self.fieldProperties(of: entity) {
-                    guard program[relationship.name].map({ if case .constant = $0 { return true } else { return false } }) ?? true,
+                    guard !RelationshipKeys.isKeyed(relationship),
+                        program[relationship.name].map({ if case .constant = $0 { return true } else { return false } }) ?? true,
                         let (old, reach) = splitInverse(relationship, owner: before)
                     else { continue }
                     switch reads[old] {
@@ -441,8 +442,20 @@ struct ModelRecord: Equatable {
                 // becomes an unordered to-many (keys, [REL-1]) reads its members from the old
                 // rows' field until the background build has written their keys.
                 for relationship in entity.relationships where RelationshipKeys.isKeyed(relationship) {
-                    guard let source = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName,
-                        let sourceRelationship = before.relationshipsByName[source], !RelationshipKeys.isKeyed(sourceRelationship)
+                    let mapped = entityMapping.propertyMapping(named: relationship.name)?.sourcePropertyName.flatMap { before.relationshipsByName[$0] }
+                    // [MIG-1] A new keyed relationship, the inverse of a moved entity's
+                    // relationship whose old inverse was stored in rows of this entity, has its
+                    // keys pending from that field (members it reaches only).
+                    if mapped == nil, let (old, _) = splitInverse(relationship, owner: before) {
+                        switch reads[old] {
+                        case .field(let field, _)?, .listOfOne(let field)?, .pendingKeys(let field)?, .fieldOf(let field, _)?, .listOf(let field, _)?:
+                            program[relationship.name] = .pendingKeys(field)
+                        case .constant?, .listFromKeys?, nil:
+                            break
+                        }
+                        continue
+                    }
+                    guard let source = mapped?.name, let sourceRelationship = mapped, !RelationshipKeys.isKeyed(sourceRelationship)
                     else { continue }
                     switch reads[source] {
                     case .field(let field, _)?, .listOfOne(let field)?, .pendingKeys(let field)?, .fieldOf(let field, _)?, .listOf(let field, _)?:

@@ -479,10 +479,16 @@ final class StoreLayout: Sendable {
         let row = try RowFields.current(bytes, store: self, context: context(), readByEngine: true)
         guard let legacy = row.legacy, !legacy.pendingKeys.isEmpty else { return [] }
         return try legacy.pendingKeys.map { relationship, field in
+            // Only destinations the relationship reaches ([MIG-1]: the field may be one a
+            // relationship of a split hierarchy shares with the new inverse of a moved entity's).
+            func reached(_ target: StoredObject) -> Bool {
+                guard let destination = relationship.destinationEntity, let entity = entity(number: target.entity) else { return false }
+                return entity.isKind(of: destination)
+            }
             do {
                 switch try row.fields.value(field) {
-                case .object(let target): return (relationship, [target])
-                case .objects(let targets): return (relationship, targets)
+                case .object(let target): return (relationship, reached(target) ? [target] : [])
+                case .objects(let targets): return (relationship, targets.filter(reached))
                 default: return (relationship, [])
                 }
             } catch {

@@ -357,6 +357,11 @@ extension StrataStore {
                     let before = old.relationshipsByName[sourceName], let oldDestination = before.destinationEntity,
                     let destination = relationship.destinationEntity
                 else { continue }
+                // A leaving entity's keyed relationship made ordered would read its list from
+                // keys under the old key name in its old key space ([MIG-5]), which it leaves.
+                if !RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before), let number = layout.number(of: entity), leaving[number] != nil {
+                    throw refuse(entity.name, relationship.name, "\(entity.name) leaves its hierarchy while \(relationship.name)'s keys become an ordered list")
+                }
                 let lost = oldNumbers(of: oldDestination).subtracting(newNumbers(of: destination)).intersection(hierarchy)
                 guard !lost.isEmpty else { continue }
                 // Where each lost entity's members go: the inverse of its relationship mapped
@@ -385,10 +390,11 @@ extension StrataStore {
                 {
                     for number in lost.sorted() {
                         guard let (moved, back, target) = target(number) else { continue }
-                        guard !RelationshipKeys.isKeyed(target), target.isToOne == before.isToOne else {
+                        // (A keyed one gets its keys from the same field after the load, [MIG-5].)
+                        guard RelationshipKeys.isKeyed(target) || target.isToOne == before.isToOne else {
                             throw refuse(
                                 entity.name, target.name,
-                                "\(target.name), the new inverse of \(moved.name).\(back.name), is \(RelationshipKeys.isKeyed(target) ? "keys" : "of another kind") while \(relationship.name) is stored in rows")
+                                "\(target.name), the new inverse of \(moved.name).\(back.name), is of another kind than \(relationship.name)")
                         }
                     }
                     continue
