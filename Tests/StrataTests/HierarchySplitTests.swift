@@ -12,7 +12,7 @@ import Testing
 
     /// The library with Novel a root: its title, pages, author (inverse Author.novels) and tags
     /// (inverse Tag.novels) its own.
-    static func split() throws -> ManagedObjectModel {
+    static func split(novelTagsOrdered: Bool = false) throws -> ManagedObjectModel {
         try ManagedObjectModel(entities: [
             EntityDescription(name: "Author", properties: [
                 .attribute("name", .string, indexed: true),
@@ -30,7 +30,7 @@ import Testing
                 .attribute("pages", .integer32),
                 .attribute("genre", .string),
                 .toOne("author", "Author", inverse: "novels"),
-                .toMany("tags", "Tag", inverse: "novels"),
+                .toMany("tags", "Tag", inverse: "novels", ordered: novelTagsOrdered),
             ]),
             EntityDescription(name: "Tag", properties: [
                 .attribute("label", .string),
@@ -488,6 +488,24 @@ extension HierarchySplitTests {
         }
     }
 
+    // Novel's tags (keys of Book.tags, whose name Book keeps) made ordered as it leaves: the
+    // lists are written into the novels' rows in the migration, and those rows move as
+    // written; in place, reopened.
+    @Test func aLeavingEntitysInheritedToManyMadeOrderedIsSplitInPlaceWithItsLists() throws {
+        let (store, identifier) = try Self.linkedStore(LibraryModel(titleIndexed: true), [], "author")
+        for round in 0..<2 {
+            let coordinator = try store.coordinator(model: Self.split(novelTagsOrdered: true), options: Library.migrating)
+            #expect(try Self.storeUUID(coordinator) == identifier, "in place")
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            #expect(try [2, 3].map { try Self.book($0, context, "Novel").objects(forKey: "tags").map { try $0.value(forKey: "label").stringValue ?? "?" } } == [["even"], ["odd"]], "round \(round)")
+            let odd = try #require(try context.fetch(Library.request("Tag", "label == 'odd'")).first)
+            #expect(try odd.objects(forKey: "novels").map { try $0.value(forKey: "title").stringValue ?? "?" } == ["Book 3"])
+            #expect(try odd.objects(forKey: "books").map { try $0.value(forKey: "title").stringValue ?? "?" } == ["Book 1"])
+            try Library.expectClean(coordinator)
+            try Library.close(coordinator)
+        }
+    }
+
     /// `base` with Novel's own to-many `awards` (no inverse: keys its owners write) of a new
     /// entity Award, ordered or not.
     static func withAwards(_ base: ManagedObjectModel, ordered: Bool) throws -> ManagedObjectModel {
@@ -499,10 +517,10 @@ extension HierarchySplitTests {
         } + [EntityDescription(name: "Award", properties: [.attribute("name", .string)])])
     }
 
-    // Novel's own awards (keys in Book's key space) made ordered as it leaves: its list would
-    // be read from keys under the old key name in the key space it leaves ([MIG-5]), so
-    // StrataStore migrates such a split by copy ([MIG-3]), which writes the lists.
-    @Test func aLeavingEntitysToManyMadeOrderedIsSplitByCopy() throws {
+    // Novel's own awards (keys in Book's key space) made ordered as it leaves: its list cannot
+    // be read from keys of the key space it leaves ([MIG-5]), so the lists are written into
+    // the novels' rows in the migration, which move as written; in place.
+    @Test func aLeavingEntitysToManyMadeOrderedIsSplitInPlaceWithItsLists() throws {
         let store = TemporaryStore()
         let v1 = try Self.withAwards(LibraryModel(titleIndexed: true).make(), ordered: false)
         try Library.populate(try store.coordinator(model: v1), LibraryModel(titleIndexed: true))
@@ -515,7 +533,7 @@ extension HierarchySplitTests {
         try seedContext.save()
         try Library.close(seeded)
         let coordinator = try store.coordinator(model: Self.withAwards(Self.split(), ordered: true), options: Library.migrating)
-        #expect(try Self.storeUUID(coordinator) != identifier, "copied: a new store")
+        #expect(try Self.storeUUID(coordinator) == identifier, "in place")
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         #expect(try Self.book(3, context, "Novel").objects(forKey: "awards").map { try $0.value(forKey: "name").stringValue ?? "?" } == ["Hugo"])
         try Library.expectClean(coordinator)

@@ -59,6 +59,11 @@ extension StrataStore {
         /// Hierarchies that split: per old key space, the entities (by number) that leave it and
         /// the key space each goes to, with its rows, index entries and keys ([MIG-1]).
         var splits: [String: [UInt16: String]] = [:]
+        /// Rows the migration rewrites (owners given lists from keys), by key: a split moves
+        /// them as rewritten.
+        var rewrittenRows: [[UInt8]: [UInt8]] = [:]
+        /// The relationships whose lists the migration writes into the owners' rows.
+        var writtenLists: Set<ObjectIdentifier> = []
     }
 
     /// [MIG-1] The lightweight migration of the store in `snapshot`, whose model record says
@@ -208,10 +213,12 @@ extension StrataStore {
                     // An unordered to-many made ordered: its members, keys until now, become a
                     // list in each owner's row. The record reads the keys as the list of a row
                     // of an older layout until the background build writes it ([MIG-5]);
-                    // unless a new relationship claims the keys' name (deleted above), when the
-                    // lists are written here (below, once per row).
+                    // unless a new relationship claims the keys' name (deleted above), or the
+                    // owner leaves its hierarchy (its list would be read from keys of the key
+                    // space it leaves), when the lists are written here (below, once per row).
                     let keys = oldKeyPrefix(before.name, old)
-                    if claimed.contains(keys) { listsFromKeys.append((entity, relationship, keys)) }
+                    let leaves = record.current.numbers[old.name].map { splits[oldSpace(old)]?[$0] != nil } ?? false
+                    if claimed.contains(keys) || leaves { listsFromKeys.append((entity, relationship, keys)) }
                 }
             }
         }
@@ -231,9 +238,14 @@ extension StrataStore {
         plan.layout = try StoreLayout(model: model, record: plan.record)
         if !listsFromKeys.isEmpty {
             try writeLists(
-                listsFromKeys, source: source, mapping: mapping, record: record, layout: plan.layout, snapshot: snapshot, into: &plan.batch)
+                listsFromKeys, source: source, mapping: mapping, record: record, layout: plan.layout, snapshot: snapshot,
+                into: &plan.rewrittenRows)
+            for key in plan.rewrittenRows.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                if let bytes = plan.rewrittenRows[key] { plan.batch.put(key, bytes) }
+            }
             // Their rows no longer read the keys: those left in older layouts have no members.
             let written = Set(listsFromKeys.map { ObjectIdentifier($0.relationship) })
+            plan.writtenLists = written
             for index in plan.record.versions.indices.dropFirst() {
                 for (entityName, program) in plan.record.versions[index].upgrades {
                     for (target, upgrade) in program {
@@ -250,13 +262,7 @@ extension StrataStore {
         // Hierarchies that split: the rows that leave, with their index entries and keys, move
         // to their new key spaces, and keys that name them through a relationship that no longer
         // reaches them go to the relationship that does.
-        if let space = splits.keys.sorted().first, let list = listsFromKeys.first {
-            // (The lists written above are rows of this transaction; a split moves rows as the
-            // snapshot holds them.)
-            throw refuse(
-                list.owner.name, list.relationship.name,
-                "the hierarchy of key space \(space) splits while \(list.owner.name).\(list.relationship.name)'s keys become lists written in the same migration")
-        }
+        // (Rows given lists above move as rewritten.)
         for (space, leaving) in splits.sorted(by: { $0.key < $1.key }) {
             try splitKeySpace(
                 space, leaving: leaving, source: source, model: model, mapping: mapping, record: record, plan: plan, in: snapshot,
@@ -273,10 +279,11 @@ extension StrataStore {
 
     /// [MIG-1] The rows of the owners of keyed relationships made ordered, rewritten in their
     /// entity's new layout at the same version with each such relationship's members (its old
-    /// keys, in key order: by reference) as the list; owners without members keep their rows.
+    /// keys, in key order: by reference) as the list, into `rows` by key; owners without
+    /// members keep their rows.
     private static func writeLists(
         _ lists: [(owner: EntityDescription, relationship: RelationshipDescription, keys: [UInt8])], source: ManagedObjectModel,
-        mapping: MappingModel, record: ModelRecord, layout: StoreLayout, snapshot: Snapshot, into batch: inout WriteBatch
+        mapping: MappingModel, record: ModelRecord, layout: StoreLayout, snapshot: Snapshot, into rows: inout [[UInt8]: [UInt8]]
     ) throws {
         var oldRoots = Set<String>()
         for list in lists {
@@ -307,7 +314,7 @@ extension StrataStore {
                             if let list = members[index] { return .objects(list) }
                             return try row.value(index)
                         }
-                        batch.put(Array(key), bytes)
+                        rows[Array(key)] = bytes
                         return true
                     } catch {
                         failure = error
@@ -358,8 +365,11 @@ extension StrataStore {
                     let destination = relationship.destinationEntity
                 else { continue }
                 // A leaving entity's keyed relationship made ordered would read its list from
-                // keys under the old key name in its old key space ([MIG-5]), which it leaves.
-                if !RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before), let number = layout.number(of: entity), leaving[number] != nil {
+                // keys under the old key name in its old key space ([MIG-5]), which it leaves:
+                // the plan writes such lists into the rows (a guard that it did).
+                if !RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before), let number = layout.number(of: entity), leaving[number] != nil,
+                    !plan.writtenLists.contains(ObjectIdentifier(relationship))
+                {
                     throw refuse(entity.name, relationship.name, "\(entity.name) leaves its hierarchy while \(relationship.name)'s keys become an ordered list")
                 }
                 let lost = oldNumbers(of: oldDestination).subtracting(newNumbers(of: destination)).intersection(hierarchy)
@@ -425,8 +435,9 @@ extension StrataStore {
                     let target = leaving[RowFields.load(UInt16.self, value, 2)]
                 else { return true }
                 moved[reference] = (RowFields.load(UInt16.self, value, 2), target)
-                writes.append((Array(key), nil))
-                writes.append((KeyLayout.rowKey(root: target, reference: reference), Array(value)))
+                let oldKey = Array(key)
+                writes.append((oldKey, nil))
+                writes.append((KeyLayout.rowKey(root: target, reference: reference), plan.rewrittenRows[oldKey] ?? Array(value)))
                 return true
             }
         }
