@@ -539,4 +539,24 @@ extension HierarchySplitTests {
         try Library.expectClean(coordinator)
         try Library.close(coordinator)
     }
+
+    // Author.books (keys) made ordered in the same migration as Novel leaves: its list would
+    // be read from keys that name novels too, and Author.novels would need them; StrataStore
+    // migrates such a split by copy ([MIG-3]).
+    @Test func aToManyMadeOrderedAsItLosesTheMovedEntityIsSplitByCopy() throws {
+        let (store, identifier) = try Self.linkedStore(LibraryModel(titleIndexed: true), [], "author")
+        let model = try ManagedObjectModel(entities: try Self.split().entities.map { entity in
+            let copy = LightweightMigrationTests.copy(entity)
+            guard entity.name == "Author" else { return copy }
+            return EntityDescription(name: "Author", properties: [
+                .attribute("name", .string, indexed: true),
+                .toMany("books", "Book", inverse: "author", ordered: true), .toMany("novels", "Novel", inverse: "author"),
+            ])
+        })
+        let coordinator = try store.coordinator(model: model, options: Library.migrating)
+        #expect(try Self.storeUUID(coordinator) != identifier, "copied: a new store")
+        #expect(try Self.authors(coordinator) == ["Le Guin: Book 0 | Book 2", "Lem: Book 1 | Book 3"])
+        try Library.expectClean(coordinator)
+        try Library.close(coordinator)
+    }
 }
