@@ -502,7 +502,9 @@ extension StrataStore {
             guard let ownerReference = RelationshipKeys.owner(fromKeyBytes: bytes) else { return true }
             let movedOwner = moved[ownerReference]
             if movedOwner == nil {
-                guard let member = RelationshipKeys.member(fromKeyBytes: bytes), stayingLost.contains(member.entity) else { return true }
+                guard !stayingLost.isEmpty, let member = RelationshipKeys.member(fromKeyBytes: bytes), stayingLost.contains(member.entity) else {
+                    return true
+                }
             }
             let key = Array(bytes)
             guard let parts = RelationshipKeys.parse(key), let relationship = keyRelationships[parts.relationship] else { return true }
