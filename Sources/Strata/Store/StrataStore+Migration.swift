@@ -473,25 +473,35 @@ extension StrataStore {
             else { return nil }
             return layout.relationshipPrefix(target, owner: owner)
         }
-        // Per key name of the hierarchy: the relationship's old name, and the new entity a
-        // staying owner of it has (that of the old entity declaring it, when it stays).
+        // Per key name of the hierarchy: the relationship's old name, and a new entity of the
+        // staying owners that have it (the entities that stay and are kinds of the old entity
+        // declaring it, which may itself leave); they must route every member alike.
         var keyRelationships: [String: (oldName: String, staying: EntityDescription?)] = [:]
-        // The member numbers a relationship a staying owner has no longer reaches: only keys of
+        // The member numbers some key of a staying owner goes elsewhere for: only keys of
         // staying owners naming one of these are read whole.
         var stayingLost = Set<UInt16>()
-        let kept = Set((0..<UInt16(truncatingIfNeeded: layout.numberCount)).filter { layout.entity(number: $0) != nil })
+        let kept = (0..<UInt16(truncatingIfNeeded: layout.numberCount)).filter { layout.entity(number: $0) != nil }
+        let staying = source.entities.filter { old in
+            oldLayout.keySpace(of: old) == space && record.current.numbers[old.name].map { leaving[$0] == nil } == true
+        }
         for old in source.entities where oldLayout.keySpace(of: old) == space {
-            let stays = record.current.numbers[old.name].map { leaving[$0] == nil } ?? false
-            let now = mapping.mapping(ofSourceEntity: old.name)?.destinationEntityName.flatMap { model.entitiesByName[$0] }
             for relationship in old.relationships where relationship.entity === old && RelationshipKeys.isKeyed(relationship) {
                 let keyName = record.keyName(keySpace: space, relationship: relationship.name)
-                keyRelationships[keyName] = (relationship.name, stays ? now : nil)
-                guard stays, let now, let oldDestination = relationship.destinationEntity else { continue }
-                let nowMapping = mapping.mapping(ofDestinationEntity: now.name)
-                let reach = now.relationships.first(where: {
-                    RelationshipKeys.isKeyed($0) && nowMapping?.propertyMapping(named: $0.name)?.sourcePropertyName == relationship.name
-                })?.destinationEntity.map(newNumbers(of:)) ?? []
-                stayingLost.formUnion(oldNumbers(of: oldDestination).subtracting(reach).intersection(kept))
+                let owners = staying.filter { $0.isKind(of: old) }.compactMap { entity in
+                    mapping.mapping(ofSourceEntity: entity.name)?.destinationEntityName.flatMap { model.entitiesByName[$0] }
+                }
+                keyRelationships[keyName] = (relationship.name, owners.first)
+                let oldPrefix = RelationshipKeys.relationshipPrefix(root: space, relationship: keyName)
+                for member in kept {
+                    let routes = owners.map { route(owner: $0, oldName: relationship.name, member: member) }
+                    guard let first = routes.first else { break }
+                    guard routes.allSatisfy({ $0 == first }) else {
+                        throw refuse(
+                            old.name, relationship.name,
+                            "the entities that keep \(old.name).\(relationship.name) in the hierarchy of key space \(space) no longer share one relationship for it")
+                    }
+                    if first != oldPrefix { stayingLost.insert(member) }
+                }
             }
         }
         let keyPrefix = [RelationshipKeys.tag] + Array(space.utf8) + [0x00]
