@@ -480,7 +480,6 @@ extension StrataStore {
         // The member numbers some key of a staying owner goes elsewhere for: only keys of
         // staying owners naming one of these are read whole.
         var stayingLost = Set<UInt16>()
-        let kept = (0..<UInt16(truncatingIfNeeded: layout.numberCount)).filter { layout.entity(number: $0) != nil }
         let staying = source.entities.filter { old in
             oldLayout.keySpace(of: old) == space && record.current.numbers[old.name].map { leaving[$0] == nil } == true
         }
@@ -492,7 +491,9 @@ extension StrataStore {
                 }
                 keyRelationships[keyName] = (relationship.name, owners.first)
                 let oldPrefix = RelationshipKeys.relationshipPrefix(root: space, relationship: keyName)
-                for member in kept {
+                // (Its keys' members are of its old destination's entities still in the model.)
+                let members = relationship.destinationEntity.map { oldNumbers(of: $0).filter { layout.entity(number: $0) != nil } } ?? []
+                for member in members.sorted() {
                     let routes = owners.map { route(owner: $0, oldName: relationship.name, member: member) }
                     guard let first = routes.first else { break }
                     guard routes.allSatisfy({ $0 == first }) else {
