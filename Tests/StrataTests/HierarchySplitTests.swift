@@ -40,6 +40,19 @@ import Testing
         ])
     }
 
+    /// `base` (the split library by default) with the properties `added` names appended to
+    /// each entity's own (its superentity kept) and `entities` added. (Made anew for each
+    /// model: a description belongs to one model.)
+    static func split(
+        adding added: [String: [PropertyDescription]], entities: [EntityDescription] = [], to base: ManagedObjectModel? = nil
+    ) throws -> ManagedObjectModel {
+        try ManagedObjectModel(entities: (base ?? split()).entities.map { entity in
+            let copy = LightweightMigrationTests.copy(entity)
+            guard let extra = added[entity.name] else { return copy }
+            return EntityDescription(name: entity.name, superentity: copy.superentityName, properties: copy.ownProperties + extra)
+        } + entities)
+    }
+
     // Each store type (StrataStore migrates such a change by copy, [MIG-3]); read back after
     // the migration and after reopening.
     @Test(arguments: [PersistentStore.StoreType.strata, .binary], 0..<2)
@@ -102,18 +115,9 @@ extension HierarchySplitTests {
     /// The split library with reviews: Review.book reaches Books only now, and a novel's reviews
     /// come back through Review.novel, a new to-one (stored in rows).
     static func splitWithReviews() throws -> ManagedObjectModel {
-        let base = try split()
-        return try ManagedObjectModel(entities: base.entities.map { entity in
-            let copy = LightweightMigrationTests.copy(entity)
-            switch entity.name {
-            case "Book":
-                return EntityDescription(name: "Book", properties: copy.ownProperties + [.toMany("reviews", "Review", inverse: "book")])
-            case "Novel":
-                return EntityDescription(name: "Novel", properties: copy.ownProperties + [.toMany("reviews", "Review", inverse: "novel")])
-            default:
-                return copy
-            }
-        } + [
+        try split(adding: [
+            "Book": [.toMany("reviews", "Review", inverse: "book")], "Novel": [.toMany("reviews", "Review", inverse: "novel")],
+        ], entities: [
             EntityDescription(name: "Review", properties: [
                 .attribute("text", .string), .toOne("book", "Book", inverse: "reviews"), .toOne("novel", "Novel", inverse: "reviews"),
             ])
@@ -123,20 +127,13 @@ extension HierarchySplitTests {
     /// The split library with reviews where Novel has none: Review's version hash is
     /// unchanged. With `tagColor`, Tag has a new attribute too (a later version).
     static func splitDroppingNovelReviews(tagColor: Bool = false, reviewStars: Bool = false) throws -> ManagedObjectModel {
-        let base = try split()
-        return try ManagedObjectModel(entities: base.entities.map { entity in
-            let copy = LightweightMigrationTests.copy(entity)
-            switch entity.name {
-            case "Book":
-                return EntityDescription(name: "Book", properties: copy.ownProperties + [.toMany("reviews", "Review", inverse: "book")])
-            case "Tag" where tagColor:
-                return EntityDescription(name: "Tag", properties: copy.ownProperties + [.attribute("color", .string)])
-            default:
-                return copy
-            }
-        } + [EntityDescription(name: "Review", properties: [
-            .attribute("text", .string), .toOne("book", "Book", inverse: "reviews"),
-        ] + (reviewStars ? [.attribute("stars", .integer16)] : []))])
+        try split(adding: [
+            "Book": [.toMany("reviews", "Review", inverse: "book")], "Tag": tagColor ? [.attribute("color", .string)] : [],
+        ], entities: [
+            EntityDescription(name: "Review", properties: [
+                .attribute("text", .string), .toOne("book", "Book", inverse: "reviews"),
+            ] + (reviewStars ? [.attribute("stars", .integer16)] : []))
+        ])
     }
 
     /// Each review as `text: book novel` (titles, `-` for none).
@@ -259,11 +256,7 @@ extension HierarchySplitTests {
     /// The split library with a to-one `sequel` to a Book in each hierarchy (inferred mappings
     /// keep destinations).
     static func splitWithSequels() throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: try split().entities.map { entity in
-            let copy = LightweightMigrationTests.copy(entity)
-            guard entity.name == "Book" || entity.name == "Novel" else { return copy }
-            return EntityDescription(name: entity.name, properties: copy.ownProperties + [.toOne("sequel", "Book")])
-        })
+        try split(adding: ["Book": [.toOne("sequel", "Book")], "Novel": [.toOne("sequel", "Book")]])
     }
 
     // A to-one of the splitting hierarchy itself (Book.sequel, and Novel.sequel from it) that
@@ -402,19 +395,10 @@ extension HierarchySplitTests {
     /// Book's before the split: books keep it among books, reach novels through relatedNovels,
     /// and Novel.related (mapped from it) reaches books, the inverse of relatedNovels.
     static func splitRelated() throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: try split().entities.map { entity in
-            let copy = LightweightMigrationTests.copy(entity)
-            switch entity.name {
-            case "Book":
-                return EntityDescription(name: "Book", properties: copy.ownProperties + [
-                    .toMany("related", "Book", inverse: "related"), .toMany("relatedNovels", "Novel", inverse: "related"),
-                ])
-            case "Novel":
-                return EntityDescription(name: "Novel", properties: copy.ownProperties + [.toMany("related", "Book", inverse: "relatedNovels")])
-            default:
-                return copy
-            }
-        })
+        try split(adding: [
+            "Book": [.toMany("related", "Book", inverse: "related"), .toMany("relatedNovels", "Novel", inverse: "related")],
+            "Novel": [.toMany("related", "Book", inverse: "relatedNovels")],
+        ])
     }
 
     // A keyed relationship of the splitting hierarchy itself that reached across it (a
@@ -449,22 +433,13 @@ extension HierarchySplitTests {
     /// indexing the to-one) were Book's before: among books as before, and across the two
     /// hierarchies through novelSequel / novelPrequels (Book) and sequel / prequels (Novel).
     static func splitSequelTree() throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: try split().entities.map { entity in
-            let copy = LightweightMigrationTests.copy(entity)
-            switch entity.name {
-            case "Book":
-                return EntityDescription(name: "Book", properties: copy.ownProperties + [
-                    .toOne("sequel", "Book", inverse: "prequels"), .toMany("prequels", "Book", inverse: "sequel"),
-                    .toOne("novelSequel", "Novel", inverse: "prequels"), .toMany("novelPrequels", "Novel", inverse: "sequel"),
-                ])
-            case "Novel":
-                return EntityDescription(name: "Novel", properties: copy.ownProperties + [
-                    .toOne("sequel", "Book", inverse: "novelPrequels"), .toMany("prequels", "Book", inverse: "novelSequel"),
-                ])
-            default:
-                return copy
-            }
-        })
+        try split(adding: [
+            "Book": [
+                .toOne("sequel", "Book", inverse: "prequels"), .toMany("prequels", "Book", inverse: "sequel"),
+                .toOne("novelSequel", "Novel", inverse: "prequels"), .toMany("novelPrequels", "Novel", inverse: "sequel"),
+            ],
+            "Novel": [.toOne("sequel", "Book", inverse: "novelPrequels"), .toMany("prequels", "Book", inverse: "novelSequel")],
+        ])
     }
 
     // A one-to-many of the splitting hierarchy itself (Book.prequels: keys indexing the to-one
@@ -518,12 +493,9 @@ extension HierarchySplitTests {
     /// `base` with Novel's own to-many `awards` (no inverse: keys its owners write) of a new
     /// entity Award, ordered or not.
     static func withAwards(_ base: ManagedObjectModel, ordered: Bool) throws -> ManagedObjectModel {
-        try ManagedObjectModel(entities: base.entities.map { entity in
-            let copy = LightweightMigrationTests.copy(entity)
-            guard entity.name == "Novel" else { return copy }
-            return EntityDescription(
-                name: "Novel", superentity: copy.superentityName, properties: copy.ownProperties + [.toMany("awards", "Award", ordered: ordered)])
-        } + [EntityDescription(name: "Award", properties: [.attribute("name", .string)])])
+        try split(
+            adding: ["Novel": [.toMany("awards", "Award", ordered: ordered)]],
+            entities: [EntityDescription(name: "Award", properties: [.attribute("name", .string)])], to: base)
     }
 
     // Novel's own awards (keys in Book's key space) made ordered as it leaves: its list cannot

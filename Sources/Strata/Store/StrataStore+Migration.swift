@@ -62,8 +62,6 @@ extension StrataStore {
         /// Rows the migration rewrites (owners given lists from keys), by key: a split moves
         /// them as rewritten.
         var rewrittenRows: [[UInt8]: [UInt8]] = [:]
-        /// The relationships whose lists the migration writes into the owners' rows.
-        var writtenLists: Set<ObjectIdentifier> = []
     }
 
     /// [MIG-1] The lightweight migration of the store in `snapshot`, whose model record says
@@ -245,7 +243,6 @@ extension StrataStore {
             }
             // Their rows no longer read the keys: those left in older layouts have no members.
             let written = Set(listsFromKeys.map { ObjectIdentifier($0.relationship) })
-            plan.writtenLists = written
             for index in plan.record.versions.indices.dropFirst() {
                 for (entityName, program) in plan.record.versions[index].upgrades {
                     for (target, upgrade) in program {
@@ -327,16 +324,20 @@ extension StrataStore {
     }
 
     /// [MIG-1] The writes that split the hierarchy of key space `space`: the rows of the
-    /// entities (by number) in `leaving` move to the key space each goes to, with their index
-    /// entries ([IDX-S1]) and the relationship keys they own ([REL-1]); a keyed relationship of
-    /// another hierarchy that reached them through its destination and no longer does loses
-    /// their keys, which go to the relationship that does (the inverse of the moved entity's
-    /// relationship mapped from its old inverse), if any. Each key maps to its value, or `nil`
-    /// for a delete.
+    /// entities (by number) in `leaving` move to the key space each goes to (as the plan
+    /// rewrote them, when it gave them lists), with their index entries ([IDX-S1]); each key of
+    /// the hierarchy's own relationships ([REL-1]) goes to the relationship of its owner's
+    /// entity that reaches its member now, or to the new inverse of the member's, or is
+    /// dropped; a keyed relationship of another hierarchy that reached the leaving entities and
+    /// no longer does loses their keys, which go to the relationship that does (the inverse of
+    /// the moved entity's relationship mapped from its old inverse), if any. Each key maps to
+    /// its value, or `nil` for a delete.
     ///
     /// - Throws: `refuse`'s error (the store is then migrated by copy, [MIG-3]) when a split
-    ///   would need rows rewritten: a to-one or an ordered to-many that reached the leaving
-    ///   entities and no longer does, or a relationship of the split hierarchy itself that did.
+    ///   cannot be made in place: a relationship that reached entities of the hierarchy it no
+    ///   longer reaches and changes storage (keys against a field), one stored in rows whose
+    ///   lost destinations' new inverse is stored in rows but of the other kind, or staying
+    ///   owners whose entities would route one member's keys differently.
     private static func splitKeySpace(
         _ space: String, leaving: [UInt16: String], source: ManagedObjectModel, model: ManagedObjectModel, mapping: MappingModel,
         record: ModelRecord, plan: LightweightMigration, in snapshot: Snapshot, refuse: (String, String?, String) -> ObjectGraphError
@@ -351,6 +352,19 @@ extension StrataStore {
         let hierarchy = Set(source.entities.filter { oldLayout.keySpace(of: $0) == space }.compactMap { old in
             record.current.numbers[old.name].flatMap { layout.entity(number: $0) == nil ? nil : $0 }
         })
+        /// Where `member`'s keys or destinations go for `owner` when the relationship it had (whose
+        /// old inverse is `inverseName`) no longer reaches it: the inverse of the relationship of
+        /// the member's entity mapped from `inverseName`, when it is a relationship of `owner`.
+        func newInverse(
+            member: UInt16, inverseName: String?, owner: EntityDescription
+        ) -> (moved: EntityDescription, back: RelationshipDescription, target: RelationshipDescription)? {
+            guard let inverseName, let moved = layout.entity(number: member),
+                let movedMapping = mapping.mapping(ofDestinationEntity: moved.name),
+                let back = moved.relationships.first(where: { movedMapping.propertyMapping(named: $0.name)?.sourcePropertyName == inverseName }),
+                let target = back.inverseRelationship, owner.isKind(of: target.entity ?? owner)
+            else { return nil }
+            return (moved, back, target)
+        }
         var writes: [([UInt8], [UInt8]?)] = []
         // Relationships that reached the hierarchy's entities and no longer do (one of another
         // hierarchy that reached the leaving ones, or one of this hierarchy that reached across).
@@ -364,27 +378,8 @@ extension StrataStore {
                     let before = old.relationshipsByName[sourceName], let oldDestination = before.destinationEntity,
                     let destination = relationship.destinationEntity
                 else { continue }
-                // A leaving entity's keyed relationship made ordered would read its list from
-                // keys under the old key name in its old key space ([MIG-5]), which it leaves:
-                // the plan writes such lists into the rows (a guard that it did).
-                if !RelationshipKeys.isKeyed(relationship), RelationshipKeys.isKeyed(before), let number = layout.number(of: entity), leaving[number] != nil,
-                    !plan.writtenLists.contains(ObjectIdentifier(relationship))
-                {
-                    throw refuse(entity.name, relationship.name, "\(entity.name) leaves its hierarchy while \(relationship.name)'s keys become an ordered list")
-                }
                 let lost = oldNumbers(of: oldDestination).subtracting(newNumbers(of: destination)).intersection(hierarchy)
                 guard !lost.isEmpty else { continue }
-                // Where each lost entity's members go: the inverse of its relationship mapped
-                // from this one's old inverse, when of this owner.
-                func target(_ number: UInt16) -> (moved: EntityDescription, back: RelationshipDescription, target: RelationshipDescription)? {
-                    guard let moved = layout.entity(number: number),
-                        let movedMapping = mapping.mapping(ofDestinationEntity: moved.name),
-                        let inverseName = before.inverseName,
-                        let back = moved.relationships.first(where: { movedMapping.propertyMapping(named: $0.name)?.sourcePropertyName == inverseName }),
-                        let target = back.inverseRelationship, entity.isKind(of: target.entity ?? entity)
-                    else { return nil }
-                    return (moved, back, target)
-                }
                 // A relationship stored in rows (a to-one, an ordered to-many) reads through its
                 // entity's upgrades ([ROW-5] `fieldOf`, `listOf`: only the destinations it still
                 // reaches) when no row of the entity is in its new layout (the migration gives
@@ -399,7 +394,7 @@ extension StrataStore {
                     })
                 {
                     for number in lost.sorted() {
-                        guard let (moved, back, target) = target(number) else { continue }
+                        guard let (moved, back, target) = newInverse(member: number, inverseName: before.inverseName, owner: entity) else { continue }
                         // (A keyed one gets its keys from the same field after the load, [MIG-5].)
                         guard RelationshipKeys.isKeyed(target) || target.isToOne == before.isToOne else {
                             throw refuse(
@@ -417,7 +412,7 @@ extension StrataStore {
                 // Keys go to the new inverse when it is keyed too.
                 var to: [UInt16: [UInt8]] = [:]
                 for number in lost {
-                    guard let (moved, back, target) = target(number) else { continue }
+                    guard let (moved, back, target) = newInverse(member: number, inverseName: before.inverseName, owner: entity) else { continue }
                     guard RelationshipKeys.isKeyed(target) else {
                         throw refuse(entity.name, target.name, "\(target.name), the new inverse of \(moved.name).\(back.name), is stored in rows")
                     }
@@ -464,12 +459,8 @@ extension StrataStore {
             }), let destination = relationship.destinationEntity, newNumbers(of: destination).contains(member) {
                 return layout.relationshipPrefix(relationship, owner: owner)
             }
-            guard let ownerSource = ownerMapping?.sourceEntityName.flatMap({ source.entitiesByName[$0] }),
-                let inverseName = ownerSource.relationshipsByName[oldName]?.inverseName,
-                let memberEntity = layout.entity(number: member),
-                let memberMapping = mapping.mapping(ofDestinationEntity: memberEntity.name),
-                let back = memberEntity.relationships.first(where: { memberMapping.propertyMapping(named: $0.name)?.sourcePropertyName == inverseName }),
-                let target = back.inverseRelationship, RelationshipKeys.isKeyed(target), owner.isKind(of: target.entity ?? owner)
+            let inverseName = ownerMapping?.sourceEntityName.flatMap { source.entitiesByName[$0]?.relationshipsByName[oldName]?.inverseName }
+            guard let (_, _, target) = newInverse(member: member, inverseName: inverseName, owner: owner), RelationshipKeys.isKeyed(target)
             else { return nil }
             return layout.relationshipPrefix(target, owner: owner)
         }
