@@ -40,6 +40,13 @@ public struct ObjectGraphProbe {
         /// coordinator, the store's open and a count of the orders, then a close), building
         /// nothing first: a profile of the open alone. Strata only.
         case reopen
+        /// Move an entity out of its hierarchy: a store of the graph's customers and orders
+        /// (in saves of `--per-save` rows, 10,000 by default) under a model where Refund is a
+        /// subentity of Order, given one refund per ten orders, is added under the model where
+        /// Refund is a root of its own (the migration's in-place split, [MIG-1]); counted: the
+        /// open with the migration and a count of the orders (the close after it is not).
+        /// Strata only: the comparison's split row.
+        case split
     }
 
     /// Which system runs the phase.
@@ -84,6 +91,7 @@ public struct ObjectGraphProbe {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         StrataStore.register()
         if phase == .saves { return try saves() }
+        if phase == .split { return try split() }
         let data = ShopData.graph(objects: objects, seed: 42)
         switch system {
         case .strata:
@@ -172,6 +180,48 @@ public struct ObjectGraphProbe {
         return Work(operations: count, rows: count * perSave * Shop.objectsPerCustomer)
     }
 
+    /// The split phase (see ``Phase/split``).
+    private func split() throws -> Work {
+        let url = URL(fileURLWithPath: directory + "/strata")
+        let customers = max(1, objects / Shop.objectsPerCustomer)
+        let before = try ShopModel.make(refunds: true)
+        let built = try StrataShop(path: url.path, model: before, durability: "normal")
+        try built.insertInSaves(
+            ShopData.customers(0..<customers, seed: 42), perSave: max(1, (perSave ?? 10_000) / Shop.objectsPerCustomer), resetting: true)
+        try built.close()
+        let refunds = max(1, customers * Shop.ordersPerCustomer / 10)
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: before)
+            let store = try coordinator.addPersistentStore(type: .strata, at: url, options: [StrataStore.durabilityOption: .string("normal")])
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            for index in 0..<refunds {
+                let refund = try context.insertNewObject(forEntityName: "Refund")
+                try refund.setValue(.double(Double(index)), forKey: "total")
+                try refund.setValue(.string("refunded"), forKey: "status")
+                try refund.setValue(.string("damaged"), forKey: "reason")
+            }
+            try context.save()
+            try coordinator.remove(store)
+        }
+        let after = try ShopModel.make(refundsApart: true)
+        var orders = 0
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: after)
+        var store: PersistentStore?
+        let start = ContinuousClock.now
+        try probePhase {
+            store = try coordinator.addPersistentStore(type: .strata, at: url, options: [
+                StrataStore.durabilityOption: .string("normal"),
+                PersistentStore.migratePersistentStoresAutomaticallyOption: .bool(true),
+                PersistentStore.inferMappingModelAutomaticallyOption: .bool(true),
+            ])
+            orders = try ManagedObjectContext(persistentStoreCoordinator: coordinator).count(for: FetchRequest(entityName: "Order"))
+        }
+        let elapsed = (ContinuousClock.now - start).components
+        if let store { try coordinator.remove(store) }  // (the close writes the log out: not counted, as in the comparison)
+        print("split: \(Int((Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15).rounded())) ms, \(refunds) refunds moved, \(orders) orders")
+        return Work(operations: refunds, rows: orders + refunds)
+    }
+
     /// Heap bytes per registered object and per fetched row, printed; the objects stay alive
     /// while measured.
     private func memory(_ data: ShopData, _ shop: StrataShop) throws -> Work {
@@ -217,7 +267,7 @@ public struct ObjectGraphProbe {
 
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert, .memory, .delete, .traverse, .saves, .open, .reopen:
+        case .insert, .memory, .delete, .traverse, .saves, .open, .reopen, .split:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)
