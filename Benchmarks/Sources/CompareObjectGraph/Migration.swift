@@ -6,6 +6,24 @@ import Strata
 
 // MARK: Model versions (issue 17)
 
+extension ShopModel {
+    /// Opens the StrataStore at `url` under `model` (one with a Refund subentity of the
+    /// order entity) and saves `count` refunds into it (status "refunded"), then closes it.
+    static func insertRefunds(_ count: Int, model: ManagedObjectModel, at url: URL) throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let store = try coordinator.addPersistentStore(type: .strata, at: url, options: [StrataStore.durabilityOption: .string("normal")])
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for index in 0..<count {
+            let refund = try context.insertNewObject(forEntityName: "Refund")
+            try refund.setValue(.double(Double(index)), forKey: "total")
+            try refund.setValue(.string("refunded"), forKey: "status")
+            try refund.setValue(.string("damaged"), forKey: "reason")
+        }
+        try context.save()
+        try coordinator.remove(store)
+    }
+}
+
 extension ObjectGraphRun {
     /// Opening a store of ``ObjectGraphComparisonSettings/reopenRows`` rows after two model
     /// changes, beside the same change in SQLite: an attribute added (StrataStore migrates in
@@ -177,18 +195,7 @@ extension ObjectGraphRun {
         /// many refund rows in SQLite's purchases (untimed).
         func addRefunds() throws {
             _ = try openAndCount(v7, entity: "Purchase", .equal("status", .string(status)))
-            let coordinator = PersistentStoreCoordinator(managedObjectModel: v7)
-            let store = try coordinator.addPersistentStore(
-                type: .strata, at: URL(fileURLWithPath: strataPath), options: [StrataStore.durabilityOption: .string("normal")])
-            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-            for index in 0..<refunds {
-                let refund = try context.insertNewObject(forEntityName: "Refund")
-                try refund.setValue(.double(Double(index)), forKey: "total")
-                try refund.setValue(.string("refunded"), forKey: "status")
-                try refund.setValue(.string("damaged"), forKey: "reason")
-            }
-            try context.save()
-            try coordinator.remove(store)
+            try ShopModel.insertRefunds(refunds, model: v7, at: URL(fileURLWithPath: strataPath))
             _ = try sqliteChange("""
                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(refunds))
                 INSERT INTO purchases (total, placed, status) SELECT -i, 0, 'refunded' FROM n

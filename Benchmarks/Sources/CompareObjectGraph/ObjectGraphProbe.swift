@@ -190,19 +190,7 @@ public struct ObjectGraphProbe {
             ShopData.customers(0..<customers, seed: 42), perSave: max(1, (perSave ?? 10_000) / Shop.objectsPerCustomer), resetting: true)
         try built.close()
         let refunds = max(1, customers * Shop.ordersPerCustomer / 10)
-        do {
-            let coordinator = PersistentStoreCoordinator(managedObjectModel: before)
-            let store = try coordinator.addPersistentStore(type: .strata, at: url, options: [StrataStore.durabilityOption: .string("normal")])
-            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-            for index in 0..<refunds {
-                let refund = try context.insertNewObject(forEntityName: "Refund")
-                try refund.setValue(.double(Double(index)), forKey: "total")
-                try refund.setValue(.string("refunded"), forKey: "status")
-                try refund.setValue(.string("damaged"), forKey: "reason")
-            }
-            try context.save()
-            try coordinator.remove(store)
-        }
+        try ShopModel.insertRefunds(refunds, model: before, at: url)
         let after = try ShopModel.make(refundsApart: true)
         var orders = 0
         let coordinator = PersistentStoreCoordinator(managedObjectModel: after)
