@@ -45,4 +45,11 @@ struct FileUsage: Sendable, Equatable {
     var deadBytes: UInt64 = 0
     /// Bytes of delete entries (tombstones).
     var tombstoneBytes: UInt64 = 0
+
+    /// Adds `other`'s bytes to these.
+    mutating func add(_ other: FileUsage) {
+        entryBytes += other.entryBytes
+        deadBytes += other.deadBytes
+        tombstoneBytes += other.tombstoneBytes
+    }
 }
