@@ -13,11 +13,12 @@ extension KeyIndex {
     /// none (everything removed).
     fileprivate struct Pieces {
         var nodes: [Node] = []
-        /// `separators[i]` goes between `nodes[i]` and `nodes[i + 1]`.
-        var separators: [[UInt8]] = []
+        /// `separators[i]` goes between `nodes[i]` and `nodes[i + 1]`: slices of the nodes'
+        /// key storage, so that keeping a node's separators copies no bytes.
+        var separators: [ArraySlice<UInt8>] = []
 
         /// Appends `node`, with `separator` before it when it is not the first.
-        mutating func append(_ node: Node, after separator: @autoclosure () -> [UInt8]) {
+        mutating func append(_ node: Node, after separator: @autoclosure () -> ArraySlice<UInt8>) {
             if !nodes.isEmpty { separators.append(separator()) }
             nodes.append(node)
         }
@@ -72,11 +73,11 @@ extension KeyIndex {
             }
             // The separator before child `index` bounds whatever replaces it from below.
             if end == next {
-                children.append(node.children[index], after: node.keys.key(index - 1))
+                children.append(node.children[index], after: node.keys.keySlice(index - 1))
             } else {
                 let replacing = applying(changes, next..<end, to: node.children[index], shape, delta: &delta, replaced: replaced)
                 for (position, piece) in replacing.nodes.enumerated() {
-                    children.append(piece, after: position == 0 ? node.keys.key(index - 1) : replacing.separators[position - 1])
+                    children.append(piece, after: position == 0 ? node.keys.keySlice(index - 1) : replacing.separators[position - 1])
                 }
             }
             next = end
@@ -91,57 +92,30 @@ extension KeyIndex {
         _ changes: [BatchChange], _ range: Range<Int>, to leaf: Node, _ shape: Shape, delta: inout Int,
         replaced: (Int, IndexEntry) -> Void
     ) -> Pieces {
-        // (Appended in place, not through a nested function: one that captured the arrays
-        // would box them and check exclusive access at every append.)
-        var bytes: [UInt8] = []
-        var ends: [UInt32] = []
-        var entries: [IndexEntry] = []
-        let estimate = leaf.entries.count + range.count
-        bytes.reserveCapacity(leaf.keys.bytes.count + range.count * (changes[range.lowerBound].key.count + 2))
-        ends.reserveCapacity(estimate)
-        entries.reserveCapacity(estimate)
-        var position = range.lowerBound
-        leaf.entries.withUnsafeBufferPointer { leafEntries in
-            leaf.keys.bytes.withUnsafeBytes { raw in
-                for index in 0..<leafEntries.count {
-                    let key = UnsafeRawBufferPointer(rebasing: raw[leaf.keys.range(index)])
-                    var order = 1
-                    while position < range.upperBound {
-                        order = changes[position].key.withUnsafeBytes { compareKeys($0, key) }
-                        guard order <= 0 else { break }
-                        let change = changes[position]
-                        if order == 0 {
-                            replaced(position, leafEntries[index])
-                            if change.entry == nil { delta -= 1 }
-                        } else if change.entry != nil {
-                            delta += 1
-                        }
-                        if let entry = change.entry {
-                            bytes.append(contentsOf: change.key)
-                            ends.append(UInt32(bytes.count))
-                            entries.append(entry)
-                        }
-                        position += 1
-                        if order == 0 { break }
-                    }
-                    if order != 0 {
-                        bytes.append(contentsOf: key)
-                        ends.append(UInt32(bytes.count))
-                        entries.append(leafEntries[index])
-                    }
-                }
-            }
-        }
-        while position < range.upperBound {
+        var merged = LeafContents(capacity: leaf.entries.count + range.count, bytes: leaf.keys.bytes.count)
+        var copied = 0  // the leaf's keys before this one are in `merged` or replaced
+        for position in range {
             let change = changes[position]
-            if let entry = change.entry {
-                delta += 1
-                bytes.append(contentsOf: change.key)
-                ends.append(UInt32(bytes.count))
-                entries.append(entry)
+            // Where it goes: most often at the next key not copied yet (a run of consecutive
+            // keys changed, or keys past the leaf's last), one comparison; else a search.
+            let (index, found) = change.key.withUnsafeBytes { key -> (Int, Bool) in
+                guard copied < leaf.keys.count else { return (copied, false) }
+                let order = leaf.keys.withKey(copied) { compareKeys(key, $0) }
+                return order <= 0 ? (copied, order == 0) : leaf.keys.lowerBound(key)
             }
-            position += 1
+            merged.append(leaf, copied..<index)
+            if found {
+                replaced(position, leaf.entries[index])
+                if change.entry == nil { delta -= 1 }
+                copied = index + 1
+            } else {
+                if change.entry != nil { delta += 1 }
+                copied = index
+            }
+            if let entry = change.entry { merged.append(change.key, entry) }
         }
+        merged.append(leaf, copied..<leaf.entries.count)
+        let (bytes, ends, entries) = (merged.bytes, merged.ends, merged.entries)
         guard !entries.isEmpty else { return Pieces() }
         let keys = PackedKeys(bytes: bytes, ends: ends)
         guard entries.count > shape.leafCapacity else { return Pieces(nodes: [Node(keys: keys, entries: entries)]) }
@@ -153,10 +127,41 @@ extension KeyIndex {
         for part in 0..<parts {
             let end = entries.count * (part + 1) / parts
             let piece = keys.slice(start..<end, slack: 0)
-            pieces.append(Node(keys: piece, entries: Array(entries[start..<end])), after: piece.key(0))
+            pieces.append(Node(keys: piece, entries: Array(entries[start..<end])), after: piece.keySlice(0))
             start = end
         }
         return pieces
+    }
+
+    /// A leaf's keys and entries as they are built, in order. (A struct: a nested function
+    /// appending to captured arrays would box them and check exclusive access at every call.)
+    private struct LeafContents {
+        var bytes: [UInt8] = []
+        var ends: [UInt32] = []
+        var entries: [IndexEntry] = []
+
+        init(capacity: Int, bytes byteCount: Int) {
+            bytes.reserveCapacity(byteCount + byteCount / 2)
+            ends.reserveCapacity(capacity)
+            entries.reserveCapacity(capacity)
+        }
+
+        /// Appends `leaf`'s keys `run` with their entries, bytes copied at once.
+        mutating func append(_ leaf: Node, _ run: Range<Int>) {
+            guard !run.isEmpty else { return }
+            let from = run.lowerBound == 0 ? 0 : Int(leaf.keys.ends[run.lowerBound - 1])
+            let base = bytes.count - from
+            bytes.append(contentsOf: leaf.keys.bytes[from..<Int(leaf.keys.ends[run.upperBound - 1])])
+            for index in run { ends.append(UInt32(Int(leaf.keys.ends[index]) + base)) }
+            entries.append(contentsOf: leaf.entries[run])
+        }
+
+        /// Appends `key` with `entry`.
+        mutating func append(_ key: [UInt8], _ entry: IndexEntry) {
+            bytes.append(contentsOf: key)
+            ends.append(UInt32(bytes.count))
+            entries.append(entry)
+        }
     }
 
     /// Merges each underfull node of `pieces` (all of one height) with a neighbour, splitting
@@ -180,7 +185,7 @@ extension KeyIndex {
                 let leaf = Node(keys: keys, entries: a.entries + b.entries)
                 // Two halves, each at least half full, when they overflow one leaf.
                 if leaf.fill > shape.leafCapacity, let split = leaf.split(shape) {
-                    merged = Pieces(nodes: [leaf, split.right], separators: [split.separator])
+                    merged = Pieces(nodes: [leaf, split.right], separators: [split.separator[...]])
                 } else {
                     merged = Pieces(nodes: [leaf])
                 }
@@ -189,7 +194,7 @@ extension KeyIndex {
                 // child (the only one its parent had left) is merged with its new neighbours.
                 var children = Pieces(nodes: a.children + b.children)
                 for node in [a, b] {
-                    for index in 0..<node.keys.count { children.separators.append(node.keys.key(index)) }
+                    for index in 0..<node.keys.count { children.separators.append(node.keys.keySlice(index)) }
                     if node === a { children.separators.append(separator) }
                 }
                 fixUnderfull(&children, shape)
@@ -204,14 +209,21 @@ extension KeyIndex {
 
     /// `nodes` (of one height, `separators` between them) under the fewest internal nodes of
     /// at most `capacity` children, of nearly equal size; the separators between those.
-    fileprivate static func group(_ nodes: [Node], _ separators: [[UInt8]], capacity: Int) -> Pieces {
+    fileprivate static func group(_ nodes: [Node], _ separators: [ArraySlice<UInt8>], capacity: Int) -> Pieces {
         let parts = (nodes.count + capacity - 1) / capacity
         var result = Pieces()
         var start = 0
         for part in 0..<parts {
             let end = nodes.count * (part + 1) / parts
-            var keys = PackedKeys()
-            for separator in separators[start..<(end - 1)] { separator.withUnsafeBytes { keys.append($0) } }
+            // The node's separators packed at once (their common prefix and heads found once).
+            var bytes: [UInt8] = []
+            var ends: [UInt32] = []
+            ends.reserveCapacity(end - 1 - start)
+            for separator in separators[start..<(end - 1)] {
+                bytes.append(contentsOf: separator)
+                ends.append(UInt32(bytes.count))
+            }
+            let keys = PackedKeys(bytes: bytes, ends: ends)
             result.append(Node(separators: keys, children: Array(nodes[start..<end])), after: separators[start - 1])
             start = end
         }

@@ -85,6 +85,11 @@ struct PackedKeys: Sendable {
         Array(bytes[range(i)])
     }
 
+    /// Key `i` as a slice of the keys' storage: no copy of its bytes.
+    func keySlice(_ i: Int) -> ArraySlice<UInt8> {
+        bytes[range(i)]
+    }
+
     /// Calls `body` with the bytes of key `i`.
     @inline(__always)
     func withKey<R>(_ i: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
