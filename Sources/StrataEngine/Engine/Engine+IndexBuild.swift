@@ -188,8 +188,10 @@ extension Engine {
             var candidates: [Int] = []
             candidates.reserveCapacity(cursors.count)
             while true {
-                // The cursors whose current hint has the smallest key.
+                // The cursors whose current hint has the smallest key, and one whose key is the
+                // smallest above it (the bound; -1 when no other cursor has a hint).
                 candidates.removeAll(keepingCapacity: true)
+                var bound = -1
                 for list in cursors.indices where !cursors[list].isAtEnd {
                     guard let first = candidates.first else {
                         candidates.append(list)
@@ -197,13 +199,39 @@ extension Engine {
                     }
                     let order = cursors[list].compareKey(with: cursors[first])
                     if order < 0 {
+                        // Every key seen so far is at least the old smallest, which is below the
+                        // old bound: the old smallest is the new bound.
+                        bound = first
                         candidates.removeAll(keepingCapacity: true)
                         candidates.append(list)
                     } else if order == 0 {
                         candidates.append(list)
+                    } else if bound < 0 || cursors[list].compareKey(with: cursors[bound]) < 0 {
+                        bound = list
                     }
                 }
                 guard var winner = candidates.first else { break }
+                if candidates.count == 1 {
+                    // One cursor holds the smallest key: its hints up to the bound's key are the
+                    // index's, one comparison each (segments written by successive saves hold
+                    // runs of keys no other segment has, and this took a three-segment open's
+                    // merge from k-1 comparisons and a candidate list per key to one).
+                    var entries: UInt64 = 0, tombstones: UInt64 = 0
+                    repeat {
+                        let length = UInt64(cursors[winner].location.length)
+                        entries += length
+                        if cursors[winner].isDelete {
+                            tombstones += length
+                        } else {
+                            let entry = IndexEntry(sequence: cursors[winner].sequence, location: cursors[winner].location)
+                            cursors[winner].withKey { builder.appendAscending($0, entry) }
+                        }
+                        try cursors[winner].advance()
+                    } while !cursors[winner].isAtEnd && (bound < 0 || cursors[winner].compareKey(with: cursors[bound]) < 0)
+                    bytes.entries[winner] += entries
+                    bytes.tombstones[winner] += tombstones
+                    continue
+                }
                 for list in candidates.dropFirst() where cursors[list].sequence > cursors[winner].sequence { winner = list }
                 for list in candidates {
                     let length = UInt64(cursors[list].location.length)
