@@ -338,46 +338,6 @@ extension StrataStore {
     ///   longer reaches and changes storage (keys against a field), one stored in rows whose
     ///   lost destinations' new inverse is stored in rows but of the other kind, or staying
     ///   owners whose entities would route one member's keys differently.
-    /// The rows a hierarchy split moves, by reference, with their entity numbers and new key
-    /// spaces. Every index entry and relationship key of the hierarchy asks it, and most are
-    /// not moved: once sealed, a bitmap over the references' span answers those without
-    /// hashing (0.5 KiB of bitmap per moved row at most, 16 MiB in all; a sparser span asks
-    /// the dictionary alone).
-    private struct MovedRows {
-        private var rows: [Int64: (number: UInt16, space: String)] = [:]
-        private var low: Int64 = 0
-        private var bits: [UInt64] = []
-
-        var isEmpty: Bool { rows.isEmpty }
-
-        mutating func insert(_ reference: Int64, number: UInt16, space: String) {
-            rows[reference] = (number, space)
-        }
-
-        /// Builds the bitmap; call once every row is inserted.
-        mutating func seal() {
-            guard let low = rows.keys.min(), let high = rows.keys.max() else { return }
-            let (span, overflow) = high.subtractingReportingOverflow(low)
-            guard !overflow, span < min(Int64(rows.count) * 4096, 1 << 27) else { return }
-            self.low = low
-            bits = [UInt64](repeating: 0, count: Int(span) / 64 + 1)
-            for reference in rows.keys {
-                let offset = Int(reference - low)
-                bits[offset >> 6] |= 1 << UInt64(offset & 63)
-            }
-        }
-
-        subscript(reference: Int64) -> (number: UInt16, space: String)? {
-            if !bits.isEmpty {
-                let (offset, overflow) = reference.subtractingReportingOverflow(low)
-                guard !overflow, offset >= 0, offset < Int64(bits.count) * 64,
-                    bits[Int(offset >> 6)] & (1 << UInt64(offset & 63)) != 0
-                else { return nil }
-            }
-            return rows[reference]
-        }
-    }
-
     private static func splitKeySpace(
         _ space: String, leaving: [UInt16: String], source: ManagedObjectModel, model: ManagedObjectModel, mapping: MappingModel,
         record: ModelRecord, plan: LightweightMigration, in snapshot: Snapshot, refuse: (String, String?, String) -> ObjectGraphError
@@ -466,7 +426,7 @@ extension StrataStore {
         // (By entity number, in an array: most rows stay, and each is asked.)
         var targets = [String?](repeating: nil, count: Int(leaving.keys.max() ?? 0) + 1)
         for (number, target) in leaving { targets[Int(number)] = target }
-        var moved = MovedRows()
+        var moved = HierarchySplitRows()
         try mappingEngineErrors("read the rows of \(space)") { () throws(StoreError) in
             try snapshot.forEachView(from: KeyLayout.rowPrefix(root: space), to: KeyLayout.rowPrefixEnd(root: space)) { key, value in
                 guard value.count >= 4 else { return true }

@@ -164,25 +164,6 @@ extension Engine {
     static func merge<Cursor: HintCursor>(
         _ cursors: inout [Cursor], into builder: inout KeyIndex.Builder, bytes: inout HintBytes
     ) throws(StoreError) {
-        if cursors.count == 1 {
-            // One cursor (a compacted store, or each half of a two-thread build): its hints are
-            // the index, already checked to ascend, with no search for the smallest key per hint
-            // (the general loop below took a 6.2M-key open from ~240 to ~350 ms).
-            var cursor = cursors.removeLast()
-            defer { cursors.append(cursor) }
-            while !cursor.isAtEnd {
-                let length = UInt64(cursor.location.length)
-                bytes.entries[0] += length
-                if cursor.isDelete {
-                    bytes.tombstones[0] += length
-                } else {
-                    let entry = IndexEntry(sequence: cursor.sequence, location: cursor.location)
-                    cursor.withKey { builder.appendAscending($0, entry) }
-                }
-                try cursor.advance()
-            }
-            return
-        }
         // Worked on through a buffer pointer: an array element was copied at each access.
         try cursors.withUnsafeMutableBufferPointer { (cursors) throws(StoreError) in
             var candidates: [Int] = []
@@ -215,7 +196,8 @@ extension Engine {
                     // One cursor holds the smallest key: its hints up to the bound's key are the
                     // index's, one comparison each (segments written by successive saves hold
                     // runs of keys no other segment has, and this took a three-segment open's
-                    // merge from k-1 comparisons and a candidate list per key to one).
+                    // merge from k-1 comparisons and a candidate list per key to one). With one
+                    // cursor (a compacted store) there is no bound: one run takes every hint.
                     var entries: UInt64 = 0, tombstones: UInt64 = 0
                     repeat {
                         let length = UInt64(cursors[winner].location.length)
