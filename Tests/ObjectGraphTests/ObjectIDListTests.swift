@@ -59,4 +59,63 @@ import Testing
             for probe in pool.prefix(8) { #expect(list.contains(probe) == model.contains(probe)) }
         }
     }
+
+    // The journal of a list made from committed members, against the plain difference of
+    // sets: after every append, removal or ID replacement it holds exactly the members added
+    // and those removed since the base, until the difference grows past its limit, when it is
+    // dropped for good (a store then compares the sets).
+    @Test(arguments: [UInt64(5), 6, 7])
+    func journalIsTheDifferenceFromTheBaseUntilItIsTooLong(seed: UInt64) {
+        var random = RandomizedConformance.SeededGenerator(state: seed)
+        func below(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
+        let token = StoreToken(identifier: "store-\(seed)", store: nil)
+        var pool = (0..<200).map { ManagedObjectID(entity: Self.entity, store: token, kind: .permanent(.int64(Int64($0 + 1)))) }
+        var base = Array(pool.prefix(100))
+        var list = ObjectIDList(base: base, ordered: false, baseVersion: 7)
+        var dropped = false
+        var sawJournal = false
+        for step in 0..<3_000 {
+            let id = pool[below(pool.count)]
+            switch below(20) {
+            case 0..<10: list.append(id)
+            case 10..<19: list.remove(id)
+            default:
+                // Every ID traded for a fresh one, as a save trades temporary IDs.
+                let map = Dictionary(uniqueKeysWithValues: pool.enumerated().map { ($1, ManagedObjectID(entity: Self.entity, store: token, kind: .permanent(.int64(Int64(1_000 * (step + 1) + $0))))) })
+                list = list.replacing(map)
+                pool = pool.map { map[$0] ?? $0 }
+                base = base.map { map[$0] ?? $0 }
+            }
+            let now = Set(list.ids), then = Set(base)
+            #expect(now.count == list.ids.count, "step \(step): no member twice")
+            let added = now.subtracting(then), removed = then.subtracting(now)
+            if added.count + removed.count > MemberJournal.limit { dropped = true }
+            if dropped {
+                #expect(list.journal == nil, "step \(step): dropped past the limit, and for good")
+            } else {
+                let journal = list.journal
+                #expect(journal?.baseVersion == 7)
+                #expect(journal.map { Set($0.added) } == added, "step \(step)")
+                #expect(journal.map { Set($0.removed) } == removed, "step \(step)")
+                #expect(journal.map { $0.added.count + $0.removed.count } == added.count + removed.count, "step \(step): each change once")
+                sawJournal = sawJournal || !(journal?.added.isEmpty ?? true)
+            }
+        }
+        #expect(sawJournal && dropped, "the run kept a journal, then outgrew it")
+    }
+
+    // A list made from a whole value has no base to journal against; appending to it keeps none.
+    @Test func aListOfAWholeValueKeepsNoJournal() {
+        let token = StoreToken(identifier: "store", store: nil)
+        let ids = (0..<4).map { ManagedObjectID(entity: Self.entity, store: token, kind: .permanent(.int64(Int64($0 + 1)))) }
+        var list = ObjectIDList(Array(ids.prefix(2)), ordered: false)
+        list.append(ids[3])
+        #expect(list.journal == nil)
+        var based = ObjectIDList(base: Array(ids.prefix(2)), ordered: false, baseVersion: 3)
+        based.append(ids[2])
+        based.remove(ids[0])
+        based.remove(ids[2])
+        #expect(based.journal?.added == [] && based.journal?.removed == [ids[0]])
+        #expect(based.ids.count == 1 && based.contains(ids[1]) && !based.contains(ids[0]))
+    }
 }

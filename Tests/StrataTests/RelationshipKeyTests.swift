@@ -247,6 +247,94 @@ import Testing
         #expect(ownerLayout.fields.map(\.name) == ["name", "ranked"], "unordered to-many relationships are not fields")
     }
 
+    // A to-many changed one member at a time from committed members (here by inverse
+    // maintenance) keeps what changed, and the save writes its keys from that: only against
+    // the row version the members were read with, never after a refresh brought another one,
+    // and not once more members changed than the journal keeps. Every case reads back right
+    // from both sides.
+    @Test func memberChangesAreWrittenFromTheJournalOnlyAgainstTheirOwnRow() throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: try Self.model())
+        let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let tag = try setup.insertNewObject(forEntityName: "Tag")
+        try tag.setValue("t", forKey: "name")
+        var items: [ManagedObject] = []
+        for index in 0..<100 {
+            let item = try setup.insertNewObject(forEntityName: "Item")
+            try item.setValue(.string("i\(index)"), forKey: "name")
+            items.append(item)
+        }
+        try tag.setValue(Array(items.prefix(50)), forKey: "items")
+        try setup.save()
+        let ordinal = try #require(try Self.model().entity(named: "Tag").relationshipsByName["items"]).ordinal
+        func members(_ context: ManagedObjectContext) throws -> Set<String> {
+            Set(try Self.names(try context.existingObject(with: tag.objectID).objects(forKey: "items")))
+        }
+        func itemsTagged(_ context: ManagedObjectContext) throws -> Set<String> {
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "ANY tags == %@", tag.objectID)
+            return Set(try Self.names(try context.fetch(request)))
+        }
+
+        // Two removed and one added by the members' sides: the journal says so, and the save
+        // writes those keys.
+        let one = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let tagOne = try one.existingObject(with: tag.objectID)
+        _ = try tagOne.objects(forKey: "items")
+        try one.existingObject(with: items[0].objectID).setValue([ManagedObject](), forKey: "tags")
+        try one.existingObject(with: items[1].objectID).setValue([ManagedObject](), forKey: "tags")
+        try one.existingObject(with: items[60].objectID).setValue([tagOne], forKey: "tags")
+        let journal = try #require(tagOne.memberChanges(atOrdinal: ordinal))
+        #expect(Set(journal.removed) == [items[0].objectID, items[1].objectID] && journal.added == [items[60].objectID])
+        try one.save()
+        var expected = Set((2..<50).map { "i\($0)" } + ["i60"])
+        #expect(try members(ManagedObjectContext(persistentStoreCoordinator: coordinator)) == expected)
+        #expect(try itemsTagged(ManagedObjectContext(persistentStoreCoordinator: coordinator)) == expected)
+
+        // Changed again, then another context saves the tag (a new row version) and the first
+        // refreshes it keeping its changes: the journal no longer describes the stored
+        // members, and the save compares the sets instead.
+        let two = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let tagTwo = try two.existingObject(with: tag.objectID)
+        _ = try tagTwo.objects(forKey: "items")
+        try two.existingObject(with: items[2].objectID).setValue([ManagedObject](), forKey: "tags")
+        #expect(tagTwo.memberChanges(atOrdinal: ordinal) != nil)
+        let other = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        try other.existingObject(with: tag.objectID).setValue("renamed", forKey: "name")
+        try other.save()
+        two.refresh(tagTwo, mergeChanges: true)
+        _ = try tagTwo.value(forKey: "name")
+        #expect(tagTwo.memberChanges(atOrdinal: ordinal) == nil, "another version came in")
+        try two.save()
+        expected.remove("i2")
+        #expect(try members(ManagedObjectContext(persistentStoreCoordinator: coordinator)) == expected)
+        #expect(try itemsTagged(ManagedObjectContext(persistentStoreCoordinator: coordinator)) == expected)
+
+        // More changes than a journal keeps: every tagged member removed and every other added.
+        let three = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let tagThree = try three.existingObject(with: tag.objectID)
+        _ = try tagThree.objects(forKey: "items")
+        for (index, item) in items.enumerated() {
+            let tagged = expected.contains("i\(index)")
+            try three.existingObject(with: item.objectID).setValue(tagged ? [] : [tagThree], forKey: "tags")
+        }
+        #expect(tagThree.memberChanges(atOrdinal: ordinal) == nil, "past the journal's limit")
+        try three.save()
+        let rest = Set((0..<100).map { "i\($0)" }).subtracting(expected)
+        #expect(try members(ManagedObjectContext(persistentStoreCoordinator: coordinator)) == rest)
+        #expect(try itemsTagged(ManagedObjectContext(persistentStoreCoordinator: coordinator)) == rest)
+        // Two keys per tagged item, no stale one left.
+        let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
+        var keys = 0
+        try engine.snapshot().forEachKeyBytes(from: [RelationshipKeys.tag], to: [RelationshipKeys.tag + 1]) { _ in
+            keys += 1
+            return true
+        }
+        #expect(keys == 2 * rest.count)
+        let report = try ObjectChecker.check(engine: engine, repair: false)
+        #expect(report.problems.isEmpty, "\(report.problems)")
+    }
+
     // [REL-2] A membership change saved against a stale version conflicts and writes no key:
     // the keys a save diffs against are the committed members, guarded by the row version.
     @Test func aStaleMembershipChangeConflictsAndWritesNoKey() throws {

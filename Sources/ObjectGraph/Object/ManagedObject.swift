@@ -244,6 +244,20 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// value: a store saving the object can skip the properties that do not.
     public func hasChange(atOrdinal ordinal: Int) -> Bool { changes.contains(ordinal) }
 
+    /// What changed in the to-many relationship at `ordinal` (``PropertyDescription/ordinal``)
+    /// since its committed members, when its pending members were made from them and changed
+    /// one at a time (as inverse maintenance and `mutableSetValue` changes do), few enough to
+    /// be kept, and the committed values are still those of the row the members were read
+    /// with (no refresh or merge brought another version since): the members added and those
+    /// removed. `nil` otherwise: a store saving the object then compares the committed members
+    /// with the pending ones.
+    public func memberChanges(atOrdinal ordinal: Int) -> (added: [ManagedObjectID], removed: [ManagedObjectID])? {
+        guard let journal = changes.journal(at: ordinal), let committed = snapshot, committed.version == journal.baseVersion else {
+            return nil
+        }
+        return (journal.added, journal.removed)
+    }
+
     /// The last committed values of the given properties (all stored properties for
     /// `nil`); loads the object's values if it is a fault.
     public func committedValues(forKeys keys: [String]?) throws -> [String: PropertyValue] {
@@ -461,7 +475,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     @discardableResult
     func changeMember(_ id: ManagedObjectID, of relationship: RelationshipDescription, adding: Bool) throws -> Bool {
         if !changes.contains(relationship.ordinal) {
-            changes.set(isNew ? Self.emptyValue(of: relationship) : try committedValue(for: relationship), for: relationship)
+            if isNew {
+                changes.set(Self.emptyValue(of: relationship), for: relationship)
+            } else {
+                let committed = try committedValue(for: relationship)
+                // (Loaded now: the version is that of the row the members were read with.)
+                if let version = snapshot?.version, case .relationship(.toMany(let ids)) = committed {
+                    changes.setBase(ids, of: relationship, baseVersion: version)
+                } else {
+                    changes.set(committed, for: relationship)
+                }
+            }
         }
         let context = managedObjectContext
         let recording = context?.recordsPropertyChanges == true

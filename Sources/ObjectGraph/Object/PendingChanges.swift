@@ -5,21 +5,46 @@ import Foundation
 /// that building a relationship of n objects one at a time costs O(n), not O(n²).
 ///
 /// Short lists (most relationships) are searched linearly; a position table is built only
-/// once a list past ``indexedCount`` is changed, so small lists hash nothing, and a list
-/// whose IDs were replaced (a save's temporary IDs, just before its changes are committed)
-/// builds none until it changes again.
+/// for a list past ``indexedCount`` that has been searched ``searchesBeforeIndexing`` times
+/// since it was made (a few members added to or removed from a long list hash nothing; a
+/// list built or emptied one member at a time gets its table early), and a list whose IDs
+/// were replaced (a save's temporary IDs, just before its changes are committed) builds none
+/// until it is searched again that often.
+///
+/// A list made from the committed members (``init(base:ordered:baseVersion:)``) also keeps
+/// what changed since, as a ``MemberJournal``, while that stays short: a store writes a
+/// relationship's keys from it without comparing the committed and current member sets.
 struct ObjectIDList: Equatable {
     private(set) var ids: [ManagedObjectID] = []
     /// Position of each ID, kept only while ``indexed``.
     private var positions: [ManagedObjectID: Int] = [:]
-    /// Whether ``positions`` holds every ID's position; only lists longer than
-    /// ``indexedCount`` are indexed, and only once they change.
+    /// The journal, boxed (most lists have none, and a slot of pending changes stays small),
+    /// copied before a change when another list shares it.
+    private var journalBox: JournalBox?
+    /// Linear searches made since the list was made or last dropped its table (counted up to
+    /// ``searchesBeforeIndexing``).
+    private var searches: Int32 = 0
+    /// Whether ``positions`` holds every ID's position.
     private var indexed = false
     /// Whether removal must keep the order (ordered relationships).
     let ordered: Bool
 
-    /// The length above which membership goes through a position table.
+    /// The members added and removed since the list was made from its base, or `nil` when
+    /// the base is unknown (a whole value was set) or the journal grew past
+    /// ``MemberJournal/limit``.
+    var journal: MemberJournal? { journalBox?.journal }
+
+    /// A list's ``MemberJournal``, by reference.
+    private final class JournalBox {
+        var journal: MemberJournal
+        init(_ journal: MemberJournal) { self.journal = journal }
+    }
+
+    /// The length above which membership can go through a position table.
     static let indexedCount = 16
+    /// The linear searches a long list takes before it builds its position table: about
+    /// what building the table costs (hashing every member, against comparing them).
+    static let searchesBeforeIndexing: Int32 = 16
 
     init(_ ids: [ManagedObjectID], ordered: Bool) {
         self.ordered = ordered
@@ -28,32 +53,50 @@ struct ObjectIDList: Equatable {
     }
 
     /// A list of IDs known to be distinct (a one-to-one mapping of another list's IDs); its
-    /// position table is built when it first changes.
+    /// position table is built when it is searched often enough.
     init(distinct ids: [ManagedObjectID], ordered: Bool) {
         self.ordered = ordered
         self.ids = ids
     }
 
+    /// The committed members `ids` (distinct, as a store gives them) of a row at version
+    /// `baseVersion`, about to change: the list journals its changes from here.
+    init(base ids: [ManagedObjectID], ordered: Bool, baseVersion: UInt64) {
+        self.ordered = ordered
+        self.ids = ids
+        journalBox = JournalBox(MemberJournal(baseVersion: baseVersion))
+    }
+
     /// The list with each ID replaced by its image in `map` (temporary to permanent).
     func replacing(_ map: [ManagedObjectID: ManagedObjectID]) -> ObjectIDList {
-        ObjectIDList(distinct: ids.map { map[$0] ?? $0 }, ordered: ordered)
+        var list = ObjectIDList(distinct: ids.map { map[$0] ?? $0 }, ordered: ordered)
+        list.journalBox = journal.map { journal in
+            var mapped = journal
+            mapped.added = journal.added.map { map[$0] ?? $0 }
+            mapped.removed = journal.removed.map { map[$0] ?? $0 }
+            return JournalBox(mapped)
+        }
+        return list
     }
 
     static func == (a: ObjectIDList, b: ObjectIDList) -> Bool { a.ordered == b.ordered && a.ids == b.ids }
 
-    private func position(of id: ManagedObjectID) -> Int? {
-        indexed ? positions[id] : ids.firstIndex(of: id)
+    private mutating func position(of id: ManagedObjectID) -> Int? {
+        if indexed { return positions[id] }
+        if searches < Self.searchesBeforeIndexing { searches += 1 }
+        return ids.firstIndex(of: id)
     }
 
-    /// Builds the position table of a long list that has none.
+    /// Builds the position table of a long list that has none, once it has been searched
+    /// often enough.
     private mutating func index() {
-        guard !indexed, ids.count > Self.indexedCount else { return }
+        guard !indexed, ids.count > Self.indexedCount, searches >= Self.searchesBeforeIndexing else { return }
         positions.reserveCapacity(ids.count * 2)
         for (index, member) in ids.enumerated() { positions[member] = index }
         indexed = true
     }
 
-    func contains(_ id: ManagedObjectID) -> Bool { position(of: id) != nil }
+    func contains(_ id: ManagedObjectID) -> Bool { indexed ? positions[id] != nil : ids.contains(id) }
 
     /// Appends `id` unless present; returns whether it was added.
     @discardableResult
@@ -66,6 +109,7 @@ struct ObjectIDList: Equatable {
         } else {
             index()
         }
+        note(id, added: true)
         return true
     }
 
@@ -74,7 +118,7 @@ struct ObjectIDList: Equatable {
     @discardableResult
     mutating func remove(_ id: ManagedObjectID) -> Bool {
         index()
-        guard let index = indexed ? positions.removeValue(forKey: id) : ids.firstIndex(of: id) else { return false }
+        guard let index = indexed ? positions.removeValue(forKey: id) : position(of: id) else { return false }
         if ordered {
             ids.remove(at: index)
             if indexed { for position in index..<ids.count { positions[ids[position]] = position } }
@@ -88,8 +132,47 @@ struct ObjectIDList: Equatable {
         if indexed && ids.count <= Self.indexedCount {
             positions = [:]
             indexed = false
+            searches = 0
         }
+        note(id, added: false)
         return true
+    }
+
+    /// Records a change in the journal, dropping the journal once it is past its limit.
+    private mutating func note(_ id: ManagedObjectID, added: Bool) {
+        guard journalBox != nil else { return }
+        if !isKnownUniquelyReferenced(&journalBox), let shared = journalBox { journalBox = JournalBox(shared.journal) }
+        guard let box = journalBox else { return }
+        box.journal.record(id, added: added)
+        if box.journal.added.count + box.journal.removed.count > MemberJournal.limit { journalBox = nil }
+    }
+}
+
+/// What changed in a to-many relationship since its members were read from a row
+/// (``ObjectIDList/init(base:ordered:baseVersion:)``): the members added and those removed,
+/// each at most once and never both, so that the members now are the base's plus `added`
+/// less `removed`.
+struct MemberJournal: Equatable {
+    /// The version of the row the base members were read with (``ObjectSnapshot/version``).
+    let baseVersion: UInt64
+    /// Members not in the base that are in the list now.
+    var added: [ManagedObjectID] = []
+    /// Members of the base that are not in the list now.
+    var removed: [ManagedObjectID] = []
+    /// The changes a journal keeps; past this, a store compares the member sets instead
+    /// (the journal's own searches would cost more).
+    static let limit = 64
+
+    init(baseVersion: UInt64) { self.baseVersion = baseVersion }
+
+    /// Records that `id` was added to (`added`) or removed from the list; an add cancels an
+    /// earlier removal of the same member, and the other way round.
+    mutating func record(_ id: ManagedObjectID, added isAdded: Bool) {
+        if isAdded {
+            if let index = removed.firstIndex(of: id) { removed.remove(at: index) } else { added.append(id) }
+        } else {
+            if let index = added.firstIndex(of: id) { added.remove(at: index) } else { removed.append(id) }
+        }
     }
 }
 
@@ -167,6 +250,23 @@ struct PendingChanges {
             slots[ordinal] = nil
             if had { count -= 1 }
         }
+    }
+
+    /// Makes `ids`, the committed members of `relationship` in a row at version
+    /// `baseVersion`, its pending value, about to change one member at a time: the list
+    /// journals what changes (``MemberJournal``).
+    mutating func setBase(_ ids: [ManagedObjectID], of relationship: RelationshipDescription, baseVersion: UInt64) {
+        let ordinal = relationship.ordinal
+        if ordinal >= slots.count { slots.append(contentsOf: repeatElement(nil, count: ordinal + 1 - slots.count)) }
+        if slots[ordinal] == nil { count += 1 }
+        slots[ordinal] = .members(ObjectIDList(base: ids, ordered: relationship.isOrdered, baseVersion: baseVersion))
+    }
+
+    /// The journal of the to-many relationship at `ordinal`, when its pending members were
+    /// made from committed ones and changed one at a time since (``ObjectIDList/journal``).
+    func journal(at ordinal: Int) -> MemberJournal? {
+        guard ordinal < slots.count, case .members(let list)? = slots[ordinal] else { return nil }
+        return list.journal
     }
 
     /// Changes the members of a to-many relationship in place; the relationship must

@@ -426,7 +426,13 @@ struct RelationshipKeyWriter {
             }
             // The old members are the committed value the context holds: this object's keys
             // change only with its row, whose version the save checks, so they are the stored
-            // keys whenever the save goes through (a conflict discards the batch).
+            // keys whenever the save goes through (a conflict discards the batch). When the
+            // object kept what changed since those members, that is the difference itself.
+            if let (added, removed) = object.memberChanges(atOrdinal: relationship.ordinal) {
+                for id in removed { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id))) }
+                for id in added { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id)), []) }
+                continue
+            }
             let committed = try object.committedValues(forKeys: [relationship.name])[relationship.name]?.relationshipValue?.objectIDs ?? []
             let oldSet = Set(committed), newSet = Set(ids)
             for id in committed where !newSet.contains(id) { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id))) }
