@@ -25,30 +25,40 @@ struct LibraryModel {
     var extraEntities: @Sendable () -> [EntityDescription] = { [] }
     var authorName = "Author"
     var authorIdentifier: String? = nil
+    var genreKept = true
+    var authorNameIndexed = true
+    var authorNameUnique = false
+    /// Whether Author has an abstract superentity, Person (a new level above a root).
+    var authorUnderPerson = false
+    var withTagRelationship = true
+    /// Whether Book.author is a to-many (its inverse Author.books making a many-to-many).
+    var authorToMany = false
 
     func make() throws -> ManagedObjectModel {
         var book: [PropertyDescription] = [
             .attribute(titleName, .string, optional: false, indexed: titleIndexed, renamingIdentifier: titleIdentifier),
             .attribute("pages", .integer32, optional: pagesOptional, defaultValue: pagesDefault),
-            .toOne("author", authorName, inverse: "books"),
+            authorToMany ? .toMany("author", authorName, inverse: "books") : .toOne("author", authorName, inverse: "books"),
         ]
-        if withTags { book.append(.toMany(tagsName, "Tag", inverse: "books", ordered: tagsOrdered, renamingIdentifier: tagsIdentifier)) }
+        if withTags && withTagRelationship { book.append(.toMany(tagsName, "Tag", inverse: "books", ordered: tagsOrdered, renamingIdentifier: tagsIdentifier)) }
         var entities = [
-            EntityDescription(name: authorName, properties: [
-                .attribute("name", .string, indexed: true),
+            EntityDescription(name: authorName, superentity: authorUnderPerson ? "Person" : nil, properties: [
+                .attribute("name", .string, indexed: authorNameIndexed),
                 .toMany("books", "Book", inverse: "author"),
-            ], renamingIdentifier: authorIdentifier),
+            ], uniquenessConstraints: authorNameUnique ? [["name"]] : [], renamingIdentifier: authorIdentifier),
             EntityDescription(name: "Book", properties: book + bookExtra()),
         ]
         if withNovel {
             entities.append(
-                EntityDescription(name: novelName, superentity: "Book", properties: [.attribute("genre", .string)], renamingIdentifier: novelIdentifier))
+                EntityDescription(
+                    name: novelName, superentity: "Book", properties: genreKept ? [.attribute("genre", .string)] : [], renamingIdentifier: novelIdentifier))
         }
         if withTags {
-            entities.append(EntityDescription(name: "Tag", properties: [
-                .attribute("label", .string), .toMany("books", "Book", inverse: tagsName),
-            ]))
+            entities.append(EntityDescription(name: "Tag", properties: [.attribute("label", .string)] + (withTagRelationship ? [
+                .toMany("books", "Book", inverse: tagsName),
+            ] : [])))
         }
+        if authorUnderPerson { entities.append(EntityDescription(name: "Person", isAbstract: true)) }
         return try ManagedObjectModel(entities: entities + extraEntities())
     }
 }
@@ -87,9 +97,13 @@ struct LibraryModel {
             let book = try context.insertNewObject(forEntityName: index >= 2 ? model.novelName : "Book")
             try book.setValue(.string("Book \(index)"), forKey: model.titleName)
             if index > 0 { try book.setValue(.int64(Int64(index * 100)), forKey: "pages") }
-            try book.setValue(authors[index % 2], forKey: "author")
-            try book.addObject(tags[index % 2], toRelationship: model.tagsName)
-            if index >= 2 { try book.setValue("sf", forKey: "genre") }
+            if model.authorToMany {
+                try book.addObject(authors[index % 2], toRelationship: "author")
+            } else {
+                try book.setValue(authors[index % 2], forKey: "author")
+            }
+            if model.withTagRelationship { try book.addObject(tags[index % 2], toRelationship: model.tagsName) }
+            if index >= 2 && model.genreKept { try book.setValue("sf", forKey: "genre") }
         }
         try context.save()
         for persistent in coordinator.persistentStores { try coordinator.remove(persistent) }
@@ -143,6 +157,63 @@ struct LibraryModel {
         }
     }
 
+    /// The lightweight changes ``changes`` leaves out, each from the model before it (version 1
+    /// but where the change is a removal of something version 1 lacks) to the one after it,
+    /// with how a book reads after it.
+    static let otherChanges: [(label: String, from: LibraryModel, to: LibraryModel, books: [String])] = [
+        ("an attribute removed", LibraryModel(), LibraryModel(genreKept: false), version1Books),
+        ("an entity added", LibraryModel(), LibraryModel(extraEntities: { [EntityDescription(name: "Shelf", properties: [.attribute("code", .string)])] }), version1Books),
+        ("a relationship added", LibraryModel(), LibraryModel(bookExtra: { [.toMany("related", "Book")] }), version1Books),
+        ("a relationship removed", LibraryModel(), LibraryModel(withTagRelationship: false), version1Books.map {
+            $0.replacingOccurrences(of: "|even|", with: "|-|").replacingOccurrences(of: "|odd|", with: "|-|")
+        }),
+        ("a default changed", LibraryModel(), LibraryModel(pagesDefault: .int64(7)), version1Books),
+        ("an index removed", LibraryModel(), LibraryModel(authorNameIndexed: false), version1Books),
+        ("a uniqueness constraint added", LibraryModel(), LibraryModel(authorNameUnique: true), version1Books),
+        ("a uniqueness constraint removed", LibraryModel(authorNameUnique: true), LibraryModel(), version1Books),
+        ("a superentity level added", LibraryModel(), LibraryModel(authorUnderPerson: true), version1Books),
+        ("a to-one made to-many", LibraryModel(), LibraryModel(authorToMany: true), version1Books),
+    ]
+
+    // Issue 17's other lightweight changes on each store type that keeps files: the data
+    // written before reads back after, again after reopening, and (StrataStore) after a full
+    // compaction rewrote the rows; fsck finds nothing. A new object saved under the new model
+    // reads back with them.
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary], 0..<10)
+    func everyOtherLightweightChangeOnEveryStoreType(type: PersistentStore.StoreType, change: Int) throws {
+        let (label, from, model, books) = Self.otherChanges[change]
+        let (directory, url) = try Self.libraryFile(type, from)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var expected = books
+        for round in 0..<3 {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: try model.make())
+            try coordinator.addPersistentStore(type: type, at: url, options: Self.migrating)
+            let strata = coordinator.persistentStores.first as? StrataStore
+            try strata?.waitForIndexBuild()
+            if round == 2, let engine = strata?.storageEngine {
+                try engine.flush()
+                try engine.compact(.full)
+            }
+            #expect(try Self.books(coordinator, model) == expected, "\(label) on \(type), round \(round)")
+            if let engine = strata?.storageEngine {
+                #expect(try ObjectChecker.check(engine: engine, repair: false).problems.isEmpty, "\(label)")
+            }
+            if round == 0 {
+                // A book saved under the new model, by a new author (a constraint holds).
+                let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+                let author = try context.insertNewObject(forEntityName: model.authorName)
+                try author.setValue("Tiptree", forKey: "name")
+                let book = try context.insertNewObject(forEntityName: "Book")
+                try book.setValue("Book 9", forKey: model.titleName)
+                try book.setValue(.int64(900), forKey: "pages")
+                if model.authorToMany { try book.addObject(author, toRelationship: "author") } else { try book.setValue(author, forKey: "author") }
+                try context.save()
+                expected.append("Book 9|900|Tiptree|\(model.withTags && model.withTagRelationship ? "" : "-")|Book")
+            }
+            try Self.close(coordinator)
+        }
+    }
+
     /// The store opened with `model` and the migration options (read-only when asked).
     static func open(_ store: TemporaryStore, _ model: LibraryModel, readOnly: Bool = false) throws -> PersistentStoreCoordinator {
         var options = migrating
@@ -161,8 +232,10 @@ struct LibraryModel {
         request.sortDescriptors = [FetchSortDescriptor(keyPath: model.titleName, ascending: true)]
         return try context.fetch(request).map { book in
             let pages = try book.value(forKey: "pages").integer.map(String.init) ?? "nil"
-            let author = try book.object(forKey: "author")?.value(forKey: "name").stringValue ?? "nil"
-            let tags = model.withTags ? try book.objects(forKey: model.tagsName).map { try $0.value(forKey: "label").stringValue ?? "?" }.sorted().joined(separator: ",") : "-"
+            let author = model.authorToMany
+                ? try book.objects(forKey: "author").map { try $0.value(forKey: "name").stringValue ?? "?" }.sorted().joined(separator: ",")
+                : try book.object(forKey: "author")?.value(forKey: "name").stringValue ?? "nil"
+            let tags = model.withTags && model.withTagRelationship ? try book.objects(forKey: model.tagsName).map { try $0.value(forKey: "label").stringValue ?? "?" }.sorted().joined(separator: ",") : "-"
             return "\(try book.value(forKey: model.titleName).stringValue ?? "nil")|\(pages)|\(author)|\(tags)|\(book.entity.name)"
         }
     }

@@ -101,25 +101,12 @@ import Testing
     /// Opens the crashed store with the new model (migrating it if the crash came first;
     /// reading pending keys as they are, no build) and reads every purchase; fsck must be clean.
     static func read(_ fs: FaultInjectingFileSystem) throws -> [String] {
-        guard !SharedEngine.isOpen(path: path) else {
-            throw ObjectGraphError(.invalidArgument, "a removed store still holds its engine at \(path)")
-        }
         let options = LightweightMigrationTests.migrating.merging([StrataStore.indexBuildOption: .string("deferred")]) { $1 }
-        return try withStore(fs, version: 2, options: options) { coordinator in
-            let purchases = try Model.purchaseCustomers(coordinator)
-            let report = try ObjectChecker.check(engine: try LightweightMigrationTests.engine(coordinator), repair: false)
-            guard report.problems.isEmpty else { throw ObjectGraphError(.storeCorrupted, "fsck: \(report.problems.prefix(4))") }
-            return purchases
-        }
+        return try MigrationCrashProgress.readChecked(
+            path: path, open: { try withStore(fs, version: 2, options: options, $0) }, observe: Model.purchaseCustomers)
     }
 
     @Test func aCrashAnywhereLeavesEveryMember() throws {
-        let enumerator = try Self.enumerator()
-        let clean = enumerator.cleanRun()
-        #expect(clean.progress.built, "the clean run gets to the end")
-        let finished = FaultInjectingFileSystem()
-        #expect(Self.run(on: finished).built)
-        #expect(try Self.read(finished) == Self.after, "the clean run's store")
-        #expect(enumerator.crashAtEveryOperation(clean.operations.count).points > 0)
+        try MigrationCrashProgress.expectEveryCrashRecovers(try Self.enumerator(), run: Self.run(on:), read: Self.read, final: Self.after)
     }
 }

@@ -114,25 +114,11 @@ import Testing
     /// Opens the crashed store without Novel (migrating it if the crash came first, no build)
     /// and reads it; fsck must be clean.
     static func read(_ fs: FaultInjectingFileSystem) throws -> [String] {
-        guard !SharedEngine.isOpen(path: path) else {
-            throw ObjectGraphError(.invalidArgument, "a removed store still holds its engine at \(path)")
-        }
         let options = Library.migrating.merging([StrataStore.indexBuildOption: .string("deferred")]) { $1 }
-        return try withStore(fs, novels: false, options: options) { coordinator in
-            let observed = try observe(coordinator)
-            let report = try ObjectChecker.check(engine: try Library.engine(coordinator), repair: false)
-            guard report.problems.isEmpty else { throw ObjectGraphError(.storeCorrupted, "fsck: \(report.problems.prefix(4))") }
-            return observed
-        }
+        return try Progress.readChecked(path: path, open: { try withStore(fs, novels: false, options: options, $0) }, observe: observe)
     }
 
     @Test func aCrashAnywhereLeavesNoNovelNorAKeyOfOne() throws {
-        let enumerator = try Self.enumerator()
-        let clean = enumerator.cleanRun()
-        #expect(clean.progress.built, "the clean run gets to the end")
-        let finished = FaultInjectingFileSystem()
-        #expect(Self.run(on: finished).built)
-        #expect(try Self.read(finished) == Self.changed, "the clean run's store")
-        #expect(enumerator.crashAtEveryOperation(clean.operations.count).points > 0)
+        try Progress.expectEveryCrashRecovers(try Self.enumerator(), run: Self.run(on:), read: Self.read, final: Self.changed)
     }
 }

@@ -55,6 +55,41 @@ struct MigrationCrashProgress {
 }
 
 extension MigrationCrashProgress {
+    /// Reads a crashed store at `path`: `open` opens it (running its body on the coordinator
+    /// and removing it after), `observe` reads it, and fsck must find nothing wrong.
+    ///
+    /// - Throws: when the store removed before still holds its engine, when fsck finds a
+    ///   problem, or what opening or reading throws.
+    static func readChecked(
+        path: String, open: ((PersistentStoreCoordinator) throws -> [String]) throws -> [String],
+        observe: @escaping (PersistentStoreCoordinator) throws -> [String]
+    ) throws -> [String] {
+        guard !SharedEngine.isOpen(path: path) else {
+            throw ObjectGraphError(.invalidArgument, "a removed store still holds its engine at \(path)")
+        }
+        return try open { coordinator in
+            let observed = try observe(coordinator)
+            let report = try ObjectChecker.check(engine: try LightweightMigrationTests.engine(coordinator), repair: false)
+            guard report.problems.isEmpty else { throw ObjectGraphError(.storeCorrupted, "fsck: \(report.problems.prefix(4))") }
+            return observed
+        }
+    }
+
+    /// What each migration crash test checks: the clean run gets to the end, a run on a file
+    /// system of its own leaves a store that reads `final`, and a crash at each of the run's
+    /// I/O operations leaves one that `enumerator`'s check accepts.
+    static func expectEveryCrashRecovers(
+        _ enumerator: CrashPointEnumerator<Self>, run: (FaultInjectingFileSystem) -> Self,
+        read: (FaultInjectingFileSystem) throws -> [String], final: [String], sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let clean = enumerator.cleanRun()
+        #expect(clean.progress.built, "the clean run gets to the end", sourceLocation: sourceLocation)
+        let finished = FaultInjectingFileSystem()
+        #expect(run(finished).built, sourceLocation: sourceLocation)
+        #expect(try read(finished) == final, "the clean run's store", sourceLocation: sourceLocation)
+        #expect(enumerator.crashAtEveryOperation(clean.operations.count).points > 0, sourceLocation: sourceLocation)
+    }
+
     /// The enumerator of a migration crash test named `name`: `run` on a new fault-injecting
     /// file system; after each crash, `read` of the store must give one of what `allowed` says
     /// the run's progress permits.

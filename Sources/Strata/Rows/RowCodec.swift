@@ -410,7 +410,7 @@ struct RowFields {
     private static func earlierFormat(_ format: UInt8, _ context: RowOrigin) -> ObjectGraphError {
         ObjectGraphError(
             .storeCorrupted,
-            "\(context): the row is in format \(format), written by an earlier Strata; this build reads format \(RowEncoder.format). Export the objects with the earlier build (for example `strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
+            "\(context): the row is in format \(format), written by an earlier Strata; this build reads format \(RowEncoder.format). Copy the objects out with the earlier build (`strata dump` shows them; a fetch of each entity reads them) and insert them into a new store made by this build: model migration, lightweight or staged, converts stores of this format only.")
     }
 
     /// The little-endian integer at `offset`: one unaligned load after one bounds check.

@@ -205,7 +205,7 @@ struct MetadataRecord: Equatable {
         if format == 1 || format == 2 {
             throw ObjectGraphError(
                 .storeOpenFailed,
-                "The store was written by an earlier Strata (row format \(format)); this build reads format \(StoredRow.formatVersion). Export its objects with the earlier build (`strata dump --json`) and import them into a new store; migration between store formats comes with model versioning.")
+                "The store was written by an earlier Strata (row format \(format)); this build reads format \(StoredRow.formatVersion). Copy its objects out with the earlier build (`strata dump` shows them; a fetch of each entity reads them) and insert them into a new store made by this build: model migration, lightweight or staged, converts stores of this format only.")
         }
         guard format == StoredRow.formatVersion else { throw reader.fail("unsupported metadata format \(format)") }
         var record = MetadataRecord()
