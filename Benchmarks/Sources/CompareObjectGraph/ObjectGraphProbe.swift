@@ -47,6 +47,12 @@ public struct ObjectGraphProbe {
         /// open with the migration and a count of the orders (the close after it is not).
         /// Strata only: the comparison's split row.
         case split
+        /// Add a uniqueness constraint: a store of the graph's customers and orders (in saves
+        /// of `--per-save` rows, 10,000 by default) is added under a model where
+        /// `Customer.label` is unique; counted: the open, which builds the label's index
+        /// entries before it returns ([SAVE-4]), and a count of the orders. Strata only: the
+        /// comparison's constraint row, alone.
+        case constraint
     }
 
     /// Which system runs the phase.
@@ -92,6 +98,7 @@ public struct ObjectGraphProbe {
         StrataStore.register()
         if phase == .saves { return try saves() }
         if phase == .split { return try split() }
+        if phase == .constraint { return try constraint() }
         let data = ShopData.graph(objects: objects, seed: 42)
         switch system {
         case .strata:
@@ -180,6 +187,32 @@ public struct ObjectGraphProbe {
         return Work(operations: count, rows: count * perSave * Shop.objectsPerCustomer)
     }
 
+    /// The constraint phase (see ``Phase/constraint``).
+    private func constraint() throws -> Work {
+        let url = URL(fileURLWithPath: directory + "/strata")
+        let customers = max(1, objects / Shop.objectsPerCustomer)
+        let built = try StrataShop(path: url.path, model: try ShopModel.make(), durability: "normal")
+        try built.insertInSaves(
+            ShopData.customers(0..<customers, seed: 42), perSave: max(1, (perSave ?? 10_000) / Shop.objectsPerCustomer), resetting: true)
+        try built.close()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try ShopModel.make(labelUnique: true))
+        var store: PersistentStore?
+        var orders = 0
+        let start = ContinuousClock.now
+        try probePhase {
+            store = try coordinator.addPersistentStore(type: .strata, at: url, options: [
+                StrataStore.durabilityOption: .string("normal"),
+                PersistentStore.migratePersistentStoresAutomaticallyOption: .bool(true),
+                PersistentStore.inferMappingModelAutomaticallyOption: .bool(true),
+            ])
+            orders = try ManagedObjectContext(persistentStoreCoordinator: coordinator).count(for: FetchRequest(entityName: "Order"))
+        }
+        let elapsed = (ContinuousClock.now - start).components
+        if let store { try coordinator.remove(store) }
+        print("constraint: \(Int((Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15).rounded())) ms, \(customers) customers, \(orders) orders")
+        return Work(operations: customers, rows: orders)
+    }
+
     /// The split phase (see ``Phase/split``).
     private func split() throws -> Work {
         let url = URL(fileURLWithPath: directory + "/strata")
@@ -255,7 +288,7 @@ public struct ObjectGraphProbe {
 
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert, .memory, .delete, .traverse, .saves, .open, .reopen, .split:
+        case .insert, .memory, .delete, .traverse, .saves, .open, .reopen, .split, .constraint:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)

@@ -14,15 +14,15 @@ let usage = """
     usage: objectgraph-probe PHASE [--system strata|sqlite] [--objects N] [--count N] [--dir PATH]
 
       PHASE        insert | fault | fetch-indexed | fetch-unindexed | memory | delete | traverse
-                   | saves | open | reopen | split (delete, traverse, open, reopen and split:
-                   Strata only; reopen opens the store an open phase left in --dir, --count
+                   | saves | open | reopen | split | constraint (delete, traverse, open, reopen,
+                   split and constraint: Strata only; reopen opens the store an open phase left in --dir, --count
                    times)
       --system     strata (default) or sqlite, the peer through GRDB
       --objects N  objects of the shop graph (default 20000)
       --count N    faults (default 2000), fetches (default 20) or parents traversed (default
                    1000) of a read phase; saves (default 200)
       --dir PATH   where the store goes (default /tmp/objectgraph-probe)
-      --per-save N open, split: build the store in saves of N rows (customers with their orders), as the
+      --per-save N open, split, constraint: build the store in saves of N rows (customers with their orders), as the
                    comparison's 1M-row reopen and migration stores are, not in one save
     """
 
