@@ -86,6 +86,40 @@ import Testing
         try LightweightMigrationTests.close(coordinator)
     }
 
+    // What the command line shows of a migration: `strata migrate` names its phase and reaches
+    // 100 % on standard error (nothing on standard output but the result), and `strata
+    // inspect` then lists the model versions in the record and the rows each row layout holds,
+    // the old ones read upgraded.
+    @Test func migrateShowsProgressAndInspectShowsEachLayoutsRows() throws {
+        let scratch = try ToolScratch()
+        let store = scratch.path + "/store"
+        try Self.store(at: store)
+        try Self.write(ModelFile(model: try CopyMigrationTests.withoutTags(isbn: true)), to: scratch.path + "/v2.json")
+        let now = ["STRATA_PROGRESS_AFTER": "0"]
+        let run = try scratch.run(["migrate", store, "--to", scratch.path + "/v2.json"], environment: now)
+        #expect(run.status == 0, "\(run)")
+        #expect(run.stderr.contains("migrate: migrating") && run.stderr.contains("100%"), "\(run)")
+        #expect(!run.stdout.contains("100%"), "progress stays off standard output: \(run)")
+
+        let inspect = try scratch.run("inspect", store)
+        #expect(inspect.status == 0, "\(inspect)")
+        #expect(inspect.stdout.contains("row layouts (2 model versions in the model record):"), "\(inspect)")
+        let layoutLines = inspect.lines.filter { $0.contains("  layout ") && $0.contains(" rows") }
+        #expect(layoutLines.contains { $0.contains("Book") && $0.contains("(model version 1 back, read upgraded)") }, "\(inspect)")
+
+        // A copy (a value no inference gives) names its own phase.
+        var file = ModelFile(model: try CopyMigrationTests.withoutTags(isbn: true))
+        let author = try #require(file.entities.firstIndex { $0.name == "Author" })
+        var count = ModelFile.Property(name: "bookCount", kind: "attribute")
+        count.type = "integer32"
+        count.optional = false
+        file.entities[author].properties.append(count)
+        try Self.write(file, to: scratch.path + "/v3.json")
+        let copy = try scratch.run(["migrate", store, "--to", scratch.path + "/v3.json", "--set", "Author.bookCount=books.@count"], environment: now)
+        #expect(copy.status == 0, "\(copy)")
+        #expect(copy.stderr.contains("migrate: copying into the new model") && copy.stderr.contains("100%"), "\(copy)")
+    }
+
     @Test func badArgumentsAreUsageErrors() throws {
         let scratch = try ToolScratch()
         let store = scratch.path + "/store"
