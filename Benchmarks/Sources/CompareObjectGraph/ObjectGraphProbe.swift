@@ -189,13 +189,40 @@ public struct ObjectGraphProbe {
 
     /// The constraint phase (see ``Phase/constraint``).
     private func constraint() throws -> Work {
+        let (url, customers) = try migrationStore(model: try ShopModel.make())
+        let (orders, milliseconds) = try openMigrating(url, model: try ShopModel.make(labelUnique: true))
+        print("constraint: \(milliseconds) ms, \(customers) customers, \(orders) orders")
+        return Work(operations: customers, rows: orders)
+    }
+
+    /// The split phase (see ``Phase/split``).
+    private func split() throws -> Work {
+        let before = try ShopModel.make(refunds: true)
+        let (url, customers) = try migrationStore(model: before)
+        let refunds = max(1, customers * Shop.ordersPerCustomer / 10)
+        try ShopModel.insertRefunds(refunds, model: before, at: url)
+        let (orders, milliseconds) = try openMigrating(url, model: try ShopModel.make(refundsApart: true))
+        print("split: \(milliseconds) ms, \(refunds) refunds moved, \(orders) orders")
+        return Work(operations: refunds, rows: orders + refunds)
+    }
+
+    /// A closed StrataStore of `model` holding the graph's customers and their orders, saved
+    /// in saves of `--per-save` rows (10,000 by default): its URL and its customers.
+    private func migrationStore(model: ManagedObjectModel) throws -> (url: URL, customers: Int) {
         let url = URL(fileURLWithPath: directory + "/strata")
         let customers = max(1, objects / Shop.objectsPerCustomer)
-        let built = try StrataShop(path: url.path, model: try ShopModel.make(), durability: "normal")
+        let built = try StrataShop(path: url.path, model: model, durability: "normal")
         try built.insertInSaves(
             ShopData.customers(0..<customers, seed: 42), perSave: max(1, (perSave ?? 10_000) / Shop.objectsPerCustomer), resetting: true)
         try built.close()
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: try ShopModel.make(labelUnique: true))
+        return (url, customers)
+    }
+
+    /// Adds the store at `url` under `model` with the migration options and counts its orders,
+    /// inside `probePhase`; then removes it (the close writes the log out: not counted, as in
+    /// the comparison). The count, and the milliseconds the add and the count took.
+    private func openMigrating(_ url: URL, model: ManagedObjectModel) throws -> (orders: Int, milliseconds: Int) {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         var store: PersistentStore?
         var orders = 0
         let start = ContinuousClock.now
@@ -209,38 +236,7 @@ public struct ObjectGraphProbe {
         }
         let elapsed = (ContinuousClock.now - start).components
         if let store { try coordinator.remove(store) }
-        print("constraint: \(Int((Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15).rounded())) ms, \(customers) customers, \(orders) orders")
-        return Work(operations: customers, rows: orders)
-    }
-
-    /// The split phase (see ``Phase/split``).
-    private func split() throws -> Work {
-        let url = URL(fileURLWithPath: directory + "/strata")
-        let customers = max(1, objects / Shop.objectsPerCustomer)
-        let before = try ShopModel.make(refunds: true)
-        let built = try StrataShop(path: url.path, model: before, durability: "normal")
-        try built.insertInSaves(
-            ShopData.customers(0..<customers, seed: 42), perSave: max(1, (perSave ?? 10_000) / Shop.objectsPerCustomer), resetting: true)
-        try built.close()
-        let refunds = max(1, customers * Shop.ordersPerCustomer / 10)
-        try ShopModel.insertRefunds(refunds, model: before, at: url)
-        let after = try ShopModel.make(refundsApart: true)
-        var orders = 0
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: after)
-        var store: PersistentStore?
-        let start = ContinuousClock.now
-        try probePhase {
-            store = try coordinator.addPersistentStore(type: .strata, at: url, options: [
-                StrataStore.durabilityOption: .string("normal"),
-                PersistentStore.migratePersistentStoresAutomaticallyOption: .bool(true),
-                PersistentStore.inferMappingModelAutomaticallyOption: .bool(true),
-            ])
-            orders = try ManagedObjectContext(persistentStoreCoordinator: coordinator).count(for: FetchRequest(entityName: "Order"))
-        }
-        let elapsed = (ContinuousClock.now - start).components
-        if let store { try coordinator.remove(store) }  // (the close writes the log out: not counted, as in the comparison)
-        print("split: \(Int((Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15).rounded())) ms, \(refunds) refunds moved, \(orders) orders")
-        return Work(operations: refunds, rows: orders + refunds)
+        return (orders, Int((Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15).rounded()))
     }
 
     /// Heap bytes per registered object and per fetched row, printed; the objects stay alive

@@ -234,7 +234,7 @@ struct PendingChanges {
         let ordinal = property.ordinal
         if ordinal >= slots.count {
             guard value != nil else { return }
-            slots.append(contentsOf: repeatElement(nil, count: ordinal + 1 - slots.count))
+            reserve(ordinal + 1)
         }
         let had = slots[ordinal] != nil
         if let value {
@@ -257,7 +257,7 @@ struct PendingChanges {
     /// journals what changes (``MemberJournal``).
     mutating func setBase(_ ids: [ManagedObjectID], of relationship: RelationshipDescription, baseVersion: UInt64) {
         let ordinal = relationship.ordinal
-        if ordinal >= slots.count { slots.append(contentsOf: repeatElement(nil, count: ordinal + 1 - slots.count)) }
+        reserve(ordinal + 1)
         if slots[ordinal] == nil { count += 1 }
         slots[ordinal] = .members(ObjectIDList(base: ids, ordered: relationship.isOrdered, baseVersion: baseVersion))
     }
@@ -273,7 +273,7 @@ struct PendingChanges {
     /// already have a pending value. Returns what `body` returns.
     mutating func updateMembers(of relationship: RelationshipDescription, _ body: (inout ObjectIDList) -> Bool) -> Bool {
         let ordinal = relationship.ordinal
-        if ordinal >= slots.count { slots.append(contentsOf: repeatElement(nil, count: ordinal + 1 - slots.count)) }
+        reserve(ordinal + 1)
         // Taking the list out of its slot leaves it uniquely referenced, so `body` mutates
         // it without copying.
         var list: ObjectIDList

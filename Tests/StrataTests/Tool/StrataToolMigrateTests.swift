@@ -16,6 +16,18 @@ import Testing
         try JSONEncoder().encode(file).write(to: URL(fileURLWithPath: path))
     }
 
+    /// Version 1 (with or without `isbn`) and a required `Author.bookCount` without a default:
+    /// a change inference refuses, which `--set` can fill.
+    static func withBookCount(isbn: Bool) throws -> ModelFile {
+        var file = ModelFile(model: try CopyMigrationTests.withoutTags(isbn: isbn))
+        let author = try #require(file.entities.firstIndex { $0.name == "Author" })
+        var count = ModelFile.Property(name: "bookCount", kind: "attribute")
+        count.type = "integer32"
+        count.optional = false
+        file.entities[author].properties.append(count)
+        return file
+    }
+
     @Test func theExportedModelIsTheStoresAndMigratesBack() throws {
         let scratch = try ToolScratch()
         let store = scratch.path + "/store"
@@ -62,12 +74,7 @@ import Testing
         let scratch = try ToolScratch()
         let store = scratch.path + "/store"
         try Self.store(at: store)
-        var file = ModelFile(model: try CopyMigrationTests.withoutTags(isbn: false))
-        let author = try #require(file.entities.firstIndex { $0.name == "Author" })
-        var count = ModelFile.Property(name: "bookCount", kind: "attribute")
-        count.type = "integer32"
-        count.optional = false
-        file.entities[author].properties.append(count)
+        let file = try Self.withBookCount(isbn: false)
         try Self.write(file, to: scratch.path + "/v2.json")
         let before = try FileManager.default.contentsOfDirectory(atPath: store).sorted()
 
@@ -108,12 +115,7 @@ import Testing
         #expect(layoutLines.contains { $0.contains("Book") && $0.contains("(model version 1 back, read upgraded)") }, "\(inspect)")
 
         // A copy (a value no inference gives) names its own phase.
-        var file = ModelFile(model: try CopyMigrationTests.withoutTags(isbn: true))
-        let author = try #require(file.entities.firstIndex { $0.name == "Author" })
-        var count = ModelFile.Property(name: "bookCount", kind: "attribute")
-        count.type = "integer32"
-        count.optional = false
-        file.entities[author].properties.append(count)
+        let file = try Self.withBookCount(isbn: true)
         try Self.write(file, to: scratch.path + "/v3.json")
         let copy = try scratch.run(["migrate", store, "--to", scratch.path + "/v3.json", "--set", "Author.bookCount=books.@count"], environment: now)
         #expect(copy.status == 0, "\(copy)")
