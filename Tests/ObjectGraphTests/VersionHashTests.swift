@@ -44,6 +44,36 @@ import Testing
         #expect(renamed.isConfiguration(withName: nil, compatibleWithStoreMetadata: Self.metadata(of: base)))
     }
 
+    // Core Data: an entity's uniqueness constraints "form part of the entity's version hash".
+    // Its own constraints enter it, names and order as declared; an entity without any keeps
+    // the hash it had, and a subentity's hash does not follow its superentity's constraints.
+    @Test func uniquenessConstraintsEnterTheVersionHash() throws {
+        func hashes(_ constraints: [[String]]) throws -> [String: Data] {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "Item", properties: [.attribute("code", .string), .attribute("shelf", .integer64)], uniquenessConstraints: constraints),
+                EntityDescription(name: "Part", superentity: "Item", properties: [.attribute("size", .integer16)]),
+                EntityDescription(name: "Bin", properties: [.attribute("label", .string)]),
+            ]).entityVersionHashesByName
+        }
+        let none = try hashes([]), code = try hashes([["code"]]), pair = try hashes([["code", "shelf"]])
+        #expect(none["Item"] != code["Item"] && code["Item"] != pair["Item"] && none["Item"] != pair["Item"])
+        #expect(try hashes([["shelf", "code"]])["Item"] != pair["Item"], "a constraint's names in their order")
+        #expect(try hashes([["code"], ["shelf"]])["Item"] != pair["Item"], "two constraints are not one of two names")
+        #expect(try hashes([["code"]]) == code, "the same constraint, the same hash")
+        #expect(none["Bin"] == code["Bin"] && none["Part"] == code["Part"])
+        let unconstrained = try model()
+        let constrained = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Book", properties: [
+                .attribute("title", .string), .attribute("note", .string), .toOne("shelf", "Shelf", inverse: "books"),
+            ], uniquenessConstraints: [["title"]]),
+            EntityDescription(name: "Shelf", properties: [.toMany("books", "Book", inverse: "shelf")]),
+        ])
+        #expect(!constrained.isConfiguration(withName: nil, compatibleWithStoreMetadata: Self.metadata(of: unconstrained)))
+        #expect(constrained.differences(fromStoreModel: unconstrained).map(\.description) == [
+            "entity Book: uniqueness constraints none in the store, (title) in the model",
+        ])
+    }
+
     /// A store saved with one model refuses a model whose modifier marks a property changed.
     @Test(arguments: conflictDetectingStoreFixtures)
     func aStoreRefusesAModelWhoseModifierChanged(fixture: any StoreFixture) throws {

@@ -130,29 +130,40 @@ import Testing
         try LightweightMigrationTests.close(again)
     }
 
-    // A uniqueness constraint is checked through its entries ([SAVE-4]): they are built before
-    // the load returns.
-    @Test func aConstraintsEntriesAreBuiltBeforeTheLoadReturns() throws {
-        let temporary = try Self.store(count: 200)
-        let coordinator = try temporary.coordinator(model: Self.model(indexed: false, constrained: true))
+    // A uniqueness constraint is checked through its entries ([SAVE-4]): the migration that
+    // adds it builds them in the background, and a save that checks the constraint waits for
+    // the build, so it sees every row (here the duplicate is among the last rows built).
+    @Test func aSaveCheckingANewConstraintWaitsForItsEntries() throws {
+        let temporary = try Self.store(count: 3_000)
+        var options = LightweightMigrationTests.migrating
+        options[StrataStore.indexBuildBatchOption] = .int64(10)
+        let coordinator = try temporary.coordinator(model: Self.model(indexed: false, constrained: true), options: options)
         let store = try #require(coordinator.persistentStores.first as? StrataStore)
-        #expect(store.indexBuildProgress == nil)
-        #expect(try Self.entries(store) == 200)
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         let duplicate = try context.insertNewObject(forEntityName: "Item")
-        try duplicate.setValue("c7", forKey: "code")
-        #expect(throws: ObjectGraphError.self) { try context.save() }
+        try duplicate.setValue("c2999", forKey: "code")
+        let error = try #require(throws: ObjectGraphError.self) { try context.save() }
+        #expect(error.code == .constraintConflict)
+        #expect(store.indexBuildProgress == nil, "the save waited for the build")
+        #expect(try Self.entries(store) == 3_000)
+        context.rollback()
+        // A save that checks nothing is not held up, and a fresh value goes through.
+        let fresh = try context.insertNewObject(forEntityName: "Item")
+        try fresh.setValue("new", forKey: "code")
+        try context.save()
+        try LightweightMigrationTests.expectClean(coordinator)
         try LightweightMigrationTests.close(coordinator)
     }
 
-    // Only the constrained attribute's entries are built by the load, and only its hierarchy's
-    // rows read: an index added with it is built in the background; the record claims what
-    // exists at each step.
-    @Test func aConstraintAddedWithAnIndexBuildsOnlyItsEntriesBeforeTheLoadReturns() throws {
+    // With the build deferred, only the constrained attribute's entries are built by the load
+    // (saves check the constraint through them), and only its hierarchy's rows read: an index
+    // added with it is left to a later load; the record claims what exists at each step.
+    @Test func aDeferredBuildStillBuildsAConstraintsEntriesBeforeTheLoadReturns() throws {
         let temporary = try Self.store(count: 300)
+        var options = LightweightMigrationTests.migrating
+        options[StrataStore.indexBuildOption] = .string("deferred")
         let coordinator = try temporary.coordinator(
-            model: Self.model(indexed: false, constrained: true, rankIndexed: true),
-            options: [StrataStore.indexBuildOption: .string("deferred")])
+            model: Self.model(indexed: false, constrained: true, rankIndexed: true), options: options)
         let store = try #require(coordinator.persistentStores.first as? StrataStore)
         #expect(try Self.entries(store) == 300)
         let rank = IndexKey.prefix(root: "Item", attribute: "rank")

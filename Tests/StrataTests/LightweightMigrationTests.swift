@@ -175,6 +175,54 @@ struct LibraryModel {
         ("a to-one made to-many", LibraryModel(), LibraryModel(authorToMany: true), version1Books),
     ]
 
+    // A uniqueness constraint added over values two objects share fails the migration on every
+    // store type, as Core Data's does (NSMigrationError, 134110: "constraint violation during
+    // attempted migration"), and leaves the store as it was: every file byte for byte, and the
+    // old model opens it with both objects.
+    @Test(arguments: [PersistentStore.StoreType.strata, .binary])
+    func aConstraintOverSharedValuesFailsTheMigrationAndChangesNothing(type: PersistentStore.StoreType) throws {
+        let (directory, url) = try Self.libraryFile(type)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        do {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
+            try coordinator.addPersistentStore(type: type, at: url)
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            try context.insertNewObject(forEntityName: "Author").setValue("Lem", forKey: "name")
+            try context.save()
+            try Self.close(coordinator)
+        }
+        func files() throws -> [String: Data] {
+            var contents: [String: Data] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+                let path = directory.appendingPathComponent(name)
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: path.path, isDirectory: &isDirectory), isDirectory.boolValue {
+                    for inner in try FileManager.default.contentsOfDirectory(atPath: path.path) {
+                        contents[name + "/" + inner] = try Data(contentsOf: path.appendingPathComponent(inner))
+                    }
+                } else {
+                    contents[name] = try Data(contentsOf: path)
+                }
+            }
+            return contents
+        }
+        let before = try files()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try LibraryModel(authorNameUnique: true).make())
+        let error = try #require(throws: ObjectGraphError.self) { try coordinator.addPersistentStore(type: type, at: url, options: Self.migrating) }
+        #expect(error.code == .migrationFailed && error.code.cocoaErrorCode == 134110, "\(error)")
+        #expect(error.message.contains("onstraint violation during attempted migration"), "\(error.message)")
+        #expect(error.entityName == "Author" && error.key == "name", "\(error)")
+        #expect(coordinator.persistentStores.isEmpty)
+        #expect(try files() == before, "nothing was written")
+        let old = PersistentStoreCoordinator(managedObjectModel: try LibraryModel().make())
+        try old.addPersistentStore(type: type, at: url)
+        let context = ManagedObjectContext(persistentStoreCoordinator: old)
+        var request = FetchRequest(entityName: "Author")
+        request.predicate = try FetchPredicate(format: "name == 'Lem'")
+        #expect(try context.count(for: request) == 2)
+        try Self.close(old)
+    }
+
     // Issue 17's other lightweight changes on each store type that keeps files: the data
     // written before reads back after, again after reopening, and (StrataStore) after a full
     // compaction rewrote the rows; fsck finds nothing. A new object saved under the new model

@@ -109,6 +109,35 @@ import Testing
         #expect(thrown > 0)
     }
 
+    // [ROW-5] The record keeps each entity's own uniqueness constraints (they enter the
+    // version hash a store is checked against, [OPEN-1]); every damaged variant of such a
+    // record throws or decodes, never traps, and an entity flagged as constrained with no
+    // constraint listed does not decode.
+    @Test func aModelRecordKeepsUniquenessConstraints() throws {
+        let model = try ManagedObjectModel(entities: [
+            EntityDescription(name: "Shelf", properties: [.attribute("label", .string), .attribute("room", .integer32)], uniquenessConstraints: [["label"], ["room", "label"]]),
+            EntityDescription(name: "Corner", superentity: "Shelf", properties: [.attribute("angle", .integer16)], uniquenessConstraints: [["angle"]]),
+            EntityDescription(name: "Book", properties: [.attribute("title", .string)]),
+        ])
+        let bytes = ModelRecord.encode(model)
+        let decoded = try ModelRecord.decode(bytes)
+        #expect(decoded.entityVersionHashesByName == model.entityVersionHashesByName)
+        #expect(decoded.entitiesByName["Shelf"]?.uniquenessConstraints == [["label"], ["room", "label"]])
+        #expect(decoded.entitiesByName["Corner"]?.uniquenessConstraints == [["angle"]])
+        #expect(decoded.entitiesByName["Book"]?.uniquenessConstraints == [])
+        #expect(ModelRecord.encode(decoded) == bytes)
+        for variant in Self.variants(of: bytes) { _ = try? ModelRecord.decode(variant) }
+        // The entity's flags byte follows its name and two empty strings (superentity, modifier).
+        var flagged = ModelRecord.encode(try ManagedObjectModel(entities: [EntityDescription(name: "Book", properties: [.attribute("title", .string)])]))
+        let name = try #require(flagged.indices.first { Array(flagged[$0...].prefix(4)) == Array("Book".utf8) })
+        let flags = name + 6
+        #expect(flagged[flags - 2] == 0 && flagged[flags - 1] == 0 && flagged[flags] == 0)
+        flagged[flags] = 2
+        #expect(throws: ObjectGraphError.self) { try ModelRecord.decode(flagged) }
+        flagged[flags] = 8
+        #expect(throws: ObjectGraphError.self, "an unknown flag") { try ModelRecord.decode(flagged) }
+    }
+
     @Test func damagedModelRecordsThrowOrDecodeWithoutTrapping() throws {
         var thrown = 0
         for bytes in Self.variants(of: ModelRecord.encode(try Self.model())) {

@@ -362,11 +362,12 @@ import Testing
         }
     }
 
-    // [IDX-S1] [SAVE-4] A uniqueness-constrained attribute has index entries, indexed or not:
-    // reopening a store with a model that adds a constraint builds them (the model record then
-    // says so, and the next open rebuilds nothing), and saves look values up in them. Rows that
-    // were duplicates before the constraint stay; a save that adds another duplicate conflicts.
-    @Test func reopeningWithAModelThatAddsAConstraintIndexesTheAttributeAndEnforcesIt() throws {
+    // A uniqueness constraint is part of its entity's version hash (Core Data's): a model that
+    // adds one opens the store only by migration. Over rows that break it, the migration fails
+    // as Core Data's does (NSMigrationError, "constraint violation during attempted
+    // migration") and writes nothing; once the duplicate is gone it migrates, indexes the
+    // attribute and enforces the constraint.
+    @Test func aModelAddingAConstraintMigratesOnlyOverRowsThatKeepIt() throws {
         func model(constrained: Bool) throws -> ManagedObjectModel {
             try ManagedObjectModel(entities: [
                 EntityDescription(name: "Item", properties: [
@@ -375,6 +376,7 @@ import Testing
                 ], uniquenessConstraints: constrained ? [["code"]] : []),
             ])
         }
+        #expect(try model(constrained: true).entitiesByName["Item"]?.versionHash != model(constrained: false).entitiesByName["Item"]?.versionHash)
         let codePrefix = IndexKey.prefix(root: "Item", attribute: "code")
         let temporary = TemporaryStore()
         do {
@@ -383,33 +385,58 @@ import Testing
             for i in 0..<10 {
                 let item = try context.insertNewObject(forEntityName: "Item")
                 try item.setValue(.string("n\(i)"), forKey: "name")
-                try item.setValue(.string(i == 9 ? "c0" : "c\(i)"), forKey: "code")
+                // "Cafe\u{301}" and "Café" are canonically equivalent: the same value.
+                try item.setValue(.string(i == 9 ? "c0" : i == 8 ? "Cafe\u{301}" : i == 7 ? "Café" : "c\(i)"), forKey: "code")
             }
             try context.save()
-            let engine = try #require((coordinator.persistentStores.first as? StrataStore)?.storageEngine)
-            #expect(try engine.snapshot().countKeys(from: codePrefix, to: StrataStore.prefixEnd(codePrefix)) == 0)
             for store in coordinator.persistentStores { try coordinator.remove(store) }
         }
+        func files() throws -> [String: Data] {
+            var contents: [String: Data] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: temporary.url.path) {
+                contents[name] = try Data(contentsOf: temporary.url.appendingPathComponent(name))
+            }
+            return contents
+        }
+        let bare = try #require(throws: ObjectGraphError.self) { try temporary.coordinator(model: model(constrained: true)) }
+        #expect(bare.code == .incompatibleModel && bare.message.contains("uniqueness constraints none in the store, (code) in the model"), "\(bare)")
+        for duplicates in [["c0", "Cafe\u{301}"], ["Cafe\u{301}"]] {
+            let before = try files()
+            let failed = try #require(throws: ObjectGraphError.self) {
+                try temporary.coordinator(model: model(constrained: true), options: LightweightMigrationTests.migrating)
+            }
+            #expect(failed.code == .migrationFailed && failed.code.cocoaErrorCode == 134110, "\(failed)")
+            #expect(failed.entityName == "Item" && failed.key == "code")
+            #expect(failed.message.contains("constraint violation during attempted migration"))
+            #expect(duplicates.contains { failed.message.contains("code = \"\($0.prefix(3))") }, "\(failed.message)")
+            #expect(try files() == before, "nothing was written")
+            // The old model removes one duplicate; the next attempt finds the other.
+            let fixing = try temporary.coordinator(model: model(constrained: false))
+            let context = ManagedObjectContext(persistentStoreCoordinator: fixing)
+            var request = FetchRequest(entityName: "Item")
+            request.predicate = try FetchPredicate(format: "name == %@", duplicates.count == 2 ? "n9" : "n8")
+            for item in try context.fetch(request) { context.delete(item) }
+            try context.save()
+            for store in fixing.persistentStores { try fixing.remove(store) }
+        }
         for pass in 0..<2 {
-            let reopened = try temporary.coordinator(model: model(constrained: true))
-            let engine = try #require((reopened.persistentStores.first as? StrataStore)?.storageEngine)
-            #expect(try engine.snapshot().countKeys(from: codePrefix, to: StrataStore.prefixEnd(codePrefix)) == 10 + pass, "pass \(pass)")
+            let reopened = try temporary.coordinator(model: model(constrained: true), options: pass == 0 ? LightweightMigrationTests.migrating : [:])
+            let store = try #require(reopened.persistentStores.first as? StrataStore)
+            try store.waitForIndexBuild()
+            let engine = try #require(store.storageEngine)
+            #expect(try engine.snapshot().countKeys(from: codePrefix, to: StrataStore.prefixEnd(codePrefix)) == 8 + pass, "pass \(pass)")
             #expect(try StrataStore.indexesAreCurrent(for: model(constrained: true), in: engine.snapshot()))
             let context = ManagedObjectContext(persistentStoreCoordinator: reopened)
-            for code in ["c5", "c0"] {
+            for code in ["c5", "c0", "Café"] {
                 let duplicate = try context.insertNewObject(forEntityName: "Item")
                 try duplicate.setValue(.string(code), forKey: "code")
                 let error = try #require(throws: ObjectGraphError.self) { try context.save() }
                 #expect(error.code == .constraintConflict)
-                #expect(try error.constraintConflicts.first?.databaseObject?.value(forKey: "code") == .string(code))
                 context.rollback()
             }
             let fresh = try context.insertNewObject(forEntityName: "Item")
             try fresh.setValue(.string("new\(pass)"), forKey: "code")
             try context.save()
-            var request = FetchRequest(entityName: "Item")
-            request.predicate = try FetchPredicate(format: "code == 'c0'")
-            #expect(try context.fetch(request).count == 2, "the index serves the fetch and finds both old duplicates")
             let report = try ObjectChecker.check(engine: engine, repair: false)
             #expect(report.problems.isEmpty, "\(report.problems)")
             for store in reopened.persistentStores { try reopened.remove(store) }

@@ -51,8 +51,10 @@ public final class MigrationManager {
     ///
     /// - Throws: ``ObjectGraphError/Code/migrationFailed`` naming the entity and property
     ///   whose value does not fit the destination (a mapping that names a property the source
-    ///   entity lacks, an expression whose value has another type), or when the destination
-    ///   already holds objects; the stores' own errors. The destination is then left as far as
+    ///   entity lacks, an expression whose value has another type), when copies break a
+    ///   uniqueness constraint of the destination model (the conflict in its
+    ///   ``ObjectGraphError/detailedErrors``), or when the destination already holds objects;
+    ///   the stores' own errors. The destination is then left as far as
     ///   it got: destroy it (``PersistentStoreCoordinator/destroyPersistentStore(at:type:options:)``).
     public func migrateStore(
         from sourceURL: URL, type sourceType: PersistentStore.StoreType, options sourceOptions: [String: AttributeValue] = [:],
@@ -128,7 +130,7 @@ public final class MigrationManager {
                 if let customizeObject {
                     for (object, (_, copy)) in zip(objects, made) { try customizeObject(object, copy) }
                 }
-                try destination.save()
+                try Self.save(destination)
                 destination.reset()
                 source.reset()
                 advance(chunk.count)
@@ -172,7 +174,7 @@ public final class MigrationManager {
                         }
                     }
                 }
-                try destination.save()
+                try Self.save(destination)
                 destination.reset()
                 source.reset()
                 advance(chunk.count)
@@ -251,6 +253,23 @@ public final class MigrationManager {
     }
 
     /// The objects of `ids` (all of `entity`), fetched together.
+    /// Saves a batch of copies. A uniqueness constraint the copies break (a constraint the
+    /// destination model adds over values the source store holds twice) fails the migration
+    /// as Core Data's does ("constraint violation during attempted migration").
+    private static func save(_ destination: ManagedObjectContext) throws {
+        do {
+            try destination.save()
+        } catch let error as ObjectGraphError where error.code == .constraintConflict {
+            let conflict = error.constraintConflicts.first
+            let entity = conflict?.databaseObjectID?.entity.name ?? conflict?.conflictingObjects.first?.entity.name ?? error.entityName
+            let names = conflict?.constraint ?? []
+            throw ObjectGraphError(
+                .migrationFailed,
+                "Constraint violation during attempted migration: the destination model's uniqueness constraint (\(names.joined(separator: ", "))) is broken by objects the source store holds (\(error.message)). The source store is unchanged; remove or change the duplicates with its model first (or migrate with a custom stage that does).",
+                entityName: entity, key: names.first, detailedErrors: [error])
+        }
+    }
+
     private static func objects(_ ids: [ManagedObjectID], of entity: String, in context: ManagedObjectContext) throws -> [ManagedObject] {
         var request = FetchRequest(entityName: entity)
         request.includesSubentities = false

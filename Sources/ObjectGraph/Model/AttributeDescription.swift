@@ -22,7 +22,12 @@ public final class AttributeDescription: PropertyDescription, @unchecked Sendabl
     @exclusivity(unchecked) package internal(set) var isConstrained = false
     /// Whether stores keep index entries for the attribute: it is indexed, or a uniqueness
     /// constraint names it (a save looks its values up).
-    package var hasIndexEntries: Bool { isIndexed || isConstrained }
+    package var hasIndexEntries: Bool { isIndexed || (isConstrained && !entriesFollowIndexing) }
+    /// Whether ``hasIndexEntries`` is ``PropertyDescription/isIndexed`` alone: set on the
+    /// attributes of a model a store decodes from its own record of what it holds, where an
+    /// attribute is marked indexed exactly when the store has its entries (a constrained
+    /// attribute whose entries are still to be built has none).
+    @exclusivity(unchecked) package var entriesFollowIndexing = false
 
     /// Creates an attribute.
     public init(

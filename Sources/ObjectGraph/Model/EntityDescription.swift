@@ -72,8 +72,16 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     @exclusivity(unchecked) public internal(set) var attributesByName: [String: AttributeDescription] = [:]
     /// The relationships among ``properties``, by name.
     @exclusivity(unchecked) public internal(set) var relationshipsByName: [String: RelationshipDescription] = [:]
-    /// A digest of the entity's stored shape: it changes when a stored property changes.
+    /// A digest of what the entity's stores hold (Core Data's `versionHash`): it changes when
+    /// the entity's name, superentity or abstractness, a stored property, the entity's own
+    /// ``uniquenessConstraints`` or its ``versionHashModifier`` changes. Stores record it in
+    /// their metadata; a model whose hashes differ from a store's opens it only by migration.
     @exclusivity(unchecked) public internal(set) var versionHash = Data()
+    /// A digest of the stored form of the entity's objects alone: ``versionHash`` without the
+    /// uniqueness constraints, which change what a store checks, not what its rows hold. Row
+    /// layouts are named after it ([ROW-1]), so that a constraint added or removed rewrites no
+    /// row.
+    @exclusivity(unchecked) package internal(set) var storageHash = Data()
 
     // Layout, computed once when the model is created: values travel by ordinal (a
     // property's index in ``properties``), never by name, below the API boundary.

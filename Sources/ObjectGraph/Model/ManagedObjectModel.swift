@@ -95,7 +95,9 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         if !problems.isEmpty { throw Self.invalid(problems) }
         var hashes: [String: Data] = [:]
         for entity in entities {
-            entity.versionHash = VersionHash.digest(of: Self.versionText(of: entity))
+            entity.storageHash = VersionHash.digest(of: Self.versionText(of: entity))
+            entity.versionHash = entity.uniquenessConstraints.isEmpty
+                ? entity.storageHash : VersionHash.digest(of: Self.versionText(of: entity) + Self.constraintText(of: entity))
             hashes[entity.name] = entity.versionHash
             for property in entity.ownProperties { property.versionHash = VersionHash.digest(of: property.versionHashText) }
         }
@@ -336,6 +338,14 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         }
         relationship.inverseLink = inverse
         if inverse.inverseName == nil { inverse.inverseLink = relationship }
+    }
+
+    /// What the entity's own uniqueness constraints add to its version hash (Core Data: they
+    /// "form part of the entity's version hash"): each constraint's names in order, the
+    /// constraints in their order. Empty constraints add nothing, so that an entity without
+    /// any keeps the hash it had before constraints entered it.
+    private static func constraintText(of entity: EntityDescription) -> String {
+        "|unique:" + entity.uniquenessConstraints.map { $0.joined(separator: ",") }.joined(separator: ";")
     }
 
     private static func versionText(of entity: EntityDescription) -> String {

@@ -2,9 +2,9 @@ import Foundation
 
 /// One way the model a store was saved with differs from the model that opens it, in what
 /// entity version hashes cover (``EntityDescription/versionHash``): which entities there are,
-/// their superentity and abstractness, and their stored properties' names, kinds,
-/// optionality, attribute types and relationships' destinations, inverses, to-many and
-/// ordered flags. Indexing, default values, validation rules, delete rules, relationship
+/// their superentity, abstractness and uniqueness constraints, and their stored properties'
+/// names, kinds, optionality, attribute types and relationships' destinations, inverses,
+/// to-many and ordered flags. Indexing, default values, validation rules, delete rules, relationship
 /// counts, classes and transient properties are not differences: they do not change what a
 /// store holds.
 ///
@@ -61,6 +61,14 @@ extension ManagedObjectModel {
                 found.append(ModelDifference(
                     entityName: name,
                     description: "entity \(name): \(old.isAbstract ? "abstract" : "concrete") in the store, \(entity.isAbstract ? "abstract" : "concrete") in the model"))
+            }
+            if old.uniquenessConstraints != entity.uniquenessConstraints {
+                func text(_ constraints: [[String]]) -> String {
+                    constraints.isEmpty ? "none" : constraints.map { "(" + $0.joined(separator: ", ") + ")" }.joined(separator: ", ")
+                }
+                found.append(ModelDifference(
+                    entityName: name,
+                    description: "entity \(name): uniqueness constraints \(text(old.uniquenessConstraints)) in the store, \(text(entity.uniquenessConstraints)) in the model"))
             }
             let lines = propertyLines[name] ?? [:]
             // A change the superentity declares (the same property, the same way) is its own.

@@ -62,7 +62,15 @@ extension ModelRecord {
             writer.string(entity.name)
             writer.string(entity.superentityName ?? "")
             writer.string(entity.versionHashModifier ?? "")
-            writer.u8(entity.isAbstract ? 1 : 0)
+            // Bit 2: the entity declares uniqueness constraints, listed next.
+            writer.u8((entity.isAbstract ? 1 : 0) | (entity.uniquenessConstraints.isEmpty ? 0 : 2))
+            if !entity.uniquenessConstraints.isEmpty {
+                writer.varint(UInt64(entity.uniquenessConstraints.count))
+                for names in entity.uniquenessConstraints {
+                    writer.varint(UInt64(names.count))
+                    for name in names { writer.string(name) }
+                }
+            }
             writer.varint(UInt64(entity.ownProperties.count))
             for property in entity.ownProperties {
                 writer.string(property.name)
@@ -270,7 +278,21 @@ extension ModelRecord {
             let name = try reader.string()
             let superentity = try reader.string()
             let entityModifier = numbered ? try reader.string() : ""
-            let isAbstract = try reader.u8() & 1 != 0
+            let entityFlags = try reader.u8()
+            guard entityFlags & ~3 == 0, numbered || entityFlags & 2 == 0 else { throw reader.fail("flags \(entityFlags) of entity \(name)") }
+            let isAbstract = entityFlags & 1 != 0
+            var constraints: [[String]] = []
+            if entityFlags & 2 != 0 {
+                let count = try reader.varint()
+                guard count > 0, count <= UInt64(bytes.count) else { throw reader.fail("constraint count \(count) of entity \(name)") }
+                for _ in 0..<count {
+                    let names = try reader.varint()
+                    guard names > 0, names <= UInt64(bytes.count) else { throw reader.fail("constraint of \(names) attributes of entity \(name)") }
+                    var constraint: [String] = []
+                    for _ in 0..<names { constraint.append(try reader.string()) }
+                    constraints.append(constraint)
+                }
+            }
             let propertyCount = try reader.varint()
             guard propertyCount <= UInt64(bytes.count) else { throw reader.fail("property count \(propertyCount)") }
             var properties: [PropertyDescription] = []
@@ -284,9 +306,12 @@ extension ModelRecord {
                 case 0:
                     let typeName = try reader.string()
                     guard let type = AttributeType(rawValue: typeName) else { throw reader.fail("attribute type \"\(typeName)\"") }
-                    properties.append(AttributeDescription(
+                    let attribute = AttributeDescription(
                         name: propertyName, type: type, isOptional: optional, isTransient: transient, isIndexed: indexed,
-                        versionHashModifier: modifier.isEmpty ? nil : modifier))
+                        versionHashModifier: modifier.isEmpty ? nil : modifier)
+                    // Bit 4 says whether the store holds the entries, constrained or not.
+                    attribute.entriesFollowIndexing = true
+                    properties.append(attribute)
                 case 1:
                     let destination = try reader.string()
                     let inverse = try reader.string()
@@ -336,7 +361,7 @@ extension ModelRecord {
             guard numbers[name] == nil else { throw reader.fail("entity \(name) appears twice") }
             entities.append(EntityDescription(
                 name: name, superentity: superentity.isEmpty ? nil : superentity, isAbstract: isAbstract, properties: properties,
-                versionHashModifier: entityModifier.isEmpty ? nil : entityModifier))
+                uniquenessConstraints: constraints, versionHashModifier: entityModifier.isEmpty ? nil : entityModifier))
             numbers[name] = UInt16(truncatingIfNeeded: number)
             layouts[name] = UInt32(truncatingIfNeeded: layout)
         }

@@ -19,8 +19,10 @@ import ObjectGraph
 ///             rows of a removed entity (by number) in it, with every key naming them
 /// version  := count varint | entity × count                      (entities in name order)
 /// entity   := number varint | layout varint | name string | superentity string | modifier string
-///             | flags u8 (1 abstract) | count varint | property × count
+///             | flags u8 (1 abstract, 2 constrained) | (flag 2) count varint | constraint × count
+///             | count varint | property × count
 ///             | count varint | upgrade × count                   (none in the current version)
+/// constraint := count varint | attribute string × count        (a uniqueness constraint, as declared)
 /// upgrade  := target string | kind u8 | payload                  (how old rows read a current field)
 ///             kind 0 field:       source string | fallback value [ROW-2]
 ///             kind 1 list of one: source string
@@ -325,7 +327,7 @@ struct ModelRecord: Equatable {
         for entity in model.entities {
             guard let number = numbers[entity.name], let before = currentOfNumber[number], var id = layoutIDs[entity.name] else { continue }
             let currentID = current.layoutIDs[before.name]
-            if before.versionHash == entity.versionHash, let currentID { id = currentID }
+            if before.storageHash == entity.storageHash, let currentID { id = currentID }
             let mapping = destinationOfNumber[number]?.mapping
             let narrowed = Self.fieldProperties(of: entity).contains { property in
                 guard let source = mapping?.propertyMapping(named: property.name)?.sourcePropertyName,

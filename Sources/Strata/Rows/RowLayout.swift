@@ -86,7 +86,7 @@ final class RowLayout: Sendable {
     /// its version hash, big-endian ([ROW-1]).
     static func layoutID(of entity: EntityDescription) -> UInt32 {
         var id: UInt32 = 0
-        for byte in entity.versionHash.prefix(4) { id = id << 8 | UInt32(byte) }
+        for byte in entity.storageHash.prefix(4) { id = id << 8 | UInt32(byte) }
         return id
     }
 

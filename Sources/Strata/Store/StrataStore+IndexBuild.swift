@@ -23,9 +23,10 @@ extension StrataStore {
         /// Per hierarchy key space ([KEY-2]), the attributes whose entries are built.
         let builds: [(root: String, attributes: [String])]
         /// [SAVE-4] Per key space, the uniqueness-constrained attributes whose entries are
-        /// built: saves check constraints through them, so the load builds them before it
-        /// returns (``buildConstrainedEntries(_:shared:layout:batchRows:)``), not the
-        /// background.
+        /// built: saves check constraints through them, so a deferred build has the load
+        /// build them before it returns (``buildConstrainedEntries(_:shared:layout:batchRows:)``);
+        /// a background one builds them with the rest (``constrainedInBackground()``) while
+        /// saves that check a constraint wait for it.
         var constrained: [(root: String, attributes: [String])] = []
         /// The constrained attributes built, as `Entity.attribute`.
         var constrainedNames: Set<String> = []
@@ -46,6 +47,18 @@ extension StrataStore {
 
         /// Whether nothing is left for the background once the constrained entries are built.
         var isEmptyButConstrained: Bool { builds.isEmpty && drops.isEmpty && pendingKeySpaces.isEmpty && !retiredRows && !disclaims }
+
+        /// This build with its constrained attributes built in the background with the others
+        /// (each key space's attributes in one pass); ``constrainedNames`` still names them.
+        func constrainedInBackground() -> IndexBuild {
+            var attributes: [String: Set<String>] = [:]
+            for (root, names) in builds + constrained { attributes[root, default: []].formUnion(names) }
+            var merged = IndexBuild(
+                builds: attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) },
+                drops: drops, existing: existing, disclaims: disclaims, pendingKeySpaces: pendingKeySpaces, retiredRows: retiredRows)
+            merged.constrainedNames = constrainedNames
+            return merged
+        }
     }
 
     /// A build in progress: its completion, its cancellation, its progress and its error.
@@ -59,10 +72,14 @@ extension StrataStore {
         let failure = Locked<(any Error)?>(nil)
         /// Whether the load deferred the build (``indexBuildOption`` `"deferred"`): it never runs.
         let deferred: Bool
+        /// [SAVE-4] Whether it builds entries of uniqueness-constrained attributes: a save that
+        /// checks a constraint waits for it (``waitForConstraintEntries()``).
+        let checksConstraints: Bool
 
-        init(rowsTotal: Int, deferred: Bool = false) {
+        init(rowsTotal: Int, deferred: Bool = false, checksConstraints: Bool = false) {
             self.rowsTotal = rowsTotal
             self.deferred = deferred
+            self.checksConstraints = checksConstraints
         }
     }
 
@@ -161,8 +178,10 @@ extension StrataStore {
     /// and saves write the model record with the entries that exist, until it completes.
     /// With `deferred`, the store is left as during a build that has not started, and no
     /// build runs.
-    func startIndexBuild(_ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, rowsTotal: Int, deferred: Bool = false) {
-        let task = IndexBuildTask(rowsTotal: rowsTotal, deferred: deferred)
+    func startIndexBuild(
+        _ build: IndexBuild, shared: SharedEngine, layout: StoreLayout, rowsTotal: Int, checksConstraints: Bool = false, deferred: Bool = false
+    ) {
+        let task = IndexBuildTask(rowsTotal: rowsTotal, deferred: deferred, checksConstraints: checksConstraints)
         let batchRows = indexBuildBatchRows
         state.withLock {
             $0.indexBuild = task
@@ -404,6 +423,24 @@ extension StrataStore {
         }
         task.done.wait()
         if let failure = task.failure.withLock({ $0 }) { throw failure }
+    }
+
+    /// [SAVE-4] Before a save that checks uniqueness constraints: waits for a background build
+    /// that writes entries of constrained attributes (the check looks values up in them), so
+    /// the save is checked against every row. Returns at once when none runs.
+    ///
+    /// - Throws: `ObjectGraphError/Code/storeIOFailed` when the build failed: the entries are
+    ///   incomplete and the save, which could duplicate a row it cannot see, writes nothing.
+    func waitForConstraintEntries() throws {
+        guard indexBuildRunning.load(ordering: .relaxed), let task = state.withLock({ $0.indexBuild }), task.checksConstraints, !task.deferred else {
+            return
+        }
+        task.done.wait()
+        if let failure = task.failure.withLock({ $0 }) {
+            throw ObjectGraphError(
+                .storeIOFailed,
+                "The StrataStore at \(url?.path ?? "?") could not build the index entries its uniqueness constraints are checked through (\(failure)), so the save was not checked and nothing was written. Add the store again to build them.")
+        }
     }
 
     /// Stops a background build and waits for its batch in progress (before the engine closes).

@@ -55,7 +55,7 @@ extension StrataStore {
 
     /// [META-3] How the rows' headers disagree with `model`: a row's entity number must name an
     /// entity of the model ([ROW-1], numbers by name order) whose hierarchy is the row's key
-    /// space ([KEY-2]) and whose layout (the first bytes of its version hash) is the row's.
+    /// space ([KEY-2]) and whose layout (the first bytes of its storage hash) is the row's.
     /// One difference per kind of row; empty when every row fits.
     static func rowDifferences(of model: ManagedObjectModel, survey: StoreSurvey) throws -> [ModelDifference] {
         guard !survey.rows.isEmpty else { return [] }

@@ -598,6 +598,7 @@ extension StrataStore {
                 snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             }
             var plan = try planLightweightMigration(from: record, to: model, in: snapshot, url: url)
+            try refuseBrokenNewConstraints(of: plan, from: record, to: model, in: snapshot, url: url)
             var metadata = try Self.record(in: snapshot)
             metadata.metadata = migratedMetadata(metadata.metadata, to: model)
             metadata.rowCounts = migratedCounts(metadata.rowCounts, mapping: plan.mapping)

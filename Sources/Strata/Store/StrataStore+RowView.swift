@@ -628,3 +628,26 @@ protocol StoredRowAccess {
     /// The destinations of the to-many relationship at `ordinal`.
     func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject]
 }
+
+extension StrataStore {
+    /// The views of `snapshot`'s entries from `lower` up to `upper`, each handed to `body`
+    /// until it returns `false` or throws; the first error stops the scan and is thrown (an
+    /// engine error as reading `what`).
+    static func forEachView(
+        in snapshot: Snapshot, from lower: [UInt8], to upper: [UInt8], reading what: String,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        var failure: (any Error)? = nil
+        _ = try mappingEngineErrors(what) { () throws(StoreError) in
+            try snapshot.forEachView(from: lower, to: upper) { key, value in
+                do {
+                    return try body(key, value)
+                } catch {
+                    failure = error
+                    return false
+                }
+            }
+        }
+        if let failure { throw failure }
+    }
+}

@@ -167,6 +167,7 @@ extension StrataStore {
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         // Uniqueness constraints: the values the save gives, looked up under the lock.
         let uniqueness = try UniquenessCheck(request)
+        if !uniqueness.isEmpty { try waitForConstraintEntries() }
         let metadata = self.metadata
 
         // [SAVE-3] The save is built under the lock, on the snapshot seen through the saves

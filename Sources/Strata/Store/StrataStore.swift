@@ -191,10 +191,13 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                 } else {
                     if !repairing, self.options[Self.indexBuildOption]?.stringValue != "synchronous" {
                         backgroundBuild = try Self.plannedIndexBuild(for: model, record: modelRecord, in: snapshot)
-                        // [SAVE-4] Entries of constrained attributes are built now, the rest
-                        // in the background.
+                        // [SAVE-4] Entries of constrained attributes are built in the background
+                        // with the rest (saves that check a constraint wait for the build), or
+                        // now when the build is deferred.
                         if let build = backgroundBuild, !build.constrained.isEmpty, let loadedLayout {
-                            backgroundBuild = try Self.buildConstrainedEntries(build, shared: shared, layout: loadedLayout, batchRows: indexBuildBatchRows)
+                            backgroundBuild = self.options[Self.indexBuildOption]?.stringValue == "deferred"
+                                ? try Self.buildConstrainedEntries(build, shared: shared, layout: loadedLayout, batchRows: indexBuildBatchRows)
+                                : build.constrainedInBackground()
                         }
                     }
                     if backgroundBuild == nil {
@@ -231,6 +234,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
             startIndexBuild(
                 backgroundBuild, shared: shared, layout: loadedLayout,
                 rowsTotal: Self.rowsRead(by: backgroundBuild, counts: record.rowCounts, layout: loadedLayout),
+                checksConstraints: !backgroundBuild.constrainedNames.isEmpty,
                 deferred: self.options[Self.indexBuildOption]?.stringValue == "deferred")
         }
     }
