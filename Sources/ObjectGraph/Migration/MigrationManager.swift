@@ -252,7 +252,6 @@ public final class MigrationManager {
         return converted
     }
 
-    /// The objects of `ids` (all of `entity`), fetched together.
     /// Saves a batch of copies. A uniqueness constraint the copies break (a constraint the
     /// destination model adds over values the source store holds twice) fails the migration
     /// as Core Data's does ("constraint violation during attempted migration").
@@ -270,6 +269,7 @@ public final class MigrationManager {
         }
     }
 
+    /// The objects of `ids` (all of `entity`), fetched together.
     private static func objects(_ ids: [ManagedObjectID], of entity: String, in context: ManagedObjectContext) throws -> [ManagedObject] {
         var request = FetchRequest(entityName: entity)
         request.includesSubentities = false
