@@ -7,8 +7,9 @@ extension PersistentStoreCoordinator {
     /// `migratePersistentStore(_:to:options:type:)`). Use it to move data between store types,
     /// a StrataStore and a binary store for instance.
     ///
-    /// Every attribute and relationship is copied, ordered relationships in order; objects get
-    /// new IDs in the new store. The metadata keys of your own (not the store's UUID, type or
+    /// Every attribute and relationship is copied, ordered relationships in order, in batches
+    /// saved as they go (as ``MigrationManager`` copies: memory holds one batch, not the
+    /// store); objects get new IDs in the new store. The metadata keys of your own (not the store's UUID, type or
     /// model version hashes) are copied too. The new store must be empty; if anything fails,
     /// the coordinator keeps the old store, and what was written at `url` is left there.
     ///
@@ -35,42 +36,11 @@ extension PersistentStoreCoordinator {
                 throw ObjectGraphError(.invalidArgument, "The store at \(url.absoluteString) already holds \(entity.name) objects; migrate into a new store.", entityName: entity.name)
             }
         }
-        // First every object with its attributes, then the relationships (their destinations
-        // all exist by then).
-        var copies: [ManagedObjectID: ManagedObject] = [:]
-        var originals: [ManagedObject] = []
-        for entity in entities {
-            var request = FetchRequest(entityName: entity.name)
-            request.includesSubentities = false
-            request.affectedStores = [store]
-            for object in try source.fetch(request) {
-                let new = try destination.insertNewObject(forEntityName: entity.name)
-                for attribute in entity.attributes where !attribute.isTransient {
-                    try new.setValue(try object.value(forKey: attribute.name), forKey: attribute.name)
-                }
-                copies[object.objectID] = new
-                originals.append(object)
-            }
-        }
-        for object in originals {
-            guard let new = copies[object.objectID] else { continue }
-            for relationship in object.entity.relationships where !relationship.isTransient {
-                // A destination in another store, or gone (a noAction rule), is not copied.
-                let targets = try object.objectIDs(forRelationshipNamed: relationship.name).compactMap { copies[$0] }
-                if relationship.isToMany {
-                    try new.setValue(targets, forKey: relationship.name)
-                } else {
-                    try new.setValue(targets.first, forKey: relationship.name)
-                }
-            }
-        }
-        var metadata = copy.metadata
-        for (key, value) in store.metadata
-        where key != PersistentStore.storeUUIDKey && key != PersistentStore.storeTypeKey && !key.hasPrefix(PersistentStore.modelVersionHashKeyPrefix) {
-            metadata[key] = value
-        }
-        target.setMetadata(metadata, for: copy)
-        try destination.save()
+        // Every object with its attributes, then the relationships (their destinations all
+        // exist by then), in batches saved as they go: memory stays that of a batch.
+        try MigrationManager(sourceModel: managedObjectModel, destinationModel: managedObjectModel)
+            .copyObjects(from: source, of: [store], to: destination, mapping: MappingModel.inferred(from: managedObjectModel, to: managedObjectModel))
+        try MigrationManager.copyApplicationMetadata(from: store, to: copy, in: target)
         try target.remove(copy)
         try remove(store)
         do {

@@ -82,6 +82,20 @@ public final class MigrationManager {
             }
         }
 
+        try copyObjects(from: source, of: nil, to: destination, mapping: mapping)
+        // The application's metadata travels; the store's own keys do not.
+        try Self.copyApplicationMetadata(from: sourceStore, to: destinationStore, in: destinationCoordinator)
+        migrationProgress = 1
+        progressHandler?(1)
+    }
+
+    /// Copies the objects `source` reads (those of `stores`, or of every store of its
+    /// coordinator) into `destination` by `mapping`, in two passes of batches of
+    /// ``batchSize`` objects, each batch saved and both contexts reset after it: first every
+    /// object with its attributes, then the relationships. Reports progress up to just below 1.
+    func copyObjects(
+        from source: ManagedObjectContext, of stores: [PersistentStore]?, to destination: ManagedObjectContext, mapping: MappingModel
+    ) throws {
         // The entity mappings that copy objects, with the source IDs of each.
         var work: [(mapping: EntityMapping, source: EntityDescription, destination: EntityDescription, ids: [ManagedObjectID])] = []
         for entityMapping in mapping.entityMappings {
@@ -95,6 +109,7 @@ public final class MigrationManager {
             var request = FetchRequest(entityName: sourceName)
             request.includesSubentities = false
             request.resultType = .managedObjectID
+            request.affectedStores = stores
             let ids = try source.fetch(request).map(\.objectID)
             if !ids.isEmpty && destinationEntity.isAbstract {
                 throw ObjectGraphError(
@@ -115,7 +130,7 @@ public final class MigrationManager {
         var copies: [ManagedObjectID: ManagedObjectID] = [:]
         for item in work {
             for chunk in Self.chunks(item.ids, batchSize) {
-                let objects = try Self.objects(Array(chunk), of: item.source.name, in: source)
+                let objects = try Self.objects(Array(chunk), of: item.source.name, in: source, stores: stores)
                 var made: [(ManagedObjectID, ManagedObject)] = []
                 for object in objects {
                     let copy = try destination.insertNewObject(forEntityName: item.destination.name)
@@ -139,7 +154,7 @@ public final class MigrationManager {
         // Pass 2: relationships, through the copies.
         for item in work where !item.mapping.relationshipMappings.isEmpty {
             for chunk in Self.chunks(item.ids, batchSize) {
-                let objects = try Self.objects(Array(chunk), of: item.source.name, in: source)
+                let objects = try Self.objects(Array(chunk), of: item.source.name, in: source, stores: stores)
                 for object in objects {
                     guard let copyID = copies[object.objectID] else { continue }
                     let copy = destination.object(with: copyID)
@@ -180,18 +195,25 @@ public final class MigrationManager {
                 advance(chunk.count)
             }
         }
-        // The application's metadata travels; the store's own keys do not.
+    }
+
+    /// Gives `destinationStore` (of `coordinator`) the metadata keys of `sourceStore` that are
+    /// the application's (not the store's UUID, type or model version hashes), and writes them.
+    static func copyApplicationMetadata(from sourceStore: PersistentStore, to destinationStore: PersistentStore, in coordinator: PersistentStoreCoordinator) throws {
         var metadata = destinationStore.metadata
         for (key, value) in sourceStore.metadata
         where key != PersistentStore.storeUUIDKey && key != PersistentStore.storeTypeKey && !key.hasPrefix(PersistentStore.modelVersionHashKeyPrefix) {
             metadata[key] = value
         }
         if metadata != destinationStore.metadata {
-            destinationCoordinator.setMetadata(metadata, for: destinationStore)
-            if let incremental = destinationStore as? IncrementalStore { _ = try incremental.execute(SaveChangesRequest(), with: nil) }
+            coordinator.setMetadata(metadata, for: destinationStore)
+            // An atomic store writes its metadata with its file only: written again whole.
+            if let atomic = destinationStore as? AtomicStore {
+                try atomic.save()
+            } else if let incremental = destinationStore as? IncrementalStore {
+                _ = try incremental.execute(SaveChangesRequest(), with: nil)
+            }
         }
-        migrationProgress = 1
-        progressHandler?(1)
     }
 
     /// Replaces the store of `type` at `url` with its copy by `mapping`: the copy is built at
@@ -270,9 +292,10 @@ public final class MigrationManager {
     }
 
     /// The objects of `ids` (all of `entity`), fetched together.
-    private static func objects(_ ids: [ManagedObjectID], of entity: String, in context: ManagedObjectContext) throws -> [ManagedObject] {
+    private static func objects(_ ids: [ManagedObjectID], of entity: String, in context: ManagedObjectContext, stores: [PersistentStore]?) throws -> [ManagedObject] {
         var request = FetchRequest(entityName: entity)
         request.includesSubentities = false
+        request.affectedStores = stores
         request.predicate = try FetchPredicate(format: "SELF IN %@", ids)
         request.returnsObjectsAsFaults = false
         let byID = Dictionary(try context.fetch(request).map { ($0.objectID, $0) }, uniquingKeysWith: { first, _ in first })
