@@ -39,6 +39,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// duplicate a constrained value list fails with
     /// ``ObjectGraphError/Code/constraintConflict``, or is resolved by the context's
     /// ``ManagedObjectContext/mergePolicy``; see ``ConstraintConflict``.
+    ///
+    /// The constraints are part of the entity's ``versionHash`` (as in Core Data): a store
+    /// saved without a constraint opens with a model that adds it only by migration, which
+    /// fails with ``ObjectGraphError/Code/migrationFailed`` when stored objects share its
+    /// values.
     public let uniquenessConstraints: [[String]]
     /// Text that enters the entity's version hash (Core Data's `versionHashModifier`): change it
     /// to mark the entity's stored form as changed when nothing else in the model says so.
