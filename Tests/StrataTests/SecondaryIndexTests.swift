@@ -443,6 +443,60 @@ import Testing
         }
     }
 
+    // [MIG-1] A compound constraint added is checked over its entity's hierarchy: rows conflict
+    // only when every value is equal and none is null, a subentity's rows with its
+    // superentity's; another hierarchy's rows with the same attributes never do.
+    @Test(arguments: [false, true])
+    func anAddedCompoundConstraintIsCheckedOverItsHierarchy(captainDuplicates: Bool) throws {
+        func model(constrained: Bool) throws -> ManagedObjectModel {
+            try ManagedObjectModel(entities: [
+                EntityDescription(name: "Member", properties: [
+                    .attribute("team", .string), .attribute("number", .integer64),
+                ], uniquenessConstraints: constrained ? [["team", "number"]] : []),
+                EntityDescription(name: "Captain", superentity: "Member", properties: [.attribute("armband", .boolean)]),
+                EntityDescription(name: "Coach", properties: [.attribute("team", .string), .attribute("number", .integer64)]),
+            ])
+        }
+        let temporary = TemporaryStore()
+        do {
+            let coordinator = try temporary.coordinator(model: model(constrained: false))
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            let rows: [(String, String?, Int64)] = [
+                ("Member", "red", 1), ("Member", "red", 2), ("Member", "blue", 1), ("Member", nil, 3), ("Member", nil, 3),
+                ("Captain", captainDuplicates ? "red" : "green", captainDuplicates ? 2 : 7), ("Coach", "red", 1),
+            ]
+            for (entity, team, number) in rows {
+                let object = try context.insertNewObject(forEntityName: entity)
+                try object.setValue(team.map(AttributeValue.string) ?? .null, forKey: "team")
+                try object.setValue(.int64(number), forKey: "number")
+            }
+            try context.save()
+            for store in coordinator.persistentStores { try coordinator.remove(store) }
+        }
+        if captainDuplicates {
+            let error = try #require(throws: ObjectGraphError.self) {
+                try temporary.coordinator(model: model(constrained: true), options: LightweightMigrationTests.migrating)
+            }
+            #expect(error.code == .migrationFailed && error.entityName == "Member" && error.key == "team", "\(error)")
+            #expect(error.message.contains("team = \"red\", number = 2"), "\(error.message)")
+            return
+        }
+        let coordinator = try temporary.coordinator(model: model(constrained: true), options: LightweightMigrationTests.migrating)
+        let store = try #require(coordinator.persistentStores.first as? StrataStore)
+        try store.waitForIndexBuild()
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let captain = try context.insertNewObject(forEntityName: "Captain")
+        try captain.setValue("blue", forKey: "team")
+        try captain.setValue(.int64(1), forKey: "number")
+        #expect(throws: ObjectGraphError.self, "a captain duplicates a member") { try context.save() }
+        context.rollback()
+        let coach = try context.insertNewObject(forEntityName: "Coach")
+        try coach.setValue("blue", forKey: "team")
+        try coach.setValue(.int64(1), forKey: "number")
+        try context.save()
+        for store in coordinator.persistentStores { try coordinator.remove(store) }
+    }
+
     // [IDX-S7] Counts the indexes answer exactly read no row and equal the reference store's;
     // the others (BEGINSWITH, subentities only, non-index parts) are counted from rows, also
     // equal.

@@ -18,6 +18,7 @@ extension StrataStore {
     ///   attributes and the values two rows share.
     static func refuseBrokenNewConstraints(of plan: LightweightMigration, from record: ModelRecord, to model: ManagedObjectModel, in snapshot: Snapshot, url: URL?) throws {
         let source = record.current.model
+        let counts = ((try? recordIfReadable(in: snapshot)) ?? nil)?.rowCounts ?? [:]
         for entity in model.entities {
             for names in entity.uniquenessConstraints {
                 guard let entityMapping = plan.mapping.mapping(ofDestinationEntity: entity.name),
@@ -25,19 +26,24 @@ extension StrataStore {
                 else { continue }
                 let sourceNames = names.map { entityMapping.propertyMapping(named: $0)?.sourcePropertyName }
                 if old.uniquenessConstraints.contains(where: { $0.map(Optional.some) == sourceNames }) { continue }
-                try refuseDuplicates(of: names, on: entity, keySpace: record.keySpace(ofRoot: old.rootEntityName), layout: plan.layout, in: snapshot, url: url)
+                // The rows the set will hold, by the metadata's counts: reserved, not grown
+                // (bounded: the counts are the file's word, not a promise).
+                let rows = min(1 << 22, old.selfAndAllSubentities.reduce(0) { $0 + max(0, min(1 << 22, counts[$1.name] ?? 0)) })
+                try refuseDuplicates(
+                    of: names, on: entity, keySpace: record.keySpace(ofRoot: old.rootEntityName), rows: rows, layout: plan.layout, in: snapshot, url: url)
             }
         }
     }
 
     /// Throws when two rows of key space `root` whose entities are `entity` or below it hold
-    /// equal, non-null values for every attribute of `names`, read through `layout`.
+    /// equal, non-null values for every attribute of `names`, read through `layout`; `rows`
+    /// is how many such rows the metadata counts.
     private static func refuseDuplicates(
-        of names: [String], on entity: EntityDescription, keySpace root: String, layout: StoreLayout, in snapshot: Snapshot, url: URL?
+        of names: [String], on entity: EntityDescription, keySpace root: String, rows: Int, layout: StoreLayout, in snapshot: Snapshot, url: URL?
     ) throws {
         // One attribute, the usual case, hashes its value alone.
-        var seenSingle = Set<AttributeValue>()
-        var seenLists = Set<[AttributeValue]>()
+        var seenSingle = Set<AttributeValue>(minimumCapacity: names.count == 1 ? rows : 0)
+        var seenLists = Set<[AttributeValue]>(minimumCapacity: names.count == 1 ? 0 : rows)
         var duplicate: [AttributeValue]? = nil
         let scratch = layout.hasLegacy ? RowScratch() : nil
         // Per entity number: the ordinals of the constrained attributes, or nil when the
