@@ -429,8 +429,9 @@ extension StrataStore {
     /// that writes entries of constrained attributes (the check looks values up in them), so
     /// the save is checked against every row. Returns at once when none runs.
     ///
-    /// - Throws: `ObjectGraphError/Code/storeIOFailed` when the build failed: the entries are
-    ///   incomplete and the save, which could duplicate a row it cannot see, writes nothing.
+    /// - Throws: `ObjectGraphError/Code/storeIOFailed` when the build failed, or was stopped
+    ///   (the store removed or reopened meanwhile): the entries are incomplete and the save,
+    ///   which could duplicate a row it cannot see, writes nothing.
     func waitForConstraintEntries() throws {
         guard indexBuildRunning.load(ordering: .relaxed), let task = state.withLock({ $0.indexBuild }), task.checksConstraints, !task.deferred else {
             return
@@ -440,6 +441,11 @@ extension StrataStore {
             throw ObjectGraphError(
                 .storeIOFailed,
                 "The StrataStore at \(url?.path ?? "?") could not build the index entries its uniqueness constraints are checked through (\(failure)), so the save was not checked and nothing was written. Add the store again to build them.")
+        }
+        if task.cancelled.load(ordering: .relaxed) {
+            throw ObjectGraphError(
+                .storeIOFailed,
+                "The StrataStore at \(url?.path ?? "?") was removed or reopened while it built the index entries its uniqueness constraints are checked through, so the save was not checked and nothing was written. Save again once the store is added.")
         }
     }
 
