@@ -391,17 +391,10 @@ import Testing
             try context.save()
             for store in coordinator.persistentStores { try coordinator.remove(store) }
         }
-        func files() throws -> [String: Data] {
-            var contents: [String: Data] = [:]
-            for name in try FileManager.default.contentsOfDirectory(atPath: temporary.url.path) {
-                contents[name] = try Data(contentsOf: temporary.url.appendingPathComponent(name))
-            }
-            return contents
-        }
         let bare = try #require(throws: ObjectGraphError.self) { try temporary.coordinator(model: model(constrained: true)) }
         #expect(bare.code == .incompatibleModel && bare.message.contains("uniqueness constraints none in the store, (code) in the model"), "\(bare)")
         for duplicates in [["c0", "Cafe\u{301}"], ["Cafe\u{301}"]] {
-            let before = try files()
+            let before = try ModelSafetyTests.files(of: temporary)
             let failed = try #require(throws: ObjectGraphError.self) {
                 try temporary.coordinator(model: model(constrained: true), options: LightweightMigrationTests.migrating)
             }
@@ -409,7 +402,7 @@ import Testing
             #expect(failed.entityName == "Item" && failed.key == "code")
             #expect(failed.message.contains("constraint violation during attempted migration"))
             #expect(duplicates.contains { failed.message.contains("code = \"\($0.prefix(3))") }, "\(failed.message)")
-            #expect(try files() == before, "nothing was written")
+            #expect(try ModelSafetyTests.files(of: temporary) == before, "nothing was written")
             // The old model removes one duplicate; the next attempt finds the other.
             let fixing = try temporary.coordinator(model: model(constrained: false))
             let context = ManagedObjectContext(persistentStoreCoordinator: fixing)

@@ -330,39 +330,30 @@ extension StrataStore {
                 var batch = WriteBatch()
                 var rows = 0
                 var last: [UInt8]? = nil
-                var failure: (any Error)? = nil
-                _ = try mappingEngineErrors("scan \(root) rows") { () throws(StoreError) in
-                    try snapshot.forEachView(from: cursor, to: end) { key, value in
-                        do {
-                            guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
-                            // Read where the engine holds it, only the attributes decoded; a
-                            // retired row ([MIG-4]) has no entries.
-                            if !layout.isRetiredRow(value),
-                                case let row = try RowFields(
-                                    value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch),
-                                let entity = layout.entity(number: row.entityNumber)
-                            {
-                                for (name, prefix) in zip(attributes, prefixes) {
-                                    guard let attribute = entity.attributesByName[name], attribute.hasIndexEntries else { continue }
-                                    var indexKey = prefix
-                                    IndexKey.encode(try row.attribute(atOrdinal: attribute.ordinal) ?? .null, into: &indexKey)
-                                    KeyLayout.appendReference(reference, to: &indexKey)
-                                    batch.put(indexKey, [])
-                                }
-                            }
-                            rows += 1
-                            if rows >= batchRows {
-                                last = Array(key)
-                                return false
-                            }
-                            return true
-                        } catch {
-                            failure = error
-                            return false
+                try forEachView(in: snapshot, from: cursor, to: end, reading: "scan \(root) rows") { key, value in
+                    guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                    // Read where the engine holds it, only the attributes decoded; a
+                    // retired row ([MIG-4]) has no entries.
+                    if !layout.isRetiredRow(value),
+                        case let row = try RowFields(
+                            value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch),
+                        let entity = layout.entity(number: row.entityNumber)
+                    {
+                        for (name, prefix) in zip(attributes, prefixes) {
+                            guard let attribute = entity.attributesByName[name], attribute.hasIndexEntries else { continue }
+                            var indexKey = prefix
+                            IndexKey.encode(try row.attribute(atOrdinal: attribute.ordinal) ?? .null, into: &indexKey)
+                            KeyLayout.appendReference(reference, to: &indexKey)
+                            batch.put(indexKey, [])
                         }
                     }
+                    rows += 1
+                    if rows >= batchRows {
+                        last = Array(key)
+                        return false
+                    }
+                    return true
                 }
-                if let failure { throw failure }
                 if !batch.isEmpty {
                     _ = try mappingEngineErrors("write index entries") { () throws(StoreError) in try engine.commit(batch) }
                 }

@@ -127,8 +127,10 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
         var record: MetadataRecord
         var countsFromRows: (sequence: UInt64, record: MetadataRecord)?
         var loadedLayout: StoreLayout?
-        // [IDX-S9] Index entries the model adds, built in the background once loaded.
+        // [IDX-S9] Index entries the model adds, built in the background once loaded (or left
+        // to a later load when the build is deferred).
         var backgroundBuild: IndexBuild?
+        let deferredBuild = self.options[Self.indexBuildOption]?.stringValue == "deferred"
         do {
             var snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try shared.engine.snapshot() }
             let model = persistentStoreCoordinator?.managedObjectModel
@@ -195,7 +197,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                         // with the rest (saves that check a constraint wait for the build), or
                         // now when the build is deferred.
                         if let build = backgroundBuild, !build.constrained.isEmpty, let loadedLayout {
-                            backgroundBuild = self.options[Self.indexBuildOption]?.stringValue == "deferred"
+                            backgroundBuild = deferredBuild
                                 ? try Self.buildConstrainedEntries(build, shared: shared, layout: loadedLayout, batchRows: indexBuildBatchRows)
                                 : build.constrainedInBackground()
                         }
@@ -235,7 +237,7 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
                 backgroundBuild, shared: shared, layout: loadedLayout,
                 rowsTotal: Self.rowsRead(by: backgroundBuild, counts: record.rowCounts, layout: loadedLayout),
                 checksConstraints: !backgroundBuild.constrainedNames.isEmpty,
-                deferred: self.options[Self.indexBuildOption]?.stringValue == "deferred")
+                deferred: deferredBuild)
         }
     }
 
