@@ -83,7 +83,6 @@ extension Engine {
 
         // [WAL-5] The records join the WAL's image before the index publishes their entries.
         image.append(out.bytes, at: base)
-        var (index, usage) = shared.withLock { ($0.index, $0.usage) }
         let walNumber = state.wal.number
         var recordSequence = state.lastSequence
         var applied: [IndexChange] = []
@@ -97,20 +96,36 @@ extension Engine {
                 applied.append(IndexChange(isDelete: operation.isDelete, key: operation.key, sequence: recordSequence, location: location))
             }
         }
-        Self.apply(applied, index: &index, usage: &usage)
-        state.lastSequence = sequence
-        if options.checkInvariants {
-            do { try index.checkInvariants() } catch {
-                let failure = StoreError(.corruption, "index invariant failed after commit: \(error)", path: path)
-                poison(failure)
-                return failAll(failure)
+        if applied.count < Self.batchApplyMinimum, !options.checkInvariants {
+            // A small commit changes the published index in place, under the lock: a copy
+            // taken out of the lock would share every node with the published one, so each
+            // leaf the commit reaches would be copied and the old one freed (most of a small
+            // save's engine time). Nodes a reader's snapshot still holds are copied as before;
+            // a reader waits at most for these few descents.
+            shared.withLock {
+                Self.apply(applied, index: &$0.index, usage: &$0.usage)
+                $0.sequence = sequence
+            }
+        } else {
+            // A large commit is applied to a copy outside the lock, so that readers are not
+            // held up, and published whole.
+            var (index, usage) = shared.withLock { ($0.index, $0.usage) }
+            Self.apply(applied, index: &index, usage: &usage)
+            if options.checkInvariants {
+                do { try index.checkInvariants() } catch {
+                    state.lastSequence = sequence
+                    let failure = StoreError(.corruption, "index invariant failed after commit: \(error)", path: path)
+                    poison(failure)
+                    return failAll(failure)
+                }
+            }
+            shared.withLock {
+                $0.index = index
+                $0.usage = usage
+                $0.sequence = sequence
             }
         }
-        shared.withLock {
-            $0.index = index
-            $0.usage = usage
-            $0.sequence = sequence
-        }
+        state.lastSequence = sequence
         // Write through to cached or pinned keys; a hit must match the index's sequence, so
         // readers of older snapshots simply miss.
         var cacheSequence = state.lastSequence - UInt64(group.count)
