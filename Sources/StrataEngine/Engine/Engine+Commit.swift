@@ -96,34 +96,46 @@ extension Engine {
                 applied.append(IndexChange(isDelete: operation.isDelete, key: operation.key, sequence: recordSequence, location: location))
             }
         }
-        if applied.count < Self.batchApplyMinimum, !options.checkInvariants {
+        let checkInvariants = options.checkInvariants
+        let invariantFailure: String?
+        if applied.count < Self.batchApplyMinimum {
             // A small commit changes the published index in place, under the lock: a copy
             // taken out of the lock would share every node with the published one, so each
             // leaf the commit reaches would be copied and the old one freed (most of a small
-            // save's engine time). Nodes a reader's snapshot still holds are copied as before;
-            // a reader waits at most for these few descents.
-            shared.withLock {
-                Self.apply(applied, index: &$0.index, usage: &$0.usage)
-                $0.sequence = sequence
+            // save's engine time). Nodes a reader's snapshot still holds are copied as before
+            // (copy on write); a reader waits at most for these few descents. With
+            // `checkInvariants` a broken index is found here, already published: the engine
+            // is poisoned below, as when the check runs on a copy.
+            invariantFailure = shared.withLock { shared -> String? in
+                Self.apply(applied, index: &shared.index, usage: &shared.usage)
+                shared.sequence = sequence
+                guard checkInvariants else { return nil }
+                do { try shared.index.checkInvariants() } catch { return "\(error)" }
+                return nil
             }
         } else {
             // A large commit is applied to a copy outside the lock, so that readers are not
             // held up, and published whole.
             var (index, usage) = shared.withLock { ($0.index, $0.usage) }
             Self.apply(applied, index: &index, usage: &usage)
-            if options.checkInvariants {
-                do { try index.checkInvariants() } catch {
-                    state.lastSequence = sequence
-                    let failure = StoreError(.corruption, "index invariant failed after commit: \(error)", path: path)
-                    poison(failure)
-                    return failAll(failure)
+            var failure: String?
+            if checkInvariants {
+                do { try index.checkInvariants() } catch { failure = "\(error)" }
+            }
+            invariantFailure = failure
+            if failure == nil {
+                shared.withLock {
+                    $0.index = index
+                    $0.usage = usage
+                    $0.sequence = sequence
                 }
             }
-            shared.withLock {
-                $0.index = index
-                $0.usage = usage
-                $0.sequence = sequence
-            }
+        }
+        if let invariantFailure {
+            state.lastSequence = sequence
+            let failure = StoreError(.corruption, "index invariant failed after commit: \(invariantFailure)", path: path)
+            poison(failure)
+            return failAll(failure)
         }
         state.lastSequence = sequence
         // Write through to cached or pinned keys; a hit must match the index's sequence, so
