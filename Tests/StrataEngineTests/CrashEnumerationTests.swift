@@ -50,6 +50,13 @@ import Testing
         #expect(report.points > 0)
     }
 
+    // [WAL-6] The same commits with zeros written ahead of the records: every write of zeros,
+    // its cut at a rollover and its sync are crash points too.
+    @Test func commitsWithTheWALWrittenAhead() {
+        let report = Self.enumerate(CrashWorkloads.commits(preparingAhead: 256), ciStride: 4, seed: 7)
+        #expect(report.points > 0)
+    }
+
     @Test func compaction() {
         let report = Self.enumerate(CrashWorkloads.compaction(), ciStride: 4, seed: 2)
         #expect(report.points > 0)
@@ -156,9 +163,13 @@ enum CrashWorkloads {
 
     /// 48 commits with a 700-byte WAL rollover (rollovers and inline flushes every few
     /// commits) and an explicit flush every 12 commits.
-    static func commits() -> CrashPointEnumerator<Progress> {
+    static func commits(preparingAhead ahead: UInt64 = 0) -> CrashPointEnumerator<Progress> {
         let states = states(commitBatches)
-        let options = { (fs: FaultInjectingFileSystem) in testOptions(fs, rollover: 700) }
+        let options = { (fs: FaultInjectingFileSystem) in
+            var options = testOptions(fs, rollover: 700)
+            options.walPreallocationBytes = ahead
+            return options
+        }
         return CrashPointEnumerator(
             name: "commits, rollovers and flushes",
             makeFileSystem: { FaultInjectingFileSystem() },

@@ -137,6 +137,9 @@ public enum StoreChecker {
         var segmentsMaxSequence: UInt64 = 0
         /// Per WAL: where its valid records end, its size, and its torn tail.
         var walEnds: [UInt32: (validEnd: UInt64, size: UInt64, torn: (offset: UInt64, length: UInt64)?)] = [:]
+        /// The WALs whose tail after the last record is all zeros: the space a writer under
+        /// full durability writes ahead of its records ([WAL-6]), not a torn write.
+        var zeroTails: Set<UInt32> = []
 
         mutating func problem(_ severity: CheckProblem.Severity, _ path: String, _ offset: UInt64?, _ message: String, key: [UInt8]? = nil) {
             report.problems.append(CheckProblem(severity: severity, path: path, offset: offset, key: key, message: message))
@@ -250,7 +253,7 @@ public enum StoreChecker {
                 report.lostSequences.append(lost)
                 lossAt = number
             }
-            for number in manifest.wals where number != lossAt {
+            for number in manifest.wals where number != lossAt && !zeroTails.contains(number) {
                 if let torn = walEnds[number]?.torn {
                     problem(.warning, path + "/" + Format.walFileName(number), torn.offset, "torn tail of \(torn.length) bytes (an unacknowledged write cut by a crash; the next open keeps its bytes beside the WAL and truncates it)")
                 }
@@ -400,6 +403,7 @@ public enum StoreChecker {
             report.entries += entries
             for dropped in outcome.dropped { problem(.error, dropped.path, dropped.offset, "WAL record damaged: \(dropped.reason)") }
             walEnds[number] = (outcome.validEnd, UInt64(bytes.count), outcome.tornTail)
+            if let torn = outcome.tornTail, bytes[Int(torn.offset)...].allSatisfy({ $0 == 0 }) { zeroTails.insert(number) }
             advance(UInt64(bytes.count), walPath)
             return seen.first?.1
         }

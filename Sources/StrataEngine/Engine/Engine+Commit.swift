@@ -56,11 +56,14 @@ extension Engine {
         guard case .wal(let handle, let image) = state.wal.content else { return failAll(StoreError(.io, "active WAL is not a WAL")) }
         let base = state.walEnd
         do throws(StoreError) {
+            try prepareWAL(handle, &state, through: base + UInt64(out.count))
             try handle.write(out.bytes, at: base)
         } catch {
-            // Take back a partial record so later appends follow valid ones; if even that
-            // fails, the WAL's tail is unknown and the engine must stop writing.
+            // Take back a partial record (and any zeros written for it) so later appends
+            // follow valid ones; if even that fails, the WAL's tail is unknown and the engine
+            // must stop writing.
             do throws(StoreError) { try handle.truncate(to: base) } catch { poison(error) }
+            state.walPrepared = base
             return failAll(error)
         }
         state.walEnd += UInt64(out.count)
@@ -76,6 +79,7 @@ extension Engine {
                 do throws(StoreError) {
                     try handle.truncate(to: base)
                     state.walEnd = base
+                    state.walPrepared = base
                 } catch {}
                 return failAll(error)
             }
@@ -158,6 +162,47 @@ extension Engine {
         if state.walEnd >= options.walRolloverBytes {
             do throws(StoreError) { try rollOver(&state) } catch { poison(error) }
         }
+    }
+
+    /// [WAL-6] Under full durability, makes sure the active WAL's file holds bytes (zeros
+    /// where nothing is written yet) up to `end`, writing zeros up to
+    /// ``EngineOptions/walPreallocationBytes`` past it when it does not: a commit's records
+    /// then overwrite blocks the file already has, and its `fdatasync` changes no file size or
+    /// extent (the one after the zeros were written does, once per stretch). Nothing is synced
+    /// here; the zeros are never part of a record ([REC-3] cuts them at an open after a crash).
+    func prepareWAL(_ handle: any FileHandle, _ state: inout WriterState, through end: UInt64) throws(StoreError) {
+        let ahead = options.walPreallocationBytes
+        guard options.durability == .full, ahead > 0 else { return }
+        let start = max(state.walPrepared, state.walEnd)
+        guard end > start else { return }
+        // The stretch grows with the WAL (64 KiB, then as much as it holds, up to the option),
+        // and stops where the WAL rolls over: a small store writes few zeros, none past its WAL.
+        let stretch = min(ahead, max(Self.firstPreparedStretch, end))
+        let target = max(end, min(end + stretch, options.walRolloverBytes))
+        guard target > end else { return }  // past the rollover point: the record extends the file
+        var offset = start
+        while offset < target {
+            let count = Int(min(target - offset, UInt64(Self.zeros.count)))
+            try handle.write(count == Self.zeros.count ? Self.zeros : [UInt8](repeating: 0, count: count), at: offset)
+            offset += UInt64(count)
+        }
+        state.walPrepared = target
+    }
+
+    /// The zeros [WAL-6] writes ahead of a new WAL's first records.
+    static let firstPreparedStretch: UInt64 = 64 << 10
+
+    /// The zeros [WAL-6] writes ahead of the records, 256 KiB at a time.
+    static let zeros = [UInt8](repeating: 0, count: 256 << 10)
+
+    /// [WAL-6] Cuts the zeros after the active WAL's last record off its file and syncs it,
+    /// before it stops being the newest WAL (rollover) or the store closes: only the newest WAL
+    /// may end in zeros after a crash ([REC-3]), and a closed store's WAL ends at its last record.
+    func trimPreparedWAL(_ handle: any FileHandle, _ state: inout WriterState, _ site: SyncSite) throws(StoreError) {
+        guard state.walPrepared > state.walEnd else { return }
+        try handle.truncate(to: state.walEnd)
+        state.walPrepared = state.walEnd
+        try sync(handle, site)
     }
 
     /// One committed entry, as the index takes it.

@@ -23,6 +23,8 @@ extension Engine {
     /// engine; callers poison it for any other failure too, since the state is then unknown.
     func rollOver(_ state: inout WriterState) throws(StoreError) {
         guard case .wal(let handle, _) = state.wal.content else { return }
+        // [WAL-6] The zeros ahead of the last record go, durably, before another WAL is newer.
+        try trimPreparedWAL(handle, &state, .rollover)
         if state.walSynced < state.walEnd {
             try sync(handle, .rollover)
             state.walSynced = state.walEnd
@@ -42,6 +44,7 @@ extension Engine {
         state.wal = wal
         state.walEnd = UInt64(Format.walHeaderSize)
         state.walSynced = state.walEnd
+        state.walPrepared = state.walEnd
         shared.withLock {
             $0.files[number] = wal
             $0.usage[number] = FileUsage()

@@ -376,10 +376,13 @@ extension Engine {
                         if options.repair { report.keptCopies.append(kept) }
                     }
                 }
+                let zeros = try activeHandle.read(exactly: Int(torn.length), at: torn.offset).allSatisfy { $0 == 0 }
                 try activeHandle.truncate(to: torn.offset)
                 try activeHandle.sync()
                 activeSynced = true
-                options.logger.warning("cut a torn tail off the active WAL", metadata: [
+                // [WAL-6] Zeros after the last record are the space written ahead of records
+                // under full durability, not a write a crash tore.
+                options.logger.log(level: zeros ? .info : .warning, zeros ? "cut the zeros after the active WAL's last record" : "cut a torn tail off the active WAL", metadata: [
                     "path": "\(path)", "file": "\(Format.walFileName(activeNumber))", "offset": "\(torn.offset)",
                     "bytes": "\(torn.length)", "sequence": "\(lastSequence)",
                 ])

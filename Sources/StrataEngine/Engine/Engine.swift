@@ -72,6 +72,9 @@ public final class Engine: Sendable {
         var wal: LiveFile
         var walEnd: UInt64
         var walSynced: UInt64
+        /// [WAL-6] Where the active WAL's zero-filled space ends (its file size): at least
+        /// ``walEnd`` whenever it is above it.
+        var walPrepared: UInt64 = 0
         var lastSequence: UInt64
         /// Rolled-over WALs waiting to become segments, oldest first.
         var pendingFlushes: [UInt32]
@@ -389,6 +392,8 @@ public final class Engine: Sendable {
                 return
             }
             do throws(StoreError) {
+                // [WAL-6] A closed store's WAL ends at its last record.
+                if case .wal(let handle, _) = state.wal.content { try trimPreparedWAL(handle, &state, .close) }
                 if state.walSynced < state.walEnd, case .wal(let handle, _) = state.wal.content {
                     try sync(handle, .close)
                     state.walSynced = state.walEnd

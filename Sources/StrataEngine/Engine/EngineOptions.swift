@@ -18,6 +18,11 @@ public struct EngineOptions: Sendable {
     public var durability: Durability = .full
     /// The WAL rolls over into a segment once it is this large. Default 64 MiB.
     public var walRolloverBytes: UInt64 = 64 << 20
+    /// Under ``Durability/full``: how far ahead of its last record the active WAL is written
+    /// with zeros, so that a commit's `fdatasync` covers data in blocks the file already holds
+    /// and no change of its size or extents ([WAL-6]; on ext4 about 40 % less time per durable
+    /// commit). 0 turns it off. Default 1 MiB.
+    public var walPreallocationBytes: UInt64 = 1 << 20
     /// Target size of a segment's uncompressed data blocks. Default 16 KiB.
     public var blockSize: Int = 16 << 10
     /// For ``Durability/normal``: the longest a commit stays unsynced. Default 100 ms.
