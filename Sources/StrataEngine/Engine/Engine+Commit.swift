@@ -100,31 +100,14 @@ extension Engine {
                 applied.append(IndexChange(isDelete: operation.isDelete, key: operation.key, sequence: recordSequence, location: location))
             }
         }
+        // The commit is applied to a copy of the published index outside the lock and published
+        // whole: readers taking a snapshot meanwhile are not held up, and no node a snapshot
+        // may have read is ever changed in place. (Changing the published index in place under
+        // the lock, as session 32 tried, is faster for small and scattered commits but writes
+        // nodes a reader released without an ordering ThreadSanitizer can see.)
         let checkInvariants = options.checkInvariants
         let invariantFailure: String?
-        if applied.count < Self.inPlaceApplyMaximum {
-            // A commit of up to a few thousand entries changes the published index in place,
-            // key by key, under the lock: a copy taken out of the lock would share every node
-            // with the published one, so each leaf the commit reaches would be copied and the
-            // old one freed (most of a small save's engine time; for 1,000 random keys into a
-            // million, most of the commit). Nodes a reader's snapshot still holds are copied as
-            // before (copy on write); a reader taking a snapshot waits for these descents (about
-            // a microsecond each). With `checkInvariants` a broken index is found here, already
-            // published: the engine is poisoned below, as when the check runs on a copy.
-            invariantFailure = shared.withLock { shared -> String? in
-                for change in applied {
-                    Self.apply(
-                        isDelete: change.isDelete, key: change.key, sequence: change.sequence, location: change.location,
-                        index: &shared.index, usage: &shared.usage, newest: true)
-                }
-                shared.sequence = sequence
-                guard checkInvariants else { return nil }
-                do { try shared.index.checkInvariants() } catch { return "\(error)" }
-                return nil
-            }
-        } else {
-            // A large commit is applied to a copy outside the lock, so that readers are not
-            // held up, and published whole.
+        do {
             var (index, usage) = shared.withLock { ($0.index, $0.usage) }
             Self.apply(applied, index: &index, usage: &usage)
             var failure: String?
@@ -377,12 +360,6 @@ extension Engine {
         }
         return sorted
     }
-
-    /// The most entries a commit applies in place, key by key, under the engine's lock; a
-    /// larger one is applied to a copy and published whole. `compare --level engine`'s random
-    /// fill and overwrite (batches of 1,000 random keys into an index of up to a million):
-    /// 143k and 98k keys/s applied to a copy (in one pass), 355k and 530k in place.
-    static let inPlaceApplyMaximum = 4_096
 
     /// The fewest entries a commit applies in one pass over the index
     /// (``KeyIndex/apply(sortedChanges:replaced:)``) instead of key by key.
