@@ -100,36 +100,21 @@ extension Engine {
                 applied.append(IndexChange(isDelete: operation.isDelete, key: operation.key, sequence: recordSequence, location: location))
             }
         }
-        // The commit is applied to a copy of the published index outside the lock and published
-        // whole: readers taking a snapshot meanwhile are not held up, and no node a snapshot
-        // may have read is ever changed in place. (Changing the published index in place under
-        // the lock, as session 32 tried, is faster for small and scattered commits but writes
-        // nodes a reader released without an ordering ThreadSanitizer can see.)
-        let checkInvariants = options.checkInvariants
-        let invariantFailure: String?
-        do {
-            var (index, usage) = shared.withLock { ($0.index, $0.usage) }
-            Self.apply(applied, index: &index, usage: &usage)
-            var failure: String?
-            if checkInvariants {
-                do { try index.checkInvariants() } catch { failure = "\(error)" }
-            }
-            invariantFailure = failure
-            if failure == nil {
-                shared.withLock {
-                    $0.index = index
-                    $0.usage = usage
-                    $0.sequence = sequence
-                }
-            }
-        }
-        if let invariantFailure {
-            state.lastSequence = sequence
-            let failure = StoreError(.corruption, "index invariant failed after commit: \(invariantFailure)", path: path)
-            poison(failure)
-            return failAll(failure)
-        }
+        var (index, usage) = shared.withLock { ($0.index, $0.usage) }
+        Self.apply(applied, index: &index, usage: &usage)
         state.lastSequence = sequence
+        if options.checkInvariants {
+            do { try index.checkInvariants() } catch {
+                let failure = StoreError(.corruption, "index invariant failed after commit: \(error)", path: path)
+                poison(failure)
+                return failAll(failure)
+            }
+        }
+        shared.withLock {
+            $0.index = index
+            $0.usage = usage
+            $0.sequence = sequence
+        }
         // Write through to cached or pinned keys; a hit must match the index's sequence, so
         // readers of older snapshots simply miss.
         var cacheSequence = state.lastSequence - UInt64(group.count)

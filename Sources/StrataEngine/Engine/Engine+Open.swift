@@ -368,15 +368,15 @@ extension Engine {
             if let torn = walEnds[activeNumber]?.torn {
                 // [REC-3] [DUR-3] Cut the torn tail so appends follow valid records; its bytes
                 // are kept beside the WAL first (unless all zero, or the whole WAL was kept).
+                let bytes = try activeHandle.read(exactly: Int(torn.length), at: torn.offset)
+                let zeros = !bytes.contains(where: { $0 != 0 })
                 if damagedWAL != activeNumber {
-                    let bytes = try activeHandle.read(exactly: Int(torn.length), at: torn.offset)
-                    if bytes.contains(where: { $0 != 0 }) {
+                    if !zeros {
                         let kept = try keepCopy(
                             bytes, named: Format.tornTailFileName(activeNumber, offset: torn.offset), in: path, fileSystem: fs)
                         if options.repair { report.keptCopies.append(kept) }
                     }
                 }
-                let zeros = try activeHandle.read(exactly: Int(torn.length), at: torn.offset).allSatisfy { $0 == 0 }
                 try activeHandle.truncate(to: torn.offset)
                 try activeHandle.sync()
                 activeSynced = true
