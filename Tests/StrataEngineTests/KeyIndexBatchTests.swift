@@ -108,14 +108,18 @@ struct KeyIndexBatchTests {
         try index.checkInvariants()
     }
 
-    @Test("every small batch of removes and puts on a small tree keeps it valid and equal to key-by-key application")
-    func exhaustiveSmallBatches() throws {
-        // A tree of keys 0, 2, …, 28 (leaves of two keys), then every batch that touches a
-        // subset of 0…9 (as the subset's bits say) with each kind of change of 3 rounds.
+    @Test(
+        "every small batch of removes and puts on a small tree keeps it valid and equal to key-by-key application",
+        // Leaves of two keys are always rebuilt; leaves of eight take one or two changes in
+        // place (``KeyIndex/inPlaceDivisor``) and more by rebuilding.
+        arguments: [(2, 3), (8, 4)])
+    func exhaustiveSmallBatches(leafCapacity: Int, branchCapacity: Int) throws {
+        // A tree of keys 0, 2, …, 28, then every batch that touches a subset of 0…9 (as the
+        // subset's bits say) with each kind of change of 3 rounds.
         let base = (0..<15).map { Self.key(1, $0 * 2) }
         for mask in 0..<(1 << 10) {
             for kind in 0..<3 {
-                var index = KeyIndex(leafCapacity: 2, branchCapacity: 3)
+                var index = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
                 for (n, key) in base.enumerated() { index.upsert(key, Self.entry(UInt64(n))) }
                 var keyByKey = index
                 let changes = (0..<10).filter { mask & (1 << $0) != 0 }.map { bit in

@@ -84,7 +84,25 @@ struct ObjectIDList: Equatable {
     private mutating func position(of id: ManagedObjectID) -> Int? {
         if indexed { return positions[id] }
         if searches < Self.searchesBeforeIndexing { searches += 1 }
-        return ids.firstIndex(of: id)
+        return Self.linearPosition(of: id, in: ids)
+    }
+
+    /// Where `id` is in `ids`, searched in place: an ID of the same shared home (the same
+    /// entity and store, as nearly every member of a list is) is compared by its reference
+    /// alone, and no element is copied out (which retained and released its home each time).
+    @inline(__always)
+    static func linearPosition(of id: ManagedObjectID, in ids: [ManagedObjectID]) -> Int? {
+        let home = id.home, reference = id.reference
+        return ids.withUnsafeBufferPointer { buffer -> Int? in
+            for index in buffer.indices {
+                if buffer[index].home === home {
+                    if buffer[index].reference == reference { return index }
+                } else if buffer[index] == id {
+                    return index
+                }
+            }
+            return nil
+        }
     }
 
     /// Builds the position table of a long list that has none, once it has been searched
@@ -96,7 +114,7 @@ struct ObjectIDList: Equatable {
         indexed = true
     }
 
-    func contains(_ id: ManagedObjectID) -> Bool { indexed ? positions[id] != nil : ids.contains(id) }
+    func contains(_ id: ManagedObjectID) -> Bool { indexed ? positions[id] != nil : Self.linearPosition(of: id, in: ids) != nil }
 
     /// Appends `id` unless present; returns whether it was added.
     @discardableResult
@@ -169,9 +187,9 @@ struct MemberJournal: Equatable {
     /// earlier removal of the same member, and the other way round.
     mutating func record(_ id: ManagedObjectID, added isAdded: Bool) {
         if isAdded {
-            if let index = removed.firstIndex(of: id) { removed.remove(at: index) } else { added.append(id) }
+            if let index = ObjectIDList.linearPosition(of: id, in: removed) { removed.remove(at: index) } else { added.append(id) }
         } else {
-            if let index = added.firstIndex(of: id) { added.remove(at: index) } else { removed.append(id) }
+            if let index = ObjectIDList.linearPosition(of: id, in: added) { added.remove(at: index) } else { removed.append(id) }
         }
     }
 }

@@ -237,9 +237,7 @@ struct PackedKeys: Sendable {
         reserveRoom(&ends, extra: 1, limit: limit)
         bytes.insert(contentsOf: key, at: start)
         ends.insert(UInt32(start) + length, at: i)
-        if length != 0 {
-            for j in (i + 1)..<ends.count { ends[j] += length }
-        }
+        if length != 0 { Self.shift(&ends, from: i + 1, by: length, up: true) }
         if shares {
             reserveRoom(&heads, extra: 1, limit: limit)
             heads.insert(Self.head(key, from: prefixLength), at: i)
@@ -271,6 +269,22 @@ struct PackedKeys: Sendable {
         rebuildHeads()
     }
 
+    /// Adds `length` to (`up`) or takes it from every end from `start` on: one pass over the
+    /// buffer, with no bounds or uniqueness check per end.
+    @inline(__always)
+    private static func shift(_ ends: inout [UInt32], from start: Int, by length: UInt32, up: Bool) {
+        ends.withUnsafeMutableBufferPointer { buffer in
+            guard start < buffer.count, let base = buffer.baseAddress else { return }
+            var at = base + start
+            let end = base + buffer.count
+            if up {
+                while at < end { at.pointee &+= length; at += 1 }
+            } else {
+                while at < end { at.pointee &-= length; at += 1 }
+            }
+        }
+    }
+
     /// Removes key `i`. The keys left still share the prefix: it stays.
     mutating func remove(at i: Int) {
         let r = range(i)
@@ -278,9 +292,7 @@ struct PackedKeys: Sendable {
         ends.remove(at: i)
         heads.remove(at: i)
         let length = UInt32(r.count)
-        if length != 0 {
-            for j in i..<ends.count { ends[j] -= length }
-        }
+        if length != 0 { Self.shift(&ends, from: i, by: length, up: false) }
         if ends.isEmpty { prefixLength = 0 }
     }
 
