@@ -8,7 +8,8 @@ struct StrataSystem: KeyValueSystem {
     var name: String { "Strata" }
 
     var setup: String {
-        "Strata: StrataEngine defaults (64 MiB WAL rollover, 16 KiB LZ4 blocks, automatic compaction), "
+        "Strata: StrataEngine defaults (64 MiB WAL rollover, \(EngineOptions().blockSize >> 10) KiB LZ4 blocks, "
+            + "automatic compaction), "
             + "row cache \(rowCacheBytes >> 20) MiB; durability .none for the no-sync rows (a final sync() makes "
             + "the fill durable), .full (group commit) for the fsync-per-commit rows"
     }
