@@ -108,6 +108,40 @@ struct KeyIndexTests {
         expectSame(contents(index), sorted(oracle))
     }
 
+    @Test(
+        "a prefix's probe scope answers every key under the prefix as a lookup from the root does, and keeps its index value",
+        arguments: shapes)
+    func probeScopesAgreeWithRootLookups(leafCapacity: Int, branchCapacity: Int) {
+        var rng = SeededRandom(seed: 0x5C0E + UInt64(leafCapacity))
+        var index = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+        // Keys as a store's index keys are: a prefix from a small set (some prefixes of
+        // others, 0x00 and 0xFF bytes at their ends), then a big-endian 8-byte suffix.
+        let prefixes: [[UInt8]] = [[], [0x02], [0x02, 0x00], [0x02, 0x61], [0x02, 0x61, 0x00], [0x02, 0x61, 0xFF], [0x02, 0xFF], [0x03], [0xFF, 0xFF]]
+        func key(_ prefix: [UInt8], _ suffix: UInt64) -> [UInt8] { prefix + withUnsafeBytes(of: suffix.bigEndian) { Array($0) } }
+        var oracle = Set<[UInt8]>()
+        for n in 0..<3_000 {
+            let stored = key(prefixes[Int.random(in: 0..<prefixes.count, using: &rng)], UInt64.random(in: 0..<400, using: &rng))
+            index.upsert(stored, entry(UInt64(n)))
+            oracle.insert(stored)
+        }
+        let snapshot = index
+        let scopes = prefixes.map { snapshot.scope(ofPrefix: $0) }
+        // Later changes reach neither the snapshot nor its scopes.
+        for suffix in 0..<UInt64(400) { index.upsert(key([0x02, 0x61], suffix), entry(9_999)) }
+        for (prefix, scope) in zip(prefixes, scopes) {
+            #expect(scope.prefix == prefix)
+            for suffix in 0..<UInt64(420) {
+                let probe = key(prefix, suffix)
+                let expected = oracle.contains(probe)
+                #expect(scope.contains(followedBy: suffix) == expected, "prefix \(prefix), suffix \(suffix)")
+                #expect((snapshot.lookup(probe) != nil) == expected)
+            }
+        }
+        // An empty index and a prefix no key has.
+        #expect(!KeyIndex().scope(ofPrefix: [0x02]).contains(followedBy: 1))
+        #expect(!snapshot.scope(ofPrefix: [0x04, 0x00]).contains(followedBy: 1))
+    }
+
     @Test("a copy is unchanged by heavy mutation of the original, and vice versa", arguments: shapes)
     func snapshotIsolation(leafCapacity: Int, branchCapacity: Int) throws {
         var rng = SeededRandom(seed: 42)

@@ -156,18 +156,19 @@ extension StrataStore {
     enum RowFilter {
         /// Every reference the conjunct's ranges hold.
         case set(Set<Int64>)
-        /// The conjunct's keys without reference: a row passes when one of them, followed by
-        /// its reference, is in the index.
-        case probe([[UInt8]])
+        /// The conjunct's keys without reference, as probe scopes of the fetch's snapshot: a
+        /// row passes when one of them, followed by its reference, is in the index. Each probe
+        /// starts from the lowest index node that holds its point's keys, not from the root.
+        case probe([KeyIndex.Scope])
 
         func contains(_ reference: Int64, in snapshot: borrowing Snapshot) -> Bool {
             switch self {
             case .set(let references):
                 return references.contains(reference)
-            case .probe(let points):
+            case .probe(let scopes):
                 // Each probe key is the point and the reference, in key order.
                 let ordered = KeyLayout.orderedReference(reference)
-                for point in points where snapshot.contains(point, followedBy: ordered) { return true }
+                for scope in scopes where scope.contains(followedBy: ordered) { return true }
                 return false
             }
         }
@@ -187,7 +188,7 @@ extension StrataStore {
     static func rowFilter(of plan: IndexPlan, in snapshot: Snapshot, expectedCandidates: Int) -> RowFilter? {
         if let points = plan.points, points.count <= 8 {
             if let small = referenceSet(of: plan, in: snapshot, cap: expectedCandidates) { return .set(small) }
-            return .probe(points)
+            return .probe(points.map { snapshot.probeScope(forPrefix: $0) })
         }
         return referenceSet(of: plan, in: snapshot, cap: prefilterCap).map(RowFilter.set)
     }

@@ -71,6 +71,11 @@ public struct Snapshot: Sendable {
         }
     }
 
+    /// The probe scope of the keys that start with `prefix` in this snapshot
+    /// (``KeyIndex/Scope``): for many lookups of `prefix` followed by a reference, each
+    /// starting below the levels all of them share. Reads only the index.
+    public func probeScope(forPrefix prefix: [UInt8]) -> KeyIndex.Scope { index.scope(ofPrefix: prefix) }
+
     /// The sequence number of the transaction that last wrote `key`, or `nil`.
     public func sequence(of key: [UInt8]) -> UInt64? { index.lookup(key)?.sequence }
 

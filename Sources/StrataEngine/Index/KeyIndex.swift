@@ -51,17 +51,66 @@ public struct KeyIndex: Sendable {
         withLeaf(toward: key) { $0.entry(of: key) }
     }
 
-    /// Calls `body` with the leaf whose range holds `key`, reached from the root. `root` keeps
-    /// every node on the path alive, so the walk needs no reference counting.
+    /// Calls `body` with the leaf whose range holds `key`, reached from `start` (the root
+    /// unless given). `start` keeps every node below it alive, so the walk needs no
+    /// reference counting.
     @inline(__always)
-    private func withLeaf<R>(toward key: UnsafeRawBufferPointer, _ body: (Node) -> R) -> R {
-        withExtendedLifetime(root) {
-            var node = Unmanaged.passUnretained(root)
+    private func withLeaf<R>(toward key: UnsafeRawBufferPointer, from start: Node? = nil, _ body: (Node) -> R) -> R {
+        Self.withLeaf(toward: key, from: start ?? root, body)
+    }
+
+    /// Calls `body` with the leaf under `start` whose range holds `key`.
+    @inline(__always)
+    fileprivate static func withLeaf<R>(toward key: UnsafeRawBufferPointer, from start: Node, _ body: (Node) -> R) -> R {
+        withExtendedLifetime(start) {
+            var node = Unmanaged.passUnretained(start)
             while !node._withUnsafeGuaranteedRef({ $0.isLeaf }) {
                 node = node._withUnsafeGuaranteedRef { $0.child(toward: key) }
             }
             return node._withUnsafeGuaranteedRef(body)
         }
+    }
+
+    /// The keys of one index value that start with a prefix, found from the lowest node whose
+    /// range holds them all (``KeyIndex/scope(ofPrefix:)``) instead of from the root: an index
+    /// probe repeated for many keys under one prefix (a fetch testing each candidate row
+    /// against another conjunct's index) skips the levels above that node.
+    ///
+    /// A scope holds its node, so it reads the index value it came from (a snapshot's) however
+    /// that index changes later.
+    public struct Scope: Sendable {
+        /// The prefix every key the scope looks up starts with.
+        public let prefix: [UInt8]
+        /// The lowest node whose key range holds every key that starts with ``prefix``.
+        let node: Node
+
+        /// Whether the key made of ``prefix`` and then `suffix`'s 8 bytes, big-endian, is in
+        /// the index (a probe assembled on the stack: index keys ending in a reference).
+        public func contains(followedBy suffix: UInt64) -> Bool {
+            withUnsafeTemporaryAllocation(byteCount: prefix.count + 8, alignment: 1) { buffer in
+                prefix.withUnsafeBytes { buffer.copyMemory(from: $0) }
+                withUnsafeBytes(of: suffix.bigEndian) { UnsafeMutableRawBufferPointer(rebasing: buffer[prefix.count...]).copyMemory(from: $0) }
+                let key = UnsafeRawBufferPointer(buffer)
+                return KeyIndex.withLeaf(toward: key, from: node) { $0.entry(of: key) } != nil
+            }
+        }
+    }
+
+    /// The scope of the keys that start with `prefix` (see ``Scope``): descends from the root
+    /// while one child's range holds all of them. Child `i` of an internal node holds the keys
+    /// from separator `i - 1` up to, not including, separator `i`; the child the prefix itself
+    /// falls in holds every key that starts with it unless the next separator starts with it
+    /// too (a separator above the prefix that does not start with it is above all such keys).
+    public func scope(ofPrefix prefix: [UInt8]) -> Scope {
+        var node = root
+        prefix.withUnsafeBytes { prefixBytes in
+            while !node.isLeaf {
+                let i = node.keys.upperBound(prefixBytes)
+                if i < node.keys.count, node.keys.withKey(i, { $0.starts(with: prefixBytes) }) { break }
+                node = node.children[i]
+            }
+        }
+        return Scope(prefix: prefix, node: node)
     }
 
     /// The entry of `key`, or `nil` if the index does not hold it.
