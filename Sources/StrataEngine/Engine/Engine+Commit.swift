@@ -116,11 +116,7 @@ extension Engine {
             // `checkInvariants` a broken index is found here, already published: the engine is
             // poisoned below, as when the check runs on a copy.
             invariantFailure = shared.withLock { shared -> String? in
-                for change in applied {
-                    Self.apply(
-                        isDelete: change.isDelete, key: change.key, sequence: change.sequence, location: change.location,
-                        index: &shared.index, usage: &shared.usage, newest: true)
-                }
+                Self.applyKeyByKey(applied, index: &shared.index, usage: &shared.usage)
                 shared.sequence = sequence
                 guard checkInvariants else { return nil }
                 do { try shared.index.checkInvariants() } catch { return "\(error)" }
@@ -246,6 +242,12 @@ extension Engine {
             applyInOnePass(changes, index: &index, usage: &usage)
             return
         }
+        applyKeyByKey(changes, index: &index, usage: &usage)
+    }
+
+    /// Applies `changes` (newest last) one key at a time: each a descent, changing the nodes
+    /// on its path in place where the index holds them alone.
+    static func applyKeyByKey(_ changes: [IndexChange], index: inout KeyIndex, usage: inout [UInt32: FileUsage]) {
         for change in changes {
             apply(
                 isDelete: change.isDelete, key: change.key, sequence: change.sequence, location: change.location,

@@ -60,17 +60,6 @@ public struct Snapshot: Sendable {
     /// key assembled in a caller's buffer, with no array made for it.
     public func contains(_ key: UnsafeRawBufferPointer) -> Bool { index.lookup(key) != nil }
 
-    /// Whether the key made of `prefix` and then `suffix`'s 8 bytes, big-endian, has a value
-    /// in this snapshot: a probe assembled on the stack (index keys ending in a reference).
-    public func contains(_ prefix: [UInt8], followedBy suffix: UInt64) -> Bool {
-        let index = self.index
-        return withUnsafeTemporaryAllocation(byteCount: prefix.count + 8, alignment: 1) { buffer in
-            prefix.withUnsafeBytes { buffer.copyMemory(from: $0) }
-            withUnsafeBytes(of: suffix.bigEndian) { UnsafeMutableRawBufferPointer(rebasing: buffer[prefix.count...]).copyMemory(from: $0) }
-            return index.lookup(UnsafeRawBufferPointer(buffer)) != nil
-        }
-    }
-
     /// The probe scope of the keys that start with `prefix` in this snapshot
     /// (``KeyIndex/Scope``): for many lookups of `prefix` followed by a reference, each
     /// starting below the levels all of them share. Reads only the index.

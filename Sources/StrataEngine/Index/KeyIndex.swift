@@ -51,15 +51,14 @@ public struct KeyIndex: Sendable {
         withLeaf(toward: key) { $0.entry(of: key) }
     }
 
-    /// Calls `body` with the leaf whose range holds `key`, reached from `start` (the root
-    /// unless given). `start` keeps every node below it alive, so the walk needs no
-    /// reference counting.
+    /// Calls `body` with the leaf whose range holds `key`, reached from the root.
     @inline(__always)
-    private func withLeaf<R>(toward key: UnsafeRawBufferPointer, from start: Node? = nil, _ body: (Node) -> R) -> R {
-        Self.withLeaf(toward: key, from: start ?? root, body)
+    private func withLeaf<R>(toward key: UnsafeRawBufferPointer, _ body: (Node) -> R) -> R {
+        Self.withLeaf(toward: key, from: root, body)
     }
 
-    /// Calls `body` with the leaf under `start` whose range holds `key`.
+    /// Calls `body` with the leaf under `start` whose range holds `key`. `start` keeps every
+    /// node below it alive, so the walk needs no reference counting.
     @inline(__always)
     fileprivate static func withLeaf<R>(toward key: UnsafeRawBufferPointer, from start: Node, _ body: (Node) -> R) -> R {
         withExtendedLifetime(start) {
