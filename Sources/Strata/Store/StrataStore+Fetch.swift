@@ -149,6 +149,9 @@ extension StrataStore {
                 last = Array(value)
                 return true
             }
+            // Each value came once (its index bytes differ from the last value's, and equal values
+            // have equal bytes): only a date (whose -0 and +0 are one value) is compared again.
+            if attribute.attributeType != .date { request.returnsDistinctResults = false }
             return .dictionaries(try request.dictionaries(fromValues: values))
         }
         // Whether the rows are in the fetch's order already (an ordered walk of its only sort).

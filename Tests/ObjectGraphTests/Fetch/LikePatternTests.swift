@@ -113,7 +113,8 @@ private struct OneStringBytes: OrdinalFetchEvaluable {
 }
 
 /// `MATCHES` compiled once (literal patterns with `.*` on either side tested on UTF-8 bytes,
-/// the others through one compiled expression) against the interpreted evaluation, which
+/// a text's or a stored row's, the others through one compiled expression) against the
+/// interpreted evaluation, which
 /// runs the regular expression per subject: patterns of literals, escaped and unescaped
 /// metacharacters and wildcards, on texts with accents, decomposed accents and every kind of
 /// line terminator, with every option.
@@ -131,9 +132,12 @@ private struct OneStringBytes: OrdinalFetchEvaluable {
             for options in allOptions {
                 let predicate = FetchPredicate.comparison(.keyPath("x"), .matches, .constant(.attribute(.string(pattern))), options: options)
                 let compiled = try predicate.compiled(for: entity, as: OneString.self)
+                // A subject that holds its text as bytes (a stored row): literal patterns test them.
+                let onBytes = try predicate.compiled(for: entity, as: OneStringBytes.self)
                 for text in texts {
                     let expected = try predicate.evaluate(with: ["x": AttributeValue.string(text)])
                     try #require(compiled.evaluate(OneString(text: text)) == expected, "\"\(text)\" MATCHES[\(options.rawValue)] \"\(pattern)\"")
+                    try #require(onBytes.evaluate(OneStringBytes(text: text)) == expected, "on bytes: \"\(text)\" MATCHES[\(options.rawValue)] \"\(pattern)\"")
                     checked += 1
                     if expected { held += 1 }
                 }

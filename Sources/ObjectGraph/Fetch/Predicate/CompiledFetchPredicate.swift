@@ -460,13 +460,21 @@ extension FetchPredicate {
             let fixed = StringMatching.FixedPattern(kind, constant, options: options)
             return ({ fixed.matches($0) }, { fixed.matchesASCII($0) })
         case .matches:
+            if options.isEmpty, let literal = StringMatching.LiteralPattern(constant) {
+                // A literal pattern (a valid expression) tests a stored text's bytes in place (no
+                // string made per row); the expression, looked up only for a text the literal
+                // does not decide, answers for the others.
+                return ({ text in
+                    if let answer = literal.matches(text) { return answer }
+                    guard let regex = try? StringMatching.regex(constant, caseInsensitive: false) else { return false }
+                    return StringMatching.matches(text, regex)
+                }, { literal.matches(utf8: $0) })
+            }
             // A pattern that does not compile is left to the general path, which throws.
             guard let regex = try? StringMatching.regex(constant, caseInsensitive: options.contains(.caseInsensitive)) else { return nil }
-            let literal = options.isEmpty ? StringMatching.LiteralPattern(constant) : nil
             let folds = options.contains(.diacriticInsensitive)
             return ({ text in
-                if let literal, let answer = literal.matches(text) { return answer }
-                return StringMatching.matches(folds ? text.folding(options: .diacriticInsensitive, locale: nil) : text, regex)
+                StringMatching.matches(folds ? text.folding(options: .diacriticInsensitive, locale: nil) : text, regex)
             }, nil)
         default:
             return nil

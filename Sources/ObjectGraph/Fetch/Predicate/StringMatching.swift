@@ -275,7 +275,7 @@ enum StringMatching {
                     else { return nil }
                     tokens.append(escaped)
                     i += 2
-                } else if Self.metacharacters.contains(byte) || byte < 0x20 || byte >= 0x80 {
+                } else if Self.isMetacharacter(byte) || byte < 0x20 || byte >= 0x80 {
                     return nil
                 } else {
                     tokens.append(byte)
@@ -290,28 +290,43 @@ enum StringMatching {
             literal = tokens.compactMap { $0 }
         }
 
-        private static let metacharacters: Set<UInt8> = Set("^$.|?*+()[]{}#".utf8)
+        /// Whether `byte` is one of `^$.|?*+()[]{}#` (a switch: a set's hashing cost ~200
+        /// instructions a byte).
+        private static func isMetacharacter(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "^"), UInt8(ascii: "$"), UInt8(ascii: "."), UInt8(ascii: "|"), UInt8(ascii: "?"), UInt8(ascii: "*"),
+                UInt8(ascii: "+"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "{"),
+                UInt8(ascii: "}"), UInt8(ascii: "#"):
+                return true
+            default:
+                return false
+            }
+        }
 
         /// Whether the whole of `text` matches; `nil` when `text` holds a line terminator
         /// (U+000A to U+000D; the others are not ASCII) or a character that is not ASCII.
         func matches(_ text: String) -> Bool? {
             var text = text
-            return text.withUTF8 { t -> Bool? in
-                for byte in t where byte >= 0x80 || (byte >= 0x0A && byte <= 0x0D) { return nil }
-                let n = literal.count
-                guard n <= t.count else { return false }
-                func at(_ start: Int) -> Bool {
-                    for i in 0..<n where t[start + i] != literal[i] { return false }
-                    return true
-                }
-                switch (leadingWildcard, trailingWildcard) {
-                case (false, false): return n == t.count && at(0)
-                case (false, true): return at(0)
-                case (true, false): return at(t.count - n)
-                case (true, true):
-                    for start in 0...(t.count - n) where at(start) { return true }
-                    return false
-                }
+            return text.withUTF8 { matches(utf8: $0) }
+        }
+
+        /// ``matches(_:)`` on a text's UTF-8 bytes, read where they are (a stored row's):
+        /// `nil` for the same texts.
+        func matches(utf8 t: UnsafeBufferPointer<UInt8>) -> Bool? {
+            for byte in t where byte >= 0x80 || (byte >= 0x0A && byte <= 0x0D) { return nil }
+            let n = literal.count
+            guard n <= t.count else { return false }
+            func at(_ start: Int) -> Bool {
+                for i in 0..<n where t[start + i] != literal[i] { return false }
+                return true
+            }
+            switch (leadingWildcard, trailingWildcard) {
+            case (false, false): return n == t.count && at(0)
+            case (false, true): return at(0)
+            case (true, false): return at(t.count - n)
+            case (true, true):
+                for start in 0...(t.count - n) where at(start) { return true }
+                return false
             }
         }
     }
