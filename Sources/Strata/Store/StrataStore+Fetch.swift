@@ -136,10 +136,18 @@ extension StrataStore {
             let rowPrefix = KeyLayout.rowPrefix(root: root)
             var values: [FetchValue] = []
             var last: [UInt8]? = nil
+            let isString = attribute.attributeType == .string
             try snapshot.forEachKeyBytes(from: prefix, to: Self.prefixEnd(prefix)) { key in
                 guard key.count >= prefix.count + 8 else { return true }
                 let value = UnsafeRawBufferPointer(rebasing: key[prefix.count..<(key.count - 8)])
                 if let last, last.withUnsafeBytes({ $0.elementsEqualBytes(value) }) { return true }
+                if isString, let text = Self.asciiText(ofIndexValue: value) {
+                    // An ASCII string's index bytes are its stored form: no row is read (the
+                    // entries are exact here, as for [IDX-S7]'s counts).
+                    values.append(.attribute(.string(text)))
+                    last = Array(value)
+                    return true
+                }
                 guard let reference = KeyLayout.reference(fromKeyBytes: key),
                     let row = try source.readOnce(prefix: rowPrefix, root: root, reference: reference),
                     matches(row), let rowEntity = layout.entity(number: row.entityNumber)
@@ -149,9 +157,9 @@ extension StrataStore {
                 last = Array(value)
                 return true
             }
-            // Each value came once (its index bytes differ from the last value's, and equal values
-            // have equal bytes): only a date (whose -0 and +0 are one value) is compared again.
-            if attribute.attributeType != .date { request.returnsDistinctResults = false }
+            // Each value came once: its index bytes differ from the last value's, and these
+            // encodings give equal values equal bytes (a date's -0 and +0 included, [IDX-S2]).
+            request.returnsDistinctResults = false
             return .dictionaries(try request.dictionaries(fromValues: values))
         }
         // Whether the rows are in the fetch's order already (an ordered walk of its only sort).
@@ -356,6 +364,16 @@ extension StrataStore {
             return .dictionaries(try request.dictionaries(fromValues: scannedValues))
         }
         return try request.apply(to: rows, objectID: \.objectID)
+    }
+
+    /// The text of an encoded string index value ([IDX-S2]: type byte 0x30, the bytes, 0x00
+    /// 0x01) when every byte of it is ASCII and none is escaped, else `nil`: such a text is
+    /// stored as those very bytes (ASCII is its own normalisation form C).
+    static func asciiText(ofIndexValue value: UnsafeRawBufferPointer) -> String? {
+        guard value.count >= 3, value[0] == 0x30, value[value.count - 2] == 0x00, value[value.count - 1] == 0x01 else { return nil }
+        let text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)])
+        for byte in text where byte == 0x00 || byte >= 0x80 { return nil }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).
