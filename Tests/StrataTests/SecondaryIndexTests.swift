@@ -93,6 +93,68 @@ import Testing
         #expect(try Self.entries(coordinator, "rank") == expected([(.int64(10), items[1]), (.int64(20), items[2])], "rank"))
         #expect(try Self.entries(coordinator, "note").isEmpty, "unindexed attributes have no entries")
     }
+
+    /// [IDX-S3] An update moves only the entries of the indexed attributes it changes (the
+    /// object read the row it replaces; a conflict's resolution reads the row again and marks
+    /// what the policy writes over it as changed). Under every merge policy, with each side
+    /// changing an indexed attribute, an unindexed one, both or neither, the entries after the
+    /// save are exactly the rows' values.
+    @Test(arguments: MergePolicy.MergeType.allCases)
+    func indexEntriesMatchTheRowsAfterEveryMergePolicysSave(policy: MergePolicy.MergeType) throws {
+        let store = TemporaryStore()
+        let coordinator = try store.coordinator(model: try Self.model())
+        let setup = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        // Per item, what the store's side (another context) and this side change: 0 nothing,
+        // 1 the indexed rank, 2 the unindexed note, 3 both (and this side's name when it does).
+        let cases = (0..<16).map { ($0 & 3, $0 >> 2) }
+        var items: [ManagedObject] = []
+        for index in cases.indices {
+            let item = try setup.insertNewObject(forEntityName: "Item")
+            try item.setValue(.string("n\(index)"), forKey: "name")
+            try item.setValue(.int64(Int64(index)), forKey: "rank")
+            items.append(item)
+        }
+        try setup.save()
+        let ids = items.map(\.objectID)
+        let mine = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        mine.mergePolicy = MergePolicy(merge: policy)
+        let objects = try ids.map { try mine.existingObject(with: $0) }
+        for object in objects { _ = try object.value(forKey: "rank") }
+        let theirs = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for (index, (store, _)) in cases.enumerated() where store != 0 {
+            let item = try theirs.existingObject(with: ids[index])
+            if store & 1 != 0 { try item.setValue(.int64(Int64(100 + index)), forKey: "rank") }
+            if store & 2 != 0 { try item.setValue(.string("theirs"), forKey: "note") }
+        }
+        try theirs.save()
+        for (index, (_, ours)) in cases.enumerated() where ours != 0 {
+            if ours & 1 != 0 {
+                try objects[index].setValue(.int64(Int64(200 + index)), forKey: "rank")
+                try objects[index].setValue(.string("m\(index)"), forKey: "name")
+            }
+            if ours & 2 != 0 { try objects[index].setValue(.string("ours"), forKey: "note") }
+        }
+        do { try mine.save() } catch { #expect(policy == .error, "\(policy): \(error)") }
+        // The rows as a new context reads them, and the entries they imply.
+        let reader = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var rank: [[UInt8]] = [], name: [[UInt8]] = []
+        for id in ids {
+            let item = try reader.existingObject(with: id)
+            guard case .int64(let reference)? = id.referenceObject else { throw ObjectGraphError(.invalidArgument, "no reference") }
+            rank.append(IndexKey.key(root: "Item", attribute: "rank", value: try item.value(forKey: "rank"), reference: reference))
+            name.append(IndexKey.key(root: "Item", attribute: "name", value: try item.value(forKey: "name"), reference: reference))
+        }
+        #expect(try Self.entries(coordinator, "rank") == rank.sorted { $0.lexicographicallyPrecedes($1) }, "\(policy)")
+        #expect(try Self.entries(coordinator, "name") == name.sorted { $0.lexicographicallyPrecedes($1) }, "\(policy)")
+        // The overwrite policy writes this side's rank over the store's change: the case this
+        // guards (an entry left at the store's value) exists only when some row moved.
+        if policy == .overwrite {
+            let overwritten = try reader.existingObject(with: ids[1])  // store: rank; ours: nothing
+            #expect(try overwritten.value(forKey: "rank") == .int64(101), "an object this side did not change is not in its save")
+            let written = try reader.existingObject(with: ids[9])  // store: rank; ours: note
+            #expect(try written.value(forKey: "rank") == .int64(9), "overwrite writes the object's whole state")
+        }
+    }
 }
 
 @Suite struct IndexedFetchTests {

@@ -25,6 +25,9 @@ public struct ObjectGraphProbe {
         /// Delete one customer in 10 (random; the model cascades to their orders and takes
         /// them out of their products), one save: the comparison's delete row. Strata only.
         case delete
+        /// Change one customer in 10 (city, unindexed) and one order in 10 (status, indexed),
+        /// random, each read first, one save: the comparison's update row. Strata only.
+        case update
         /// `count` random customers from a just-reopened store, each faulted in, its orders
         /// followed and every order's total read: the comparison's traverse row. Strata only.
         case traverse
@@ -140,6 +143,14 @@ public struct ObjectGraphProbe {
                 try probePhase { try shop.delete(customers: picks) }
                 try shop.close()
                 return Work(operations: picks.count + orders, rows: picks.count + orders)
+            }
+            if phase == .update {
+                var random = SplitMix64(seed: 7)
+                let customers = Array((0..<data.customers.count).shuffled(using: &random).prefix(max(1, data.customers.count / 10)))
+                let orders = Array((0..<data.orders.count).shuffled(using: &random).prefix(max(1, data.orders.count / 10)))
+                try probePhase { try shop.update(customers: customers, orders: orders) }
+                try shop.close()
+                return Work(operations: customers.count + orders.count, rows: customers.count + orders.count)
             }
             if phase == .traverse {
                 var random = SplitMix64(seed: 7)
@@ -284,7 +295,7 @@ public struct ObjectGraphProbe {
 
     private func readPhase(_ data: ShopData, fault: ([ObjectRef]) throws -> Int, fetch: (CustomerQuery) throws -> Int) throws -> Work {
         switch phase {
-        case .insert, .memory, .delete, .traverse, .saves, .open, .reopen, .split, .constraint:
+        case .insert, .memory, .delete, .update, .traverse, .saves, .open, .reopen, .split, .constraint:
             return Work(operations: 0, rows: 0)
         case .fault:
             var random = SplitMix64(seed: 7)

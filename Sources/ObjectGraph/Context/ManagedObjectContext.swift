@@ -245,11 +245,22 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// The object for an ID with its values loaded; never a fault.
     ///
-    /// - Throws: ``ObjectGraphError/Code/objectNotFound`` if the object does not exist.
+    /// - Throws: ``ObjectGraphError/Code/objectNotFound`` if the object does not exist, or
+    ///   for a temporary ID that names no object of this context (another context's insert,
+    ///   saved or not; a child context's parent's inserts are its own).
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
         checkQueue("existingObject(with:)")
         let registered = registry[objectID]?.object
         let wasRegistered = registered != nil
+        // A temporary ID this context has no object for names another context's insert (or
+        // one saved since, under a permanent ID): no store has it, and a fault of it would
+        // read as an empty new object. Core Data fails the same way.
+        if !wasRegistered, objectID.isTemporaryID, !isChild {
+            throw ObjectGraphError(
+                .objectNotFound,
+                "\(objectID.entity.name) \(objectID) is a temporary ID this context has no object for (another context's insert; after its save, use the object's permanent ID).",
+                entityName: objectID.entity.name, objectID: objectID)
+        }
         let object = registered ?? makeFault(for: objectID)
         do {
             try object.fulfillFault()

@@ -33,7 +33,12 @@ enum IndexKey {
 
     /// The key of one row's entry.
     static func key(root: String, attribute: String, value: AttributeValue, reference: Int64) -> [UInt8] {
-        prefix(root: root, attribute: attribute) + encode(value) + KeyLayout.referenceBytes(reference)
+        var key: [UInt8] = []
+        key.reserveCapacity(root.utf8.count + attribute.utf8.count + 40)
+        appendPrefix(root: root, attribute: attribute, to: &key)
+        encode(value, into: &key)
+        KeyLayout.appendReference(reference, to: &key)
+        return key
     }
 
     /// The reference at the end of an index key.
@@ -182,12 +187,7 @@ enum IndexKey {
     ) rethrows -> [[UInt8]] {
         var keys: [[UInt8]] = []
         for attribute in entity.attributesWithIndexEntries {
-            var key: [UInt8] = []
-            key.reserveCapacity(root.utf8.count + attribute.name.utf8.count + 40)
-            appendPrefix(root: root, attribute: attribute.name, to: &key)
-            encode(try value(attribute), into: &key)
-            KeyLayout.appendReference(reference, to: &key)
-            keys.append(key)
+            keys.append(key(root: root, attribute: attribute.name, value: try value(attribute), reference: reference))
         }
         return keys
     }

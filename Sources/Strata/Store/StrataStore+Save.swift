@@ -245,12 +245,22 @@ extension StrataStore {
                 let lists = layout.hasPendingKeys ? try pendingLists(of: object, rowKey: key, reads: reads, layout: layout) : [:]
                 batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout, lists: lists))
                 try relationshipKeys.write(object, values: values, existing: existing, into: &batch)
-                let before = Set(try indexKeys(object) { try storedValue(existing, $0) })
-                let after = Set(try indexKeys(object) { attribute in
-                    try values[attribute.ordinal]?.attributeValue ?? storedValue(existing, attribute)
-                })
-                for stale in before.subtracting(after) { batch.delete(stale) }
-                for fresh in after.subtracting(before) { batch.put(fresh, []) }
+                // [IDX-S3] An attribute's entry moves when its value does. The object read this
+                // very version of the row (`current` saw to it; a conflict's resolution reads
+                // the row again and marks what it writes over it as changed), so its unchanged
+                // attributes hold the row's values: only its changed indexed attributes are
+                // compared (equal values have equal keys; unequal ones with equal keys are
+                // deleted then put, and the put wins). Without a version read, all are.
+                let readThisRow = object.committedVersion == existing.version
+                let reference = try integerReference(object.objectID), root = layout.keySpace(of: object.entity)
+                for attribute in object.entity.attributesWithIndexEntries {
+                    if readThisRow && !object.hasChange(atOrdinal: attribute.ordinal) { continue }
+                    let old = try storedValue(existing, attribute)
+                    let new = values[attribute.ordinal]?.attributeValue ?? old
+                    if old == new { continue }
+                    batch.delete(IndexKey.key(root: root, attribute: attribute.name, value: old, reference: reference))
+                    batch.put(IndexKey.key(root: root, attribute: attribute.name, value: new, reference: reference), [])
+                }
             }
             for (object, key) in deletes {
                 guard let existing = try current(object, key) else { continue }

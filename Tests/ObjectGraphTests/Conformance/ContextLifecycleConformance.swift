@@ -21,6 +21,30 @@ struct ContextLifecycleConformance {
         #expect(!ada.hasChanges && context.updatedObjects.isEmpty, "setting the committed value back is no change")
     }
 
+    /// Core Data's `existingObject(with:)` fails for a temporary ID the context has no object
+    /// for (NSManagedObjectReferentialIntegrityError): another context's insert, before its
+    /// save and after it (the object then has a permanent ID, which works). Neither call
+    /// leaves an object behind in the context.
+    @Test(arguments: allStoreFixtures)
+    func existingObjectFailsForAnotherContextsTemporaryID(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let writer = stack.context()
+        let ada = try writer.makePerson("Ada", age: 36)
+        let temporary = ada.objectID
+        #expect(temporary.isTemporaryID)
+        let reader = stack.context()
+        #expect(throws: ObjectGraphError.self) { _ = try reader.existingObject(with: temporary) }
+        try writer.save()
+        var caught: ObjectGraphError?
+        do { _ = try reader.existingObject(with: temporary) } catch let error as ObjectGraphError { caught = error }
+        #expect(caught?.code == .objectNotFound)
+        #expect(reader.registeredObjects.isEmpty)
+        #expect(try reader.existingObject(with: ada.objectID).value(forKey: "name") == .string("Ada"))
+        // The writer's own inserted object stays reachable by its ID until it is saved.
+        let bob = try writer.makePerson("Bob")
+        #expect(try writer.existingObject(with: bob.objectID) === bob)
+    }
+
     @Test(arguments: allStoreFixtures)
     func rollbackDiscardsInsertsDeletesAndUpdates(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())
