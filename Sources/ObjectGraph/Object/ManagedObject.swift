@@ -646,4 +646,17 @@ extension ManagedObject {
         }
         return values
     }
+
+    /// The uncommitted values of the object's stored properties by ordinal
+    /// (``PropertyDescription/ordinal``), `nil` for every property without one: what an update
+    /// changes in the row it read (``committedVersion``). A store that writes the object over
+    /// that very version of its row takes the other fields from the row as they are, decoding
+    /// nothing of the object's. Reads no value and fires no fault.
+    public func changedStoredValues() -> [PropertyValue?] {
+        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
+        changes.forEachChange { ordinal, value in
+            if !entity.properties[ordinal].isTransient { values[ordinal] = value }
+        }
+        return values
+    }
 }

@@ -158,10 +158,12 @@ extension StrataStore {
         let inserts = Self.inKeyOrder(try (request.insertedObjects ?? []).map {
             ($0, try rowKey($0.objectID), try $0.storedValues(skippingUnloadedRelationships: false))
         }, key: \.1)
-        // An update carries only what the object has loaded; the fields it never loaded are
-        // copied from the current row under the lock.
+        // An update carries only what it changes in the row it read (the save writes only over
+        // that version, `current` below); the other fields are copied from the row under the
+        // lock. An object that read no row yet carries everything it has loaded.
         let updates = Self.inKeyOrder(try (request.updatedObjects ?? []).map {
-            ($0, try rowKey($0.objectID), try $0.storedValues(skippingUnloadedRelationships: true))
+            ($0, try rowKey($0.objectID),
+             $0.committedVersion != nil ? $0.changedStoredValues() : try $0.storedValues(skippingUnloadedRelationships: true))
         }, key: \.1)
         let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
