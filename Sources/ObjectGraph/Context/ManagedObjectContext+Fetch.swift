@@ -183,10 +183,9 @@ extension ManagedObjectContext {
     /// setPropertiesToFetch"); fetch an aggregate or `@count` of it instead.
     static func checkNoToMany(_ keyPath: String, from entity: EntityDescription) throws {
         var current = entity
-        // Split on the UTF-8 dots, each name looked up in the entity's name table (a split by
-        // `Character` and a `String`-hashed lookup cost ~4k instructions for one plain key).
-        for name in keyPath.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: true) {
-            let key = String(Substring(name))
+        // Each name looked up in the entity's name table (a split by `Character` and a
+        // `String`-hashed lookup cost ~4k instructions for one plain key).
+        for key in keyPath.keyPathComponents {
             guard let property = current.propertyNames.property(named: key) ?? current.propertiesByName[key],
                 property.slotKind != .attribute, let relationship = property as? RelationshipDescription
             else { return }
@@ -208,8 +207,7 @@ extension ManagedObjectContext {
             return
         }
         var current = entity
-        // Split on the UTF-8 dots (a split by `Character` costs more than the whole check).
-        var components = keyPath.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: true).map { String(Substring($0)) }[...]
+        var components = keyPath.keyPathComponents[...]
         while let key = components.popFirst() {
             if key == "self" || key == "SELF" { continue }
             let property = try current.property(named: key)

@@ -81,3 +81,22 @@ import Testing
         #expect(answered > 1000)
     }
 }
+
+/// A key path's components, cut from its UTF-8 bytes, are what `split(separator: ".")` gives
+/// (empty components skipped), for every path of up to four pieces of dots, ASCII names and
+/// names with accents (precomposed, decomposed) and a 16-byte name (a large string).
+@Suite struct KeyPathComponentTests {
+    @Test func keyPathComponentsAreTheDotSplitOfThePath() {
+        let pieces = [".", "a", "é", "e\u{301}", "sixteen_bytes_xx"]
+        var paths = [""]
+        var level = [""]
+        for _ in 0..<4 {
+            level = level.flatMap { prefix in pieces.map { prefix + $0 } }
+            paths += level
+        }
+        #expect(paths.count == 781)
+        for path in paths {
+            #expect(path.keyPathComponents == path.split(separator: ".").map(String.init), "\(path)")
+        }
+    }
+}

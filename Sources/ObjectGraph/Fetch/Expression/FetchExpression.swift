@@ -150,3 +150,23 @@ public indirect enum FetchExpression: Sendable, Hashable {
         return path.split(separator: ".").filter { !$0.hasPrefix("@") }.joined(separator: ".")
     }
 }
+
+extension String {
+    /// The dot-separated components of a key path (`album.artist.name` → `album`, `artist`,
+    /// `name`), empty ones skipped as `split(separator:)` skips them, cut from the path's UTF-8
+    /// bytes in one pass: a split through `String.UTF8View` indices or by `Character` costs
+    /// more than the model lookups the components feed (a name of up to 15 bytes is made
+    /// without an allocation).
+    var keyPathComponents: [String] {
+        var path = self
+        return path.withUTF8 { bytes -> [String] in
+            var components: [String] = []
+            var start = 0
+            for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: ".") {
+                if index > start { components.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)) }
+                start = index + 1
+            }
+            return components
+        }
+    }
+}

@@ -183,9 +183,7 @@ extension FetchPredicate {
         var reachesToMany = false
         var pendingOperator: FetchCollectionOperator?
         var last: PropertyDescription?
-        // Split on the UTF-8 dots (a split by `Character` costs more than the whole check).
-        for bytes in keyPath.utf8.split(separator: UInt8(ascii: ".")) {
-            let component = String(Substring(bytes))
+        for component in keyPath.keyPathComponents {
             if component.utf8.first == UInt8(ascii: "@") {
                 guard let op = FetchCollectionOperator(rawValue: component) else { return nil }
                 pendingOperator = op
