@@ -183,11 +183,10 @@ extension ManagedObjectContext {
     /// setPropertiesToFetch"); fetch an aggregate or `@count` of it instead.
     static func checkNoToMany(_ keyPath: String, from entity: EntityDescription) throws {
         var current = entity
-        // Each name looked up in the entity's name table (a split by `Character` and a
-        // `String`-hashed lookup cost ~4k instructions for one plain key).
+        // (The key path was checked already: each name is a property.)
         for key in keyPath.keyPathComponents {
-            guard let property = current.propertyNames.property(named: key) ?? current.propertiesByName[key],
-                property.slotKind != .attribute, let relationship = property as? RelationshipDescription
+            guard let property = try? current.property(named: key), property.slotKind != .attribute,
+                let relationship = property as? RelationshipDescription
             else { return }
             if relationship.isToMany {
                 throw ObjectGraphError(

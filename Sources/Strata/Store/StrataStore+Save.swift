@@ -247,18 +247,14 @@ extension StrataStore {
                 let lists = layout.hasPendingKeys ? try pendingLists(of: object, rowKey: key, reads: reads, layout: layout) : [:]
                 batch.put(key, try encodeRow(values, of: object, version: existing.version + 1, existing: existing, layout: layout, lists: lists))
                 try relationshipKeys.write(object, values: values, existing: existing, into: &batch)
-                // [IDX-S3] An attribute's entry moves when its value does. The object read this
-                // very version of the row (`current` saw to it; a conflict's resolution reads
-                // the row again and marks what it writes over it as changed), so its unchanged
-                // attributes hold the row's values: only its changed indexed attributes are
-                // compared (equal values have equal keys; unequal ones with equal keys are
-                // deleted then put, and the put wins). Without a version read, all are.
-                let readThisRow = object.committedVersion == existing.version
+                // [IDX-S3] An attribute's entry moves when its value does. `values` holds the
+                // attributes the update writes (the changed ones when the object read this row's
+                // version, above): each is compared with the row's (equal values have equal
+                // keys; unequal ones with equal keys are deleted then put, and the put wins).
                 let reference = try integerReference(object.objectID), root = layout.keySpace(of: object.entity)
                 for attribute in object.entity.attributesWithIndexEntries {
-                    if readThisRow && !object.hasChange(atOrdinal: attribute.ordinal) { continue }
+                    guard let new = values[attribute.ordinal]?.attributeValue else { continue }
                     let old = try storedValue(existing, attribute)
-                    let new = values[attribute.ordinal]?.attributeValue ?? old
                     if old == new { continue }
                     batch.delete(IndexKey.key(root: root, attribute: attribute.name, value: old, reference: reference))
                     batch.put(IndexKey.key(root: root, attribute: attribute.name, value: new, reference: reference), [])
@@ -390,7 +386,8 @@ struct RelationshipKeyWriter {
     }
 
     /// The key changes of one object: `values` are its values by ordinal (`nil` when the
-    /// object is deleted; a `nil` value is a relationship it never loaded, left as stored),
+    /// object is deleted; a `nil` value is a property the update leaves as stored: unchanged,
+    /// or a relationship it never loaded),
     /// `existing` its stored row (`nil` when inserted).
     func write(_ object: ManagedObject, values: [PropertyValue?]?, existing: RowBytes?, into batch: inout WriteBatch) throws {
         let entity = object.entity

@@ -462,11 +462,14 @@ extension FetchPredicate {
         case .matches:
             if options.isEmpty, let literal = StringMatching.LiteralPattern(constant) {
                 // A literal pattern (a valid expression) tests a stored text's bytes in place (no
-                // string made per row); the expression, looked up only for a text the literal
-                // does not decide, answers for the others.
+                // string made per row); the expression, looked up at the first text the literal
+                // does not decide (once per compiled predicate, which one thread evaluates),
+                // answers for those.
+                var regex: NSRegularExpression? = nil
                 return ({ text in
                     if let answer = literal.matches(text) { return answer }
-                    guard let regex = try? StringMatching.regex(constant, caseInsensitive: false) else { return false }
+                    if regex == nil { regex = try? StringMatching.regex(constant, caseInsensitive: false) }
+                    guard let regex else { return false }
                     return StringMatching.matches(text, regex)
                 }, { literal.matches(utf8: $0) })
             }
