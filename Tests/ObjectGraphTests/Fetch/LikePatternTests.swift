@@ -64,6 +64,12 @@ private struct OneString: OrdinalFetchEvaluable {
     func fetchValue(forKeyPath keyPath: String) throws -> FetchValue { .attribute(keyPath == "x" ? .string(text) : .null) }
 }
 
+/// A subject whose one string attribute is null.
+private struct NullString: OrdinalFetchEvaluable {
+    func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? { ordinal == 0 ? .null : nil }
+    func fetchValue(forKeyPath keyPath: String) throws -> FetchValue { .attribute(.null) }
+}
+
 /// The same subject, offering its text's UTF-8 bytes to string tests (as a store's row does).
 private struct OneStringBytes: OrdinalFetchEvaluable {
     let text: String
@@ -77,18 +83,24 @@ private struct OneStringBytes: OrdinalFetchEvaluable {
 
 /// The compiled string tests (the constant folded once, ASCII texts matched in place) against
 /// the interpreted evaluation, which folds both sides per subject: every operator and option
-/// on texts and constants mixing case, accents, decomposed accents and a CR LF, texts read as
+/// (the string operators, equality and order) on texts and constants mixing case, accents,
+/// decomposed accents, a CR LF and a Kelvin sign, texts read as
 /// `String`s and as UTF-8 bytes.
 @Suite struct CompiledStringTestTests {
     @Test func compiledStringTestsAnswerAsTheInterpreterDoes() throws {
         let entity = EntityDescription(name: "T", properties: [.attribute("x", .string)])
         _ = try ManagedObjectModel(entities: [entity])
         let alphabet = ["a", "B", "é", "E\u{301}", "\r\n", "\n"]
-        let texts = LikePatternTests.strings(alphabet, upTo: 3)
-        let constants = LikePatternTests.strings(alphabet + ["*", "?"], upTo: 2)
+        // A Kelvin sign is canonically equivalent to "K": an ASCII text is not compared with a
+        // constant that is not ASCII by its bytes.
+        let texts = LikePatternTests.strings(alphabet, upTo: 3) + ["K", "k", "aK", "\u{212A}"]
+        let constants = LikePatternTests.strings(alphabet + ["*", "?"], upTo: 2) + ["K", "\u{212A}", "a\u{212A}"]
         let allOptions: [ComparisonOptions] = [[], .caseInsensitive, .diacriticInsensitive, [.caseInsensitive, .diacriticInsensitive]]
         var checked = 0, held = 0
-        for op in [FetchComparisonOperator.like, .contains, .beginsWith, .endsWith, .equal] {
+        let operators: [FetchComparisonOperator] = [
+            .like, .contains, .beginsWith, .endsWith, .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual,
+        ]
+        for op in operators {
             for options in allOptions {
                 for constant in constants {
                     let predicate = FetchPredicate.comparison(.keyPath("x"), op, .constant(.attribute(.string(constant))), options: options)
@@ -109,6 +121,12 @@ private struct OneStringBytes: OrdinalFetchEvaluable {
         let kelvin = try FetchPredicate.equal("x", "K").compiled(for: entity, as: OneStringBytes.self)
         #expect(try kelvin.evaluate(OneStringBytes(text: "\u{212A}")))
         #expect(try !kelvin.evaluate(OneStringBytes(text: "k")))
+        // A null is unequal to every string, and neither before nor after one.
+        for (op, expected) in [(FetchComparisonOperator.notEqual, true), (.equal, false), (.lessThan, false), (.greaterThanOrEqual, false)] {
+            let predicate = FetchPredicate.comparison(.keyPath("x"), op, .constant(.attribute(.string("a"))))
+            #expect(try predicate.compiled(for: entity, as: NullString.self).evaluate(NullString()) == expected, "nil \(op.rawValue) \"a\"")
+            #expect(try predicate.evaluate(with: ["x": AttributeValue.null]) == expected, "interpreted: nil \(op.rawValue) \"a\"")
+        }
     }
 }
 

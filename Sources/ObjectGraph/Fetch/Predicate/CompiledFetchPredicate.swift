@@ -282,11 +282,10 @@ extension FetchPredicate {
                 return { subject in
                     if let bytesTest, let answer = try subject.testStringBytes(atOrdinal: ordinal, bytesTest) { return answer }
                     let left = try value(subject)
-                    switch left {
-                    case .attribute(.string(let text)): return test(text)
-                    case .collection: return try Self.compare(left, op, right, modifier: .direct, options: options)
-                    default: return false
-                    }
+                    if case .attribute(.string(let text)) = left { return test(text) }
+                    // A null, another kind or a collection: the general comparison (`!=`
+                    // holds for a null, the string operators do not).
+                    return try Self.compare(left, op, right, modifier: .direct, options: options)
                 }
             }
             if options.isEmpty, let test = Self.typedTest(op, right) {
@@ -459,6 +458,21 @@ extension FetchPredicate {
             let kind: StringMatching.FixedPattern.Kind = op == .contains ? .contains : op == .beginsWith ? .beginsWith : .endsWith
             let fixed = StringMatching.FixedPattern(kind, constant, options: options)
             return ({ fixed.matches($0) }, { fixed.matchesASCII($0) })
+        case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual:
+            // `name == "Grunge"` on an unindexed attribute, the everyday scan: an ASCII text
+            // is compared by its bytes, in the row.
+            let pattern = StringMatching.OrderPattern(constant, options: options)
+            let holds: (ComparisonResult) -> Bool
+            switch op {
+            case .equal: holds = { $0 == .orderedSame }
+            case .notEqual: holds = { $0 != .orderedSame }
+            case .lessThan: holds = { $0 == .orderedAscending }
+            case .lessThanOrEqual: holds = { $0 != .orderedDescending }
+            case .greaterThan: holds = { $0 == .orderedDescending }
+            default: holds = { $0 != .orderedAscending }
+            }
+            // Strings always have an order: `nil` only for kinds the text test never sees.
+            return ({ text in pattern.order(text).map(holds) ?? (op == .notEqual) }, { bytes in pattern.orderASCII(bytes).map(holds) })
         case .matches:
             if options.isEmpty, let literal = StringMatching.LiteralPattern(constant) {
                 // A literal pattern (a valid expression) tests a stored text's bytes in place (no

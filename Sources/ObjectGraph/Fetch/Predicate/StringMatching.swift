@@ -151,6 +151,49 @@ enum StringMatching {
         }
     }
 
+    /// A string's order against one constant string under the comparison's case and
+    /// diacritic options (what `==`, `!=`, `<`, `<=`, `>` and `>=` test), as
+    /// `AttributeValue.compare` gives it, with an ASCII text ordered against an ASCII
+    /// constant by its bytes: ASCII strings compare as their bytes do, and under
+    /// case-insensitivity as their lowercased bytes do. Other texts, and any text against a
+    /// constant that is not ASCII (a Kelvin sign equals "K"), take the general comparison.
+    struct OrderPattern: Sendable {
+        private let constant: String
+        /// The constant's bytes, lowercased under case-insensitivity, when it is ASCII.
+        private let asciiConstant: [UInt8]?
+        private let options: ComparisonOptions
+
+        init(_ constant: String, options: ComparisonOptions) {
+            self.constant = constant
+            self.options = options.intersection([.caseInsensitive, .diacriticInsensitive])
+            let folding = self.options.contains(.caseInsensitive)
+            asciiConstant = constant.utf8.allSatisfy { $0 < 0x80 } ? constant.utf8.map { folding ? StringMatching.foldASCII($0) : $0 } : nil
+        }
+
+        /// The text's order against the constant; `nil` where `AttributeValue.compare` has none.
+        func order(_ text: String) -> ComparisonResult? {
+            if asciiConstant != nil, let result = StringMatching.withUTF8(text, orderASCII) { return result }
+            return AttributeValue.compare(.string(text), .string(constant), options: options)
+        }
+
+        /// The order of the UTF-8 `text` against the constant when both are ASCII; `nil` otherwise.
+        func orderASCII(_ text: UnsafeBufferPointer<UInt8>) -> ComparisonResult? {
+            guard let asciiConstant else { return nil }
+            for byte in text where byte >= 0x80 { return nil }
+            let folding = options.contains(.caseInsensitive)
+            return asciiConstant.withUnsafeBufferPointer { c -> ComparisonResult in
+                let count = min(text.count, c.count)
+                var i = 0
+                while i < count {
+                    let t = folding ? StringMatching.foldASCII(text[i]) : text[i]
+                    if t != c[i] { return t < c[i] ? .orderedAscending : .orderedDescending }
+                    i += 1
+                }
+                return text.count == c.count ? .orderedSame : (text.count < c.count ? .orderedAscending : .orderedDescending)
+            }
+        }
+    }
+
     /// `CONTAINS`, `BEGINSWITH` or `ENDSWITH` against one constant string, with the
     /// comparison's case and diacritic options applied to the constant once and to each text
     /// as it is tested (ASCII text against an ASCII constant byte by byte, never copied).
