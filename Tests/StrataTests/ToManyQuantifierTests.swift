@@ -5,7 +5,9 @@ import Testing
 
 /// `ANY`, `ALL` and `NONE` (and `@sum`, `@avg`, `@min`, `@max`) through to-many
 /// relationships, which a StrataStore answers either from the destination's matches (a
-/// semi-join, [FETCH-S1]) or row by row, reading members until one decides ([FETCH-S5]); and a limit without a sort, which stops reading once the
+/// semi-join, [FETCH-S1], its matches read from a to-one's keys where the rest of the path
+/// starts with one, [FETCH-S17]) or row by row, reading members until one decides
+/// ([FETCH-S5]); and a limit without a sort, which stops reading once the
 /// page is full ([FETCH-S6]). An InMemoryStore holding the same objects is the oracle: keyed
 /// many-to-many and one-to-many relationships, an ordered to-many kept in the row, to-one
 /// chains with missing destinations, null values and empty collections.
@@ -31,6 +33,11 @@ import Testing
                 .toOne("genre", "Genre", inverse: "tracks"),
                 .toOne("album", "Album", inverse: "tracks"),
                 .toMany("playlists", "Playlist", inverse: "tracks"),
+                .toMany("lines", "Line", inverse: "track"),
+            ]),
+            EntityDescription(name: "Line", properties: [
+                .attribute("name", .string),
+                .toOne("track", "Track", inverse: "lines"),
             ]),
         ])
     }
@@ -71,6 +78,12 @@ import Testing
                 try playlist.addObject(track, toRelationship: "tracks")
             }
             tracks.append(track)
+        }
+        // Lines naming a track (some none): to-one chains two deep ([FETCH-S17]).
+        for index in 0..<120 {
+            let line = try context.insertNewObject(forEntityName: "Line")
+            try line.setValue(.string("line \(index)"), forKey: "name")
+            if index % 11 != 3 { try line.setValue(tracks[(index * 7) % tracks.count], forKey: "track") }
         }
         for (index, album) in albums.enumerated() where index % 3 != 2 {
             let picks = (0..<(index % 4)).map { tracks[(index * 11 + $0 * 7) % tracks.count] }
@@ -114,6 +127,11 @@ import Testing
         ("Track", "genre == nil"),
         ("Track", "genre != nil AND length < 100"),
         ("Track", "NOT (genre == nil) AND name BEGINSWITH 'e'"),
+        ("Line", "track.genre.name == 'Jazz'"),
+        ("Line", "track.album.title BEGINSWITH 'album 1' AND name ENDSWITH '5'"),
+        ("Line", "track.genre.name IN {'Blues', 'Jazz'}"),
+        ("Genre", "ANY tracks.album.title BEGINSWITH 'album 2'"),
+        ("Playlist", "ANY tracks.album.title == 'album 3' OR ANY tracks.genre.name == 'Blues'"),
     ]
 
     static func names(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
@@ -125,7 +143,7 @@ import Testing
         }
     }
 
-    @Test(arguments: 0..<34)
+    @Test(arguments: 0..<39)
     func quantifiersThroughToManysMatchTheInMemoryStore(case index: Int) throws {
         let store = TemporaryStore()
         let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)

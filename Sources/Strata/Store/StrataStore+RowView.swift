@@ -66,6 +66,25 @@ extension StrataStore {
 
         /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order
         /// (with those its row holds in an older layout while the keys are pending, [MIG-5]).
+        /// Whether a member of a keyed to-many relationship of one owner passes `test`: its keys
+        /// read in reference order until one does (as ``members(_:of:reference:)`` while keys are
+        /// pending or rows retired).
+        func containsMember(
+            _ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64, where test: (StoredObject) -> Bool
+        ) throws -> Bool {
+            if layout.keysPending(relationship, in: snapshot) || layout.hasRetiredRows(in: snapshot) {
+                return try members(relationship, of: owner, reference: reference).contains(where: test)
+            }
+            let prefix = store.ownerPrefix(relationship, owner: owner, reference: reference)
+            var found = false
+            snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
+                guard key.count == prefix.count + 10, let member = RelationshipKeys.member(fromKeyBytes: key) else { return true }
+                found = test(member)
+                return !found
+            }
+            return found
+        }
+
         func members(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> [StoredObject] {
             var keys = RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
             // [MIG-4] Not a member whose row is retired (of a removed entity).
@@ -274,6 +293,14 @@ extension StrataStore {
         /// and key path (`nil`: not a keyed relationship); a linear search finds them.
         @exclusivity(unchecked) private var countedRelationships: [(entity: ObjectIdentifier, keyPath: String, relationship: RelationshipDescription?)] = []
 
+        /// The keyed to-many relationship ([REL-1]) at `ordinal` of `entity`, if it is one.
+        func keyedRelationship(of entity: EntityDescription, atOrdinal ordinal: Int) -> RelationshipDescription? {
+            guard ordinal >= 0, ordinal < entity.properties.count, let relationship = entity.properties[ordinal] as? RelationshipDescription,
+                RelationshipKeys.isKeyed(relationship)
+            else { return nil }
+            return relationship
+        }
+
         /// The keyed to-many of `entity` named `keyPath`, if it is one ([REL-3]).
         func keyedRelationship(of entity: EntityDescription, named keyPath: String) -> RelationshipDescription? {
             let id = ObjectIdentifier(entity)
@@ -357,6 +384,13 @@ extension StrataStore {
                 return source.layout.hasRemovedEntities ? targets.filter { !source.layout.isRemovedEntity($0.entity) } : targets
             }
             return []
+        }
+
+        func containsStoredObject(atOrdinal ordinal: Int, where test: (StoredObject) -> Bool) throws -> Bool {
+            if row.field(ofOrdinal: ordinal) == nil, let relationship = source.keyedRelationship(of: entity, atOrdinal: ordinal) {
+                return try source.containsMember(relationship, of: entity, reference: reference, where: test)
+            }
+            return try storedObjects(atOrdinal: ordinal).contains(where: test)
         }
 
         func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
@@ -590,6 +624,14 @@ extension StrataStore {
             try view().storedObjects(atOrdinal: ordinal)
         }
 
+        func containsStoredObject(atOrdinal ordinal: Int, where test: (StoredObject) -> Bool) throws -> Bool {
+            // A keyed to-many's members are read from its keys: the row is not copied.
+            if fields.field(ofOrdinal: ordinal) == nil, let relationship = source.keyedRelationship(of: entity, atOrdinal: ordinal) {
+                return try source.containsMember(relationship, of: entity, reference: reference, where: test)
+            }
+            return try view().containsStoredObject(atOrdinal: ordinal, where: test)
+        }
+
         func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
             // A compiled key path (attributes, through to-ones, counts) reads the borrowed bytes
             // and the destinations' rows, as the row's view would: no copy of this row.
@@ -627,6 +669,15 @@ protocol StoredRowAccess {
     func storedObject(atOrdinal ordinal: Int) throws -> StoredObject?
     /// The destinations of the to-many relationship at `ordinal`.
     func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject]
+    /// Whether a destination of the to-many relationship at `ordinal` passes `test`, read
+    /// until one does.
+    func containsStoredObject(atOrdinal ordinal: Int, where test: (StoredObject) -> Bool) throws -> Bool
+}
+
+extension StoredRowAccess {
+    func containsStoredObject(atOrdinal ordinal: Int, where test: (StoredObject) -> Bool) throws -> Bool {
+        try storedObjects(atOrdinal: ordinal).contains(where: test)
+    }
 }
 
 extension StrataStore {

@@ -76,6 +76,15 @@ extension StrataStore {
             (relationship.isToOne && modifier == .direct) || (relationship.isToMany && modifier == .any),
             !FetchPredicate.comparisonHoldsForNull(op, constant, options: options)
         else { return nil }
+        // [FETCH-S17] `genre.name == "Rock"` on the destination: its matches are the members
+        // of the matching genres' keys, no destination row read or ID made.
+        let memberRows = relationship.isToMany ? try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)) : 0
+        if let references = try foreignKeyMatches(
+            rest, op: op, constant: constant, options: options, of: destination,
+            cap: relationship.isToMany ? max(1_024, 128 * memberRows) : nil, in: snapshot, layout: layout)
+        {
+            return SemiJoin(.destinations(relationship, references: references, owners: nil))
+        }
         var inner = FetchRequest(entityName: destination.name)
         inner.entity = destination
         inner.predicate = .comparison(.keyPath(rest), op, .constant(constant), modifier: .direct, options: options)
@@ -83,7 +92,7 @@ extension StrataStore {
         // [FETCH-S5] Through a to-many, more matching destinations than a few per row of the
         // fetched entity make the row-by-row test cheaper (each row's members are read until
         // one matches): the inner fetch stops past that many, and the comparison is left to it.
-        let rowCount = relationship.isToMany ? try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)) : 0
+        let rowCount = memberRows
         let cap = relationship.isToMany ? max(64, 4 * rowCount) : nil
         if let cap { inner.fetchLimit = cap + 1 }
         guard case .objectIDs(let ids) = try execute(inner, with: nil, reading: snapshot) else { return nil }
@@ -92,6 +101,58 @@ extension StrataStore {
         for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
         let owners = try semiJoinOwners(relationship, matches: ids, rowCount: rowCount, in: snapshot, layout: layout)
         return SemiJoin(.destinations(relationship, references: references, owners: owners))
+    }
+
+    /// [FETCH-S17] The references of the rows of `destination` (or its subentities) whose key
+    /// path `rest` — a to-one whose inverse is a one-to-many kept as keys ([REL-2]), then more —
+    /// satisfies `op constant`: one fetch of the to-one's destination for the rest of the path
+    /// (through its indexes), then the keys of each match, whose members are exactly the rows
+    /// naming it. A row naming no destination, or one that is gone, names no match, as the
+    /// comparison (false for null) says. `nil` when `rest` has no such head, while the keys
+    /// are pending or rows retired, when more than 1,024 destinations match (each costs a
+    /// seek), or when the members pass `cap`.
+    private func foreignKeyMatches(
+        _ rest: String, op: FetchComparisonOperator, constant: FetchValue, options: ComparisonOptions, of destination: EntityDescription,
+        cap: Int?, in snapshot: Snapshot, layout: StoreLayout
+    ) throws -> Set<Int64>? {
+        guard let dot = rest.utf8.firstIndex(of: UInt8(ascii: ".")) else { return nil }
+        let head = String(rest[..<dot]), tail = String(rest[rest.utf8.index(after: dot)...])
+        guard !tail.isEmpty, let toOne = destination.relationshipsByName[head], toOne.isToOne, !toOne.isTransient, toOne.ordinal >= 0,
+            let inverse = toOne.inverseRelationship, RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne),
+            let target = toOne.destinationEntity, !layout.keysPending(inverse, in: snapshot), !layout.hasRetiredRows(in: snapshot)
+        else { return nil }
+        var matches = FetchRequest(entityName: target.name)
+        matches.entity = target
+        matches.predicate = .comparison(.keyPath(tail), op, .constant(constant), modifier: .direct, options: options)
+        matches.resultType = .managedObjectID
+        matches.fetchLimit = 1_025
+        guard case .objectIDs(let ids) = try execute(matches, with: nil, reading: snapshot), ids.count <= 1_024 else { return nil }
+        // The members of the destination's hierarchy below `destination` (the keys may name
+        // rows of its superentity's other subentities).
+        let numbers = destination.selfAndAllSubentities.compactMap { layout.number(of: $0) }
+        var references = Set<Int64>()
+        for id in ids {
+            guard case .int64(let owner)? = id.referenceObject else { continue }
+            var overCap = false
+            let prefix = ownerPrefix(inverse, owner: target, reference: owner)
+            // Counted first (the index alone): past the cap nothing is walked, and the set
+            // grows once, not by doubling.
+            let keys = snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix), limit: cap.map { $0 + 1 } ?? .max)
+            if let cap, keys > cap { return nil }
+            references.reserveCapacity(references.count + keys)
+            snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
+                guard key.count == prefix.count + 10, let member = RelationshipKeys.member(fromKeyBytes: key), numbers.contains(member.entity)
+                else { return true }
+                references.insert(member.reference)
+                if let cap, references.count > cap {
+                    overCap = true
+                    return false
+                }
+                return true
+            }
+            if overCap { return nil }
+        }
+        return references
     }
 
     /// A comparison of a relationship with objects, as (key path, `==` or `IN`, constant):
@@ -300,7 +361,8 @@ extension StrataStore {
                     guard let target = try row.storedObject(atOrdinal: relationship.ordinal) else { return false }
                     return references.contains(target.reference)
                 }
-                return try row.storedObjects(atOrdinal: relationship.ordinal).contains { references.contains($0.reference) }
+                // Read until a member matches ([FETCH-S17]: its keys, in order).
+                return try row.containsStoredObject(atOrdinal: relationship.ordinal) { references.contains($0.reference) }
             }
         }
     }
@@ -323,7 +385,9 @@ extension StrataStore {
             return RelationshipKeys.isKeyed(inverse) && !layout.keysPending(inverse, in: snapshot) && join.relationship?.destinationEntity != nil
         }
         guard let (leaf, best) = usable.min(by: { $0.1.references.count < $1.1.references.count }),
-            let inverse = best.relationship?.inverseRelationship, let destination = best.relationship?.destinationEntity
+            let inverse = best.relationship?.inverseRelationship, let destination = best.relationship?.destinationEntity,
+            // Each destination's keys cost a seek, more than a row of a scan.
+            best.references.count <= max(64, rowCount)
         else { return nil }
         let cap = keysAnswer ? Int.max : max(rowCount / 3, 64)
         if best.references.count == 1, let owner = best.references.first {
