@@ -3,7 +3,7 @@ import ObjectGraph
 import Strata
 import Testing
 
-/// [FETCH-S16] A count of `toOne == nil`, `toOne != nil` or `toOne != object` is answered from
+/// [FETCH-S16] A count of `toOne == nil`, `toOne != nil`, `toOne == object` or `toOne != object` is answered from
 /// the one-to-many's keys: random inserts, reassignments, deletes of members and of owners (nullify, and no
 /// action, which leaves members naming a deleted owner) applied alike to an InMemoryStore,
 /// the oracle, and a StrataStore; the counts compared after every save, over entity
@@ -132,7 +132,7 @@ import Testing
         }
     }
 
-    /// The counts compared: each to-one against nil, both ways, and `!=` each of the first
+    /// The counts compared: each to-one against nil, both ways, and `!=` and `==` each of the first
     /// boxes by name (boxes and crates), over the whole member hierarchy, a subentity, and the
     /// root without its subentities.
     static func counts(in coordinator: PersistentStoreCoordinator) throws -> [String: Int] {
@@ -152,7 +152,7 @@ import Testing
                 }
                 for format in ["box == nil", "box != nil", "looseIn == nil", "looseIn != nil"] { try count(format, [], as: format) }
                 for (name, id) in boxes {
-                    for format in ["box != %@", "looseIn != %@"] { try count(format, [id], as: "\(format) \(name)") }
+                    for format in ["box != %@", "looseIn != %@", "box == %@", "looseIn == %@"] { try count(format, [id], as: "\(format) \(name)") }
                 }
             }
         }
@@ -179,6 +179,8 @@ import Testing
         #expect(dangling > 0)
         let final = try #require(expected.last)
         #expect(final["Item box == nil"]! > 0 && final["Item box != nil"]! > 0 && final["Part looseIn != nil"]! > 0)
+        // Some box holds items.
+        #expect(final.contains { $0.key.hasPrefix("Item box == %@") && $0.value > 0 })
         for coordinator in [strata] { for store in coordinator.persistentStores { try coordinator.remove(store) } }
         #expect(try Self.counts(in: try store.coordinator(model: model)) == final, "seed \(seed), reopened")
     }

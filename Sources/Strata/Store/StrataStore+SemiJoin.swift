@@ -210,10 +210,11 @@ extension StrataStore {
         return SemiJoin(.destinations(relationship, references: references, owners: nil))
     }
 
-    /// [FETCH-S16] The count of `toOne == nil`, `toOne != nil` or `toOne != object` from the
-    /// one-to-many's keys ([REL-2]): a row names a destination exactly when its key is under
-    /// that destination, so the rows with one are the keys of the fetched entities, the rest
-    /// are `nil`, and the rows naming `object` are the keys under it. The keys are counted a
+    /// [FETCH-S16] The count of `toOne == nil`, `toOne != nil`, `toOne == object` or
+    /// `toOne != object` from the one-to-many's keys ([REL-2]): a row names a destination
+    /// exactly when its key is under that destination, so the rows with one are the keys of
+    /// the fetched entities, the rest are `nil`, and the rows naming `object` are the keys
+    /// under it. The keys are counted a
     /// leaf at a time when only fetched entities write them, else walked for their member's
     /// entity. `nil` when the predicate is not that comparison alone, when `object` is not a
     /// saved object of this store of the destination's entity (the rows are then read), or
@@ -237,7 +238,7 @@ extension StrataStore {
         switch (constant, op) {
         case (.attribute(.null), .equal), (.attribute(.null), .notEqual):
             break
-        case (.object(let id), .notEqual):
+        case (.object(let id), .notEqual), (.object(let id), .equal):
             guard !id.isTemporaryID, id.entity.isKind(of: owner), let reference = try? integerReference(id) else { return nil }
             KeyLayout.appendReference(reference, to: &prefix)
             namesObject = true
@@ -262,7 +263,8 @@ extension StrataStore {
             }
             keyed = counted
         }
-        return op == .notEqual && !namesObject ? keyed : max(0, try rowCount() - keyed)
+        // `!= nil` and `== object` are the keyed rows; `== nil` and `!= object` the others.
+        return (op == .notEqual) != namesObject ? keyed : max(0, try rowCount() - keyed)
     }
 
     /// [FETCH-S1] The owners of the matching destinations of a one-to-many (keys kept from the
