@@ -392,6 +392,17 @@ extension StrataStore {
             best.references.count <= max(64, rowCount)
         else { return nil }
         let cap = keysAnswer ? Int.max : max(rowCount / 3, 64)
+        if cap < Int.max, best.references.count > 1 {
+            // Counted from the index first (a leaf at a time): members of several destinations
+            // past the cap are not collected only to be dropped for a scan. (A member under
+            // several destinations counts for each.)
+            var counted = 0
+            for owner in best.references {
+                let prefix = ownerPrefix(inverse, owner: destination, reference: owner)
+                counted += snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix), limit: cap + 1 - counted)
+                if counted > cap { return nil }
+            }
+        }
         if best.references.count == 1, let owner = best.references.first {
             // One destination: its members' keys are in reference order, each once.
             let members = RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot)
