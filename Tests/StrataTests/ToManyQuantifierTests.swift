@@ -132,6 +132,7 @@ import Testing
         ("Line", "track.genre.name IN {'Blues', 'Jazz'}"),
         ("Genre", "ANY tracks.album.title BEGINSWITH 'album 2'"),
         ("Playlist", "ANY tracks.album.title == 'album 3' OR ANY tracks.genre.name == 'Blues'"),
+        ("Album", "ANY tracks.genre.name == 'Blues'"),
     ]
 
     static func names(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
@@ -143,7 +144,7 @@ import Testing
         }
     }
 
-    @Test(arguments: 0..<39)
+    @Test(arguments: 0..<40)
     func quantifiersThroughToManysMatchTheInMemoryStore(case index: Int) throws {
         let store = TemporaryStore()
         let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)

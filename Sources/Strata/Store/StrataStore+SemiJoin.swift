@@ -79,11 +79,14 @@ extension StrataStore {
         // [FETCH-S17] `genre.name == "Rock"` on the destination: its matches are the members
         // of the matching genres' keys, no destination row read or ID made.
         let memberRows = relationship.isToMany ? try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)) : 0
-        if let references = try foreignKeyMatches(
+        if let matches = try foreignKeyMatches(
             rest, op: op, constant: constant, options: options, of: destination,
             cap: relationship.isToMany ? max(1_024, 128 * memberRows) : nil, in: snapshot, layout: layout)
         {
-            return SemiJoin(.destinations(relationship, references: references, owners: nil))
+            var references = Set<Int64>(minimumCapacity: matches.count)
+            for match in matches { references.insert(match.reference) }
+            let owners = try semiJoinOwners(relationship, matches: matches, rowCount: memberRows, in: snapshot, layout: layout)
+            return SemiJoin(.destinations(relationship, references: references, owners: owners))
         }
         var inner = FetchRequest(entityName: destination.name)
         inner.entity = destination
@@ -99,22 +102,26 @@ extension StrataStore {
         if let cap, ids.count > cap { return nil }
         var references = Set<Int64>(minimumCapacity: ids.count)
         for id in ids { if case .int64(let reference)? = id.referenceObject { references.insert(reference) } }
-        let owners = try semiJoinOwners(relationship, matches: ids, rowCount: rowCount, in: snapshot, layout: layout)
+        let matches = ids.compactMap { id -> StoredObject? in
+            guard case .int64(let reference)? = id.referenceObject, let number = layout.number(of: id.entity) else { return nil }
+            return StoredObject(entity: number, reference: reference)
+        }
+        let owners = try semiJoinOwners(relationship, matches: matches, rowCount: rowCount, in: snapshot, layout: layout)
         return SemiJoin(.destinations(relationship, references: references, owners: owners))
     }
 
-    /// [FETCH-S17] The references of the rows of `destination` (or its subentities) whose key
-    /// path `rest` — a to-one whose inverse is a one-to-many kept as keys ([REL-2]), then more —
-    /// satisfies `op constant`: one fetch of the to-one's destination for the rest of the path
-    /// (through its indexes), then the keys of each match, whose members are exactly the rows
-    /// naming it. A row naming no destination, or one that is gone, names no match, as the
-    /// comparison (false for null) says. `nil` when `rest` has no such head, while the keys
-    /// are pending or rows retired, when more than 1,024 destinations match (each costs a
-    /// seek), or when the members pass `cap`.
+    /// [FETCH-S17] The rows of `destination` (or its subentities) whose key path `rest` — a
+    /// to-one whose inverse is a one-to-many kept as keys ([REL-2]), then more — satisfies
+    /// `op constant`: one fetch of the to-one's destination for the rest of the path (through
+    /// its indexes), then the keys of each match, whose members are exactly the rows naming it
+    /// (each row once: it names one). A row naming no destination, or one that is gone, names
+    /// no match, as the comparison (false for null) says. `nil` when `rest` has no such head,
+    /// while the keys are pending or rows retired, when more than 1,024 destinations match
+    /// (each costs a seek), or when the members pass `cap`.
     private func foreignKeyMatches(
         _ rest: String, op: FetchComparisonOperator, constant: FetchValue, options: ComparisonOptions, of destination: EntityDescription,
         cap: Int?, in snapshot: Snapshot, layout: StoreLayout
-    ) throws -> Set<Int64>? {
+    ) throws -> [StoredObject]? {
         guard let dot = rest.utf8.firstIndex(of: UInt8(ascii: ".")) else { return nil }
         let head = String(rest[..<dot]), tail = String(rest[rest.utf8.index(after: dot)...])
         guard !tail.isEmpty, let toOne = destination.relationshipsByName[head], toOne.isToOne, !toOne.isTransient, toOne.ordinal >= 0,
@@ -130,29 +137,22 @@ extension StrataStore {
         // The members of the destination's hierarchy below `destination` (the keys may name
         // rows of its superentity's other subentities).
         let numbers = destination.selfAndAllSubentities.compactMap { layout.number(of: $0) }
-        var references = Set<Int64>()
+        var members: [StoredObject] = []
         for id in ids {
             guard case .int64(let owner)? = id.referenceObject else { continue }
-            var overCap = false
             let prefix = ownerPrefix(inverse, owner: target, reference: owner)
-            // Counted first (the index alone): past the cap nothing is walked, and the set
-            // grows once, not by doubling.
-            let keys = snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix), limit: cap.map { $0 + 1 } ?? .max)
-            if let cap, keys > cap { return nil }
-            references.reserveCapacity(references.count + keys)
+            // Counted first (the index alone, a leaf at a time): past the cap nothing is walked.
+            let keys = snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix), limit: cap.map { $0 + 1 - members.count } ?? .max)
+            if let cap, members.count + keys > cap { return nil }
+            members.reserveCapacity(members.count + keys)
             snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
-                guard key.count == prefix.count + 10, let member = RelationshipKeys.member(fromKeyBytes: key), numbers.contains(member.entity)
-                else { return true }
-                references.insert(member.reference)
-                if let cap, references.count > cap {
-                    overCap = true
-                    return false
+                if key.count == prefix.count + 10, let member = RelationshipKeys.member(fromKeyBytes: key), numbers.contains(member.entity) {
+                    members.append(member)
                 }
                 return true
             }
-            if overCap { return nil }
         }
-        return references
+        return members
     }
 
     /// A comparison of a relationship with objects, as (key path, `==` or `IN`, constant):
@@ -273,16 +273,15 @@ extension StrataStore {
     /// other relationships, and when the matches outnumber the fetched entities' rows
     /// (`rowCount`): reading each match's row would then cost more than the rows' keys.
     private func semiJoinOwners(
-        _ relationship: RelationshipDescription, matches: [ManagedObjectID], rowCount: Int, in snapshot: Snapshot, layout: StoreLayout
+        _ relationship: RelationshipDescription, matches: [StoredObject], rowCount: Int, in snapshot: Snapshot, layout: StoreLayout
     ) throws -> Set<Int64>? {
         guard relationship.isToMany, case .foreignKey(let inverse) = RelationshipKeys.storage(of: relationship),
             matches.count <= rowCount
         else { return nil }
         let source = RowSource(snapshot: snapshot, store: self, layout: layout)
         var owners = Set<Int64>(minimumCapacity: matches.count)
-        for id in matches {
-            guard case .int64(let reference)? = id.referenceObject, let number = layout.number(of: id.entity) else { continue }
-            let owner = try source.withRowOnce(of: StoredObject(entity: number, reference: reference)) { fields, entity -> Int64? in
+        for match in matches {
+            let owner = try source.withRowOnce(of: match) { fields, entity -> Int64? in
                 guard let toOne = entity.relationshipsByName[inverse.name], toOne.ordinal >= 0 else { return nil }
                 return try fields.object(atOrdinal: toOne.ordinal)?.reference
             }
@@ -392,10 +391,11 @@ extension StrataStore {
             best.references.count <= max(64, rowCount)
         else { return nil }
         let cap = keysAnswer ? Int.max : max(rowCount / 3, 64)
-        if cap < Int.max, best.references.count > 1 {
-            // Counted from the index first (a leaf at a time): members of several destinations
-            // past the cap are not collected only to be dropped for a scan. (A member under
-            // several destinations counts for each.)
+        if cap < Int.max, best.references.count > 8 {
+            // Counted from the index first (a leaf at a time): members of many destinations
+            // past the cap are not collected only to be dropped for a scan (a few destinations'
+            // are collected at once: counting costs them a second seek each). A member under
+            // several destinations counts for each.
             var counted = 0
             for owner in best.references {
                 let prefix = ownerPrefix(inverse, owner: destination, reference: owner)
