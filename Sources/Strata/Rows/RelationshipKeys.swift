@@ -109,11 +109,19 @@ enum RelationshipKeys {
     /// Every member of one owner, in reference order.
     static func members(_ ownerPrefix: [UInt8], in snapshot: Snapshot) -> [StoredObject] {
         var members: [StoredObject] = []
-        snapshot.forEachKeyBytes(from: ownerPrefix, to: end(of: ownerPrefix)) { key in
-            if key.count == ownerPrefix.count + 10, let member = member(fromKeyBytes: key) { members.append(member) }
+        forEachMember(ownerPrefix, in: snapshot) { member in
+            members.append(member)
             return true
         }
         return members
+    }
+
+    /// Calls `body` with each member of one owner, in reference order, until it returns `false`.
+    static func forEachMember(_ ownerPrefix: [UInt8], in snapshot: Snapshot, _ body: (StoredObject) -> Bool) {
+        snapshot.forEachKeyBytes(from: ownerPrefix, to: end(of: ownerPrefix)) { key in
+            guard key.count == ownerPrefix.count + 10, let member = member(fromKeyBytes: key) else { return true }
+            return body(member)
+        }
     }
 
     /// A relationship key taken apart: the parts of [REL-1], or `nil` if `key` is not one.

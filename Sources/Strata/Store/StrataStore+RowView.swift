@@ -75,10 +75,8 @@ extension StrataStore {
             if layout.keysPending(relationship, in: snapshot) || layout.hasRetiredRows(in: snapshot) {
                 return try members(relationship, of: owner, reference: reference).contains(where: test)
             }
-            let prefix = store.ownerPrefix(relationship, owner: owner, reference: reference)
             var found = false
-            snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
-                guard key.count == prefix.count + 10, let member = RelationshipKeys.member(fromKeyBytes: key) else { return true }
+            RelationshipKeys.forEachMember(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot) { member in
                 found = test(member)
                 return !found
             }

@@ -145,10 +145,8 @@ extension StrataStore {
             let keys = snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix), limit: cap.map { $0 + 1 - members.count } ?? .max)
             if let cap, members.count + keys > cap { return nil }
             members.reserveCapacity(members.count + keys)
-            snapshot.forEachKeyBytes(from: prefix, to: RelationshipKeys.end(of: prefix)) { key in
-                if key.count == prefix.count + 10, let member = RelationshipKeys.member(fromKeyBytes: key), numbers.contains(member.entity) {
-                    members.append(member)
-                }
+            RelationshipKeys.forEachMember(prefix, in: snapshot) { member in
+                if numbers.contains(member.entity) { members.append(member) }
                 return true
             }
         }
