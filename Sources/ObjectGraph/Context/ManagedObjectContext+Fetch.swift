@@ -335,24 +335,43 @@ extension ManagedObjectContext {
     /// Core Data), so reading them makes no object again. Returns the destinations.
     private func prefetch(_ key: String, of objects: [ManagedObject]) throws -> [ManagedObject] {
         var next: [ManagedObject] = []
-        var seen = Set<ObjectIdentifier>()
+        var seen = Set<ObjectIdentifier>(minimumCapacity: objects.count)
         var faults: [(destination: EntityDescription, ids: [ManagedObjectID])] = []
+        // The relationship of the last entity met, looked up once per entity (a fetch's objects
+        // are of one entity, or of a few in turn), not by name per object.
+        var lastEntity: ObjectIdentifier? = nil
+        var lastRelationship: (relationship: RelationshipDescription, destination: EntityDescription)? = nil
         for source in objects {
-            guard let relationship = source.entity.relationshipsByName[key], let destination = relationship.destinationEntity else { continue }
-            let ids = try source.currentValue(for: relationship).relationshipValue?.objectIDs ?? []
+            if ObjectIdentifier(source.entity) != lastEntity {
+                lastEntity = ObjectIdentifier(source.entity)
+                lastRelationship = source.entity.relationshipsByName[key].flatMap { relationship in
+                    relationship.destinationEntity.map { (relationship, $0) }
+                }
+            }
+            guard let (relationship, destination) = lastRelationship else { continue }
             var held: [ManagedObject] = []
-            held.reserveCapacity(ids.count)
-            for id in ids {
+            func hold(_ id: ManagedObjectID) {
                 let object = self.object(with: id)
                 held.append(object)
-                guard seen.insert(ObjectIdentifier(object)).inserted else { continue }
+                guard seen.insert(ObjectIdentifier(object)).inserted else { return }
                 next.append(object)
-                guard object.isFault, object.faultRow == nil else { continue }
+                guard object.isFault, object.faultRow == nil else { return }
                 if let index = faults.firstIndex(where: { $0.destination === destination }) {
                     faults[index].ids.append(id)
                 } else {
                     faults.append((destination, [id]))
                 }
+            }
+            // A to-one's destination without a one-element list made for it.
+            switch try source.currentValue(for: relationship).relationshipValue {
+            case .toOne(let id?)?:
+                held.reserveCapacity(1)
+                hold(id)
+            case .toMany(let ids)?:
+                held.reserveCapacity(ids.count)
+                for id in ids { hold(id) }
+            default:
+                break
             }
             if source.prefetchedDestinations.isEmpty {
                 source.prefetchedDestinations = held
@@ -371,6 +390,7 @@ extension ManagedObjectContext {
         // The rows stay with the context too: an object refreshed, or released with its
         // sources, comes back as a fault holding its row.
         if prefetchedRows.count + next.count > Self.prefetchedRowLimit { prefetchedRows.removeAll() }
+        prefetchedRows.reserveCapacity(prefetchedRows.count + next.count)
         for object in next {
             if let row = object.snapshot?.asFaultRow(of: object.entity) { prefetchedRows[object.objectID] = row }
         }
