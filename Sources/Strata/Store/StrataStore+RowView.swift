@@ -64,8 +64,6 @@ extension StrataStore {
             try layout.pendingList(of: relationship, owner: owner, reference: reference, in: snapshot)
         }
 
-        /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order
-        /// (with those its row holds in an older layout while the keys are pending, [MIG-5]).
         /// Whether a member of a keyed to-many relationship of one owner passes `test`: its keys
         /// read in reference order until one does (as ``members(_:of:reference:)`` while keys are
         /// pending or rows retired).
@@ -83,6 +81,8 @@ extension StrataStore {
             return found
         }
 
+        /// The members of a keyed to-many relationship ([REL-1]) of one owner, in reference order
+        /// (with those its row holds in an older layout while the keys are pending, [MIG-5]).
         func members(_ relationship: RelationshipDescription, of owner: EntityDescription, reference: Int64) throws -> [StoredObject] {
             var keys = RelationshipKeys.members(store.ownerPrefix(relationship, owner: owner, reference: reference), in: snapshot)
             // [MIG-4] Not a member whose row is retired (of a removed entity).
@@ -367,9 +367,7 @@ extension StrataStore {
         /// list in the row (ordered).
         func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject] {
             guard let field = row.field(ofOrdinal: ordinal) else {
-                guard ordinal >= 0, ordinal < entity.properties.count,
-                    let relationship = entity.properties[ordinal] as? RelationshipDescription, RelationshipKeys.isKeyed(relationship)
-                else { return [] }
+                guard let relationship = source.keyedRelationship(of: entity, atOrdinal: ordinal) else { return [] }
                 return try source.members(relationship, of: entity, reference: reference)
             }
             if source.layout.hasPendingKeys(in: source.snapshot), let relationship = entity.properties[ordinal] as? RelationshipDescription,
@@ -564,95 +562,6 @@ extension StrataStore {
         /// A key path of another row of the same snapshot (subqueries, `$x.name`).
         func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
             try source.view(of: objectID)?.fetchValue(forKeyPath: keyPath) ?? .null
-        }
-    }
-
-    /// [FETCH-S7] A scanned row tested where the engine holds it (a decompressed block or a
-    /// WAL window), before and without a copy: attributes and to-ones are read from the
-    /// borrowed bytes; anything else (key paths, to-manys, counts) from a ``RowView`` made
-    /// for that question, which copies the row. Answers exactly as that ``RowView`` would.
-    ///
-    /// Valid only during the scan's call for the row: its bytes are the engine's, and its
-    /// entity and row source are not retained (the fetch holds them), so testing a row costs
-    /// no reference count.
-    struct BorrowedRowView: OrdinalFetchEvaluable, StoredRowAccess {
-        let fields: RowFields
-        let reference: Int64
-        unowned(unsafe) let entity: EntityDescription
-        unowned(unsafe) let source: RowSource
-
-        /// Where the row came from, for errors.
-        private var origin: RowOrigin { .key(root: entity.name, reference: reference) }
-
-        var entityNumber: UInt16 { fields.entityNumber }
-
-        /// The row as a view that owns a copy of its bytes.
-        func view() -> RowView {
-            RowView(reference: reference, row: RowBytes(copying: fields, context: origin, values: source.values), entity: entity, source: source)
-        }
-
-        func attributeValue(atOrdinal ordinal: Int) throws -> AttributeValue? {
-            do { return try fields.attribute(atOrdinal: ordinal) } catch { throw origin.locating(error) }
-        }
-
-        func attributeIsNull(atOrdinal ordinal: Int) throws -> Bool? {
-            guard let field = fields.field(ofOrdinal: ordinal) else { return nil }
-            return fields.isNull(field)
-        }
-
-        /// Tests the string at `ordinal` on the engine's bytes: no `String` made.
-        func testStringBytes(atOrdinal ordinal: Int, _ test: (UnsafeBufferPointer<UInt8>) -> Bool?) throws -> Bool? {
-            fields.testStringBytes(atOrdinal: ordinal, test)
-        }
-
-        /// Reads the number's bytes in place: no `AttributeValue` made.
-        func fixedWidthBits(atOrdinal ordinal: Int, as kind: FixedWidthKind) throws -> UInt64? {
-            fields.fixedWidthBits(atOrdinal: ordinal, as: kind)
-        }
-
-        func storedObject(atOrdinal ordinal: Int) throws -> StoredObject? {
-            let object: StoredObject?
-            do { object = try fields.object(atOrdinal: ordinal) } catch { throw origin.locating(error) }
-            // [MIG-1] A destination of a removed entity is none.
-            guard let object, !source.layout.isRemovedEntity(object.entity) else { return nil }
-            return object
-        }
-
-        func storedObjects(atOrdinal ordinal: Int) throws -> [StoredObject] {
-            try view().storedObjects(atOrdinal: ordinal)
-        }
-
-        func containsStoredObject(atOrdinal ordinal: Int, where test: (StoredObject) -> Bool) throws -> Bool {
-            // A keyed to-many's members are read from its keys: the row is not copied.
-            if fields.field(ofOrdinal: ordinal) == nil, let relationship = source.keyedRelationship(of: entity, atOrdinal: ordinal) {
-                return try source.containsMember(relationship, of: entity, reference: reference, where: test)
-            }
-            return try view().containsStoredObject(atOrdinal: ordinal, where: test)
-        }
-
-        func fetchValue(forKeyPath keyPath: String) throws -> FetchValue {
-            // A compiled key path (attributes, through to-ones, counts) reads the borrowed bytes
-            // and the destinations' rows, as the row's view would: no copy of this row.
-            if let reader = source.reader(of: entity, keyPath: keyPath) { return try reader.value(of: self) }
-            return try view().fetchValue(forKeyPath: keyPath)
-        }
-
-        func fetchValue(forKeyPath keyPath: String, ofObject objectID: ManagedObjectID) throws -> FetchValue {
-            try view().fetchValue(forKeyPath: keyPath, ofObject: objectID)
-        }
-
-        func fetchValueOfSelf() throws -> FetchValue {
-            try view().fetchValueOfSelf()
-        }
-
-        func fetchCount(forKeyPath keyPath: String) throws -> Int? {
-            // Counted from the keys alone, as the row's view counts them: the row is not copied.
-            guard let relationship = source.keyedRelationship(of: entity, named: keyPath) else { return nil }
-            return try source.memberCount(relationship, of: entity, reference: reference)
-        }
-
-        func forEachMemberValue(ofToMany name: String, keyPath: String, _ body: (FetchValue) throws -> Bool) throws -> Bool {
-            try view().forEachMemberValue(ofToMany: name, keyPath: keyPath, body)
         }
     }
 }
