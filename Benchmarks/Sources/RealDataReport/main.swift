@@ -117,11 +117,14 @@ struct Settings {
     var seed: UInt64 = 0xC41_800C
     /// `--profile QUERY N`: run only QUERY, N times on Strata inside ``profiledRuns``, for callgrind.
     var profile: (Query, Int)?
+    /// `--profile-sqlite QUERY N`: the same on SQLite (the peer's instructions).
+    var profileSQLite: (Query, Int)?
     /// Seconds each fetch repeats on each system.
     let minimumSeconds = 0.2
 
     static let usage = """
         usage: realdata-report [--quick] [--segments] [--results FILE] [--dir PATH] [--seed N] [--profile QUERY N]
+                             [--profile-sqlite QUERY N]
 
           --quick          run each fetch once on each system (default: repeat for at least 0.2 s)
           --segments       after the load, flush Strata's log into compressed segments (a store
@@ -132,6 +135,7 @@ struct Settings {
           --profile QUERY N  load, then run only QUERY (a case name, such as fetchComposerNil) N times
                            on Strata inside profiledRuns, for valgrind --tool=callgrind
                            --collect-atstart=no --toggle-collect='*profiledRuns*'
+          --profile-sqlite QUERY N  the same on SQLite: the peer's instructions
         """
 
     init(arguments: [String]) throws {
@@ -146,20 +150,25 @@ struct Settings {
                 let text = try reader.value(for: flag)
                 guard let value = UInt64(text) else { throw BenchmarkError("--seed \(text): expected an integer\n\(Self.usage)") }
                 seed = value
-            case "--profile":
-                let name = try reader.value(for: flag)
-                guard let query = Query(rawValue: name) else {
-                    throw BenchmarkError("--profile \(name): not a query; one of \(Query.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                let text = try reader.value(for: flag)
-                guard let count = Int(text), count > 0 else { throw BenchmarkError("--profile: expected a positive count, found \(text)") }
-                profile = (query, count)
+            case "--profile": profile = try Self.profiled(&reader, flag)
+            case "--profile-sqlite": profileSQLite = try Self.profiled(&reader, flag)
             case "--help", "-h":
                 print(Self.usage)
                 exit(0)
             default: throw BenchmarkError("unknown flag \(flag)\n\(Self.usage)")
             }
         }
+    }
+
+    /// The QUERY and N of a profiling flag.
+    private static func profiled(_ reader: inout ArgumentReader, _ flag: String) throws -> (Query, Int) {
+        let name = try reader.value(for: flag)
+        guard let query = Query(rawValue: name) else {
+            throw BenchmarkError("\(flag) \(name): not a query; one of \(Query.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let text = try reader.value(for: flag)
+        guard let count = Int(text), count > 0 else { throw BenchmarkError("\(flag): expected a positive count, found \(text)") }
+        return (query, count)
     }
 }
 
@@ -192,11 +201,21 @@ func measure(quick: Bool, minimum: Double, _ body: () throws -> [String]) throws
     return (answer, elapsed / Double(runs) * 1e6)
 }
 
-/// Runs `query` `count` times on `strata`: the only code callgrind counts in `--profile` mode.
+/// One of the two systems the fetches run on.
+protocol MusicSystem {
+    /// The answer to `query`, as sorted text both systems agree on.
+    func answer(_ query: Query) throws -> [String]
+}
+
+extension StrataMusic: MusicSystem {}
+extension SQLiteMusic: MusicSystem {}
+
+/// Runs `query` `count` times on `system`: the only code callgrind counts in `--profile` and
+/// `--profile-sqlite` mode (each system gets its own specialisation, named for this function).
 @inline(never)
-func profiledRuns(_ strata: StrataMusic, _ query: Query, _ count: Int) throws -> Int {
+func profiledRuns<System: MusicSystem>(_ system: System, _ query: Query, _ count: Int) throws -> Int {
     var answers = 0
-    for _ in 0..<count { answers += try strata.answer(query).count }
+    for _ in 0..<count { answers += try system.answer(query).count }
     return answers
 }
 
@@ -222,6 +241,14 @@ func run() throws -> Int32 {
         return 0
     }
     let sqlite = try SQLiteMusic(path: directory.appending("music.sqlite"))
+    if let (query, count) = settings.profileSQLite {
+        try sqlite.insert(data)
+        _ = try sqlite.answer(query)  // warm-up: prepared statements, page cache
+        let answers = try profiledRuns(sqlite, query, count)
+        print("\(query.rawValue) on SQLite: \(count) runs, \(answers / count) answers each")
+        try sqlite.close()
+        return 0
+    }
     let (_, strataLoad) = try timed { try strata.insert(data) }
     let (_, sqliteLoad) = try timed { try sqlite.insert(data) }
     if settings.segments { try strata.flushToSegments() }

@@ -60,7 +60,12 @@ extension StrataStore {
         // (A list searched by equality: a fetch has a join or two, and hashing a predicate
         // costs more than comparing it.)
         var joins = SemiJoins()
-        let compiled = try request.predicate.map { predicate in
+        // [FETCH-S18] A predicate of this entity's attributes alone was compiled and planned by
+        // an earlier fetch of the same shape.
+        let plan = try request.predicate.flatMap { predicate in
+            try request.entity.flatMap { try fetchPlan(for: predicate, entity: $0, layout: layout) }
+        }
+        let compiled = try plan?.compiled ?? request.predicate.map { predicate in
             try predicate.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: RowView.self) { leaf, entity in
                 guard let join = try self.semiJoin(leaf, entity: entity, in: snapshot, layout: layout) else { return nil }
                 joins.add(join, for: leaf)
@@ -71,7 +76,8 @@ extension StrataStore {
         // The same predicate for rows a scan tests before copying them: the semi-joins found
         // above, no new ones.
         func compiledForScan() throws -> CompiledFetchPredicate<BorrowedRowView>? {
-            try request.predicate.map { predicate in
+            if let plan { return plan.scanCompiled }
+            return try request.predicate.map { predicate in
                 try predicate.compiled(for: try request.entity ?? model.entity(named: request.entityName), as: BorrowedRowView.self) { leaf, _ in
                     joins.join(for: leaf).map { join in { try join.test($0) } }
                 }
@@ -116,7 +122,9 @@ extension StrataStore {
         // One hierarchy: the predicate's index plans, computed once for every path below.
         let hierarchy: (root: String, entity: EntityDescription, plans: [IndexPlan])? = {
             guard roots.count == 1, let root = roots.first, let entity = request.entity else { return nil }
-            return (root, entity, indexed ? Self.indexPlans(for: request, entity: entity, root: root).filter { usable(root, $0.attribute) } : [])
+            guard indexed else { return (root, entity, []) }
+            let plans = plan.flatMap { $0.root == root ? $0.indexPlans : nil } ?? Self.indexPlans(for: request, entity: entity, root: root)
+            return (root, entity, unbuilt.isEmpty ? plans : plans.filter { usable(root, $0.attribute) })
         }()
         // [IDX-S7] A count that indexes answer exactly reads no row (not while entries of
         // retired rows may remain, [MIG-4]).
@@ -164,7 +172,9 @@ extension StrataStore {
         }
         // Whether the rows are in the fetch's order already (an ordered walk of its only sort).
         var presorted = false
-        if let (root, _, _) = hierarchy, let predicate = request.predicate, let found = selfCandidates(predicate, root: root, layout: layout),
+        // (A planned predicate has no `SELF`.)
+        if plan == nil, let (root, _, _) = hierarchy, let predicate = request.predicate,
+            let found = selfCandidates(predicate, root: root, layout: layout),
             found.count <= max(64, try cachedRecord(in: snapshot).rowCount(of: names()) / 3)
         {
             // [FETCH-S13] `SELF IN %@`: the objects' rows are the candidates, read by reference;
