@@ -176,11 +176,11 @@ import Testing
         try setup.save()
         let strataStore = try #require(coordinator.persistentStores.first as? StrataStore)
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        for bound in 0..<(StrataStore.FetchPlans.capacity + 50) {
+        for bound in 0..<(StrataStore.fetchPlanCapacity + 50) {
             var request = FetchRequest(entityName: "Item")
             request.predicate = try FetchPredicate(format: "n < %@", argumentArray: [bound])
             #expect(try context.count(for: request) == min(bound, 40))
-            #expect(strataStore.fetchPlans.withLock { $0.count } <= StrataStore.FetchPlans.capacity)
+            #expect(strataStore.fetchPlans.withLock { $0.count } <= StrataStore.fetchPlanCapacity)
         }
         #expect(strataStore.fetchPlans.withLock { $0.count } == 50, "started over at the 257th shape")
     }

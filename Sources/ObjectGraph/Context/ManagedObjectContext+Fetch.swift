@@ -143,9 +143,17 @@ extension ManagedObjectContext {
                 // comparison's check is the key's check too.
                 try predicate.checkComparisons(against: entity)
             } else {
-                try predicate.checkDepth()
-                try predicate.forEachKeyPath { try Self.checkKeyPath($0, from: entity) }
-                try predicate.checkComparisons(against: entity)
+                // Once per shape: the checks depend on the predicate and the entity alone, and the
+                // model keeps the shapes that passed (a lookup costs less than resolving key paths
+                // through relationships; for the shape above it would cost more than the check).
+                let shape = EntityPredicate(entity, predicate)
+                let model = coordinator.managedObjectModel
+                if model.checkedPredicates.withLock({ $0[shape] }) == nil {
+                    try predicate.checkDepth()
+                    try predicate.forEachKeyPath { try Self.checkKeyPath($0, from: entity) }
+                    try predicate.checkComparisons(against: entity)
+                    model.checkedPredicates.withLock { $0.insert((), for: shape) }
+                }
             }
         }
         try request.havingPredicate?.checkDepth()

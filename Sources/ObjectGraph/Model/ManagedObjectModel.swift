@@ -1,4 +1,5 @@
 import Foundation
+import StrataSync
 
 /// A set of entities and the configurations that group them (Core Data's
 /// `NSManagedObjectModel`), checked for consistency when created.
@@ -35,6 +36,10 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// The model's version names (Core Data's `versionIdentifiers`): yours to tell versions
     /// apart; they do not enter any version hash.
     public let versionIdentifiers: Set<String>
+    /// The predicates a context has checked against this model's entities (``checkedPredicates``):
+    /// a fetch of the same shape skips the checks, which depend on the predicate and entity
+    /// alone. A cache, protected by its own lock.
+    let checkedPredicates = Locked(RecentTable<EntityPredicate, Void>(capacity: 256))
 
     /// Creates and checks a model.
     ///

@@ -263,9 +263,13 @@ extension StrataStore {
                 var finger = KeyIndex.Finger()
                 var ids: [ManagedObjectID] = [], count = 0
                 let skipped = request.fetchOffset, limit = request.fetchLimit > 0 ? request.fetchLimit : Int.max
+                // Keys that cannot outlive their member's row need no lookup of it: a one-to-many's
+                // key goes with the member's row, and a many-to-many member deleted under any rule
+                // but no action leaves its owners (which delete their keys of it), [REL-2].
+                let membersExist = found.join.relationship.map { $0.isToOne || $0.deleteRule != .noAction } ?? false
                 for member in found.members where Int(member.entity) < wanted.count && wanted[Int(member.entity)] {
                     KeyLayout.replaceReference(member.reference, in: &key)
-                    guard snapshot.sequence(of: key, finger: &finger) != nil else { continue }
+                    guard membersExist || snapshot.sequence(of: key, finger: &finger) != nil else { continue }
                     count += 1
                     if request.resultType == .managedObjectID, count > skipped, let memberEntity = layout.entity(number: member.entity) {
                         ids.append(newObjectID(for: memberEntity, referenceObject: .int64(member.reference)))
