@@ -126,6 +126,14 @@ extension ManagedObjectContext {
     // MARK: Steps
 
     /// Resolves the entity, checks key paths, finds the stores, and ends the event.
+    /// The checks of a predicate against the model: its depth, every key path from `entity`,
+    /// every comparison's operands.
+    private static func check(_ predicate: FetchPredicate, from entity: EntityDescription) throws {
+        try predicate.checkDepth()
+        try predicate.forEachKeyPath { try checkKeyPath($0, from: entity) }
+        try predicate.checkComparisons(against: entity)
+    }
+
     private func prepare(_ request: FetchRequest) throws -> (FetchRequest, [IncrementalStore]) {
         checkQueue("fetch")
         let coordinator = try requireCoordinator()
@@ -142,18 +150,19 @@ extension ManagedObjectContext {
                 // One key against a constant, the everyday shape: resolving the key for the
                 // comparison's check is the key's check too.
                 try predicate.checkComparisons(against: entity)
-            } else {
+            } else if EntityPredicate.isCheapKey(predicate) {
                 // Once per shape: the checks depend on the predicate and the entity alone, and the
                 // model keeps the shapes that passed (a lookup costs less than resolving key paths
-                // through relationships; for the shape above it would cost more than the check).
+                // through relationships; for the shape above, or a predicate holding objects, it
+                // would cost more than the checks).
                 let shape = EntityPredicate(entity, predicate)
                 let model = coordinator.managedObjectModel
                 if model.checkedPredicates.withLock({ $0[shape] }) == nil {
-                    try predicate.checkDepth()
-                    try predicate.forEachKeyPath { try Self.checkKeyPath($0, from: entity) }
-                    try predicate.checkComparisons(against: entity)
+                    try Self.check(predicate, from: entity)
                     model.checkedPredicates.withLock { $0.insert((), for: shape) }
                 }
+            } else {
+                try Self.check(predicate, from: entity)
             }
         }
         try request.havingPredicate?.checkDepth()

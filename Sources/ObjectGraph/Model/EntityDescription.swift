@@ -226,6 +226,12 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         try context.insertNewObject(forEntityName: name)
     }
 
+    /// The property of the given name, if any: ``property(named:)`` without the error (which
+    /// costs more to make than the lookup), for callers that only ask.
+    package func propertyIfAny(named key: String) -> PropertyDescription? {
+        propertyNames.property(named: key) ?? propertiesByName[key]
+    }
+
     /// The property of the given name, or an ``ObjectGraphError/Code/unknownKey`` error.
     public func property(named key: String) throws -> PropertyDescription {
         if let property = propertyNames.property(named: key) { return property }

@@ -42,25 +42,24 @@ extension StrataStore {
     static let fetchPlanCapacity = 256
 
     /// The plan of `predicate` on `entity` ([FETCH-S18]), from the cache or made and kept
-    /// there now; `nil` for a predicate that has none.
+    /// there now; `nil` for a predicate that has none (tested before any lookup: the test
+    /// stops at the first key path through a relationship, and costs less than hashing a
+    /// predicate that holds objects).
     func fetchPlan(for predicate: FetchPredicate, entity: EntityDescription, layout: StoreLayout) throws -> FetchPlan? {
+        guard Self.isPlanCacheable(predicate, entity: entity) else { return nil }
         let key = EntityPredicate(entity, predicate)
         if let found = fetchPlans.withLock({ $0[key] }) { return found }
-        var plan: FetchPlan? = nil
-        if Self.isPlanCacheable(predicate, entity: entity) {
-            let root = layout.keySpace(of: entity)
-            var request = FetchRequest(entityName: entity.name)
-            request.entity = entity
-            request.predicate = predicate
-            plan = FetchPlan(
-                root: root, indexPlans: Self.indexPlans(for: request, entity: entity, root: root),
-                compiled: try predicate.compiled(for: entity, as: RowView.self),
-                scanCompiled: try predicate.compiled(for: entity, as: BorrowedRowView.self))
-        }
-        let made = plan
+        let root = layout.keySpace(of: entity)
+        var request = FetchRequest(entityName: entity.name)
+        request.entity = entity
+        request.predicate = predicate
+        let plan = FetchPlan(
+            root: root, indexPlans: Self.indexPlans(for: request, entity: entity, root: root),
+            compiled: try predicate.compiled(for: entity, as: RowView.self),
+            scanCompiled: try predicate.compiled(for: entity, as: BorrowedRowView.self))
         fetchPlans.withLock { plans in
             if plans.count >= Self.fetchPlanCapacity { plans.removeAll(keepingCapacity: true) }
-            plans[key] = .some(made)
+            plans[key] = plan
         }
         return plan
     }
@@ -79,7 +78,9 @@ extension StrataStore {
         case .not(let inner):
             return isPlanCacheable(inner, entity: entity)
         case .comparison(.keyPath(let path), let op, let right, .direct, _):
-            guard op != .matches, let attribute = entity.attributesByName[path], !attribute.isTransient else { return false }
+            // By the entity's name table: a `String`-hashed dictionary lookup costs more.
+            guard op != .matches, let attribute = entity.propertyIfAny(named: path) as? AttributeDescription, !attribute.isTransient
+            else { return false }
             switch right {
             case .constant(let constant): return !constant.namesObjects
             // `IN {'a', 'b'}`, `BETWEEN {1, 2}`: a list of constants.

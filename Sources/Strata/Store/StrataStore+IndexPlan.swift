@@ -219,7 +219,7 @@ extension StrataStore {
         var plans: [IndexPlan] = []
         for constraint in predicate.conjunctiveConstraints where constraint.options.isEmpty && !constraint.keyPath.utf8.contains(UInt8(ascii: ".")) {
             // By the entity's name table: a `String`-hashed dictionary lookup costs more.
-            guard let attribute = (try? entity.property(named: constraint.keyPath)) as? AttributeDescription,
+            guard let attribute = entity.propertyIfAny(named: constraint.keyPath) as? AttributeDescription,
                 attribute.hasIndexEntries, !attribute.isTransient, let kind = typeByte(of: attribute.attributeType)
             else { continue }
             let prefix = IndexKey.prefix(root: root, attribute: attribute.name)

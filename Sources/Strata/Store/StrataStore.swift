@@ -72,10 +72,9 @@ open class StrataStore: IncrementalStore, @unchecked Sendable {
     let indexBuildRunning = Atomic<Bool>(false)
     /// Relationship-key prefixes ([REL-1]) by relationship instance; a cache, as ``rowPrefixes``.
     let relationshipPrefixes = Locked<[ObjectIdentifier: (relationship: RelationshipDescription, prefix: [UInt8])]>([:])
-    /// The fetch plans of recent request shapes ([FETCH-S18]), by entity and predicate; a shape
-    /// that has none is kept as `nil`, so that it is not examined again. A cache, protected by
-    /// its own lock (taken for a lookup or an insert, never while compiling).
-    let fetchPlans = Locked<[EntityPredicate: FetchPlan?]>([:])
+    /// The fetch plans of recent request shapes ([FETCH-S18]), by entity and predicate. A cache,
+    /// protected by its own lock (taken for a lookup or an insert, never while compiling).
+    let fetchPlans = Locked<[EntityPredicate: FetchPlan]>([:])
 
     /// Registers this class for `PersistentStore/StoreType/strata`. Call once at start-up.
     public static func register() {

@@ -29,6 +29,26 @@ package struct EntityPredicate: Hashable, Sendable {
         hasher.combine(fingerprint.value)
     }
 
+    /// Whether a lookup of `predicate` costs little next to the work it would save: no object
+    /// among its constants and no list of more than eight (comparing object IDs, or long lists,
+    /// costs as much as the checks of the comparisons that hold them).
+    package static func isCheapKey(_ predicate: FetchPredicate) -> Bool {
+        func cheap(_ expression: FetchExpression) -> Bool {
+            switch expression {
+            case .constant(.object): return false
+            case .constant(.collection(let values)): return values.count <= 8 && !values.contains { if case .object = $0 { true } else { false } }
+            case .aggregate(let parts): return parts.count <= 8 && parts.allSatisfy(cheap)
+            default: return true
+            }
+        }
+        switch predicate {
+        case .value: return true
+        case .and(let parts), .or(let parts): return parts.allSatisfy(isCheapKey)
+        case .not(let inner): return isCheapKey(inner)
+        case .comparison(let left, _, let right, _, _): return cheap(left) && cheap(right)
+        }
+    }
+
     /// FNV-1a over a predicate's parts: cheap, and enough to spread a few hundred shapes
     /// (expressions other than key paths and constants add only their kind; equality tells
     /// such predicates apart).
