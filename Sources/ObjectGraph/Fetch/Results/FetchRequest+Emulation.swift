@@ -61,13 +61,13 @@ extension FetchRequest {
             let sorted = try FetchSortDescriptor.sort(rows, by: sortDescriptors)
             // Distinct rows are told apart by their values in property order (the same test as
             // comparing the dictionaries), so a repeated row makes no dictionary.
-            let keys = properties.map(\.name)
+            let rows = ResultRows(properties.map(\.name))
             var seen: Set<[FetchValue]> = []
             var results: [[String: FetchValue]] = []
             for row in sorted {
                 let values = try properties.map { try value(of: $0, for: CollectionOfOne(row)) }
                 if returnsDistinctResults, !seen.insert(values).inserted { continue }
-                results.append(Self.resultRow(keys) { values[$0] })
+                results.append(rows.row { values[$0] })
             }
             return page(results)
         }
@@ -238,6 +238,31 @@ extension FetchRequest {
         return row
     }
 
+    /// Result rows of one shape, made from a template: each row is a copy of a dictionary
+    /// holding the names, its values set by position, so no name is hashed per row (hashing
+    /// the names cost more than the rest of a row). A later name given twice wins, as in
+    /// ``resultRow(_:_:)``.
+    struct ResultRows {
+        private let template: [String: FetchValue]
+        private let positions: [Dictionary<String, FetchValue>.Index]
+
+        init(_ names: [String]) {
+            var template = [String: FetchValue](minimumCapacity: names.count)
+            for name in names { template[name] = .attribute(.null) }
+            self.template = template
+            // Every name was just inserted: each has a position.
+            positions = names.compactMap { template.index(forKey: $0) }
+        }
+
+        /// A row whose `names[i]` is `value(i)`. The copy of the template keeps its layout, so
+        /// the positions stay valid in it (a dictionary's copy keeps its indices).
+        func row(_ value: (Int) throws -> FetchValue) rethrows -> [String: FetchValue] {
+            var row = template
+            for index in positions.indices { row.values[positions[index]] = try value(index) }
+            return row
+        }
+    }
+
     /// ``dictionaries(fromColumns:)`` for rows laid end to end: row `i`'s value of
     /// `dictionaryRowKeyPaths[j]` is `values[i * paths.count + j]`. A store that reads many
     /// rows keeps one buffer instead of an array per row.
@@ -286,13 +311,14 @@ extension FetchRequest {
             if returnsDistinctResults { seen.reserveCapacity(rowCount) }
             var results: [[String: FetchValue]] = []
             results.reserveCapacity(rowCount)
+            let rows = ResultRows(names)
             for index in 0..<rowCount {
                 if returnsDistinctResults {
                     let row = compiled.map { $0.value(over: CollectionOfOne(index), in: values, stride: stride) }
                     guard seen.insert(row).inserted else { continue }
-                    results.append(Self.resultRow(names) { row[$0] })
+                    results.append(rows.row { row[$0] })
                 } else {
-                    results.append(Self.resultRow(names) { compiled[$0].value(over: CollectionOfOne(index), in: values, stride: stride) })
+                    results.append(rows.row { compiled[$0].value(over: CollectionOfOne(index), in: values, stride: stride) })
                 }
             }
             return page(results)
@@ -306,8 +332,9 @@ extension FetchRequest {
         let groups: [[Int]] = keys.count == 1
             ? Self.groups(rowCount) { keys[0].value(over: CollectionOfOne($0), in: values, stride: stride) }
             : Self.groups(rowCount) { index in keys.map { $0.value(over: CollectionOfOne(index), in: values, stride: stride) } }
+        let rows = ResultRows(names)
         var results = groups.map { members in
-            Self.resultRow(names) { compiled[$0].value(over: members, in: values, stride: stride) }
+            rows.row { compiled[$0].value(over: members, in: values, stride: stride) }
         }
         if returnsDistinctResults { results = Self.distinct(results) }
         return page(results)
