@@ -311,6 +311,27 @@ final class StoreLayout: Sendable {
         pendingRelationships = pending
         retiredNumbers = record.retiredRows.values.reduce(into: Set()) { $0.formUnion($1) }
         hasRemovedEntities = Int(self.record.nextEntity) > model.entities.count
+        var masks: [ObjectIdentifier: (alone: [Bool], withSubentities: [Bool])] = [:]
+        for entity in model.entities {
+            func mask(_ entities: [EntityDescription]) -> [Bool] {
+                var mask = [Bool](repeating: false, count: count)
+                for entity in entities { if let number = numbersByEntity[ObjectIdentifier(entity)] { mask[Int(number)] = true } }
+                return mask
+            }
+            masks[ObjectIdentifier(entity)] = (mask([entity]), mask(entity.selfAndAllSubentities))
+        }
+        fetchMasks = masks
+    }
+
+    /// Each entity's fetch masks (``fetchMask(of:includesSubentities:)``), made once.
+    private let fetchMasks: [ObjectIdentifier: (alone: [Bool], withSubentities: [Bool])]
+
+    /// The entity numbers a fetch of `entity` matches, as a flag per number: the entity's, and
+    /// its subentities' when they are included. `nil` for an entity of another model (the
+    /// layout's model holds its entities, so no other live entity has their identifiers).
+    func fetchMask(of entity: EntityDescription, includesSubentities: Bool) -> [Bool]? {
+        guard let masks = fetchMasks[ObjectIdentifier(entity)] else { return nil }
+        return includesSubentities ? masks.withSubentities : masks.alone
     }
 
     /// [MIG-4] The entity numbers of retired rows (of removed subentities, still to delete):

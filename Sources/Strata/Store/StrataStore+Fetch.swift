@@ -37,10 +37,13 @@ extension StrataStore {
         // The entities the fetch matches (`names`: the fetched entity and, when included, its
         // subentities), by entity number: no name is compared per row.
         let fetched = request.entity.map { !request.includesSubentities || $0.subentities.isEmpty ? [$0] : $0.selfAndAllSubentities } ?? []
-        var wanted = [Bool](repeating: false, count: layout.numberCount)
-        for entity in fetched {
-            if let number = layout.number(of: entity) { wanted[Int(number)] = true }
-        }
+        let wanted = request.entity.flatMap { layout.fetchMask(of: $0, includesSubentities: request.includesSubentities) } ?? {
+            var wanted = [Bool](repeating: false, count: layout.numberCount)
+            for entity in fetched {
+                if let number = layout.number(of: entity) { wanted[Int(number)] = true }
+            }
+            return wanted
+        }()
         func matches(_ row: RowBytes) -> Bool { wanted[Int(row.entityNumber)] }
         // A plain count keeps no row: the matches are counted as they are read.
         let countsOnly = request.resultType == .count && request.sortDescriptors.isEmpty
