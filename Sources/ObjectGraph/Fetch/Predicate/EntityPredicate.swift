@@ -120,23 +120,20 @@ package struct EntityPredicate: Hashable, Sendable {
 
 /// Recent entries by key, at most `capacity` of them: when full, the next insert empties the
 /// table first (a workload of ever new keys, such as a predicate with a new constant each time,
-/// pays one lookup and one insert).
+/// pays one lookup and one insert). (StrataStore's fetch plans keep the same rule in a
+/// dictionary of their own: this generic table is not specialized across modules.)
 ///
 /// Thread safety: a value; its owner keeps it behind a lock.
-package struct RecentTable<Key: Hashable, Value> {
-    // Inlinable: the stores' tables are specialized where they are used (a generic lookup
-    // through value witnesses costs more than the hashing).
-    package let capacity: Int
-    @usableFromInline var entries: [Key: Value] = [:]
+struct RecentTable<Key: Hashable, Value> {
+    let capacity: Int
+    private var entries: [Key: Value] = [:]
 
-    @inlinable package init(capacity: Int) { self.capacity = capacity }
+    init(capacity: Int) { self.capacity = capacity }
 
-    @inlinable package subscript(key: Key) -> Value? { entries[key] }
+    subscript(key: Key) -> Value? { entries[key] }
 
-    @inlinable package mutating func insert(_ value: Value, for key: Key) {
+    mutating func insert(_ value: Value, for key: Key) {
         if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
         entries[key] = value
     }
-
-    @inlinable package var count: Int { entries.count }
 }
