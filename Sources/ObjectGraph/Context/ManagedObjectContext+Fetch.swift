@@ -31,7 +31,7 @@ extension ManagedObjectContext {
     /// batch (``FaultBatch``). Objects already loaded, inserted or changed are left as they are.
     private func attachBatches(_ objects: [ManagedObject], size: Int) {
         guard size > 0, objects.count > size else { return }
-        let batch = FaultBatch(ids: objects.map(\.objectID), size: size)
+        let batch = FaultBatch(ids: objects.map { $0.objectID }, size: size)
         for index in size..<objects.count {
             let object = objects[index]
             guard object.isFault, object.changes.isEmpty else { continue }
@@ -77,13 +77,13 @@ extension ManagedObjectContext {
             if resolved.sortDescriptors.isEmpty {
                 // Nothing to compare, so no objects need to be made for the stored rows.
                 let (storeIDs, changed) = try pendingAwareMatches(resolved)
-                return resolved.page(storeIDs + changed.map(\.objectID))
+                return resolved.page(storeIDs + changed.map { $0.objectID })
             }
-            return try withRegistrationBatch { try evaluateInMemory(resolved).map(\.objectID) }
+            return try withRegistrationBatch { try evaluateInMemory(resolved).map { $0.objectID } }
         }
         switch try coordinatorExecute(resolved) {
         case .objectIDs(let ids): return ids
-        case .objects(let objects): return objects.map(\.objectID)
+        case .objects(let objects): return objects.map { $0.objectID }
         default: throw unexpectedResult(resolved)
         }
     }

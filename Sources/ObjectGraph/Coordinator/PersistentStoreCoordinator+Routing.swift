@@ -36,8 +36,8 @@ extension PersistentStoreCoordinator {
                 }
             }
             switch fetch.resultType {
-            case .managedObject: return ids.isEmpty ? .objects(objects) : .objectIDs(objects.map(\.objectID) + ids)
-            case .managedObjectID: return .objectIDs(objects.map(\.objectID) + ids)
+            case .managedObject: return ids.isEmpty ? .objects(objects) : .objectIDs(objects.map { $0.objectID } + ids)
+            case .managedObjectID: return .objectIDs(objects.map { $0.objectID } + ids)
             case .dictionary: return .dictionaries(rows)
             case .count: return .count(count)
             }

@@ -177,7 +177,7 @@ extension StrataStore {
         var presorted = false
         // (A planned predicate has no `SELF`.)
         if plan == nil, let (root, _, _) = hierarchy, let predicate = request.predicate,
-            let found = selfCandidates(predicate, root: root, layout: layout),
+            let found = selfCandidates(predicate, root: root, layout: layout, joins: joins),
             found.count <= max(64, try cachedRecord(in: snapshot).rowCount(of: names()) / 3)
         {
             // [FETCH-S13] `SELF IN %@`: the objects' rows are the candidates, read by reference;

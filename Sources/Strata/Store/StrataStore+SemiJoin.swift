@@ -423,13 +423,23 @@ extension StrataStore {
     /// hierarchy, or a temporary ID, is no row of it). `nil` when no conjunct has that shape,
     /// or a constant is not an object. (The fetch reads them only while they are at most a third
     /// of the rows: more, and a scan costs less.)
-    func selfCandidates(_ predicate: FetchPredicate, root: String, layout: StoreLayout) -> [Int64]? {
+    ///
+    /// `joins` are the fetch's semi-joins: the objects a compiled `SELF IN %@` already made
+    /// stored objects of are not looked up a second time.
+    func selfCandidates(_ predicate: FetchPredicate, root: String, layout: StoreLayout, joins: SemiJoins) -> [Int64]? {
         for conjunct in Self.conjuncts(predicate) {
-            guard let ids = Self.selfComparison(conjunct) else { continue }
             var references: [Int64] = []
-            references.reserveCapacity(ids.count)
-            for id in ids where layout.keySpace(of: id.entity) == root {
-                if let object = try? storedObject(id, layout: layout) { references.append(object.reference) }
+            if let join = joins.join(for: conjunct), case .selfObjects(let objects) = join.kind {
+                references.reserveCapacity(objects.count)
+                for object in objects where layout.entity(number: object.entity).map({ layout.keySpace(of: $0) == root }) == true {
+                    references.append(object.reference)
+                }
+            } else {
+                guard let ids = Self.selfComparison(conjunct) else { continue }
+                references.reserveCapacity(ids.count)
+                for id in ids where layout.keySpace(of: id.entity) == root {
+                    if let object = try? storedObject(id, layout: layout) { references.append(object.reference) }
+                }
             }
             references.sort()
             return references.indices.compactMap { $0 > 0 && references[$0] == references[$0 - 1] ? nil : references[$0] }

@@ -554,7 +554,7 @@ extension FetchPredicate {
     /// Parses a format string with arguments from an array and, optionally, values for its
     /// `$variables` (an unknown variable is then a syntax error).
     public init(format: String, argumentArray: [any FetchArgument], substitutionVariables: [String: FetchValue]? = nil) throws {
-        let arguments = argumentArray.map(\.fetchArgumentValue)
+        let arguments = argumentArray.map { $0.fetchArgumentValue }
         if substitutionVariables == nil, let predicate = FormatTemplates.predicate(format, arguments) {
             self = predicate
             return
@@ -639,7 +639,7 @@ extension FetchExpression {
     ///
     /// - Throws: ``ObjectGraphError/Code/malformedPredicate`` with the offset of the error.
     public init(format: String, _ arguments: any FetchArgument...) throws {
-        var parser = try FetchPredicateParser(format, arguments: arguments.map(\.fetchArgumentValue), variables: nil)
+        var parser = try FetchPredicateParser(format, arguments: arguments.map { $0.fetchArgumentValue }, variables: nil)
         self = try parser.parseExpression()
     }
 }
