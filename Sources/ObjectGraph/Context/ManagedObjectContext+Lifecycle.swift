@@ -28,6 +28,8 @@ extension ManagedObjectContext {
 
     /// Applies every pending deletion's delete rules.
     func propagateDeletes() {
+        // (Most events delete nothing: no empty array stored again.)
+        guard !deletesToPropagate.isEmpty else { return }
         var next = 0
         defer { deletesToPropagate = [] }
         while next < deletesToPropagate.count {
@@ -57,6 +59,7 @@ extension ManagedObjectContext {
     /// inserted in this event is in neither of its sets; one inserted in an earlier event (whose
     /// notification reported it) is reported deleted, so observers let go of it too.
     func dropInsertedAndDeleted() {
+        guard !insertedInOrder.isEmpty else { return }
         let dropped = insertedInOrder.filter(\.deleted)
         guard !dropped.isEmpty else { return }
         insertedInOrder.removeAll(where: \.deleted)
@@ -68,6 +71,8 @@ extension ManagedObjectContext {
     }
 
     func postObjectsDidChange() {
+        // An event that changed nothing (a fetch's) posts nothing: no new event made.
+        if event.isEmpty && event.propertyChanges.isEmpty { return }
         let finished = event
         event = ChangeEvent()
         guard !finished.isEmpty else { return }

@@ -406,14 +406,30 @@ extension StrataStore {
             let members = RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot)
             return members.count > cap ? nil : (members, best, leaf)
         }
-        var candidates: [Int64: UInt16] = [:]
+        // The members of every destination, then in reference order, each once (a member of a
+        // many-to-many may be under several): an array sorted once costs less than a table
+        // hashing each member. A reference names one row, so duplicates are equal objects.
+        var members: [StoredObject] = []
+        func sortAndDropRepeats() {
+            members.sort { $0.reference < $1.reference }
+            var kept = 0
+            for index in members.indices where kept == 0 || members[index].reference != members[kept - 1].reference {
+                members[kept] = members[index]
+                kept += 1
+            }
+            members.removeLast(members.count - kept)
+        }
         for owner in best.references {
-            for member in RelationshipKeys.members(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot) {
-                candidates[member.reference] = member.entity
-                if candidates.count > cap { return nil }
+            RelationshipKeys.forEachMember(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot) { member in
+                members.append(member)
+                return true
+            }
+            if members.count > cap {
+                sortAndDropRepeats()
+                if members.count > cap { return nil }
             }
         }
-        let members = candidates.map { StoredObject(entity: $0.value, reference: $0.key) }.sorted { $0.reference < $1.reference }
+        sortAndDropRepeats()
         return (members, best, leaf)
     }
 
