@@ -82,7 +82,7 @@ extension ManagedObjectContext {
                 return ObjectIdentifier(context) == me
             }
         }
-        parentContext?.children.withLock { leave(&$0) }
+        parentContext?.shared.withLock { leave(&$0.children) }
         coordinator?.mergingContexts.withLock { leave(&$0) }
     }
 
@@ -91,9 +91,9 @@ extension ManagedObjectContext {
     /// merges automatically, the coordinator's merging contexts.
     func attachForMerging() {
         if let parentContext {
-            parentContext.children.withLock {
-                $0.removeAll { $0.context == nil }
-                $0.append(WeakContext(context: self))
+            parentContext.shared.withLock {
+                $0.children.removeAll { $0.context == nil }
+                $0.children.append(WeakContext(context: self))
             }
         } else if mergesAutomatically, let coordinator {
             coordinator.mergingContexts.withLock {
@@ -108,7 +108,7 @@ extension ManagedObjectContext {
     /// for a root context, the other root contexts on the coordinator that merge automatically.
     /// `makeChanges` runs only if some context takes the save.
     func deliverSave(_ makeChanges: () -> SavedChanges) {
-        let children = self.children.withLock { $0.compactMap { $0.context } }
+        let children = shared.withLock { $0.children.compactMap { $0.context } }
         let me = ObjectIdentifier(self)
         let others = isChild
             ? [] : coordinator?.mergingContexts.withLock { $0.compactMap { $0.context } }.filter { ObjectIdentifier($0) != me } ?? []
@@ -127,7 +127,7 @@ extension ManagedObjectContext {
     /// confinement context at its next ``processPendingChanges()``.
     private func receive(_ changes: SavedChanges) {
         guard !changes.isEmpty else { return }
-        mergeInbox.withLock { $0.append(changes) }
+        shared.withLock { $0.mergeInbox.append(changes) }
         guard concurrencyType != .confinement else { return }
         executionQueue.async { [self] in
             withHold { mergeReceivedSaves() }
@@ -141,7 +141,7 @@ extension ManagedObjectContext {
         guard !isMergingReceivedSaves else { return }
         isMergingReceivedSaves = true
         defer { isMergingReceivedSaves = false }
-        while let changes = mergeInbox.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { merge(changes) }
+        while let changes = shared.withLock({ $0.mergeInbox.isEmpty ? nil : $0.mergeInbox.removeFirst() }) { merge(changes) }
     }
 
     // MARK: Merging
@@ -205,7 +205,7 @@ extension ManagedObjectContext {
         if !changes.permanentIDs.isEmpty {
             replaceIDs(changes.permanentIDs, everywhere: true)
             // This context's children hold the same temporary IDs.
-            let children = self.children.withLock { $0.compactMap { $0.context } }
+            let children = shared.withLock { $0.children.compactMap { $0.context } }
             for child in children { child.receive(changes.idsOnly) }
         }
         for id in changes.deleted {

@@ -34,18 +34,33 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// making a queue costs more than a small fetch).
     var executionQueue: DispatchQueue {
         if let fixedQueue { return fixedQueue }
-        return confinementQueue.withLock { queue in
-            if let queue { return queue }
+        return shared.withLock { shared in
+            if let queue = shared.confinementQueue { return queue }
             let made = DispatchQueue(label: "ObjectGraph.ManagedObjectContext")
-            queue = made
+            shared.confinementQueue = made
             return made
         }
     }
     /// The queue of a main-queue or private-queue context, made with it.
     private let fixedQueue: DispatchQueue?
-    /// A confinement context's queue, once made; read and made under the lock, as any
-    /// thread may perform a block.
-    private let confinementQueue = Locked<DispatchQueue?>(nil)
+    /// What other threads touch, behind one lock: one object and one mutex for the context,
+    /// where a lock each cost three of each at every context's creation and release. No body
+    /// run under it takes another lock of a context.
+    struct Shared {
+        /// A confinement context's queue, once made (any thread may perform a block).
+        var confinementQueue: DispatchQueue?
+        /// The child contexts, held weakly: each is handed this context's saves (see
+        /// ``ManagedObjectContext/deliverSave(_:)``); touched from the children's queues.
+        var children: [WeakContext] = []
+        /// Saves of other contexts waiting to be merged here
+        /// (``ManagedObjectContext/mergeReceivedSaves()``); filled from the saving context's queue.
+        var mergeInbox: [SavedChanges] = []
+        /// The lock of ``ManagedObjectContext/lock()``, made when first used (most contexts
+        /// never are).
+        var recursiveLock: NSRecursiveLock?
+    }
+    /// See ``Shared``.
+    let shared = Locked(Shared())
 
     /// The coordinator that provides the model and the stores; a child context's is its
     /// parent's. Setting it makes the context a root context on that coordinator (and
@@ -70,12 +85,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// here, from their queues.
     let mergesAutomaticallyFlag = Atomic<Bool>(false)
     var mergesAutomatically: Bool { mergesAutomaticallyFlag.load(ordering: .relaxed) }
-    /// The child contexts, held weakly: each is handed this context's saves (see
-    /// ``deliverSave(_:)``). Touched from the children's queues, so behind a lock.
-    let children = Locked<[WeakContext]>([])
-    /// Saves of other contexts waiting to be merged here (``mergeReceivedSaves()``); filled
-    /// from the saving context's queue, so behind a lock.
-    let mergeInbox = Locked<[SavedChanges]>([])
     /// Whether ``mergeReceivedSaves()`` is running (a merge ends an event, which calls it).
     @exclusivity(unchecked) var isMergingReceivedSaves = false
     /// The coordinator rows are registered with: a root context's; a child registers none
@@ -161,7 +170,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var deletesToPropagate: [ManagedObject] = []
     var event = ChangeEvent()
 
-    private let recursiveLock = NSRecursiveLock()
     /// What the context's objects hold to reach it (``ManagedObject/managedObjectContext``).
     let link = ContextLink()
 
@@ -437,6 +445,16 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func unlock() { recursiveLock.unlock() }
     /// Acquires the context's lock if it is free; returns whether it did.
     public func tryLock() -> Bool { recursiveLock.try() }
+
+    /// The context's lock, made on first use under ``shared``'s lock (any thread may lock).
+    private var recursiveLock: NSRecursiveLock {
+        shared.withLock { shared in
+            if let lock = shared.recursiveLock { return lock }
+            let made = NSRecursiveLock()
+            shared.recursiveLock = made
+            return made
+        }
+    }
 
     // MARK: Internal bookkeeping
 
