@@ -195,6 +195,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // Objects that outlive the context see none from here on (as a weak reference would).
         link.context = nil
         flushStoreRegistrations()
+        // (Most contexts outlive none of their objects: nothing more to do.)
+        guard registry.count > 0 else { return }
         let entries = registry.entries
         let ids = entries.compactMap { $0.registration.inStore ? $0.id : nil }
         if !ids.isEmpty { registrar?.contextDidUnregister(ids) }
