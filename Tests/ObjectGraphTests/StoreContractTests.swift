@@ -300,6 +300,30 @@ struct StoreContractTests {
         #expect(context.tryLock())
         context.unlock()
     }
+
+    /// The lock is made on first use: every thread gets the same one, so a lock held here
+    /// keeps another thread out until it is released.
+    @Test func contextLockHeldOnOneThreadKeepsAnotherOut() throws {
+        let context = ManagedObjectContext(persistentStoreCoordinator: nil)
+        /// What the other thread's `tryLock` answered; written there, read after the wait.
+        final class Answer: @unchecked Sendable { var value: Bool? }
+        func tryLockElsewhere() -> Bool? {
+            let answer = Answer()
+            let done = DispatchSemaphore(value: 0)
+            let thread = Thread {
+                answer.value = context.tryLock()
+                if answer.value == true { context.unlock() }
+                done.signal()
+            }
+            thread.start()
+            done.wait()
+            return answer.value
+        }
+        context.lock()
+        #expect(tryLockElsewhere() == false, "held by this thread")
+        context.unlock()
+        #expect(tryLockElsewhere() == true, "released")
+    }
 }
 
 extension PersistentStoreResult {

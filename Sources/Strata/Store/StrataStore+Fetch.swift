@@ -232,8 +232,7 @@ extension StrataStore {
                 }
             }
             if !zip(found, found.dropFirst()).allSatisfy({ $0 < $1 }) {
-                found.sort()
-                found = found.indices.compactMap { $0 > 0 && found[$0] == found[$0 - 1] ? nil : found[$0] }
+                found.sortDroppingRepeats { $0 }
             }
             // Other conjuncts' indexes, where not much larger, narrow the rows to read.
             for other in plans where other.attribute != plan.attribute {

@@ -410,26 +410,17 @@ extension StrataStore {
         // many-to-many may be under several): an array sorted once costs less than a table
         // hashing each member. A reference names one row, so duplicates are equal objects.
         var members: [StoredObject] = []
-        func sortAndDropRepeats() {
-            members.sort { $0.reference < $1.reference }
-            var kept = 0
-            for index in members.indices where kept == 0 || members[index].reference != members[kept - 1].reference {
-                members[kept] = members[index]
-                kept += 1
-            }
-            members.removeLast(members.count - kept)
-        }
         for owner in best.references {
             RelationshipKeys.forEachMember(ownerPrefix(inverse, owner: destination, reference: owner), in: snapshot) { member in
                 members.append(member)
                 return true
             }
             if members.count > cap {
-                sortAndDropRepeats()
+                members.sortDroppingRepeats { $0.reference }
                 if members.count > cap { return nil }
             }
         }
-        sortAndDropRepeats()
+        members.sortDroppingRepeats { $0.reference }
         return (members, best, leaf)
     }
 
@@ -457,8 +448,8 @@ extension StrataStore {
                     if let object = try? storedObject(id, layout: layout) { references.append(object.reference) }
                 }
             }
-            references.sort()
-            return references.indices.compactMap { $0 > 0 && references[$0] == references[$0 - 1] ? nil : references[$0] }
+            references.sortDroppingRepeats { $0 }
+            return references
         }
         return nil
     }
@@ -489,5 +480,19 @@ extension StrataStore {
             ids.append(id)
         }
         return ids
+    }
+}
+
+extension Array {
+    /// Sorts the elements by `key` and keeps one of each run of equal keys: each key once, in
+    /// ascending order (for references gathered from several places, which name a row each).
+    mutating func sortDroppingRepeats<Key: Comparable>(by key: (Element) -> Key) {
+        sort { key($0) < key($1) }
+        var kept = 0
+        for index in indices where kept == 0 || key(self[index]) != key(self[kept - 1]) {
+            self[kept] = self[index]
+            kept += 1
+        }
+        removeLast(count - kept)
     }
 }
