@@ -175,6 +175,38 @@ import Testing
         withExtendedLifetime(keep) {}
     }
 
+    /// A to-one relationship as a column (read from the row, the destination's row not
+    /// read): its destination's ID, or null for none, plain, distinct and as a group key;
+    /// each ID named by its region's name, since IDs differ between stores.
+    @Test func toOneColumnsAreTheirDestinationsIDs() throws {
+        let (reference, strata, keep) = try Self.stores()
+        func named(_ request: FetchRequest, _ coordinator: PersistentStoreCoordinator) throws -> [String] {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            return try context.fetchDictionaries(request).map { row in
+                row.keys.sorted().map { key -> String in
+                    guard case .object(let id)? = row[key] else { return "\(key)=\(row[key].map { "\($0)" } ?? "-")" }
+                    guard case .string(let name)? = try? context.existingObject(with: id).value(forKey: "name") else { return "\(key)=region without a name" }
+                    return "\(key)=region \(name)"
+                }.joined(separator: " ")
+            }.sorted()
+        }
+        var request = FetchRequest(entityName: "Shop")
+        request.resultType = .dictionary
+        request.propertiesToFetch = ["region", "city"]
+        let plain = try named(request, reference)
+        #expect(plain.count == 48 && plain.contains { $0.hasSuffix("region=null") } && plain.contains { $0.hasSuffix("region=region North") })
+        #expect(try named(request, strata) == plain)
+        request.returnsDistinctResults = true
+        #expect(try named(request, strata) == (try named(request, reference)))
+        request.returnsDistinctResults = false
+        request.propertiesToFetch = ["region", .aggregate(.count, of: "city", as: "shops", type: .integer64)]
+        request.propertiesToGroupBy = ["region"]
+        let grouped = try named(request, reference)
+        #expect(grouped.count == 5)
+        #expect(try named(request, strata) == grouped)
+        withExtendedLifetime(keep) {}
+    }
+
     @Test func badDictionaryShapesFailTheSameWayInEveryStore() throws {
         let (reference, strata, keep) = try Self.stores()
         var request = FetchRequest(entityName: "Shop")

@@ -20,6 +20,23 @@ extension StrataStore {
     /// A fetch; `reading` is the snapshot of an enclosing fetch (a semi-join's inner fetch reads
     /// what the outer one reads).
     func execute(_ request: FetchRequest, with context: ManagedObjectContext?, reading: Snapshot? = nil) throws -> PersistentStoreResult {
+        try execute(request, with: context, reading: reading, columns: nil)
+    }
+
+    /// The values of a dictionary fetch of plain key paths, row after row (row `i`'s value of
+    /// `dictionaryRowKeyPaths[j]` at `i * paths.count + j`), with no dictionary made per row:
+    /// for the store's own inner fetches, which read the values back.
+    final class ColumnValues {
+        /// Set when the fetch delivered its values here; `nil` when it answered otherwise
+        /// (its dictionaries then hold the values).
+        var values: [FetchValue]?
+    }
+
+    /// A fetch whose dictionary result, when `columns` is given and the fetch reads plain key
+    /// paths without grouping or sorting, is left in `columns` (the result is then empty).
+    func execute(
+        _ request: FetchRequest, with context: ManagedObjectContext?, reading: Snapshot?, columns: ColumnValues?
+    ) throws -> PersistentStoreResult {
         let model = try model()
         var request = request
         if request.entity == nil { request.entity = try model.entity(named: request.entityName) }
@@ -376,6 +393,12 @@ extension StrataStore {
             if !columnsScanned {
                 scannedValues.reserveCapacity(rows.count * paths.count)
                 for row in rows { for path in paths { scannedValues.append(try row.fetchValue(forKeyPath: path)) } }
+            }
+            if let columns, request.propertiesToGroupBy == nil, request.sortDescriptors.isEmpty, !request.returnsDistinctResults,
+                request.havingPredicate == nil, request.fetchOffset == 0, request.fetchLimit == 0
+            {
+                columns.values = scannedValues
+                return .dictionaries([])
             }
             return .dictionaries(try request.dictionaries(fromValues: scannedValues))
         }

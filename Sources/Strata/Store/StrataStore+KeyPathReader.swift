@@ -22,6 +22,9 @@ extension StrataStore {
             case toOne(Int, next: KeyPathReader)
             /// The number of members of a keyed to-many (`albums.@count`), counted from its keys.
             case count(String, ordinal: Int)
+            /// The destination of the to-one stored at an ordinal of the row, as an object
+            /// (`album` in a dictionary fetch's columns or a group key).
+            case object(Int)
         }
 
         private let step: Step
@@ -61,7 +64,11 @@ extension StrataStore {
                 return KeyPathReader(.count(relationship.name, ordinal: relationship.ordinal))
             }
             if parts.count == 1 {
-                guard property is AttributeDescription else { return nil }
+                if let relationship = property as? RelationshipDescription {
+                    // A to-one stored in the row ([ROW-1]); a keyed one is read as its keys say.
+                    guard relationship.isToOne, !RelationshipKeys.isKeyed(relationship) else { return nil }
+                    return KeyPathReader(.object(property.ordinal))
+                }
                 return KeyPathReader(.attribute(property.ordinal))
             }
             guard let relationship = property as? RelationshipDescription, relationship.isToOne,
@@ -81,6 +88,11 @@ extension StrataStore {
             case .count(let name, let ordinal):
                 let count = try view.fetchCount(forKeyPath: name) ?? view.storedObjects(atOrdinal: ordinal).count
                 return .attribute(.int64(Int64(count)))
+            case .object(let ordinal):
+                // As the general reading gives it: no destination, or one of an entity the
+                // layout does not know, is null; the destination's row is not read.
+                guard let target = try view.storedObject(atOrdinal: ordinal), let id = view.source.objectID(target) else { return .null }
+                return .object(id)
             case .toOne(let ordinal, let next):
                 guard let target = try view.storedObject(atOrdinal: ordinal) else { return .null }
                 if let known = destinations[target] { return known }

@@ -25,11 +25,18 @@ extension StrataStore {
             members.predicate = element
             members.resultType = .dictionary
             members.propertiesToFetch = [.keyPath(inverse.name)]
-            guard case .dictionaries(let rows) = try execute(members, with: nil, reading: snapshot) else { return nil }
+            // The owners come back as one column of values, not a dictionary per member.
+            let columns = ColumnValues()
+            guard case .dictionaries(let rows) = try execute(members, with: nil, reading: snapshot, columns: columns) else { return nil }
             var counts: [Int64: Int] = [:]
-            for row in rows {
-                guard case .object(let owner)? = row[inverse.name], case .int64(let reference)? = owner.referenceObject else { continue }
+            func count(_ owner: FetchValue?) {
+                guard case .object(let owner)? = owner, case .int64(let reference)? = owner.referenceObject else { return }
                 counts[reference, default: 0] += 1
+            }
+            if let values = columns.values {
+                for value in values { count(value) }
+            } else {
+                for row in rows { count(row[inverse.name]) }
             }
             return SemiJoin(.subqueryCount(counts: counts, op: op, constant: constant, options: options))
         }
