@@ -167,19 +167,28 @@ final class RowStorage: ManagedBuffer<RowStorage.Header, UInt8>, LazyNodeValues 
     // MARK: LazyNodeValues ([ROW-1]: one property decoded at a time)
 
     func value(atOrdinal ordinal: Int) throws -> PropertyValue? {
-        let row = RowBytes(storage: self)
-        guard let index = row.field(ofOrdinal: ordinal) else { return nil }
-        switch layout.fields[index].kind {
-        case .toMany:
-            return nil
-        case .toOne:
-            guard let values else { return nil }
-            guard case .object(let target) = try row.value(index), let entity = values.layout.entity(number: target.entity) else {
-                return .relationship(.toOne(nil))
+        // The header read in place (its layout, store layout and ID maker are counted
+        // references, which copies of them would retain and release at each read).
+        try withBytes { bytes, header in
+            let fields = RowFields(checked: bytes, layout: header.pointee.layout, version: header.pointee.version)
+            guard let index = fields.field(ofOrdinal: ordinal) else { return nil }
+            do {
+                switch fields.layout.fields[index].kind {
+                case .toMany:
+                    return nil
+                case .toOne:
+                    guard header.pointee.values != nil else { return nil }
+                    guard case .object(let target) = try fields.value(index),
+                        let entity = header.pointee.values?.layout.entity(number: target.entity),
+                        let id = header.pointee.values?.ids.id(for: entity, reference: target.reference)
+                    else { return .relationship(.toOne(nil)) }
+                    return .relationship(.toOne(id))
+                default:
+                    return .attribute(try fields.attribute(index))
+                }
+            } catch {
+                throw header.pointee.context.locating(error)
             }
-            return .relationship(.toOne(values.ids.id(for: entity, reference: target.reference)))
-        default:
-            return .attribute(try row.attribute(index))
         }
     }
 
@@ -589,15 +598,45 @@ struct RowFields {
 
     /// The text of a string-like variable field; ASCII needs no validation.
     private func text(_ index: Int, _ position: Int, in layout: RowLayout) throws -> String {
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[try variableRange(index, position, in: layout)])
-        let text: String?
-        if slice.allSatisfy({ $0 < 0x80 }) {
-            text = String(decoding: slice, as: UTF8.self)
-        } else {
-            text = String(validating: slice, as: UTF8.self)
+        guard let text = Text.decode(UnsafeRawBufferPointer(rebasing: bytes[try variableRange(index, position, in: layout)])) else {
+            throw fail(index, "invalid UTF-8")
         }
-        guard let text else { throw fail(index, "invalid UTF-8") }
         return text
+    }
+}
+
+/// Strings made from stored UTF-8 bytes.
+enum Text {
+    /// The text of `bytes`, or `nil` when they are not valid UTF-8. ASCII is copied without
+    /// validation, and ASCII of up to 15 bytes (most names, words, codes) is made in place as
+    /// a small string: no allocation, and none of the repairing decoder's work, which is most
+    /// of reading such a value.
+    @inline(__always)
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> String? {
+        guard isASCII(bytes) else { return String(validating: bytes, as: UTF8.self) }
+        guard bytes.count <= 15, let base = bytes.baseAddress else { return String(decoding: bytes, as: UTF8.self) }
+        // A capacity of at most 15 makes a small string; ASCII takes its fast path (no
+        // validation or repair).
+        return String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            buffer.baseAddress?.initialize(from: base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+            return bytes.count
+        }
+    }
+
+    /// Whether every byte of `bytes` is below 0x80, read eight bytes at a time.
+    @inline(__always)
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var bits: UInt64 = 0
+        var index = 0
+        while index + 8 <= bytes.count {
+            bits |= bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < bytes.count {
+            bits |= UInt64(bytes[index])
+            index += 1
+        }
+        return bits & 0x8080_8080_8080_8080 == 0
     }
 }
 

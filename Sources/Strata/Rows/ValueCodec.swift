@@ -109,11 +109,8 @@ struct RowReader {
 
     mutating func string() throws -> String {
         let slice = try blob()
-        let text = slice.withUnsafeBufferPointer { buffer -> String? in
-            // ASCII (property and entity names, most values) needs no validation.
-            if buffer.allSatisfy({ $0 < 0x80 }) { return String(decoding: buffer, as: UTF8.self) }
-            return String(validating: buffer, as: UTF8.self)
-        }
+        // ASCII (property and entity names, most values) needs no validation.
+        let text = slice.withUnsafeBytes { Text.decode($0) }
         guard let text else { throw fail("invalid UTF-8") }
         return text
     }

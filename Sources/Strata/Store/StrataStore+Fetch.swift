@@ -412,7 +412,7 @@ extension StrataStore {
         guard value.count >= 3, value[0] == 0x30, value[value.count - 2] == 0x00, value[value.count - 1] == 0x01 else { return nil }
         let text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)])
         for byte in text where byte == 0x00 || byte >= 0x80 { return nil }
-        return String(decoding: text, as: UTF8.self)
+        return Text.decode(text)
     }
 
     /// The most index keys read to rule rows out before reading them ([IDX-S5], [IDX-S4]).
