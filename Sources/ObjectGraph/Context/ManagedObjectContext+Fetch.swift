@@ -366,29 +366,29 @@ extension ManagedObjectContext {
                 }
             }
             guard let (relationship, destination) = lastRelationship else { continue }
-            var held: [ManagedObject] = []
-            func hold(_ id: ManagedObjectID) {
+            /// The object of `id`, noted as next to load (once) and as a fault to read.
+            func hold(_ id: ManagedObjectID) -> ManagedObject {
                 let object = self.object(with: id)
-                held.append(object)
-                guard seen.insert(ObjectIdentifier(object)).inserted else { return }
+                guard seen.insert(ObjectIdentifier(object)).inserted else { return object }
                 next.append(object)
-                guard object.isFault, object.faultRow == nil else { return }
+                guard object.isFault, object.faultRow == nil else { return object }
                 if let index = faults.firstIndex(where: { $0.destination === destination }) {
                     faults[index].ids.append(id)
                 } else {
                     faults.append((destination, [id]))
                 }
+                return object
             }
-            // A to-one's destination without a one-element list made for it.
+            // The held objects made in one array of their final size (not appended to a
+            // variable the nested function captures, which grew it object by object).
+            let held: [ManagedObject]
             switch try source.currentValue(for: relationship).relationshipValue {
             case .toOne(let id?)?:
-                held.reserveCapacity(1)
-                hold(id)
+                held = [hold(id)]
             case .toMany(let ids)?:
-                held.reserveCapacity(ids.count)
-                for id in ids { hold(id) }
+                held = ids.map(hold)
             default:
-                break
+                held = []
             }
             if source.prefetchedDestinations.isEmpty {
                 source.prefetchedDestinations = held

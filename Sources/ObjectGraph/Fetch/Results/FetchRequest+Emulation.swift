@@ -329,8 +329,10 @@ extension FetchRequest {
         }
         // Groups in the order of their first row, as in dictionaries(from:); a single key is
         // hashed alone (keys are equal exactly when their values are).
+        // (The key read from a constant, not from `keys` per row: that copied the property.)
+        let first = keys[0]
         let groups: [[Int]] = keys.count == 1
-            ? Self.groups(rowCount) { keys[0].value(over: CollectionOfOne($0), in: values, stride: stride) }
+            ? Self.groups(rowCount) { first.value(over: CollectionOfOne($0), in: values, stride: stride) }
             : Self.groups(rowCount) { index in keys.map { $0.value(over: CollectionOfOne(index), in: values, stride: stride) } }
         let rows = ResultRows(names)
         var results = groups.map { members in
