@@ -231,6 +231,12 @@ extension StrataStore {
         /// With ``firstStringOrdinal``, each kept row's first key as bytes (`nil` where it is
         /// not an ASCII string), in the order of ``views``.
         @exclusivity(unchecked) private var firstKeyBytes: [[UInt8]?] = []
+        /// Once the page is full, the last kept row's first key as bytes when it is an ASCII
+        /// string (what most rows of a large scan are compared with), kept apart so that the
+        /// comparison retains nothing; `nil` otherwise.
+        @exclusivity(unchecked) private var lastKeptBytes: [UInt8]?
+        /// Whether the first descriptor sorts ascending.
+        private let firstAscending: Bool
 
         /// Top rows for `descriptors`, or `nil` when a key path does not compile.
         init?(count: Int, descriptors: [FetchSortDescriptor], entity: EntityDescription, source: RowSource) {
@@ -250,6 +256,7 @@ extension StrataStore {
             } else {
                 firstStringOrdinal = nil
             }
+            firstAscending = descriptors[0].ascending
             views.reserveCapacity(count + 1)
             keys.reserveCapacity((count + 1) * descriptors.count)
         }
@@ -262,17 +269,13 @@ extension StrataStore {
                 // Once the page is full, a row whose first key's bytes come after the last kept
                 // row's is turned away on the engine's bytes: most rows of a large scan, each
                 // then costing no copy of its key.
-                let lastKept = views.count == count ? firstKeyBytes[views.count - 1] : nil
-                let ascending = descriptors[0].ascending
+                let ascending = firstAscending
                 var after = false
                 _ = row.fields.testStringBytes(atOrdinal: ordinal) { bytes -> Bool? in
-                    guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
-                    if let lastKept {
-                        let order = Self.byteOrder(bytes, lastKept)
-                        if ascending ? order > 0 : order < 0 {
-                            after = true
-                            return nil
-                        }
+                    guard Text.isASCII(UnsafeRawBufferPointer(bytes)) else { return nil }
+                    if let order = lastKeptBytes?.withUnsafeBufferPointer({ Self.byteOrder(bytes, $0) }), ascending ? order > 0 : order < 0 {
+                        after = true
+                        return nil
                     }
                     rowBytes = Array(bytes)
                     return nil
@@ -280,6 +283,7 @@ extension StrataStore {
                 if after { return }
             }
             var rowKeys: [FetchValue] = []
+            rowKeys.reserveCapacity(width)
             if views.count == count {
                 // Compared with the last row kept: most rows are decided by their first key,
                 // on its bytes or with nothing allocated; a tie goes to the earlier row.
@@ -287,17 +291,20 @@ extension StrataStore {
                     guard order < 0 else { return }
                 } else {
                     let first = try readers[0].value(of: row)
-                    switch descriptors[0].order(first, keys[(views.count - 1) * width]) {
+                    switch descriptors[0].order(first, firstKey(keptAt: views.count - 1)) {
                     case .orderedDescending: return
-                    case .orderedAscending: rowKeys = [first]
+                    case .orderedAscending: rowKeys.append(first)
                     case .orderedSame:
-                        rowKeys = [first]
+                        rowKeys.append(first)
                         for index in 1..<width { rowKeys.append(try readers[index].value(of: row)) }
                         guard precedes(rowKeys, rowBytes, keptAt: views.count - 1) else { return }
                     }
                 }
             }
-            rowKeys.reserveCapacity(width)
+            // A first key held as ASCII bytes is not made a `String`: a placeholder stands for
+            // it among the keys (``firstKey(keptAt:)`` makes it from the bytes when a
+            // comparison needs it).
+            if rowKeys.isEmpty, rowBytes != nil { rowKeys.append(.null) }
             for index in rowKeys.count..<width { rowKeys.append(try readers[index].value(of: row)) }
             // After every kept row it does not precede (ties: after the earlier rows).
             var low = 0, high = views.count
@@ -313,6 +320,7 @@ extension StrataStore {
                 keys.removeLast(width)
                 if firstStringOrdinal != nil { firstKeyBytes.removeLast() }
             }
+            if firstStringOrdinal != nil, views.count == count { lastKeptBytes = firstKeyBytes[count - 1] }
         }
 
         /// The order of a row's first key (its ASCII bytes) against the kept row at
@@ -322,28 +330,41 @@ extension StrataStore {
             guard let rowBytes, firstStringOrdinal != nil, let kept = firstKeyBytes[position] else { return nil }
             let order = rowBytes.withUnsafeBufferPointer { Self.byteOrder($0, kept) }
             guard order != 0 else { return nil }
-            return descriptors[0].ascending ? order : -order
+            return firstAscending ? order : -order
         }
 
         /// The byte order of two byte strings: negative, zero or positive.
         private static func byteOrder(_ bytes: UnsafeBufferPointer<UInt8>, _ other: [UInt8]) -> Int {
-            other.withUnsafeBufferPointer { other in
-                let common = min(bytes.count, other.count)
-                if common > 0, let a = bytes.baseAddress, let b = other.baseAddress {
-                    let order = memcmp(a, b, common)
-                    if order != 0 { return Int(order) }
-                }
-                return bytes.count - other.count
-            }
+            other.withUnsafeBufferPointer { byteOrder(bytes, $0) }
         }
 
-        /// Whether `rowKeys` (whose first is `rowBytes` as ASCII, if it is) come strictly
-        /// before the keys of the kept row at `position`.
+        private static func byteOrder(_ bytes: UnsafeBufferPointer<UInt8>, _ other: UnsafeBufferPointer<UInt8>) -> Int {
+            let common = min(bytes.count, other.count)
+            if common > 0, let a = bytes.baseAddress, let b = other.baseAddress {
+                let order = memcmp(a, b, common)
+                if order != 0 { return Int(order) }
+            }
+            return bytes.count - other.count
+        }
+
+        /// The first key of the kept row at `position`: its text from its bytes when it is
+        /// held as ASCII bytes (its place among ``keys`` holds a placeholder then).
+        private func firstKey(keptAt position: Int) -> FetchValue {
+            if let bytes = firstKeyBytes.isEmpty ? nil : firstKeyBytes[position] {
+                return .attribute(.string(String(decoding: bytes, as: UTF8.self)))
+            }
+            return keys[position * descriptors.count]
+        }
+
+        /// Whether `rowKeys` (whose first is `rowBytes` as ASCII, if it is, and then a
+        /// placeholder) come strictly before the keys of the kept row at `position`.
         private func precedes(_ rowKeys: [FetchValue], _ rowBytes: [UInt8]?, keptAt position: Int) -> Bool {
             let start = position * descriptors.count
             if let order = firstKeyOrder(rowBytes, keptAt: position) { return order < 0 }
             for (index, descriptor) in descriptors.enumerated() {
-                switch descriptor.order(rowKeys[index], keys[start + index]) {
+                let (mine, kept): (FetchValue, FetchValue) = index > 0 ? (rowKeys[index], keys[start + index])
+                    : (rowBytes.map { .attribute(.string(String(decoding: $0, as: UTF8.self))) } ?? rowKeys[0], firstKey(keptAt: position))
+                switch descriptor.order(mine, kept) {
                 case .orderedAscending: return true
                 case .orderedDescending: return false
                 case .orderedSame: continue
