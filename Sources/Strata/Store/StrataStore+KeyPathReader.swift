@@ -282,8 +282,9 @@ extension StrataStore {
                 }
                 if after { return }
             }
+            // (Reserved only for a row that is kept or compared further: most are turned away
+            // before, with nothing allocated.)
             var rowKeys: [FetchValue] = []
-            rowKeys.reserveCapacity(width)
             if views.count == count {
                 // Compared with the last row kept: most rows are decided by their first key,
                 // on its bytes or with nothing allocated; a tie goes to the earlier row.
@@ -291,10 +292,17 @@ extension StrataStore {
                     guard order < 0 else { return }
                 } else {
                     let first = try readers[0].value(of: row)
-                    switch descriptors[0].order(first, firstKey(keptAt: views.count - 1)) {
+                    let last = views.count - 1
+                    // (The kept key read in place unless it may be held as bytes.)
+                    let order = firstStringOrdinal == nil
+                        ? descriptors[0].order(first, keys[last * width]) : descriptors[0].order(first, firstKey(keptAt: last))
+                    switch order {
                     case .orderedDescending: return
-                    case .orderedAscending: rowKeys.append(first)
+                    case .orderedAscending:
+                        rowKeys.reserveCapacity(width)
+                        rowKeys.append(first)
                     case .orderedSame:
+                        rowKeys.reserveCapacity(width)
                         rowKeys.append(first)
                         for index in 1..<width { rowKeys.append(try readers[index].value(of: row)) }
                         guard precedes(rowKeys, rowBytes, keptAt: views.count - 1) else { return }
@@ -304,7 +312,10 @@ extension StrataStore {
             // A first key held as ASCII bytes is not made a `String`: a placeholder stands for
             // it among the keys (``firstKey(keptAt:)`` makes it from the bytes when a
             // comparison needs it).
-            if rowKeys.isEmpty, rowBytes != nil { rowKeys.append(.null) }
+            if rowKeys.isEmpty {
+                rowKeys.reserveCapacity(width)
+                if rowBytes != nil { rowKeys.append(.null) }
+            }
             for index in rowKeys.count..<width { rowKeys.append(try readers[index].value(of: row)) }
             // After every kept row it does not precede (ties: after the earlier rows).
             var low = 0, high = views.count
@@ -362,9 +373,15 @@ extension StrataStore {
             let start = position * descriptors.count
             if let order = firstKeyOrder(rowBytes, keptAt: position) { return order < 0 }
             for (index, descriptor) in descriptors.enumerated() {
-                let (mine, kept): (FetchValue, FetchValue) = index > 0 ? (rowKeys[index], keys[start + index])
-                    : (rowBytes.map { .attribute(.string(String(decoding: $0, as: UTF8.self))) } ?? rowKeys[0], firstKey(keptAt: position))
-                switch descriptor.order(mine, kept) {
+                if index == 0, firstStringOrdinal != nil {
+                    let mine = rowBytes.map { FetchValue.attribute(.string(String(decoding: $0, as: UTF8.self))) } ?? rowKeys[0]
+                    switch descriptor.order(mine, firstKey(keptAt: position)) {
+                    case .orderedAscending: return true
+                    case .orderedDescending: return false
+                    case .orderedSame: continue
+                    }
+                }
+                switch descriptor.order(rowKeys[index], keys[start + index]) {
                 case .orderedAscending: return true
                 case .orderedDescending: return false
                 case .orderedSame: continue
