@@ -217,7 +217,7 @@ extension ManagedObjectContext {
     }
 
     static func checkKeyPath(_ keyPath: String, from entity: EntityDescription) throws {
-        if !keyPath.utf8.contains(UInt8(ascii: ".")) {
+        if !keyPath.containsByte(UInt8(ascii: ".")) {
             // One key, the common case: no splitting.
             if keyPath != "self" && keyPath != "SELF" { _ = try entity.property(named: keyPath) }
             return
@@ -339,7 +339,7 @@ extension ManagedObjectContext {
         try withRegistrationBatch {
             for keyPath in request.relationshipKeyPathsForPrefetching {
                 var level = loaded
-                for key in keyPath.split(separator: ".").map(String.init) {
+                for key in keyPath.keyPathComponents {
                     level = try prefetch(key, of: level)
                 }
             }

@@ -55,7 +55,7 @@ extension StrataStore {
     ) -> IndexPlan? {
         guard request.fetchLimit > 0, request.resultType == .managedObject || request.resultType == .managedObjectID,
             let first = request.sortDescriptors.first, first.ascending, first.options.isEmpty,
-            !first.keyPath.utf8.contains(UInt8(ascii: ".")), let attribute = entity.propertiesByName[first.keyPath] as? AttributeDescription,
+            !first.keyPath.containsByte(UInt8(ascii: ".")), let attribute = entity.propertiesByName[first.keyPath] as? AttributeDescription,
             attribute.hasIndexEntries, !attribute.isTransient
         else { return nil }
         switch attribute.attributeType {
@@ -217,7 +217,7 @@ extension StrataStore {
     static func indexPlans(for request: FetchRequest, entity: EntityDescription, root: String) -> [IndexPlan] {
         guard let predicate = request.predicate else { return [] }
         var plans: [IndexPlan] = []
-        for constraint in predicate.conjunctiveConstraints where constraint.options.isEmpty && !constraint.keyPath.utf8.contains(UInt8(ascii: ".")) {
+        for constraint in predicate.conjunctiveConstraints where constraint.options.isEmpty && !constraint.keyPath.containsByte(UInt8(ascii: ".")) {
             // By the entity's name table: a `String`-hashed dictionary lookup costs more.
             guard let attribute = entity.propertyIfAny(named: constraint.keyPath) as? AttributeDescription,
                 attribute.hasIndexEntries, !attribute.isTransient, let kind = typeByte(of: attribute.attributeType)

@@ -49,13 +49,13 @@ extension StrataStore {
         /// The reader of `keyPath` for rows of `entity` (and its subentities: inherited
         /// properties keep their ordinals), or `nil` when the key path is not one it reads.
         static func make(_ keyPath: String, entity: EntityDescription) -> KeyPathReader? {
-            let parts = keyPath.split(separator: ".", omittingEmptySubsequences: false)
+            let parts = keyPath.dottedKeys
             guard !parts.isEmpty, parts.count <= 8 else { return nil }
             return make(parts[...], entity: entity)
         }
 
-        private static func make(_ parts: ArraySlice<Substring>, entity: EntityDescription) -> KeyPathReader? {
-            guard let head = parts.first, let property = entity.propertiesByName[String(head)],
+        private static func make(_ parts: ArraySlice<String>, entity: EntityDescription) -> KeyPathReader? {
+            guard let head = parts.first, let property = entity.propertiesByName[head],
                 !property.isTransient, property.ordinal >= 0
             else { return nil }
             if parts.count == 2, parts.last == "@count", let relationship = property as? RelationshipDescription,

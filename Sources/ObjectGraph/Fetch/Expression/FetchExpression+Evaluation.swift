@@ -64,7 +64,7 @@ extension FetchExpression {
     /// Reads a key path, with collection operators, from the subject (`start == nil`) or
     /// from a value reached by another expression.
     static func read<S: FetchEvaluable>(_ path: String, from start: FetchValue?, subject: S) throws -> FetchValue {
-        guard path.utf8.contains(UInt8(ascii: "@")) else { return try navigate(path, from: start, subject: subject) }
+        guard path.containsByte(UInt8(ascii: "@")) else { return try navigate(path, from: start, subject: subject) }
         let components = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard let at = components.firstIndex(where: { $0.hasPrefix("@") }) else {
             return try navigate(path, from: start, subject: subject)

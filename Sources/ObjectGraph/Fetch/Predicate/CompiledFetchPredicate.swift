@@ -209,7 +209,7 @@ extension FetchPredicate {
                 return try Self.compare(.attribute(.int64(Int64(count))), op, right, modifier: .direct, options: options)
             }
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options)
-        where path.utf8.contains(UInt8(ascii: "@")):
+        where path.containsByte(UInt8(ascii: "@")):
             // `tracks.@avg.length > 300`: the members' values read one at a time, then
             // aggregated (what reading the key path gives, without the collection of rows).
             guard let (relationship, aggregate, rest) = Self.toManyAggregate(of: path, in: entity) else { break }
@@ -259,7 +259,13 @@ extension FetchPredicate {
                 return try predicate.evaluate(with: subject)
             }
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options):
-            guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else { break }
+            guard let attribute = entity.attributesByName[path], !attribute.isTransient, attribute.ordinal >= 0 else {
+                // A key path through relationships (`reportsTo.lastName`): read as the subject
+                // reads it and compared as the general evaluation compares it, without taking
+                // the predicate apart again for every subject.
+                guard path.containsByte(UInt8(ascii: ".")), !path.containsByte(UInt8(ascii: "@")), path.utf8.first != UInt8(ascii: "$") else { break }
+                return { subject in try Self.compare(try subject.fetchValue(forKeyPath: path).flattened, op, right, modifier: .direct, options: options) }
+            }
             let ordinal = attribute.ordinal
             /// The attribute's value, by ordinal where the subject can.
             func value(_ subject: Subject) throws -> FetchValue {
@@ -414,7 +420,7 @@ extension FetchPredicate {
     /// `entity` and the rest names, through stored to-ones, a stored attribute of its
     /// destination: the key paths whose members' values are single values, one per member.
     static func toManyHead(of path: String, in entity: EntityDescription) -> (relationship: String, rest: String)? {
-        let parts = path.split(separator: ".", omittingEmptySubsequences: false)
+        let parts = path.dottedKeys
         guard parts.count >= 2, let head = entity.relationshipsByName[String(parts[0])], head.isToMany, !head.isTransient,
             var current = head.destinationEntity
         else { return nil }

@@ -45,10 +45,10 @@ extension FetchPredicate {
         switch self {
         case .and(let parts): return parts.flatMap(\.conjunctiveConstraints)
         case .comparison(let lhs, let op, let rhs, .direct, let options):
-            if case .keyPath(let path) = lhs, !path.utf8.contains(UInt8(ascii: "@")), let value = Self.constantValue(rhs) {
+            if case .keyPath(let path) = lhs, !path.containsByte(UInt8(ascii: "@")), let value = Self.constantValue(rhs) {
                 return [FetchConstraint(keyPath: path, op: op, value: value, options: options)]
             }
-            if case .keyPath(let path) = rhs, !path.utf8.contains(UInt8(ascii: "@")), let value = Self.constantValue(lhs), let flipped = op.flipped {
+            if case .keyPath(let path) = rhs, !path.containsByte(UInt8(ascii: "@")), let value = Self.constantValue(lhs), let flipped = op.flipped {
                 return [FetchConstraint(keyPath: path, op: flipped, value: value, options: options)]
             }
             return []

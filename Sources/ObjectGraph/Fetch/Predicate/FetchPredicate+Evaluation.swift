@@ -31,7 +31,7 @@ extension FetchPredicate {
         case .not(let inner):
             return try !inner.evaluate(with: subject, variables: variables, depth: depth + 1)
         case .comparison(.keyPath(let path), let op, .constant(let right), .direct, let options)
-            where !path.utf8.contains(UInt8(ascii: "@")) && path != "self" && path != "SELF":
+            where !path.containsByte(UInt8(ascii: "@")) && path != "self" && path != "SELF":
             // The common `keyPath op constant` shape, without the general expression walk.
             return try Self.compare(try subject.fetchValue(forKeyPath: path).flattened, op, right, modifier: .direct, options: options)
         case .comparison(let lhs, let op, let rhs, let modifier, let options):

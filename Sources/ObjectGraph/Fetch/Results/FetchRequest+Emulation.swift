@@ -113,7 +113,7 @@ extension FetchRequest {
             guard names.insert(property.name).inserted else {
                 throw ObjectGraphError(.invalidFetchRequest, "Two properties to fetch are named \"\(property.name)\".", entityName: entity.name, key: property.name)
             }
-            if case .keyPath(let key) = property, entity.propertiesByName[key] == nil, !key.utf8.contains(UInt8(ascii: ".")), key != "self", key != "SELF" {
+            if case .keyPath(let key) = property, entity.propertiesByName[key] == nil, !key.containsByte(UInt8(ascii: ".")), key != "self", key != "SELF" {
                 throw ObjectGraphError(.unknownKey, "Entity \(entity.name) has no property \"\(key)\" to fetch.", entityName: entity.name, key: key)
             }
         }
@@ -174,8 +174,8 @@ extension FetchRequest {
         guard let entity else { return nil }
         var paths: [String] = []
         func plain(_ path: String) -> Bool {
-            !path.isEmpty && path != "self" && path != "SELF" && !path.utf8.contains(UInt8(ascii: "@"))
-                && !path.utf8.contains(UInt8(ascii: "$"))
+            !path.isEmpty && path != "self" && path != "SELF" && !path.containsByte(UInt8(ascii: "@"))
+                && !path.containsByte(UInt8(ascii: "$"))
         }
         func collect(_ expression: FetchExpression) -> Bool {
             switch expression {
