@@ -183,7 +183,7 @@ extension StrataStore {
         for row in rows {
             // Rows of a subentity lay the attribute out at the same ordinal ([ROW-1]).
             let ascii = try? row.testStringBytes(atOrdinal: attribute.ordinal) { text -> Bool? in
-                guard !text.contains(where: { $0 >= 0x80 }) else { return false }
+                guard Text.isASCII(UnsafeRawBufferPointer(text)) else { return false }
                 bytes.append(contentsOf: text)
                 return true
             }

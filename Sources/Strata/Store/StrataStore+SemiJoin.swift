@@ -88,12 +88,11 @@ extension StrataStore {
         // fetch of the destination's matches (callgrind, the real-data suite's
         // `reportsTo.lastName` over 8 employees: 117k instructions a fetch through the semi-join,
         // of which its inner fetch 31k; 107k reading the rows).
-        if relationship.isToOne, try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)) <= Self.smallHierarchyRows {
-            return nil
-        }
+        let rowCount = try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name))
+        if relationship.isToOne, rowCount <= Self.smallHierarchyRows { return nil }
         // [FETCH-S17] `genre.name == "Rock"` on the destination: its matches are the members
         // of the matching genres' keys, no destination row read or ID made.
-        let memberRows = relationship.isToMany ? try cachedRecord(in: snapshot).rowCount(of: entity.selfAndAllSubentities.map(\.name)) : 0
+        let memberRows = relationship.isToMany ? rowCount : 0
         if let matches = try foreignKeyMatches(
             rest, op: op, constant: constant, options: options, of: destination,
             cap: relationship.isToMany ? max(1_024, 128 * memberRows) : nil, in: snapshot, layout: layout)
@@ -110,8 +109,7 @@ extension StrataStore {
         // [FETCH-S5] Through a to-many, more matching destinations than a few per row of the
         // fetched entity make the row-by-row test cheaper (each row's members are read until
         // one matches): the inner fetch stops past that many, and the comparison is left to it.
-        let rowCount = memberRows
-        let cap = relationship.isToMany ? max(64, 4 * rowCount) : nil
+        let cap = relationship.isToMany ? max(64, 4 * memberRows) : nil
         if let cap { inner.fetchLimit = cap + 1 }
         guard case .objectIDs(let ids) = try execute(inner, with: nil, reading: snapshot) else { return nil }
         if let cap, ids.count > cap { return nil }
@@ -121,7 +119,7 @@ extension StrataStore {
             guard case .int64(let reference)? = id.referenceObject, let number = layout.number(of: id.entity) else { return nil }
             return StoredObject(entity: number, reference: reference)
         }
-        let owners = try semiJoinOwners(relationship, matches: matches, rowCount: rowCount, in: snapshot, layout: layout)
+        let owners = try semiJoinOwners(relationship, matches: matches, rowCount: memberRows, in: snapshot, layout: layout)
         return SemiJoin(.destinations(relationship, references: references, owners: owners))
     }
 

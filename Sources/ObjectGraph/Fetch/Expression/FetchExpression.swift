@@ -157,16 +157,22 @@ extension String {
     /// bytes in one pass: a split through `String.UTF8View` indices or by `Character` costs
     /// more than the model lookups the components feed (a name of up to 15 bytes is made
     /// without an allocation).
-    var keyPathComponents: [String] {
+    var keyPathComponents: [String] { keys(keepingEmpty: false) }
+
+    /// The components of a dotted key path, cut at each `.` of the UTF-8 bytes (a dot is never
+    /// part of a longer character, and always separates keys); empty ones kept or skipped.
+    private func keys(keepingEmpty: Bool) -> [String] {
         var path = self
         return path.withUTF8 { bytes -> [String] in
-            var components: [String] = []
+            var keys: [String] = []
             var start = 0
             for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: ".") {
-                if index > start { components.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)) }
+                if keepingEmpty || index > start {
+                    keys.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+                }
                 start = index + 1
             }
-            return components
+            return keys
         }
     }
 }
@@ -177,18 +183,7 @@ extension String {
     /// omittingEmptySubsequences: false)`, cut from the UTF-8 bytes in one pass (a dot is
     /// never part of a longer character, and always separates keys), where a split on
     /// `Character`s breaks graphemes and costs thousands of instructions for a short path.
-    package var dottedKeys: [String] {
-        var path = self
-        return path.withUTF8 { bytes -> [String] in
-            var keys: [String] = []
-            var start = 0
-            for index in 0...bytes.count where index == bytes.count || bytes[index] == UInt8(ascii: ".") {
-                keys.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
-                start = index + 1
-            }
-            return keys
-        }
-    }
+    package var dottedKeys: [String] { keys(keepingEmpty: true) }
 }
 
 extension String {
