@@ -94,7 +94,7 @@ extension ManagedObjectContext {
     ///
     /// - Throws: ``ObjectGraphError/Code/objectNotFound`` when the row is gone.
     private func reloadFromStore(_ object: ManagedObject) throws {
-        object.changes.removeAll()
+        object.discardChanges()
         object.keepRowAsFault()
         object.faultRow = nil
         try object.fulfillFault()

@@ -34,7 +34,7 @@ extension ManagedObjectContext {
         let batch = FaultBatch(ids: objects.map { $0.objectID }, size: size)
         for index in size..<objects.count {
             let object = objects[index]
-            guard object.isFault, object.changes.isEmpty else { continue }
+            guard object.isFault, !object.hasPendingValues else { continue }
             object.faultRow = nil
             object.faultBatch = (batch, index)
         }

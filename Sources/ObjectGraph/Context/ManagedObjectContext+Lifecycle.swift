@@ -102,13 +102,13 @@ extension ManagedObjectContext {
         event = ChangeEvent()
         contextUndoManager?.removeAllActions()
         for object in inserted {
-            object.changes.removeAll()
+            object.discardChanges()
             object.inserted = false
             object.deleted = false
             unregister(object)
         }
         for object in updated.union(deleted) where !object.inserted {
-            object.changes.removeAll()
+            object.discardChanges()
             object.transientChanged = false
             object.deleted = false
         }

@@ -193,7 +193,7 @@ extension ManagedObjectContext {
         deletedSet.remove(object)
         if object.deleted { deletesToPropagate.removeAll { $0 === object } }
         lockedObjects.remove(object)
-        object.changes.removeAll()
+        object.discardChanges()
         object.inserted = false
         object.deleted = false
         event.deleted.insert(object)
@@ -304,7 +304,7 @@ extension ManagedObjectContext {
         for (id, changes) in save.updated {
             let object = self.object(with: id)
             for (ordinal, value) in changes { object.absorb(value, for: id.entity.properties[ordinal]) }
-            if !object.inserted, !object.deleted, !object.changes.isEmpty {
+            if !object.inserted, !object.deleted, object.hasPendingValues {
                 updatedSet.insert(object)
                 event.updated.insert(object)
             }

@@ -209,13 +209,15 @@ extension ManagedObjectContext {
         // Only changed relationship values are looked at, so no fault fires.
         for object in insertedInOrder + Array(updatedSet) where !object.deleted {
             for relationship in object.entity.relationships {
-                guard object.changes.contains(relationship.ordinal),
-                    let value = try? object.currentValue(for: relationship).relationshipValue
+                // (A change recorded without loading the members brings only the members added.)
+                guard object.hasChange(atOrdinal: relationship.ordinal),
+                    let ids = object.membersAddedWithoutLoading(atOrdinal: relationship.ordinal)
+                        ?? (try? object.currentValue(for: relationship).relationshipValue)?.objectIDs
                 else { continue }
                 // Deleted in this context, or never saved and no longer registered (an object
                 // inserted and deleted before any save has nowhere to point to; in a child, a
                 // temporary ID may be an object of its parent).
-                for id in value.objectIDs where (registry[id]?.object).map({ $0.deleted }) ?? (id.isTemporaryID && !isChild) {
+                for id in ids where (registry[id]?.object).map({ $0.deleted }) ?? (id.isTemporaryID && !isChild) {
                     errors.append(ObjectGraphError(
                         .danglingReference,
                         "\(object.entity.name).\(relationship.name) of \(object.objectID) refers to \(id), which this save deletes; clear the relationship or use a nullify or cascade delete rule.",

@@ -107,7 +107,7 @@ extension ManagedObjectContext {
             object.deleted = false
             deletedSet.remove(object)
             deletesToPropagate.removeAll { $0 === object }
-            if !object.inserted && !object.changes.isEmpty { updatedSet.insert(object) }
+            if !object.inserted && object.hasPendingValues { updatedSet.insert(object) }
             event.inserted.insert(object)
             return
         }

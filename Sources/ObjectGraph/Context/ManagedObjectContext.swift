@@ -240,7 +240,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // A subclass's initializer may have set values: a fault starts without any.
         let object = objectID.entity.managedObjectClass.init(entity: objectID.entity, insertInto: nil)
         object.objectID = objectID
-        if !object.changes.isEmpty { object.changes.removeAll() }
+        object.discardChanges()
         if object.hasTransientValues { object.transientValues.removeAll() }
         object.managedObjectContext = self
         // A temporary ID in a child context is an object its parent has (inserted there):
@@ -608,7 +608,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             // A transient change makes the object updated, with nothing stored changed.
             object.transientChanged = true
             updatedSet.insert(object)
-        } else if object.changes.isEmpty && !object.transientChanged {
+        } else if !object.hasPendingValues && !object.transientChanged {
             updatedSet.remove(object)
         } else {
             updatedSet.insert(object)

@@ -18,7 +18,7 @@ extension ManagedObject {
         guard let inverse = relationship.inverseRelationship else { return }
         let destination = try resolve(id)
         if inverse.isToMany {
-            try destination.changeMember(objectID, of: inverse, adding: true)
+            try destination.changeMember(objectID, of: inverse, adding: true, deferringLoad: true)
         } else {
             let previous = try destination.currentValue(for: inverse).relationshipValue?.objectIDs.first
             guard previous != objectID else { return }
@@ -47,8 +47,9 @@ extension ManagedObject {
         }
     }
 
-    /// Removes one ID from a to-many relationship without touching inverses.
+    /// Removes one ID from a to-many relationship without touching inverses (for inverse
+    /// maintenance: the members need not be loaded).
     func removeID(_ id: ManagedObjectID, from relationship: RelationshipDescription) throws {
-        try changeMember(id, of: relationship, adding: false)
+        try changeMember(id, of: relationship, adding: false, deferringLoad: true)
     }
 }

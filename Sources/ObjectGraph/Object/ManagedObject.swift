@@ -90,9 +90,23 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             if !isLoaded { committed = newValue }
         }
     }
+    /// Uncommitted values, as they are: a slot may hold member changes of a relationship
+    /// whose committed members are not loaded (``UnloadedMembers``). Read through
+    /// ``changes`` unless the reader handles those.
+    @exclusivity(unchecked) private var pending = PendingChanges()
     /// Uncommitted values. Attribute and to-one values that return to their committed
-    /// value are dropped; to-many ones stay pending once changed.
-    @exclusivity(unchecked) var changes = PendingChanges()
+    /// value are dropped; to-many ones stay pending once changed. Member changes recorded
+    /// without loading the committed members are applied to them first (loading them).
+    final var changes: PendingChanges {
+        @inline(__always) _read {
+            if pending.hasUnloadedMembers { loadUnloadedMembers() }
+            yield pending
+        }
+        @inline(__always) _modify {
+            if pending.hasUnloadedMembers { loadUnloadedMembers() }
+            yield &pending
+        }
+    }
     /// Whether the object is inserted and not yet saved.
     @exclusivity(unchecked) var inserted = false
     /// Whether the object is deleted and the delete not yet saved.
@@ -226,11 +240,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the object is inserted and not yet saved.
     public var isInserted: Bool { inserted }
     /// Whether the object has unsaved changes (and is neither inserted nor deleted).
-    public var isUpdated: Bool { !inserted && !deleted && (!changes.isEmpty || transientChanged) }
+    public var isUpdated: Bool { !inserted && !deleted && (!pending.isEmpty || transientChanged) }
     /// Whether the object is deleted and the delete is not yet saved.
     public var isDeleted: Bool { deleted }
     /// Whether the object is inserted, updated or deleted.
-    public var hasChanges: Bool { inserted || deleted || !changes.isEmpty || transientChanged }
+    public var hasChanges: Bool { inserted || deleted || !pending.isEmpty || transientChanged }
 
     /// The version of the row the committed values came from (the store's node version,
     /// counted up by each save of this object), or `nil` while the object is a fault. Stores
@@ -242,7 +256,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Whether the property at `ordinal` (``PropertyDescription/ordinal``) has an uncommitted
     /// value: a store saving the object can skip the properties that do not.
-    public func hasChange(atOrdinal ordinal: Int) -> Bool { changes.contains(ordinal) }
+    public func hasChange(atOrdinal ordinal: Int) -> Bool { pending.contains(ordinal) }
+
+    /// Whether the object has uncommitted stored values (transient ones aside); loads nothing.
+    var hasPendingValues: Bool { !pending.isEmpty }
+
+    /// The members added to the to-many relationship at `ordinal` when its change was
+    /// recorded without loading its committed members (``UnloadedMembers``); `nil` otherwise.
+    func membersAddedWithoutLoading(atOrdinal ordinal: Int) -> [ManagedObjectID]? {
+        pending.unloadedMembers(at: ordinal)?.added.ids
+    }
 
     /// What changed in the to-many relationship at `ordinal` (``PropertyDescription/ordinal``)
     /// since its committed members, when its pending members were made from them and changed
@@ -251,8 +274,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// with (no refresh or merge brought another version since): the members added and those
     /// removed. `nil` otherwise: a store saving the object then compares the committed members
     /// with the pending ones.
+    ///
+    /// Inverse maintenance changes a relationship whose members were never loaded without
+    /// loading them (an object deleted leaves each of its inverse to-manys); this gives those
+    /// changes without loading the members either. Reading the relationship's value (through
+    /// ``changedValues()``, ``changedStoredValues()``, ``storedValues(skippingUnloadedRelationships:)``
+    /// or a key) loads them and applies the changes.
     public func memberChanges(atOrdinal ordinal: Int) -> (added: [ManagedObjectID], removed: [ManagedObjectID])? {
-        guard let journal = changes.journal(at: ordinal), let committed = snapshot, committed.version == journal.baseVersion else {
+        if let members = pending.unloadedMembers(at: ordinal) {
+            guard let committed = snapshot, committed.version == members.baseVersion else { return nil }
+            return (members.added.ids, members.removed.ids)
+        }
+        guard let journal = pending.journal(at: ordinal), let committed = snapshot, committed.version == journal.baseVersion else {
             return nil
         }
         return (journal.added, journal.removed)
@@ -279,7 +312,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Whether a relationship's destinations are neither changed nor loaded.
     func hasFault(forRelationship relationship: RelationshipDescription) -> Bool {
-        if changes.contains(relationship.ordinal) || isNew { return false }
+        if pending.contains(relationship.ordinal) || isNew { return false }
         guard let snapshot else { return true }
         return !snapshot.isLoaded(relationship.ordinal)
     }
@@ -413,7 +446,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// from the committed values (firing a fault first) when the attribute is stored and
     /// unchanged, as most reads are.
     func currentAttribute(for property: PropertyDescription) throws -> AttributeValue {
-        if !property.isTransient, !inserted, !changes.contains(property.ordinal) {
+        if !property.isTransient, !inserted, !pending.contains(property.ordinal) {
             #if DEBUG
             managedObjectContext?.checkQueue("reading a value of a managed object")
             #endif
@@ -458,11 +491,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         let old = try currentValue(for: property)
         if sameValue(old, value, for: property) { return }
+        // (A whole value replaces member changes recorded without loading; reading `old` loaded
+        // them anyway.)
         if !isNew, let committed = try? committedValue(for: property), sameValue(committed, value, for: property) {
-            changes.set(nil, for: property)
+            pending.set(nil, for: property)
         } else {
-            changes.reserve(entity.properties.count)
-            changes.set(value, for: property)
+            pending.reserve(entity.properties.count)
+            pending.set(value, for: property)
         }
         if let context = managedObjectContext {
             if notify && context.recordsPropertyChanges { context.recordChange(of: self, property, .value(old: old, new: value)) }
@@ -472,73 +507,137 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Adds or removes one destination of a to-many relationship in place (constant time
     /// for unordered relationships) and tells the context. Returns whether it changed.
+    ///
+    /// With `deferringLoad` (inverse maintenance, where the other end says the member is there
+    /// or not), a change to an unordered relationship whose committed members are not loaded
+    /// is recorded without loading them (``UnloadedMembers``) and counts as a change.
     @discardableResult
-    func changeMember(_ id: ManagedObjectID, of relationship: RelationshipDescription, adding: Bool) throws -> Bool {
-        if !changes.contains(relationship.ordinal) {
+    func changeMember(_ id: ManagedObjectID, of relationship: RelationshipDescription, adding: Bool, deferringLoad: Bool = false) throws -> Bool {
+        let context = managedObjectContext
+        if deferringLoad, let context, try recordWithoutLoading(id, of: relationship, adding: adding, in: context) {
+            memberDidChange(id, of: relationship, adding: adding, orderedBefore: nil, in: context)
+            return true
+        }
+        // Changed in place from here: member changes recorded without loading are applied to
+        // the loaded members first.
+        if pending.hasUnloadedMembers { loadUnloadedMembers() }
+        if !pending.contains(relationship.ordinal) {
             if isNew {
-                changes.set(Self.emptyValue(of: relationship), for: relationship)
+                pending.set(Self.emptyValue(of: relationship), for: relationship)
             } else {
                 let committed = try committedValue(for: relationship)
                 // (Loaded now: the version is that of the row the members were read with.)
                 if let version = snapshot?.version, case .relationship(.toMany(let ids)) = committed {
-                    changes.setBase(ids, of: relationship, baseVersion: version)
+                    pending.setBase(ids, of: relationship, baseVersion: version)
                 } else {
-                    changes.set(committed, for: relationship)
+                    pending.set(committed, for: relationship)
                 }
             }
         }
-        let context = managedObjectContext
-        let recording = context?.recordsPropertyChanges == true
         // An ordered relationship's change is recorded (for undo) as its whole value: a member
         // removed from the middle must come back where it was.
-        let orderedBefore = recording && relationship.isOrdered ? changes[relationship.ordinal] : nil
-        let changed = changes.updateMembers(of: relationship) { list in
+        let orderedBefore = context?.recordsPropertyChanges == true && relationship.isOrdered ? pending[relationship.ordinal] : nil
+        let changed = pending.updateMembers(of: relationship) { list in
             adding ? list.append(id) : list.remove(id)
         }
-        if changed, let context {
-            if recording {
-                if let orderedBefore, let after = changes[relationship.ordinal] {
-                    context.recordChange(of: self, relationship, .value(old: orderedBefore, new: after))
-                } else {
-                    context.recordChange(of: self, relationship, adding ? .members(added: [id], removed: []) : .members(added: [], removed: [id]))
-                }
-            }
-            context.objectDidChange(self, property: relationship, notify: true)
-        }
+        if changed, let context { memberDidChange(id, of: relationship, adding: adding, orderedBefore: orderedBefore, in: context) }
         return changed
+    }
+
+    /// Records a member change for undo and tells the context.
+    @inline(__always)
+    private func memberDidChange(
+        _ id: ManagedObjectID, of relationship: RelationshipDescription, adding: Bool, orderedBefore: PropertyValue?, in context: ManagedObjectContext
+    ) {
+        if context.recordsPropertyChanges {
+            if let orderedBefore, let after = changes[relationship.ordinal] {
+                context.recordChange(of: self, relationship, .value(old: orderedBefore, new: after))
+            } else {
+                context.recordChange(of: self, relationship, adding ? .members(added: [id], removed: []) : .members(added: [], removed: [id]))
+            }
+        }
+        context.objectDidChange(self, property: relationship, notify: true)
+    }
+
+    /// Records a member change of an unordered relationship without loading its committed
+    /// members, when they are not loaded and nothing else is pending for it (an object of a
+    /// child context, a new object or one whose members are loaded or changed changes them
+    /// in place). Fires the object's fault, for the row version the change is based on.
+    /// Returns whether it recorded the change.
+    private func recordWithoutLoading(
+        _ id: ManagedObjectID, of relationship: RelationshipDescription, adding: Bool, in context: ManagedObjectContext
+    ) throws -> Bool {
+        let ordinal = relationship.ordinal
+        guard !relationship.isOrdered, !isNew, context.parentContext == nil else { return false }
+        if pending.recordIfUnloaded(id, at: ordinal, adding: adding) { return true }
+        guard !pending.contains(ordinal) else { return false }
+        if !isLoaded { try fulfillFault() }
+        guard isLoaded, let version = Self.versionIfUnloaded(ordinal, in: &committed) else { return false }
+        pending.reserve(entity.properties.count)
+        pending.recordUnloaded(id, at: ordinal, adding: adding, baseVersion: version)
+        return true
+    }
+
+    /// The version of `values` when the relationship at `ordinal` is not loaded in them, read
+    /// where they are (no copy of the snapshot).
+    private static func versionIfUnloaded(_ ordinal: Int, in values: inout ObjectSnapshot?) -> UInt64? {
+        guard let loaded = values?.isLoaded(ordinal), !loaded else { return nil }
+        return values?.version
+    }
+
+    /// Loads the committed members of each relationship whose changes were recorded without
+    /// them and applies the changes, so that every slot holds a value. A relationship whose
+    /// members cannot be read (the row is gone, the store fails) keeps the members added,
+    /// without a base: a store saving the object then reads the row again and reports it.
+    @inline(never)
+    private func loadUnloadedMembers() {
+        // Taken out first: loading may read the object's changes again.
+        for (ordinal, members) in pending.takeUnloaded() {
+            let relationship = unsafeDowncast(entity.properties[ordinal], to: RelationshipDescription.self)
+            var list: ObjectIDList
+            if let value = try? committedValue(for: relationship), case .relationship(.toMany(let ids)) = value, let version = snapshot?.version {
+                list = ObjectIDList(base: ids, ordered: false, baseVersion: version)
+            } else {
+                list = ObjectIDList([], ordered: false)
+            }
+            for member in members.removed.ids { list.remove(member) }
+            for member in members.added.ids { list.append(member) }
+            pending.setMembers(list, at: ordinal)
+        }
     }
 
     /// Drops the pending values equal to the committed ones (to-many relationships stay
     /// pending when set back; an undo puts them back). Returns whether no change is left.
     func dropPendingValuesEqualToCommitted() -> Bool {
-        guard !isNew, !changes.isEmpty else { return changes.isEmpty }
+        guard !isNew, !pending.isEmpty else { return pending.isEmpty }
         var same: [PropertyDescription] = []
-        changes.forEachChange { ordinal, value in
+        // (Unloaded member changes stay, as a to-many change does.)
+        pending.forEachChange({ ordinal, value in
             let property = entity.properties[ordinal]
             guard !property.isTransient, snapshot?.isLoaded(ordinal) == true || property.slotKind == .attribute,
                 let committed = try? committedValue(for: property), sameValue(committed, value, for: property)
             else { return }
             same.append(property)
-        }
-        for property in same { changes.set(nil, for: property) }
-        return changes.isEmpty
+        }, unloaded: { _ in })
+        for property in same { pending.set(nil, for: property) }
+        return pending.isEmpty
     }
 
     /// Gives a new object its attributes' default values and empty relationships, as
     /// pending changes (a new object has nothing committed).
     func applyDefaultValues() {
-        changes.reserve(entity.properties.count)
+        pending.reserve(entity.properties.count)
         for property in entity.initialProperties {
             // The slot kind says which properties are attributes: no dynamic cast per property.
             if property.slotKind == .attribute {
                 let attribute = unsafeDowncast(property, to: AttributeDescription.self)
                 if attribute.isTransient {
                     if transientValues[attribute.ordinal] == nil { transientValues[attribute.ordinal] = attribute.defaultValue }
-                } else if !changes.contains(attribute.ordinal) {
-                    changes.set(.attribute(attribute.defaultValue), for: attribute)
+                } else if !pending.contains(attribute.ordinal) {
+                    pending.set(.attribute(attribute.defaultValue), for: attribute)
                 }
-            } else if !changes.contains(property.ordinal) {
-                changes.set(Self.emptyValue(of: property), for: property)
+            } else if !pending.contains(property.ordinal) {
+                pending.set(Self.emptyValue(of: property), for: property)
             }
         }
     }
@@ -574,7 +673,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         // The row the values came from stays: firing the fault again reuses it while it is
         // fresh enough.
         keepRowAsFault()
-        changes.removeAll()
+        discardChanges()
         prefetchedDestinations = []
         transientValues = [:]
         transientChanged = false
@@ -587,24 +686,30 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             committed = ObjectSnapshot(entity: entity)
             isLoaded = true
         }
-        Self.commit(changes, inserted: inserted, into: &committed)
-        changes.removeAll()
+        Self.commit(pending, inserted: inserted, into: &committed)
+        pending.removeAll()
         inserted = false
         transientChanged = false
     }
 
+    /// Drops every pending value without loading anything (rollback, refresh, reset).
+    func discardChanges() {
+        if !pending.isEmpty { pending.removeAll() }
+    }
+
     /// Moves `changes` into `values`, where they are: a copy of the snapshot would copy its
-    /// slots at the first change.
+    /// slots at the first change. A relationship changed without its members loaded is left
+    /// unloaded, to be read from the store the save wrote.
     private static func commit(_ changes: PendingChanges, inserted: Bool, into values: inout ObjectSnapshot?) {
         // Never nil: a loaded object holds its values (``isLoaded``).
-        changes.forEachChange { ordinal, value in values!.set(value, at: ordinal) }
+        changes.forEachChange({ ordinal, value in values!.set(value, at: ordinal) }, unloaded: { ordinal in values!.unload(at: ordinal) })
         values!.version = inserted ? 1 : values!.version + 1
         values!.readAt = nil
     }
 
     /// Replaces object IDs inside the snapshot and the changes (temporary to permanent).
     func replaceReferences(_ map: [ManagedObjectID: ManagedObjectID]) {
-        changes.replaceReferences(map)
+        pending.replaceReferences(map)
         guard var committed = snapshot else { return }
         snapshot = nil
         for ordinal in committed.slots.indices {
@@ -637,7 +742,7 @@ extension ManagedObject {
     public func storedValues(skippingUnloadedRelationships: Bool) throws -> [PropertyValue?] {
         var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
         for property in entity.storedProperties {
-            if skippingUnloadedRelationships, property.slotKind != .attribute, !changes.contains(property.ordinal), !isNew,
+            if skippingUnloadedRelationships, property.slotKind != .attribute, !pending.contains(property.ordinal), !isNew,
                 snapshot?.isLoaded(property.ordinal) != true
             {
                 continue
@@ -652,10 +757,29 @@ extension ManagedObject {
     /// changes in the row it read (``committedVersion``). A store that writes the object over
     /// that very version of its row takes the other fields from the row as they are, decoding
     /// nothing of the object's. Reads no value and fires no fault.
-    public func changedStoredValues() -> [PropertyValue?] {
+    public func changedStoredValues() -> [PropertyValue?] { changedStoredValues(leavingUnloadedMembers: false) }
+
+    /// ``changedStoredValues()``; with `leavingUnloadedMembers`, a relationship whose member
+    /// changes were recorded without loading its committed members gets no value (`nil`, as if
+    /// unchanged, though ``hasChange(atOrdinal:)`` says it changed) and loads nothing: for a
+    /// store that writes those changes from ``memberChanges(atOrdinal:)``, which gives them
+    /// whenever they are based on the row version the object holds (when one is not, the
+    /// members are loaded here and the relationship gets its value).
+    package func changedStoredValues(leavingUnloadedMembers: Bool) -> [PropertyValue?] {
         var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
-        changes.forEachChange { ordinal, value in
-            if !entity.properties[ordinal].isTransient { values[ordinal] = value }
+        if leavingUnloadedMembers, pending.hasUnloadedMembers {
+            var based = true
+            pending.forEachChange({ _, _ in }, unloaded: { based = based && memberChanges(atOrdinal: $0) != nil })
+            if !based { loadUnloadedMembers() }
+        }
+        if leavingUnloadedMembers {
+            pending.forEachChange({ ordinal, value in
+                if !entity.properties[ordinal].isTransient { values[ordinal] = value }
+            }, unloaded: { _ in })
+        } else {
+            changes.forEachChange { ordinal, value in
+                if !entity.properties[ordinal].isTransient { values[ordinal] = value }
+            }
         }
         return values
     }

@@ -110,6 +110,12 @@ struct ObjectSnapshot {
     /// Whether the relationship at `ordinal` has its destinations loaded.
     func isLoaded(_ ordinal: Int) -> Bool { slot(ordinal) != nil || lazyValues?.holds(ordinal: ordinal) == true }
 
+    /// Forgets the committed value at `ordinal` (a to-many relationship a save changed
+    /// without loading it): the next read loads it from the store.
+    mutating func unload(at ordinal: Int) {
+        if ordinal < slots.count { slots[ordinal] = nil }
+    }
+
     /// Stores a value as committed.
     mutating func set(_ value: PropertyValue, at ordinal: Int) {
         if slots.count < propertyCount { slots += repeatElement(nil, count: propertyCount - slots.count) }

@@ -194,28 +194,90 @@ struct MemberJournal: Equatable {
     }
 }
 
+/// Changes to an unordered to-many relationship whose committed members were never
+/// loaded: the members added and those removed since the row at `baseVersion`, each at most
+/// once and never both. Inverse maintenance records them (an order deleted leaves each of its
+/// products without it) so that a change of one member costs the same whatever the number of
+/// members; the members are loaded, and these changes applied to them, when anything reads
+/// the relationship or the object's pending values (``ManagedObject/changes``).
+struct UnloadedMembers {
+    /// The version of the row the object had loaded when the first change was recorded.
+    let baseVersion: UInt64
+    /// Members added (not in the committed members, unless the graph was inconsistent).
+    private(set) var added: ObjectIDList
+    /// Members removed (in the committed members, unless the graph was inconsistent).
+    private(set) var removed: ObjectIDList
+
+    init(baseVersion: UInt64) {
+        self.baseVersion = baseVersion
+        added = ObjectIDList([], ordered: false)
+        removed = ObjectIDList([], ordered: false)
+    }
+
+    /// Records that `id` was added (`adding`) or removed; an add cancels an earlier removal
+    /// of the same member, and the other way round. Constant time, amortised (the lists
+    /// build position tables once long).
+    mutating func record(_ id: ManagedObjectID, adding: Bool) {
+        if adding {
+            if !removed.remove(id) { added.append(id) }
+        } else {
+            if !added.remove(id) { removed.append(id) }
+        }
+    }
+
+    /// The changes with each ID replaced by its image in `map` (temporary to permanent).
+    func replacing(_ map: [ManagedObjectID: ManagedObjectID]) -> UnloadedMembers {
+        var result = self
+        result.added = added.replacing(map)
+        result.removed = removed.replacing(map)
+        return result
+    }
+}
+
 /// An object's uncommitted values, one slot per property ordinal (allocated at the first
 /// change): attribute and to-one values as given, to-many relationships as
-/// ``ObjectIDList``s that change one member at a time. The committed value of a changed
-/// slot stays in the object's ``ObjectSnapshot``, so old and new sit side by side.
+/// ``ObjectIDList``s that change one member at a time, or as ``UnloadedMembers`` when the
+/// committed members were never loaded. The committed value of a changed slot stays in the
+/// object's ``ObjectSnapshot``, so old and new sit side by side.
+///
+/// Reading a value (``subscript(_:)``, ``forEachChange(_:)``, ``all(in:)``) requires that no
+/// slot holds unloaded members: ``ManagedObject/changes`` loads them before it hands the
+/// changes out, and the few readers that can do without values go through
+/// ``ManagedObject``'s own accessors.
 struct PendingChanges {
     private enum Slot {
         case value(PropertyValue)
         case members(ObjectIDList)
+        case unloaded(UnloadedBox)
 
         var value: PropertyValue {
             switch self {
             case .value(let value): return value
             case .members(let list): return .relationship(.toMany(list.ids))
+            case .unloaded:
+                // ManagedObject.changes loads unloaded members before handing the changes out.
+                preconditionFailure("A to-many relationship's unloaded member changes were read as a value before being loaded")
             }
         }
+    }
+
+    /// ``UnloadedMembers`` by reference, so that a slot stays as small as the other kinds
+    /// (every object's table of slots is that much smaller); copied before a change when
+    /// another table shares it.
+    private final class UnloadedBox {
+        var members: UnloadedMembers
+        init(_ members: UnloadedMembers) { self.members = members }
     }
 
     private var slots: [Slot?] = []
     /// How many slots hold a change.
     private(set) var count = 0
+    /// How many slots hold ``UnloadedMembers``.
+    private(set) var unloadedCount = 0
 
     var isEmpty: Bool { count == 0 }
+    /// Whether a slot holds member changes whose committed members are not loaded.
+    var hasUnloadedMembers: Bool { unloadedCount != 0 }
 
     /// The pending value of the property at `ordinal`, if it has one.
     subscript(ordinal: Int) -> PropertyValue? {
@@ -255,6 +317,7 @@ struct PendingChanges {
             reserve(ordinal + 1)
         }
         let had = slots[ordinal] != nil
+        if case .unloaded? = slots[ordinal] { unloadedCount -= 1 }
         if let value {
             // The slot kind says which properties are to-many: no dynamic cast per change.
             if property.slotKind == .toMany, case .relationship(.toMany(let ids)) = value {
@@ -274,10 +337,81 @@ struct PendingChanges {
     /// `baseVersion`, its pending value, about to change one member at a time: the list
     /// journals what changes (``MemberJournal``).
     mutating func setBase(_ ids: [ManagedObjectID], of relationship: RelationshipDescription, baseVersion: UInt64) {
-        let ordinal = relationship.ordinal
+        setMembers(ObjectIDList(base: ids, ordered: relationship.isOrdered, baseVersion: baseVersion), at: relationship.ordinal)
+    }
+
+    /// Makes `list` the pending members of the to-many relationship at `ordinal`.
+    mutating func setMembers(_ list: ObjectIDList, at ordinal: Int) {
         reserve(ordinal + 1)
-        if slots[ordinal] == nil { count += 1 }
-        slots[ordinal] = .members(ObjectIDList(base: ids, ordered: relationship.isOrdered, baseVersion: baseVersion))
+        switch slots[ordinal] {
+        case nil: count += 1
+        case .unloaded?: unloadedCount -= 1
+        default: break
+        }
+        slots[ordinal] = .members(list)
+    }
+
+    /// The member changes recorded without loading the committed members of the to-many
+    /// relationship at `ordinal`, if that is what its slot holds.
+    func unloadedMembers(at ordinal: Int) -> UnloadedMembers? {
+        guard ordinal < slots.count, case .unloaded(let box)? = slots[ordinal] else { return nil }
+        return box.members
+    }
+
+    /// Records that `id` joined (`adding`) or left the unordered to-many relationship at
+    /// `ordinal`, whose committed members (of the row at `baseVersion`) are not loaded. The
+    /// slot must be empty or hold unloaded members already.
+    mutating func recordUnloaded(_ id: ManagedObjectID, at ordinal: Int, adding: Bool, baseVersion: UInt64) {
+        reserve(ordinal + 1)
+        if slots[ordinal] == nil {
+            slots[ordinal] = .unloaded(UnloadedBox(UnloadedMembers(baseVersion: baseVersion)))
+            count += 1
+            unloadedCount += 1
+        }
+        guard recordIfUnloaded(id, at: ordinal, adding: adding) else {
+            preconditionFailure("Unloaded member changes recorded over loaded ones")
+        }
+    }
+
+    /// Records that `id` joined (`adding`) or left the to-many relationship at `ordinal` if
+    /// its slot holds unloaded members; returns whether it did.
+    mutating func recordIfUnloaded(_ id: ManagedObjectID, at ordinal: Int, adding: Bool) -> Bool {
+        guard ordinal < slots.count, case .unloaded(var box)? = slots[ordinal] else { return false }
+        // Taken out of the slot, the box is uniquely referenced unless another table shares it.
+        slots[ordinal] = nil
+        if !isKnownUniquelyReferenced(&box) { box = UnloadedBox(box.members) }
+        box.members.record(id, adding: adding)
+        slots[ordinal] = .unloaded(box)
+        return true
+    }
+
+    /// Takes every slot of unloaded members out (they no longer count as changes), with its
+    /// ordinal, for the object to load their committed members and set the result.
+    mutating func takeUnloaded() -> [(ordinal: Int, members: UnloadedMembers)] {
+        guard unloadedCount != 0 else { return [] }
+        var taken: [(ordinal: Int, members: UnloadedMembers)] = []
+        for ordinal in slots.indices {
+            guard case .unloaded(let box)? = slots[ordinal] else { continue }
+            taken.append((ordinal, box.members))
+            slots[ordinal] = nil
+            count -= 1
+        }
+        unloadedCount = 0
+        return taken
+    }
+
+    /// Calls `body` with each pending value that holds one (not unloaded members) and its
+    /// ordinal, in order, and `unloaded` with the ordinal of each slot of unloaded members.
+    func forEachChange(
+        _ body: (_ ordinal: Int, _ value: PropertyValue) throws -> Void, unloaded: (_ ordinal: Int) throws -> Void
+    ) rethrows {
+        for ordinal in slots.indices {
+            switch slots[ordinal] {
+            case nil: continue
+            case .unloaded?: try unloaded(ordinal)
+            case let slot?: try body(ordinal, slot.value)
+            }
+        }
     }
 
     /// The journal of the to-many relationship at `ordinal`, when its pending members were
@@ -298,6 +432,7 @@ struct PendingChanges {
         switch slots[ordinal] {
         case .members(let existing)?: list = existing
         case .value(.relationship(.toMany(let ids)))?: list = ObjectIDList(ids, ordered: relationship.isOrdered)
+        case .unloaded?: preconditionFailure("Members changed in place over unloaded member changes")
         default:
             list = ObjectIDList([], ordered: relationship.isOrdered)
             count += 1
@@ -311,6 +446,7 @@ struct PendingChanges {
     mutating func removeAll() {
         slots = []
         count = 0
+        unloadedCount = 0
     }
 
     /// Replaces object IDs (temporary to permanent) in every pending relationship value.
@@ -323,6 +459,8 @@ struct PendingChanges {
                 slots[ordinal] = .value(.relationship(.toMany(ids.map { map[$0] ?? $0 })))
             case .members(let list)?:
                 slots[ordinal] = .members(list.replacing(map))
+            case .unloaded(let box)?:
+                slots[ordinal] = .unloaded(UnloadedBox(box.members.replacing(map)))
             default:
                 break
             }

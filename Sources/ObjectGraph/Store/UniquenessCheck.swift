@@ -54,7 +54,7 @@ package struct UniquenessCheck {
             }
         }
         for object in request.updatedObjects ?? [] where !object.entity.constraints.isEmpty {
-            for constraint in object.entity.constraints where constraint.attributes.contains(where: { object.changes.contains($0.ordinal) }) {
+            for constraint in object.entity.constraints where constraint.attributes.contains(where: { object.hasChange(atOrdinal: $0.ordinal) }) {
                 let new = try constraint.values { try object.currentValue(for: $0).attributeValue ?? .null }
                 let old = try constraint.values { try object.committedValue(for: $0).attributeValue ?? .null }
                 guard new != old else { continue }

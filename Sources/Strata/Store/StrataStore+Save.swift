@@ -160,10 +160,13 @@ extension StrataStore {
         }, key: \.1)
         // An update carries only what it changes in the row it read (the save writes only over
         // that version, `current` below); the other fields are copied from the row under the
-        // lock. An object that read no row yet carries everything it has loaded.
+        // lock. An object that read no row yet carries everything it has loaded. Member changes
+        // recorded without loading the members stay so: their keys are written from the
+        // changes themselves (`RelationshipKeyWriter`).
         let updates = Self.inKeyOrder(try (request.updatedObjects ?? []).map {
             ($0, try rowKey($0.objectID),
-             $0.committedVersion != nil ? $0.changedStoredValues() : try $0.storedValues(skippingUnloadedRelationships: true))
+             $0.committedVersion != nil
+                ? $0.changedStoredValues(leavingUnloadedMembers: true) : try $0.storedValues(skippingUnloadedRelationships: true))
         }, key: \.1)
         let deletes = try (request.deletedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
         let locked = try (request.lockedObjects ?? []).map { ($0, try rowKey($0.objectID)) }
@@ -425,22 +428,22 @@ struct RelationshipKeyWriter {
         // A join's keys in this object's direction; the inverse direction is written by the
         // members' saves (the context changes both ends, so both are in the save).
         for (relationship, relationshipPrefix) in rowLayout.joins {
-            guard existing == nil || object.hasChange(atOrdinal: relationship.ordinal),
-                let values, relationship.ordinal < values.count, let value = values[relationship.ordinal]
-            else { continue }
-            let ids = value.relationshipValue?.objectIDs ?? []
+            guard existing == nil || object.hasChange(atOrdinal: relationship.ordinal) else { continue }
             let prefix = relationshipPrefix + KeyLayout.referenceBytes(reference)
-            if existing == nil {
-                for id in ids { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id)), []) }
-                continue
-            }
             // The old members are the committed value the context holds: this object's keys
             // change only with its row, whose version the save checks, so they are the stored
             // keys whenever the save goes through (a conflict discards the batch). When the
-            // object kept what changed since those members, that is the difference itself.
-            if let (added, removed) = object.memberChanges(atOrdinal: relationship.ordinal) {
+            // object kept what changed since those members, that is the difference itself (the
+            // only record of a change made without loading the members: `values` has none).
+            if existing != nil, let (added, removed) = object.memberChanges(atOrdinal: relationship.ordinal) {
                 for id in removed { batch.delete(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id))) }
                 for id in added { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id)), []) }
+                continue
+            }
+            guard let values, relationship.ordinal < values.count, let value = values[relationship.ordinal] else { continue }
+            let ids = value.relationshipValue?.objectIDs ?? []
+            if existing == nil {
+                for id in ids { batch.put(RelationshipKeys.key(ownerPrefix: prefix, member: try stored(id)), []) }
                 continue
             }
             let committed = try object.committedValues(forKeys: [relationship.name])[relationship.name]?.relationshipValue?.objectIDs ?? []
