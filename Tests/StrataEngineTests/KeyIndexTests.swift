@@ -142,6 +142,41 @@ struct KeyIndexTests {
         #expect(!snapshot.scope(ofPrefix: [0x04, 0x00]).contains(followedBy: 1))
     }
 
+    @Test("probe groups pass a suffix when every group has a scope holding it, as the scopes' own probes say", arguments: shapes)
+    func probeGroupsAgreeWithTheirScopes(leafCapacity: Int, branchCapacity: Int) {
+        var rng = SeededRandom(seed: 0x9A0B + UInt64(branchCapacity))
+        var index = KeyIndex(leafCapacity: leafCapacity, branchCapacity: branchCapacity)
+        let prefixes: [[UInt8]] = [[0x02], [0x02, 0x00], [0x02, 0x61], [0x02, 0x61, 0x00], [0x03], [0xFF, 0xFF, 0x01]]
+        func key(_ prefix: [UInt8], _ suffix: UInt64) -> [UInt8] { prefix + withUnsafeBytes(of: suffix.bigEndian) { Array($0) } }
+        var oracle = Set<[UInt8]>()
+        for n in 0..<2_000 {
+            let stored = key(prefixes[Int.random(in: 0..<prefixes.count, using: &rng)], UInt64.random(in: 0..<200, using: &rng))
+            index.upsert(stored, entry(UInt64(n)))
+            oracle.insert(stored)
+        }
+        let snapshot = index
+        // Groups of one to three prefixes, some repeated across groups.
+        var groups: [[[UInt8]]] = []
+        for _ in 0..<3 {
+            groups.append((0..<Int.random(in: 1...3, using: &rng)).map { _ in prefixes[Int.random(in: 0..<prefixes.count, using: &rng)] })
+        }
+        let probes = KeyIndex.ProbeGroups(groups.map { $0.map { snapshot.scope(ofPrefix: $0) } })
+        #expect(!probes.isEmpty)
+        // Later changes reach neither the snapshot nor the groups' scopes.
+        for suffix in 0..<UInt64(200) { index.upsert(key([0x02, 0x61], suffix), entry(9_999)) }
+        var passed = 0
+        for suffix in 0..<UInt64(220) {
+            let expected = groups.allSatisfy { group in group.contains { oracle.contains(key($0, suffix)) } }
+            #expect(probes.pass(suffix) == expected, "suffix \(suffix)")
+            if expected { passed += 1 }
+        }
+        #expect(passed > 0, "some suffix passes every group")
+        // No group: nothing to fail. An empty group: nothing passes.
+        #expect(KeyIndex.ProbeGroups([]).isEmpty)
+        #expect(KeyIndex.ProbeGroups([]).pass(1))
+        #expect(!KeyIndex.ProbeGroups([[snapshot.scope(ofPrefix: [0x02])], []]).pass(1))
+    }
+
     @Test("a copy is unchanged by heavy mutation of the original, and vice versa", arguments: shapes)
     func snapshotIsolation(leafCapacity: Int, branchCapacity: Int) throws {
         var rng = SeededRandom(seed: 42)

@@ -212,8 +212,8 @@ extension StrataStore {
             // The other conjuncts' indexes rule rows out before they are read: a conjunct with a
             // few values is probed per candidate when its keys outnumber what the walk will
             // visit; others, where small, become a reference set.
-            let filters = plans.filter { $0.attribute != ordered.attribute }
-                .compactMap { Self.rowFilter(of: $0, in: snapshot, expectedCandidates: 4 * needed) }
+            let filters = RowFilters(plans.filter { $0.attribute != ordered.attribute }
+                .compactMap { Self.rowFilter(of: $0, in: snapshot, expectedCandidates: 4 * needed) })
             var matched = 0
             var lastValue: [UInt8]? = nil
             let rowPrefix = KeyLayout.rowPrefix(root: root)
@@ -222,7 +222,7 @@ extension StrataStore {
                     let value = UnsafeRawBufferPointer(rebasing: key.dropLast(8))
                     if matched >= needed, lastValue?.withUnsafeBytes({ $0.elementsEqualBytes(value) }) != true { return false }
                     guard let reference = KeyLayout.reference(fromKeyBytes: key),
-                        Self.passes(reference, filters, in: snapshot),
+                        filters.passes(reference),
                         let row = try source.readOnce(prefix: rowPrefix, root: root, reference: reference),
                         matches(row), let rowEntity = layout.entity(number: row.entityNumber)
                     else { return true }

@@ -86,11 +86,91 @@ public struct KeyIndex: Sendable {
         /// Whether the key made of ``prefix`` and then `suffix`'s 8 bytes, big-endian, is in
         /// the index (a probe assembled on the stack: index keys ending in a reference).
         public func contains(followedBy suffix: UInt64) -> Bool {
-            withUnsafeTemporaryAllocation(byteCount: prefix.count + 8, alignment: 1) { buffer in
-                prefix.withUnsafeBytes { buffer.copyMemory(from: $0) }
-                withUnsafeBytes(of: suffix.bigEndian) { UnsafeMutableRawBufferPointer(rebasing: buffer[prefix.count...]).copyMemory(from: $0) }
+            prefix.withUnsafeBytes { Self.contains(prefix: $0, node: Unmanaged.passUnretained(node), followedBy: suffix) }
+        }
+
+        /// ``contains(followedBy:)`` on a scope's parts, which the caller keeps alive: the
+        /// prefix's bytes and the node are read where they are, not retained for the probe.
+        @inline(__always)
+        fileprivate static func contains(prefix: UnsafeRawBufferPointer, node start: Unmanaged<Node>, followedBy suffix: UInt64) -> Bool {
+            let count = prefix.count
+            return withUnsafeTemporaryAllocation(byteCount: count + 8, alignment: 1) { buffer in
+                buffer.copyMemory(from: prefix)
+                buffer.storeBytes(of: suffix.bigEndian, toByteOffset: count, as: UInt64.self)
                 let key = UnsafeRawBufferPointer(buffer)
-                return KeyIndex.withLeaf(toward: key, from: node) { $0.entry(of: key) } != nil
+                var node = start
+                while !node._withUnsafeGuaranteedRef({ $0.isLeaf }) {
+                    node = node._withUnsafeGuaranteedRef { $0.child(toward: key) }
+                }
+                return node._withUnsafeGuaranteedRef { $0.entry(of: key) } != nil
+            }
+        }
+
+    }
+
+    /// Groups of probe scopes tested together, one suffix at a time: a suffix passes when, in
+    /// every group, some scope holds its prefix followed by the suffix (a fetch's conjuncts, each
+    /// a few index values, tested for each candidate row's reference). The prefixes' bytes sit
+    /// in one array and the nodes are held unretained beside the scopes that own them, so a test
+    /// retains and releases nothing: copying each scope out of an array for its probe (a retain
+    /// and a release of its prefix and its node, atomic operations) cost more than the probe's
+    /// descent on some hosts.
+    public struct ProbeGroups: Sendable {
+        /// The scopes, which keep the nodes alive.
+        private let scopes: [Scope]
+        /// Every scope's prefix, one after another.
+        private let prefixBytes: [UInt8]
+        /// Per scope: where its prefix starts in ``prefixBytes``, its length, its node.
+        private let probes: [(start: Int, count: Int, node: Unmanaged<Node>)]
+        /// Where each group's scopes end in ``probes``.
+        private let groupEnds: [Int]
+
+        /// The groups, in order; an empty group passes nothing.
+        public init(_ groups: [[Scope]]) {
+            var scopes: [Scope] = [], bytes: [UInt8] = [], probes: [(start: Int, count: Int, node: Unmanaged<Node>)] = []
+            var ends: [Int] = []
+            for group in groups {
+                for scope in group {
+                    probes.append((bytes.count, scope.prefix.count, Unmanaged.passUnretained(scope.node)))
+                    bytes += scope.prefix
+                    scopes.append(scope)
+                }
+                ends.append(probes.count)
+            }
+            self.scopes = scopes
+            prefixBytes = bytes
+            self.probes = probes
+            groupEnds = ends
+        }
+
+        /// Whether there is no group (every suffix passes).
+        public var isEmpty: Bool { groupEnds.isEmpty }
+
+        /// Whether, in every group, a scope holds its prefix followed by `suffix`'s 8 bytes,
+        /// big-endian.
+        public func pass(_ suffix: UInt64) -> Bool {
+            withExtendedLifetime(scopes) {
+                prefixBytes.withUnsafeBytes { all in
+                    probes.withUnsafeBufferPointer { probes in
+                        groupEnds.withUnsafeBufferPointer { ends in
+                            var start = 0
+                            for end in ends {
+                                var found = false
+                                for index in start..<end {
+                                    let probe = probes[index]
+                                    let prefix = UnsafeRawBufferPointer(rebasing: all[probe.start..<(probe.start + probe.count)])
+                                    if Scope.contains(prefix: prefix, node: probe.node, followedBy: suffix) {
+                                        found = true
+                                        break
+                                    }
+                                }
+                                if !found { return false }
+                                start = end
+                            }
+                            return true
+                        }
+                    }
+                }
             }
         }
     }
