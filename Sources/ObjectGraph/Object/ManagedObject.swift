@@ -92,8 +92,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
     /// Uncommitted values, as they are: a slot may hold member changes of a relationship
     /// whose committed members are not loaded (``UnloadedMembers``). Read through
-    /// ``changes`` unless the reader handles those.
-    @exclusivity(unchecked) private var pending = PendingChanges()
+    /// ``changes`` unless the reader handles those; changed only here.
+    @exclusivity(unchecked) private(set) var pending = PendingChanges()
     /// Uncommitted values. Attribute and to-one values that return to their committed
     /// value are dropped; to-many ones stay pending once changed. Member changes recorded
     /// without loading the committed members are applied to them first (loading them).
@@ -260,36 +260,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Whether the object has uncommitted stored values (transient ones aside); loads nothing.
     var hasPendingValues: Bool { !pending.isEmpty }
-
-    /// The members added to the to-many relationship at `ordinal` when its change was
-    /// recorded without loading its committed members (``UnloadedMembers``); `nil` otherwise.
-    func membersAddedWithoutLoading(atOrdinal ordinal: Int) -> [ManagedObjectID]? {
-        pending.unloadedMembers(at: ordinal)?.added.ids
-    }
-
-    /// What changed in the to-many relationship at `ordinal` (``PropertyDescription/ordinal``)
-    /// since its committed members, when its pending members were made from them and changed
-    /// one at a time (as inverse maintenance and `mutableSetValue` changes do), few enough to
-    /// be kept, and the committed values are still those of the row the members were read
-    /// with (no refresh or merge brought another version since): the members added and those
-    /// removed. `nil` otherwise: a store saving the object then compares the committed members
-    /// with the pending ones.
-    ///
-    /// Inverse maintenance changes a relationship whose members were never loaded without
-    /// loading them (an object deleted leaves each of its inverse to-manys); this gives those
-    /// changes without loading the members either. Reading the relationship's value (through
-    /// ``changedValues()``, ``changedStoredValues()``, ``storedValues(skippingUnloadedRelationships:)``
-    /// or a key) loads them and applies the changes.
-    public func memberChanges(atOrdinal ordinal: Int) -> (added: [ManagedObjectID], removed: [ManagedObjectID])? {
-        if let members = pending.unloadedMembers(at: ordinal) {
-            guard let committed = snapshot, committed.version == members.baseVersion else { return nil }
-            return (members.added.ids, members.removed.ids)
-        }
-        guard let journal = pending.journal(at: ordinal), let committed = snapshot, committed.version == journal.baseVersion else {
-            return nil
-        }
-        return (journal.added, journal.removed)
-    }
 
     /// The last committed values of the given properties (all stored properties for
     /// `nil`); loads the object's values if it is a fault.
@@ -590,7 +560,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// members cannot be read (the row is gone, the store fails) keeps the members added,
     /// without a base: a store saving the object then reads the row again and reports it.
     @inline(never)
-    private func loadUnloadedMembers() {
+    func loadUnloadedMembers() {
         // Taken out first: loading may read the object's changes again.
         for (ordinal, members) in pending.takeUnloaded() {
             let relationship = unsafeDowncast(entity.properties[ordinal], to: RelationshipDescription.self)
@@ -723,64 +693,5 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             }
         }
         snapshot = committed
-    }
-}
-
-// MARK: - Values for stores
-
-extension ManagedObject {
-    /// The values a store saves for this object, in the order of its entity's
-    /// ``EntityDescription/properties`` (by ``PropertyDescription/ordinal``): the pending
-    /// value of each stored property, else its committed one; `nil` for transient
-    /// properties and, with `skippingUnloadedRelationships`, for relationships whose
-    /// destinations were never loaded or changed (an update leaves those as stored).
-    ///
-    /// Stores call it from ``IncrementalStore/execute(_:with:)`` for a save request's
-    /// objects; it reads no name and builds no dictionary.
-    ///
-    /// - Throws: the store's error if a fault must be fulfilled and cannot be.
-    public func storedValues(skippingUnloadedRelationships: Bool) throws -> [PropertyValue?] {
-        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
-        for property in entity.storedProperties {
-            if skippingUnloadedRelationships, property.slotKind != .attribute, !pending.contains(property.ordinal), !isNew,
-                snapshot?.isLoaded(property.ordinal) != true
-            {
-                continue
-            }
-            values[property.ordinal] = try currentValue(for: property)
-        }
-        return values
-    }
-
-    /// The uncommitted values of the object's stored properties by ordinal
-    /// (``PropertyDescription/ordinal``), `nil` for every property without one: what an update
-    /// changes in the row it read (``committedVersion``). A store that writes the object over
-    /// that very version of its row takes the other fields from the row as they are, decoding
-    /// nothing of the object's. Reads no value and fires no fault.
-    public func changedStoredValues() -> [PropertyValue?] { changedStoredValues(leavingUnloadedMembers: false) }
-
-    /// ``changedStoredValues()``; with `leavingUnloadedMembers`, a relationship whose member
-    /// changes were recorded without loading its committed members gets no value (`nil`, as if
-    /// unchanged, though ``hasChange(atOrdinal:)`` says it changed) and loads nothing: for a
-    /// store that writes those changes from ``memberChanges(atOrdinal:)``, which gives them
-    /// whenever they are based on the row version the object holds (when one is not, the
-    /// members are loaded here and the relationship gets its value).
-    package func changedStoredValues(leavingUnloadedMembers: Bool) -> [PropertyValue?] {
-        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
-        if leavingUnloadedMembers, pending.hasUnloadedMembers {
-            var based = true
-            pending.forEachChange({ _, _ in }, unloaded: { based = based && memberChanges(atOrdinal: $0) != nil })
-            if !based { loadUnloadedMembers() }
-        }
-        if leavingUnloadedMembers {
-            pending.forEachChange({ ordinal, value in
-                if !entity.properties[ordinal].isTransient { values[ordinal] = value }
-            }, unloaded: { _ in })
-        } else {
-            changes.forEachChange { ordinal, value in
-                if !entity.properties[ordinal].isTransient { values[ordinal] = value }
-            }
-        }
-        return values
     }
 }
