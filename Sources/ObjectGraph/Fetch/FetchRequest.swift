@@ -34,7 +34,6 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     private struct Fields {
         var affectedStores: [PersistentStore]? = nil
         var entityName: String
-        var entity: EntityDescription? = nil
         var predicate: FetchPredicate? = nil
         var sortDescriptors: [FetchSortDescriptor] = []
         var fetchLimit: Int = 0
@@ -61,6 +60,9 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     }
 
     private var box: Box
+    /// The resolved entity, beside the box: the context resolves it for every fetch, and
+    /// setting it on a shared request would otherwise copy every field.
+    private var resolvedEntity: EntityDescription?
 
     /// The fields for changing, in a box of this request's own.
     private var fields: Fields {
@@ -84,8 +86,8 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
     }
     /// The entity, once resolved by the context (stores always receive it set).
     public var entity: EntityDescription? {
-        get { box.fields.entity }
-        set { if newValue !== box.fields.entity { fields.entity = newValue } }
+        get { resolvedEntity }
+        set { resolvedEntity = newValue }
     }
     /// The condition results must meet; `nil` for all instances.
     public var predicate: FetchPredicate? {
@@ -184,7 +186,8 @@ public struct FetchRequest: PersistentStoreRequest, Sendable {
 
     /// A request for instances of an entity.
     public init(entity: EntityDescription) {
-        box = Box(Fields(entityName: entity.name, entity: entity))
+        box = Box(Fields(entityName: entity.name))
+        resolvedEntity = entity
     }
 
     /// The entities whose instances match: the entity, and its subentities when

@@ -367,19 +367,17 @@ extension StrataStore {
         if countsOnly { return .count(counted + rows.count) }
         // Sorting, paging and every result shape: the fetch language's own engine. The rows
         // matched the predicate already.
-        request.predicate = nil
-        if returnsRows {
+        if returnsRows, !presorted {
             // [FETCH-S4] Sort keys read by ordinal, each destination's once; then the page.
-            if !presorted {
-                rows = try StrataStore.sorted(
-                    rows, by: request.sortDescriptors, entity: request.entity,
-                    keeping: request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : nil)
-            }
-            request.sortDescriptors = []
+            rows = try StrataStore.sorted(
+                rows, by: request.sortDescriptors, entity: request.entity,
+                keeping: request.fetchLimit > 0 ? request.fetchOffset + request.fetchLimit : nil)
         }
         if request.resultType == .managedObject, let context {
-            // The rows are decoded already: they reach the context with the objects.
-            let matched = try request.filterSortAndPage(rows)
+            // The rows are decoded already: they reach the context with the objects. They are
+            // matched and sorted, so only the page is left (the request is not changed: that
+            // would copy its fields).
+            let matched = request.page(rows)
             // [FETCH-S8] With a batch size, rows reach the context for the first batch only:
             // later batches are read when they are reached.
             let loaded = request.fetchBatchSize > 0 ? min(request.fetchBatchSize, matched.count) : matched.count
@@ -387,6 +385,8 @@ extension StrataStore {
             for row in matched.dropFirst(loaded) { objects.append(context.object(with: row.objectID)) }
             return .objects(objects)
         }
+        request.predicate = nil
+        if returnsRows { request.sortDescriptors = [] }
         if request.resultType == .dictionary, let paths = request.dictionaryRowKeyPaths {
             // Each row's key paths read once, through compiled readers; the grouping and
             // aggregation then work on plain values.
