@@ -148,12 +148,18 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
         let first = firstKeyBytes ?? (descriptors[0].options.isEmpty ? Self.asciiBytes(keys, stride: stride, count: count) : nil)
         let firstAscending = descriptors[0].ascending
         let hasFirst = first != nil
+        // Each item's first eight bytes as one big-endian number (zero after its end): two
+        // items whose numbers differ are ordered by them, as by their bytes, and only ties
+        // compare the whole strings.
+        let prefixes = first.map { Self.bytePrefixes($0.bytes, ends: $0.ends) } ?? []
         return (first?.bytes ?? []).withUnsafeBufferPointer { bytes in
             (first?.ends ?? []).withUnsafeBufferPointer { ends in
+            prefixes.withUnsafeBufferPointer { prefixes in
             // A strict total order: ties keep their original order.
             func precedes(_ a: Int, _ b: Int) -> Bool {
                 var start = 0
                 if hasFirst {
+                    if prefixes[a] != prefixes[b] { return firstAscending ? prefixes[a] < prefixes[b] : prefixes[a] > prefixes[b] }
                     let order = Self.byteOrder(bytes, a == 0 ? 0 : ends[a - 1], ends[a], b == 0 ? 0 : ends[b - 1], ends[b])
                     if order != 0 { return firstAscending ? order < 0 : order > 0 }
                     start = 1
@@ -187,6 +193,26 @@ public struct FetchSortDescriptor: Sendable, Hashable, CustomStringConvertible {
             var order = Array(0..<count)
             order.withUnsafeMutableBufferPointer { $0.sort(by: precedes) }
             return keeping.map { Array(order.prefix(max($0, 0))) } ?? order
+            }
+            }
+        }
+    }
+
+    /// The first eight bytes of each item in `bytes` (item `i` ends at `ends[i]`) as a
+    /// big-endian number, zero-padded past the item's end: where two numbers differ, they
+    /// order the items as their bytes do (a shorter item reads as zeros where the longer
+    /// one goes on, and a difference there puts the shorter first, as byte order does).
+    private static func bytePrefixes(_ bytes: [UInt8], ends: [Int]) -> [UInt64] {
+        bytes.withUnsafeBufferPointer { bytes in
+            var start = 0
+            return ends.map { end in
+                var prefix: UInt64 = 0
+                for index in 0..<8 {
+                    prefix <<= 8
+                    if start + index < end { prefix |= UInt64(bytes[start + index]) }
+                }
+                start = end
+                return prefix
             }
         }
     }

@@ -32,16 +32,22 @@ struct SortDescriptorTests {
         }
     }
 
-    // Oracle: ASCII string keys (sorted on their bytes) order as Swift's `String` order does,
-    // with prefixes, case, empty strings, ties broken by the next descriptor and then by
-    // position, in both directions; one non-ASCII key among them takes the general path.
+    // Oracle: ASCII string keys (sorted on their bytes, first by their leading eight) order as
+    // Swift's `String` order does, with prefixes, case, empty strings, NUL bytes, keys that
+    // agree on eight bytes or more, ties broken by the next descriptor and then by position,
+    // in both directions, whole and as a page; one non-ASCII key among them takes the general
+    // path.
     @Test func asciiStringKeysOrderAsStringsDo() throws {
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         func next(_ bound: Int) -> Int {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             return Int((state >> 33) % UInt64(bound))
         }
-        let words = ["", "a", "ab", "abc", "B", "b", "Ba", "z", "Z", "a b", "a-b", "~", "0", "09", "9"]
+        let words = [
+            "", "a", "ab", "abc", "B", "b", "Ba", "z", "Z", "a b", "a-b", "~", "0", "09", "9",
+            "a\u{0}", "a\u{0}\u{0}", "abcdefg", "abcdefgh", "abcdefgh\u{0}", "abcdefghi", "abcdefgha", "abcdefg\u{0}x",
+            "abcdefghijklmnop", "abcdefghijklmnoq", "abcdefgh ",
+        ]
         for round in 0..<60 {
             let count = next(40) + 2
             var rows = (0..<count).map { index -> [String: AttributeValue] in
@@ -58,6 +64,8 @@ struct SortDescriptorTests {
                     return m != n ? m < n : a < b
                 }
                 #expect(got == expected, "round \(round), ascending \(ascending)")
+                let page = try FetchSortDescriptor.sort(rows, by: descriptors, keeping: 3).compactMap { $0["i"]?.doubleValue.map(Int.init) }
+                #expect(page == Array(expected.prefix(3)), "round \(round), ascending \(ascending), a page of 3")
             }
         }
     }
