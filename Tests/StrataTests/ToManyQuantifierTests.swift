@@ -163,6 +163,61 @@ import Testing
             #expect(try Self.names(request, strata) == Array(all.dropFirst(offset).prefix(limit)), "\(format) limit \(limit) offset \(offset)")
         }
     }
+
+    /// The IDs of the objects of `entity` whose `key` is each of `values`, in their order.
+    static func ids(_ entity: String, _ key: String, _ values: [String], _ coordinator: PersistentStoreCoordinator) throws -> [ManagedObjectID] {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        return try values.map { value in
+            var request = FetchRequest(entityName: entity)
+            request.predicate = try FetchPredicate(format: "\(key) == %@", value)
+            guard let object = try context.fetch(request).first else { throw ObjectGraphError(.objectNotFound, "no \(entity) \(value)") }
+            return object.objectID
+        }
+    }
+
+    // [FETCH-S17] A to-one chain compared with objects (`track.album == %@`, `track.album IN
+    // %@`, `ANY tracks.album == %@`): the members under the objects' keys, as the InMemoryStore
+    // answers, with an album without tracks, a duplicate, an object of another entity, and an
+    // album deleted since (its tracks' to-one nullified).
+    @Test func toOneChainsComparedWithObjectsMatchTheInMemoryStore() throws {
+        let store = TemporaryStore()
+        let (reference, strata) = try store.referenceAndStrata(model: try Self.model(), populate: Self.populate)
+        var deletedIDs: [ObjectIdentifier: ManagedObjectID] = [:]
+        for coordinator in [reference, strata] {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            let id = try Self.ids("Album", "title", ["album 9"], coordinator)[0]
+            context.delete(try context.existingObject(with: id))
+            try context.save()
+            deletedIDs[ObjectIdentifier(coordinator)] = id
+        }
+        func deleted(_ coordinator: PersistentStoreCoordinator) throws -> ManagedObjectID {
+            guard let id = deletedIDs[ObjectIdentifier(coordinator)] else { throw ObjectGraphError(.objectNotFound, "no deleted album") }
+            return id
+        }
+        typealias Case = (entity: String, format: String, argument: (PersistentStoreCoordinator) throws -> any FetchArgument)
+        let cases: [Case] = [
+            ("Line", "track.album == %@", { try Self.ids("Album", "title", ["album 7"], $0)[0] }),
+            ("Line", "track.album IN %@", { try Self.ids("Album", "title", ["album 3", "album 38", "album 3"], $0) }),
+            ("Line", "track.album IN %@", { try Self.ids("Album", "title", ["album 5"], $0) + Self.ids("Genre", "name", ["Rock"], $0) }),
+            ("Line", "track.album == %@", { try Self.ids("Genre", "name", ["Jazz"], $0)[0] }),
+            ("Line", "track.genre == %@ AND name ENDSWITH '5'", { try Self.ids("Genre", "name", ["Rock"], $0)[0] }),
+            ("Line", "track.genre IN %@", { try Self.ids("Genre", "name", ["Jazz", "Blues"], $0) }),
+            ("Genre", "ANY tracks.album == %@", { try Self.ids("Album", "title", ["album 7"], $0)[0] }),
+            ("Playlist", "ANY tracks.album IN %@", { try Self.ids("Album", "title", ["album 1", "album 2"], $0) }),
+            ("Track", "album == %@", { try Self.ids("Album", "title", ["album 11"], $0)[0] }),
+            ("Line", "track.album == %@", { try deleted($0) }),
+            ("Line", "track.album IN %@", { try [deleted($0)] + Self.ids("Album", "title", ["album 4"], $0) }),
+        ]
+        for (entity, format, argument) in cases {
+            var expected = FetchRequest(entityName: entity)
+            expected.predicate = try FetchPredicate(format: format, try argument(reference))
+            var got = FetchRequest(entityName: entity)
+            got.predicate = try FetchPredicate(format: format, try argument(strata))
+            let names = try Self.names(expected, reference).sorted()
+            #expect(try Self.names(got, strata).sorted() == names, "\(entity) \(format)")
+            #expect(try ManagedObjectContext(persistentStoreCoordinator: strata).count(for: got) == names.count, "count of \(entity) \(format)")
+        }
+    }
 }
 
 /// [FETCH-S10] Member values grouped by owner from one scan of the members' hierarchy, and

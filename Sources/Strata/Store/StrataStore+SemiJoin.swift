@@ -132,14 +132,17 @@ extension StrataStore {
     /// `op constant`: one fetch of the to-one's destination for the rest of the path (through
     /// its indexes), then the keys of each match, whose members are exactly the rows naming it
     /// (each row once: it names one). A row naming no destination, or one that is gone, names
-    /// no match, as the comparison (false for null) says. `nil` when `rest` has no such head,
-    /// while the keys are pending or rows retired, when more than 1,024 destinations match
-    /// (each costs a seek), or when the members pass `cap`.
+    /// no match, as the comparison (false for null) says. `rest` the to-one alone, compared
+    /// with objects, needs no fetch: ``foreignKeyObjectMatches(_:op:constant:of:cap:in:layout:)``.
+    /// `nil` when `rest` has no such head, while the keys are pending or rows retired, when
+    /// more than 1,024 destinations match (each costs a seek), or when the members pass `cap`.
     private func foreignKeyMatches(
         _ rest: String, op: FetchComparisonOperator, constant: FetchValue, options: ComparisonOptions, of destination: EntityDescription,
         cap: Int?, in snapshot: Snapshot, layout: StoreLayout
     ) throws -> [StoredObject]? {
-        guard let dot = rest.utf8.firstIndex(of: UInt8(ascii: ".")) else { return nil }
+        guard let dot = rest.utf8.firstIndex(of: UInt8(ascii: ".")) else {
+            return try foreignKeyObjectMatches(rest, op: op, constant: constant, of: destination, cap: cap, in: snapshot, layout: layout)
+        }
         let head = String(rest[..<dot]), tail = String(rest[rest.utf8.index(after: dot)...])
         guard !tail.isEmpty, let toOne = destination.relationshipsByName[head], toOne.isToOne, !toOne.isTransient, toOne.ordinal >= 0,
             let inverse = toOne.inverseRelationship, RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne),
@@ -151,13 +154,57 @@ extension StrataStore {
         matches.resultType = .managedObjectID
         matches.fetchLimit = 1_025
         guard case .objectIDs(let ids) = try execute(matches, with: nil, reading: snapshot), ids.count <= 1_024 else { return nil }
-        // The members of the destination's hierarchy below `destination` (the keys may name
-        // rows of its superentity's other subentities).
+        let owners = ids.compactMap { id -> Int64? in
+            guard case .int64(let owner)? = id.referenceObject else { return nil }
+            return owner
+        }
+        return members(of: owners, under: inverse, owner: target, in: destination, cap: cap, snapshot: snapshot, layout: layout)
+    }
+
+    /// [FETCH-S17] The rows of `destination` (or its subentities) whose to-one `rest` (its
+    /// inverse a one-to-many kept as keys, [REL-2]) is `== object` or `IN objects`: the members
+    /// under each object's keys, with no fetch. Each object's row is read, as [FETCH-S12]
+    /// reads it: one that is missing leaves the comparison to the rows (`nil`: rows may
+    /// still name a deleted object whose keys went with it), and an object of another entity,
+    /// of another store or temporary names no row. `nil` as
+    /// ``foreignKeyMatches(_:op:constant:options:of:cap:in:layout:)`` says otherwise.
+    private func foreignKeyObjectMatches(
+        _ rest: String, op: FetchComparisonOperator, constant: FetchValue, of destination: EntityDescription,
+        cap: Int?, in snapshot: Snapshot, layout: StoreLayout
+    ) throws -> [StoredObject]? {
+        guard let toOne = destination.relationshipsByName[rest], toOne.isToOne, !toOne.isTransient, toOne.ordinal >= 0,
+            let inverse = toOne.inverseRelationship, RelationshipKeys.storage(of: inverse) == .foreignKey(inverse: toOne),
+            let target = toOne.destinationEntity, !layout.keysPending(inverse, in: snapshot), !layout.hasRetiredRows(in: snapshot)
+        else { return nil }
+        let values: [FetchValue]
+        switch (op, constant) {
+        case (.equal, .object): values = [constant]
+        case (.in, .collection(let list)) where list.count <= 1_024: values = list
+        default: return nil
+        }
+        let source = RowSource(snapshot: snapshot, store: self, layout: layout)
+        var owners: [Int64] = []
+        var seen = Set<Int64>(minimumCapacity: values.count)
+        for value in values {
+            guard case .object(let id) = value else { return nil }
+            guard id.entity.isKind(of: target), let object = try? storedObject(id, layout: layout) else { continue }
+            guard let found = try source.withRowOnce(of: object, { fields, _ in fields.entityNumber == object.entity }) else { return nil }
+            if found, seen.insert(object.reference).inserted { owners.append(object.reference) }
+        }
+        return members(of: owners, under: inverse, owner: target, in: destination, cap: cap, snapshot: snapshot, layout: layout)
+    }
+
+    /// The members of `destination`'s hierarchy (the keys may name rows of its superentity's
+    /// other subentities) under each of `owners`' keys of the one-to-many `inverse` of `owner`,
+    /// owner after owner; `nil` once they pass `cap`.
+    private func members(
+        of owners: [Int64], under inverse: RelationshipDescription, owner: EntityDescription, in destination: EntityDescription,
+        cap: Int?, snapshot: Snapshot, layout: StoreLayout
+    ) -> [StoredObject]? {
         let numbers = destination.selfAndAllSubentities.compactMap { layout.number(of: $0) }
         var members: [StoredObject] = []
-        for id in ids {
-            guard case .int64(let owner)? = id.referenceObject else { continue }
-            let prefix = ownerPrefix(inverse, owner: target, reference: owner)
+        for reference in owners {
+            let prefix = ownerPrefix(inverse, owner: owner, reference: reference)
             // Counted first (the index alone, a leaf at a time): past the cap nothing is walked.
             let keys = snapshot.countKeys(from: prefix, to: RelationshipKeys.end(of: prefix), limit: cap.map { $0 + 1 - members.count } ?? .max)
             if let cap, members.count + keys > cap { return nil }
