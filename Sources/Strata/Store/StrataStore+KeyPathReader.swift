@@ -180,9 +180,11 @@ extension StrataStore {
         var bytes: [UInt8] = []
         var ends: [Int] = []
         ends.reserveCapacity(rows.count)
-        for row in rows {
+        // Room for names of a few words each: most sorts never grow the buffer.
+        bytes.reserveCapacity(rows.count * 24)
+        for index in rows.indices {
             // Rows of a subentity lay the attribute out at the same ordinal ([ROW-1]).
-            let ascii = try? row.testStringBytes(atOrdinal: attribute.ordinal) { text -> Bool? in
+            let ascii = try? rows[index].testStringBytes(atOrdinal: attribute.ordinal) { text -> Bool? in
                 guard Text.isASCII(UnsafeRawBufferPointer(text)) else { return false }
                 bytes.append(contentsOf: text)
                 return true
