@@ -149,6 +149,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     static let prefetchedRowLimit = 8_192
     /// Store registrations collected by ``withRegistrationBatch(_:)``, not yet sent.
     @exclusivity(unchecked) var pendingStoreRegistrations: [ManagedObjectID] = []
+    /// The buffer of one-ID (un)registrations sent at once (``withSingleID(_:_:)``), empty
+    /// between them.
+    @exclusivity(unchecked) private var singleIDBuffer: [ManagedObjectID] = []
     @exclusivity(unchecked) var registrationBatchDepth = 0
     /// Rows whose objects were deallocated, not yet unregistered with
     /// their stores: sent in one call per store when a fetch, save, reset or
@@ -225,8 +228,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// store has no such object, the fault throws when its values are first read.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
         checkQueue("object(with:)")
-        if let object = registry[objectID]?.object { return object }
-        return makeFault(for: objectID)
+        // One probe: the entry, or the slot a new fault takes.
+        let probe = registry.probe(objectID)
+        if let slot = probe.found, let object = registry.registration(at: slot)?.object { return object }
+        return makeFault(for: objectID, probe: probe)
     }
 
     /// A new fault for an ID that has no registered object, registered here; with `row`, the
@@ -260,7 +265,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     ///   saved or not; a child context's parent's inserts are its own).
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
         checkQueue("existingObject(with:)")
-        let registered = registry[objectID]?.object
+        let probe = registry.probe(objectID)
+        let registered = probe.found.flatMap { registry.registration(at: $0)?.object }
         let wasRegistered = registered != nil
         // A temporary ID this context has no object for names another context's insert (or
         // one saved since, under a permanent ID): no store has it, and a fault of it would
@@ -271,7 +277,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 "\(objectID.entity.name) \(objectID) is a temporary ID this context has no object for (another context's insert; after its save, use the object's permanent ID).",
                 entityName: objectID.entity.name, objectID: objectID)
         }
-        let object = registered ?? makeFault(for: objectID)
+        let object = registered ?? makeFault(for: objectID, probe: probe)
         do {
             try object.fulfillFault()
         } catch {
@@ -479,8 +485,20 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if registrationBatchDepth > 0 {
             pendingStoreRegistrations.append(id)
         } else {
-            registrar?.contextDidRegister([id])
+            withSingleID(id) { registrar?.contextDidRegister($0) }
         }
+    }
+
+    /// `body` with a one-ID array in a buffer kept for the next call: one object's
+    /// registration (a fault made outside a fetch) allocates no array. Taken out while in
+    /// use, so a store that registers again from `body` gets a buffer of its own.
+    private func withSingleID(_ id: ManagedObjectID, _ body: ([ManagedObjectID]) -> Void) {
+        var ids = singleIDBuffer
+        singleIDBuffer = []
+        ids.append(id)
+        body(ids)
+        ids.removeAll(keepingCapacity: true)
+        singleIDBuffer = ids
     }
 
     /// Removes an object from the context: it keeps its values but no longer belongs here.
@@ -523,7 +541,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             pendingStoreUnregistrations.append(id)
             if pendingStoreUnregistrations.count >= Self.unregistrationBatch { flushStoreUnregistrations() }
         } else {
-            registrar?.contextDidUnregister([id])
+            withSingleID(id) { registrar?.contextDidUnregister($0) }
         }
     }
 
