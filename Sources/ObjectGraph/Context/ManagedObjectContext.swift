@@ -152,6 +152,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The buffer of one-ID (un)registrations sent at once (``withSingleID(_:_:)``), empty
     /// between them.
     @exclusivity(unchecked) private var singleIDBuffer: [ManagedObjectID] = []
+    /// The buffer the next batch of ``pendingStoreUnregistrations`` takes, empty between
+    /// batches (``flushStoreUnregistrations(keepingCapacity:)``).
+    @exclusivity(unchecked) private var spareStoreUnregistrations: [ManagedObjectID] = []
     @exclusivity(unchecked) var registrationBatchDepth = 0
     /// Rows whose objects were deallocated, not yet unregistered with
     /// their stores: sent in one call per store when a fetch, save, reset or
@@ -197,7 +200,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     deinit {
         // Objects that outlive the context see none from here on (as a weak reference would).
         link.context = nil
-        flushStoreRegistrations()
+        flushStoreRegistrations(keepingCapacity: false)
         // (Most contexts outlive none of their objects: nothing more to do.)
         guard registry.count > 0 else { return }
         let entries = registry.entries
@@ -565,23 +568,31 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Sends the registrations collected by an enclosing batch now, in one call per store,
     /// then the unregistrations waiting (registrations first: a row waiting for both never
-    /// reaches a count below zero).
-    func flushStoreRegistrations() {
+    /// reaches a count below zero). `keepingCapacity` as for ``flushStoreUnregistrations(keepingCapacity:)``.
+    func flushStoreRegistrations(keepingCapacity: Bool = true) {
         if !pendingStoreRegistrations.isEmpty {
             let ids = pendingStoreRegistrations
             pendingStoreRegistrations = []
             registrar?.contextDidRegister(ids)
         }
-        flushStoreUnregistrations()
+        flushStoreUnregistrations(keepingCapacity: keepingCapacity)
     }
 
-    /// Sends the unregistrations waiting, in one call per store.
-    func flushStoreUnregistrations() {
+    /// Sends the unregistrations waiting, in one call per store. The batch goes out in its own
+    /// buffer while the spare one (emptied, its capacity kept from an earlier batch) takes the
+    /// next, and the sent one becomes the spare: batches allocate nothing once the first has
+    /// grown. A batch sent while another is out (a store's call releasing objects) takes the
+    /// spare's place, so no ID is sent twice. `keepingCapacity` false (the context going) keeps
+    /// no buffer.
+    func flushStoreUnregistrations(keepingCapacity: Bool = true) {
         guard !pendingStoreUnregistrations.isEmpty else { return }
-        let ids = pendingStoreUnregistrations
-        // A fresh buffer of the same capacity: the next batch appends without growing.
-        pendingStoreUnregistrations.removeAll(keepingCapacity: true)
+        var ids = spareStoreUnregistrations
+        spareStoreUnregistrations = []
+        swap(&ids, &pendingStoreUnregistrations)
         registrar?.contextDidUnregister(ids)
+        guard keepingCapacity else { return }
+        ids.removeAll(keepingCapacity: true)
+        spareStoreUnregistrations = ids
     }
 
     /// Called from a managed object's `deinit`: the object is gone, so its entry goes and
