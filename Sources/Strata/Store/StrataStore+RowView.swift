@@ -110,6 +110,19 @@ extension StrataStore {
                 KeyLayout.replaceReference(reference, in: &onceKey)
             }
         }
+        /// Whether the row of `object` (an object of `entity`, the entity its ID names) is of that
+        /// entity; `nil` when it is missing. From the index alone when every row of the entity's
+        /// key space ([KEY-2]) is one of it (a hierarchy of that entity only, with no retired
+        /// rows, [MIG-4]); otherwise the row is read.
+        func rowIsOfItsEntity(_ object: StoredObject, entity: EntityDescription) throws -> Bool? {
+            guard entity.superentity == nil, entity.subentities.isEmpty, !layout.hasRetiredRows(in: snapshot) else {
+                return try withRowOnce(of: object) { fields, _ in fields.entityNumber == object.entity }
+            }
+            let hierarchy = self.hierarchy(of: entity)
+            setOnceKey(prefix: hierarchy.prefix, root: hierarchy.root, reference: object.reference)
+            return snapshot.contains(onceKey) ? true : nil
+        }
+
         /// `body`'s answer on the row of `object` where the engine holds it (no copy), or `nil`
         /// if the row is missing. `body` must not read other rows through this source (the
         /// bytes belong to the read in progress).

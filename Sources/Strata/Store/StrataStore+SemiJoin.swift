@@ -188,25 +188,10 @@ extension StrataStore {
         for value in values {
             guard case .object(let id) = value else { return nil }
             guard id.entity.isKind(of: target), let object = try? storedObject(id, layout: layout) else { continue }
-            guard let found = try rowIsOfItsEntity(object, entity: id.entity, source: source, layout: layout, in: snapshot) else { return nil }
+            guard let found = try source.rowIsOfItsEntity(object, entity: id.entity) else { return nil }
             if found, seen.insert(object.reference).inserted { owners.append(object.reference) }
         }
         return members(of: owners, under: inverse, owner: target, in: destination, cap: cap, snapshot: snapshot, layout: layout)
-    }
-
-    /// Whether the row of `object` (an object of `entity`) is of that entity; `nil` when it is
-    /// missing. From the index alone when every row of the entity's key space ([KEY-2]) is one
-    /// of it (a hierarchy of that entity only, with no retired rows, [MIG-4]); otherwise the
-    /// row is read.
-    private func rowIsOfItsEntity(
-        _ object: StoredObject, entity: EntityDescription, source: RowSource, layout: StoreLayout, in snapshot: Snapshot
-    ) throws -> Bool? {
-        if entity.superentity == nil, entity.subentities.isEmpty, !layout.hasRetiredRows(in: snapshot) {
-            var key = rowPrefix(of: entity)
-            KeyLayout.appendReference(object.reference, to: &key)
-            return snapshot.contains(key) ? true : nil
-        }
-        return try source.withRowOnce(of: object) { fields, _ in fields.entityNumber == object.entity }
     }
 
     /// The members of `destination`'s hierarchy (the keys may name rows of its superentity's
@@ -255,7 +240,7 @@ extension StrataStore {
 
     /// [FETCH-S12] `album == %@` and `album IN %@` with objects of this store: a semi-join whose
     /// destinations are those objects, with no inner fetch. Each object's row is checked
-    /// (``rowIsOfItsEntity(_:entity:source:layout:in:)``): that it exists and is of the entity its ID names (a row's to-one then equals the ID
+    /// (``RowSource/rowIsOfItsEntity(_:entity:)``): that it exists and is of the entity its ID names (a row's to-one then equals the ID
     /// exactly when it holds the object's reference); an object whose row is of another entity,
     /// an object of another store and a temporary ID match no row. `nil`, leaving the
     /// comparison to row-by-row evaluation, when a constant is not an object or an object's
@@ -280,7 +265,7 @@ extension StrataStore {
         var references = Set<Int64>(minimumCapacity: ids.count)
         for id in ids {
             guard let object = try? storedObject(id, layout: layout) else { continue }
-            guard let found = try rowIsOfItsEntity(object, entity: id.entity, source: source, layout: layout, in: snapshot) else { return nil }
+            guard let found = try source.rowIsOfItsEntity(object, entity: id.entity) else { return nil }
             if found { references.insert(object.reference) }
         }
         return SemiJoin(.destinations(relationship, references: references, owners: nil))

@@ -105,7 +105,6 @@ public struct KeyIndex: Sendable {
                 return node._withUnsafeGuaranteedRef { $0.entry(of: key) } != nil
             }
         }
-
     }
 
     /// Groups of probe scopes tested together, one suffix at a time: a suffix passes when, in
