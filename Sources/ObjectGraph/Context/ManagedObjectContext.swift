@@ -517,6 +517,48 @@ public final class ManagedObjectContext: @unchecked Sendable {
         return try requireCoordinator().newValue(forRelationship: relationship, forObjectWith: id, in: self)
     }
 
+    /// A to-many relationship's destinations with the rows their store read along
+    /// (``MemberRowsSource``), each row kept as a fetch's is (with the save generation before the
+    /// read and the read time); `nil` for a child context, or when the store does not read them so.
+    func fulfillToManyWithRows(
+        _ relationship: RelationshipDescription, of id: ManagedObjectID
+    ) throws -> (ids: [ManagedObjectID], rows: [ObjectSnapshot?])? {
+        guard !isChild, let coordinator else { return nil }
+        let generation = coordinator.saveGeneration.load(ordering: .acquiring)
+        guard let found = try coordinator.destinationsWithRows(of: relationship, forObjectWith: id), found.rows.count == found.ids.count else {
+            return nil
+        }
+        let loadedAt = readTime
+        var rows: [ObjectSnapshot?] = []
+        rows.reserveCapacity(found.rows.count)
+        for node in found.rows {
+            rows.append(node.map { ObjectSnapshot(node: $0, entity: $0.objectID.entity, generation: generation, loadedAt: loadedAt) })
+        }
+        return (found.ids, rows)
+    }
+
+    /// The objects of `ids` (`rows` has one entry per ID), in order and registered with their
+    /// stores in one call: a registered object as it is (a fault among them that holds no row
+    /// gets its row), a new fault with its row.
+    func objects(for ids: [ManagedObjectID], rows: [ObjectSnapshot?]) -> [ManagedObject] {
+        checkQueue("objects(forKey:)")
+        return withRegistrationBatch {
+            var objects: [ManagedObject] = []
+            objects.reserveCapacity(ids.count)
+            for index in ids.indices {
+                let id = ids[index]
+                let probe = registry.probe(id)
+                if let slot = probe.found, let registered = registry.registration(at: slot)?.object {
+                    if registered.isFault, registered.faultRow == nil, let row = rows[index] { registered.faultRow = row }
+                    objects.append(registered)
+                } else {
+                    objects.append(makeFault(for: id, row: rows[index], probe: probe))
+                }
+            }
+            return objects
+        }
+    }
+
     /// Records one property change in the event, for the undo manager; objects call it only
     /// while ``recordsPropertyChanges`` is on, so the change is never built otherwise.
     func recordChange(of object: ManagedObject, _ property: PropertyDescription, _ kind: PropertyChange.Kind) {

@@ -163,6 +163,15 @@ extension PersistentStoreCoordinator {
         try incrementalStore(for: id).newValue(forRelationship: relationship, forObjectWith: id, with: context)
     }
 
+    /// A to-many relationship's destinations with the rows their store read with them
+    /// (``MemberRowsSource``), or `nil` when the store does not read them that way.
+    func destinationsWithRows(
+        of relationship: RelationshipDescription, forObjectWith id: ManagedObjectID
+    ) throws -> (ids: [ManagedObjectID], rows: [IncrementalStoreNode?])? {
+        guard let source = try incrementalStore(for: id) as? MemberRowsSource else { return nil }
+        return try source.destinationsWithRows(of: relationship, for: id)
+    }
+
     /// A context started using rows: tell each store once (stores keep the register counts
     /// of the contract; the coordinator keeps none).
     func contextDidRegister(_ ids: [ManagedObjectID]) {

@@ -115,6 +115,10 @@ extension ManagedObject: FetchEvaluable {
     /// The destinations of a to-many relationship, in order for ordered relationships.
     public func objects(forKey key: String) throws -> [ManagedObject] {
         let relationship = try relationship(named: key, toMany: true)
+        if let context = managedObjectContext, let members = try membersWithRows(of: relationship, in: context) {
+            // Fired now, with the destinations' rows read along: faults holding their rows.
+            return context.objects(for: members.ids, rows: members.rows)
+        }
         let ids = try currentValue(for: relationship).relationshipValue?.objectIDs ?? []
         guard let context = managedObjectContext, ids.count > 1 else { return try ids.map(resolve) }
         // The destinations' rows are registered with their store in one call, not one each.

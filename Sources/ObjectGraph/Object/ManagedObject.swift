@@ -412,6 +412,23 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return .relationship(value)
     }
 
+    /// The committed destinations of the to-many `relationship`, fired now with the rows their
+    /// store reads along (``MemberRowsSource``), when they are the relationship's current value
+    /// and nothing holds them yet: the object is not new, has no change of them (nor member
+    /// changes recorded without loading), and has not loaded them. `nil` otherwise, and when
+    /// the store does not read rows this way: ``currentValue(for:)`` answers then.
+    func membersWithRows(
+        of relationship: RelationshipDescription, in context: ManagedObjectContext
+    ) throws -> (ids: [ManagedObjectID], rows: [ObjectSnapshot?])? {
+        guard !relationship.isTransient, !pending.hasUnloadedMembers, !pending.contains(relationship.ordinal), !isNew else { return nil }
+        try fulfillFault()
+        guard isLoaded, committed?.isLoaded(relationship.ordinal) == false,
+            let members = try context.fulfillToManyWithRows(relationship, of: objectID)
+        else { return nil }
+        committed?.set(.relationship(.toMany(members.ids)), at: relationship.ordinal)
+        return members
+    }
+
     /// The current value of an attribute: ``currentValue(for:)``'s attribute, read straight
     /// from the committed values (firing a fault first) when the attribute is stored and
     /// unchanged, as most reads are.

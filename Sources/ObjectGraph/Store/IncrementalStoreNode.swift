@@ -156,3 +156,21 @@ package protocol LazyNodeValues: AnyObject {
     /// Whether the row holds the property at `ordinal`, without decoding it.
     func holds(ordinal: Int) -> Bool
 }
+
+/// A store that reads the rows of a to-many relationship's destinations when the relationship
+/// is fired to make its objects, as Core Data's SQLite store fetches the destination rows of a
+/// to-many fault into its row cache: the destinations come back as faults holding their rows,
+/// so firing each reads nothing.
+package protocol MemberRowsSource: AnyObject {
+    /// The stored destinations of the to-many `relationship` of `objectID` (what
+    /// ``IncrementalStore/newValue(forRelationship:forObjectWith:with:)`` returns), with one entry
+    /// per destination, in the same order: its row, or `nil` for one the store did not read (that
+    /// fault reads its row when it fires, and reports any error then). `nil` when the store does
+    /// not answer this way for `relationship` (the context then asks
+    /// ``IncrementalStore/newValue(forRelationship:forObjectWith:with:)``).
+    ///
+    /// - Throws: what `newValue(forRelationship:forObjectWith:with:)` throws.
+    func destinationsWithRows(
+        of relationship: RelationshipDescription, for objectID: ManagedObjectID
+    ) throws -> (ids: [ManagedObjectID], rows: [IncrementalStoreNode?])?
+}

@@ -464,29 +464,37 @@ extension StrataStore {
 
     func storedDestinations(of relationship: RelationshipDescription, for objectID: ManagedObjectID) throws -> RelationshipValue {
         let layout = try storeLayout()
-        func id(_ target: StoredObject) -> ManagedObjectID? {
-            layout.entity(number: target.entity).map { objectIDMaker.id(for: $0, reference: target.reference) }
+        let engine = try openEngine()
+        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+        let targets = try storedTargets(of: relationship, for: objectID, layout: layout, in: snapshot)
+        guard relationship.isToMany else {
+            return .toOne(targets.first.flatMap { target in layout.entity(number: target.entity).map { objectIDMaker.id(for: $0, reference: target.reference) } })
         }
-        /// The IDs of `targets` (those of entities in the model), in one array made to size,
-        /// each entity's home found once per run of its members.
-        func ids(_ targets: [StoredObject]) -> [ManagedObjectID] {
-            var ids: [ManagedObjectID] = []
-            ids.reserveCapacity(targets.count)
-            var maker: (entity: UInt16, ids: EntityIDMaker)? = nil
-            for target in targets {
-                if maker?.entity != target.entity {
-                    guard let entity = layout.entity(number: target.entity) else { continue }
-                    maker = (target.entity, objectIDMaker.maker(for: entity))
-                }
-                if let id = maker?.ids.id(reference: target.reference) { ids.append(id) }
+        // The IDs of the targets (those of entities in the model), in one array made to size,
+        // each entity's home found once per run of its members.
+        var ids: [ManagedObjectID] = []
+        ids.reserveCapacity(targets.count)
+        var maker: (entity: UInt16, ids: EntityIDMaker)? = nil
+        for target in targets {
+            if maker?.entity != target.entity {
+                guard let entity = layout.entity(number: target.entity) else { continue }
+                maker = (target.entity, objectIDMaker.maker(for: entity))
             }
-            return ids
+            if let id = maker?.ids.id(reference: target.reference) { ids.append(id) }
         }
+        return .toMany(ids)
+    }
+
+    /// The stored destinations of `relationship` of `objectID` in `snapshot`, in order (at most
+    /// one for a to-one); a target of an entity the model no longer has is among them.
+    ///
+    /// - Throws: `objectNotFound` when `objectID` has no row.
+    func storedTargets(
+        of relationship: RelationshipDescription, for objectID: ManagedObjectID, layout: StoreLayout, in snapshot: Snapshot
+    ) throws -> [StoredObject] {
         if RelationshipKeys.isKeyed(relationship) {
             // [REL-3] One prefix scan of the owner's keys; the owner's row is read only to
             // tell a missing object from one without members.
-            let engine = try openEngine()
-            let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
             let reference = try integerReference(objectID)
             var members = RelationshipKeys.members(ownerPrefix(relationship, owner: objectID.entity, reference: reference), in: snapshot)
             if layout.keysPending(relationship, in: snapshot) {
@@ -499,24 +507,50 @@ extension StrataStore {
                     throw ObjectGraphError(.objectNotFound, "\(objectID) is not in the store.", entityName: objectID.entityName, objectID: objectID)
                 }
             }
-            return .toMany(ids(members))
+            return members
         }
-        let engine = try openEngine()
-        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
         if layout.keysPending(relationship, in: snapshot),
             let list = try layout.pendingList(of: relationship, owner: objectID.entity, reference: integerReference(objectID), in: snapshot)
         {
             // [MIG-5] A row of an older layout whose list is still its keys (the row and the
             // keys read from one snapshot).
-            return .toMany(ids(list))
+            return list
         }
         let row = try storedRow(objectID, layout: layout, in: snapshot)
-        guard let field = row.field(ofOrdinal: relationship.ordinal) else { return relationship.isToMany ? .toMany([]) : .toOne(nil) }
+        guard let field = row.field(ofOrdinal: relationship.ordinal) else { return [] }
         switch try row.value(field) {
-        case .objects(let targets): return .toMany(ids(targets))
-        case .object(let target): return relationship.isToMany ? .toMany(id(target).map { [$0] } ?? []) : .toOne(id(target))
-        default: return relationship.isToMany ? .toMany([]) : .toOne(nil)
+        case .objects(let targets): return targets
+        case .object(let target): return [target]
+        default: return []
         }
+    }
+
+    /// [REL-5] A to-many's destinations with their rows, read from one snapshot in the order
+    /// of their keys (each index leaf and block met once): the faults made for them fire
+    /// without a read, as the faults of a fetch do. A row that is missing, retired, of another
+    /// entity than its key says, or does not read is left out (`nil`): its fault reads it, and
+    /// reports what is wrong, when it fires. Only StrataStore itself answers: a subclass may
+    /// answer relationship faults its own way.
+    package func destinationsWithRows(
+        of relationship: RelationshipDescription, for objectID: ManagedObjectID
+    ) throws -> (ids: [ManagedObjectID], rows: [IncrementalStoreNode?])? {
+        guard relationship.isToMany, Swift.type(of: self) == StrataStore.self else { return nil }
+        let layout = try storeLayout()
+        let engine = try openEngine()
+        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+        let targets = try storedTargets(of: relationship, for: objectID, layout: layout, in: snapshot)
+        let source = RowSource(snapshot: snapshot, store: self, layout: layout)
+        var ids: [ManagedObjectID] = []
+        var rows: [IncrementalStoreNode?] = []
+        ids.reserveCapacity(targets.count)
+        rows.reserveCapacity(targets.count)
+        for target in targets {
+            guard let entity = layout.entity(number: target.entity) else { continue }
+            let id = source.id(for: entity, reference: target.reference)
+            ids.append(id)
+            rows.append(source.node(ofMember: entity, reference: target.reference, id: id))
+        }
+        return (ids, rows)
     }
 
     /// The row of `objectID`, read from `snapshot` (the store's newest when `nil`).
@@ -542,3 +576,6 @@ extension StrataStore {
     }
 }
 
+
+/// [REL-5] Firing a to-many to make its objects reads the destinations' rows along.
+extension StrataStore: MemberRowsSource {}

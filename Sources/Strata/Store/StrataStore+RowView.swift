@@ -31,6 +31,16 @@ extension StrataStore {
             store.node(from: view.row, objectID: id(for: view.entity, reference: view.reference), layout: layout, ids: ids)
         }
 
+        /// The node of the row of `reference` in the hierarchy of `entity`, whose ID is `id`,
+        /// read once; `nil` when the row is missing, retired, of another entity, or does not read.
+        func node(ofMember entity: EntityDescription, reference: Int64, id: ManagedObjectID) -> IncrementalStoreNode? {
+            let hierarchy = self.hierarchy(of: entity)
+            guard let row = try? readOnce(prefix: hierarchy.prefix, root: hierarchy.root, reference: reference),
+                layout.entity(number: row.entityNumber) === entity
+            else { return nil }
+            return store.node(from: row, objectID: id, layout: layout, ids: ids)
+        }
+
         /// The ID of the row `reference` of `entity`.
         func id(for entity: EntityDescription, reference: Int64) -> ManagedObjectID {
             // Read in place: binding the maker would copy it (two retains and two releases per ID).
