@@ -51,6 +51,8 @@ extension StrataStore {
         }
         let layout = try storeLayout()
         let source = RowSource(snapshot: snapshot, store: self, layout: layout)
+        // Row views do not retain their source: it lives until the fetch returns.
+        defer { withExtendedLifetime(source) {} }
         // The entities the fetch matches (`names`: the fetched entity and, when included, its
         // subentities), by entity number: no name is compared per row.
         let fetched = request.entity.map { !request.includesSubentities || $0.subentities.isEmpty ? [$0] : $0.selfAndAllSubentities } ?? []

@@ -346,11 +346,16 @@ extension StrataStore {
     /// A stored row seen through ``FetchEvaluable``, following relationships to other rows of
     /// the same snapshot: predicates and sorts are evaluated without making objects, and only
     /// the fields they name are decoded.
+    ///
+    /// Valid while its fetch runs: the entity (its store layout's) and the row source (the
+    /// fetch's) are not retained, so copying a view, as sorts and pages do, counts one
+    /// reference (the row's), not three. A view never outlives the fetch that made it: its
+    /// results leave as nodes (``node()``), which hold the row and an ID.
     struct RowView: OrdinalFetchEvaluable, StoredRowAccess {
         let reference: Int64
         let row: RowBytes
-        let entity: EntityDescription
-        let source: RowSource
+        unowned(unsafe) let entity: EntityDescription
+        unowned(unsafe) let source: RowSource
 
         var objectID: ManagedObjectID { source.id(for: entity, reference: reference) }
 
