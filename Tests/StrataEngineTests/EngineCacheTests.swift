@@ -33,6 +33,27 @@ import Testing
         #expect(engine.cacheStats().pinnedEntries == 0)
     }
 
+    // A reader's read that does not cache: a segment value is read in place and left out of
+    // the row cache; a value the cache holds comes from it; the other reads still cache.
+    @Test func aReadThatDoesNotCacheLeavesTheRowCacheAsItWas() throws {
+        let engine = try Self.engine(budget: 1 << 20)
+        for i in 0..<50 { try engine.put(testKey(i), [UInt8(i), 7, UInt8(i)]) }
+        try engine.flush()
+        _ = try engine.get(testKey(3))  // cached by an ordinary read
+        #expect(engine.rowCache.contains(testKey(3)))
+        var reader = Snapshot.Reader(try engine.snapshot())
+        for i in 0..<50 {
+            var read: [UInt8]? = nil
+            #expect(try reader.withValue(testKey(i), caching: false) { read = Array($0) })
+            #expect(read == [UInt8(i), 7, UInt8(i)], "key \(i)")
+            #expect(engine.rowCache.contains(testKey(i)) == (i == 3), "key \(i) cached by a read that does not cache")
+        }
+        #expect(try !reader.withValue(testKey(99), caching: false) { _ in Issue.record("a missing key read") })
+        var cached: [UInt8]? = nil
+        #expect(try reader.withValue(testKey(5), caching: true) { cached = Array($0) })
+        #expect(cached == [5, 7, 5] && engine.rowCache.contains(testKey(5)))
+    }
+
     @Test func anUnbalancedUnpinIsReportedAndChangesNothing() throws {
         let engine = try Self.engine(budget: 1 << 20)
         engine.pin([[1]])

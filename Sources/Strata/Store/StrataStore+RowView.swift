@@ -215,13 +215,14 @@ extension StrataStore {
         /// The row at `key`, the row key of `reference` in the hierarchy rooted at `root`.
         private func read(key: [UInt8], root: String, reference: Int64, forNode: Bool = true) throws -> RowBytes? {
             // Checked where the engine holds the bytes, copied once into the row's storage
-            // (with what a node needs, unless the row is only looked at).
+            // (with what a node needs, unless the row is only looked at). A row read for a node
+            // is not put in the engine's row cache: the node's object holds it.
             let values: RowStorage.Values? = forNode ? self.values : nil
             let layout = self.layout
             var row: RowBytes? = nil
             var failure: (any Error)? = nil
             _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
-                try reader.withValue(key) { raw in
+                try reader.withValue(key, caching: !forNode) { raw in
                     // [MIG-4] A retired row (of a removed entity) is no object.
                     if layout.isRetiredRow(raw) { return }
                     do {

@@ -192,12 +192,33 @@ extension Snapshot {
         /// cache, as `get` does). Not generic, so a call costs no metadata lookup across the
         /// module boundary: `body` keeps what it needs.
         public mutating func withValue(_ key: [UInt8], _ body: (UnsafeRawBufferPointer) -> Void) throws(StoreError) -> Bool {
+            try withValue(key, caching: true, body)
+        }
+
+        /// ``withValue(_:_:)``, and with `caching` false a value read from a segment is read
+        /// in place from its block and not put in the row cache (a cached one is still read
+        /// from the cache): for a caller that keeps its own copy of the value for as long as
+        /// it matters (a store's row read into the node of an object, which holds it), so
+        /// that the read copies it once, not into the cache and then again.
+        public mutating func withValue(
+            _ key: [UInt8], caching: Bool, _ body: (UnsafeRawBufferPointer) -> Void
+        ) throws(StoreError) -> Bool {
             guard let entry = key.withUnsafeBytes({ snapshot.index.lookup($0, finger: &finger) }) else { return false }
             if try memo.isWAL(entry.location.fileNumber, in: snapshot.files) {
                 // [WAL-5] In memory already, and never cached: read in place.
                 snapshot.cache?.countWALRead()
                 try key.withBytes { (raw) throws(StoreError) in
                     try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { body($0) }
+                }
+                return true
+            }
+            guard caching else {
+                if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
+                    cached.withUnsafeBytes(body)
+                } else {
+                    try key.withBytes { (raw) throws(StoreError) in
+                        try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { body($0) }
+                    }
                 }
                 return true
             }
