@@ -409,6 +409,9 @@ struct KeyIndexTests {
                     var counter = index.cursor(from: lower, to: upper)
                     #expect(counter.count(limit: stopAfter) == min(stopAfter, expected.count), "count from \(lower) to \(String(describing: upper)), limit \(stopAfter)")
                     #expect(counter.next() == nil, "a count exhausts the cursor")
+                    #expect(
+                        index.countKeys(from: lower, to: upper, limit: stopAfter) == min(stopAfter, expected.count),
+                        "countKeys from \(lower) to \(String(describing: upper)), limit \(stopAfter)")
                 }
                 var counter = index.cursor(from: lower, to: upper)
                 #expect(counter.count() == expected.count)
@@ -425,6 +428,17 @@ struct KeyIndexTests {
                     #expect(index.countKeys(from: lower, to: upper) == expected, "countKeys from \(lower) to \(upper)")
                     #expect(index.countKeys(from: lower, to: upper, limit: 2) == min(2, expected))
                 }
+            }
+        }
+        // After removals (leaves emptied, merged and rebalanced), every range still counts as
+        // the cursor walks it.
+        for key in ordered where Bool.random(using: &rng) { _ = index.remove(key) }
+        try index.checkInvariants()
+        for lower in probes {
+            for upper in [nil] + probes.map(Optional.some) {
+                let expected = drain(index.cursor(from: lower, to: upper)).count
+                #expect(index.countKeys(from: lower, to: upper) == expected, "after removals: countKeys from \(lower) to \(String(describing: upper))")
+                #expect(index.countKeys(from: lower, to: upper, limit: expected / 2 + 1) == min(expected, expected / 2 + 1))
             }
         }
     }

@@ -165,7 +165,8 @@ extension KeyIndex {
 
     /// The number of keys in `[lowerBound, upperBound)`, at most `limit`. A range that ends
     /// in the leaf where it starts (one owner's members, most counts) is counted there with two
-    /// searches and no cursor; any other is walked by a cursor.
+    /// searches and no cursor; any other by descending the tree once: the two leaves at its
+    /// ends are searched, the leaves between them only contribute their key counts.
     public func countKeys(from lowerBound: [UInt8], to upperBound: [UInt8]?, limit: Int = .max) -> Int {
         if let upperBound {
             let inLeaf: Int? = lowerBound.withUnsafeBytes { lower in
@@ -183,8 +184,52 @@ extension KeyIndex {
             }
             if let inLeaf { return Swift.min(inLeaf, limit) }
         }
-        var cursor = cursor(from: lowerBound, to: upperBound)
-        return cursor.count(limit: limit)
+        guard limit > 0 else { return 0 }
+        let counted = lowerBound.withUnsafeBytes { lower in
+            if let upperBound {
+                return upperBound.withUnsafeBytes { Self.countKeys(in: root, lower: lower, upper: $0, limit: limit) }
+            }
+            return Self.countKeys(in: root, lower: lower, upper: nil, limit: limit)
+        }
+        return Swift.min(counted, limit)
+    }
+
+    /// The keys of `node`'s subtree at or above `lower` (when given) and below `upper` (when
+    /// given); the count may stop anywhere at or past `limit` (above 0). A child whose keys
+    /// all lie inside the range is counted without a key comparison.
+    private static func countKeys(in node: Node, lower: UnsafeRawBufferPointer?, upper: UnsafeRawBufferPointer?, limit: Int) -> Int {
+        if node.isLeaf {
+            let start = lower.map { node.keys.lowerBound($0).index } ?? 0
+            let end = upper.map { node.keys.lowerBound($0).index } ?? node.entries.count
+            return Swift.max(0, end - start)
+        }
+        // Child `i` holds the keys from separator `i - 1` (included) to separator `i` (excluded),
+        // as a cursor descends: the first child of the range is the one holding `lower`, the
+        // last the one holding the keys just below `upper`.
+        let first = lower.map { node.keys.upperBound($0) } ?? 0
+        let last = upper.map { node.keys.upperBound($0) } ?? node.children.count - 1
+        guard first < last else {
+            return first == last ? countKeys(in: node.children[first], lower: lower, upper: upper, limit: limit) : 0
+        }
+        var total = countKeys(in: node.children[first], lower: lower, upper: nil, limit: limit)
+        var child = first + 1
+        while child < last, total < limit {
+            total += countAllKeys(in: node.children[child], limit: limit - total)
+            child += 1
+        }
+        if total < limit { total += countKeys(in: node.children[last], lower: nil, upper: upper, limit: limit - total) }
+        return total
+    }
+
+    /// Every key of `node`'s subtree, stopping anywhere at or past `limit`.
+    private static func countAllKeys(in node: Node, limit: Int) -> Int {
+        if node.isLeaf { return node.entries.count }
+        var total = 0
+        for child in node.children {
+            total += countAllKeys(in: child, limit: limit - total)
+            if total >= limit { break }
+        }
+        return total
     }
 
     /// Calls `body` with each key that starts with `prefix` and its entry, in key order,
