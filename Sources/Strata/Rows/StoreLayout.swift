@@ -44,6 +44,11 @@ final class StoreLayout: Sendable {
     private let rootsByKeySpace: [String: String]
     /// Per key space, the relationships whose keys are under another name, by that name.
     private let relationshipsByKeyName: [String: [String: String]]
+    /// The key prefix ([REL-1]) of each relationship of `model`'s entities, by the
+    /// relationship's identity (``relationshipPrefix(_:owner:)``): asked per owner a
+    /// traversal fires and per semi-join, so made once (the relationships stay alive with
+    /// `model`, so no identity is reused).
+    private let relationshipPrefixes: [ObjectIdentifier: [UInt8]]
 
     /// The layouts of `model` alone, its entities numbered in name order (a new store's, or
     /// one whose model record is of format 1).
@@ -99,6 +104,15 @@ final class StoreLayout: Sendable {
             let space = keySpace(owner.rootEntityName)
             return RelationshipKeys.relationshipPrefix(root: space, relationship: record.keyName(keySpace: space, relationship: relationship.name))
         }
+        var relationshipPrefixes: [ObjectIdentifier: [UInt8]] = [:]
+        for entity in model.entities {
+            for relationship in entity.relationships {
+                let space = keySpace((relationship.entity ?? entity).rootEntityName)
+                relationshipPrefixes[ObjectIdentifier(relationship)] = RelationshipKeys.relationshipPrefix(
+                    root: space, relationship: record.keyName(keySpace: space, relationship: relationship.name))
+            }
+        }
+        self.relationshipPrefixes = relationshipPrefixes
         var currentLayoutIDs: [String: UInt32] = [:]
         var layouts = [RowLayout?](repeating: nil, count: count)
         var entities = [EntityDescription?](repeating: nil, count: count)
@@ -277,6 +291,7 @@ final class StoreLayout: Sendable {
     /// (or of its superentity): in the hierarchy's key space, under the relationship's key
     /// name ([ROW-5]).
     func relationshipPrefix(_ relationship: RelationshipDescription, owner: EntityDescription) -> [UInt8] {
+        if relationship.entity != nil, let prefix = relationshipPrefixes[ObjectIdentifier(relationship)] { return prefix }
         let space = keySpace(of: relationship.entity ?? owner)
         return RelationshipKeys.relationshipPrefix(root: space, relationship: record.keyName(keySpace: space, relationship: relationship.name))
     }
