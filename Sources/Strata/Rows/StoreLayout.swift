@@ -107,9 +107,7 @@ final class StoreLayout: Sendable {
         var relationshipPrefixes: [ObjectIdentifier: [UInt8]] = [:]
         for entity in model.entities {
             for relationship in entity.relationships {
-                let space = keySpace((relationship.entity ?? entity).rootEntityName)
-                relationshipPrefixes[ObjectIdentifier(relationship)] = RelationshipKeys.relationshipPrefix(
-                    root: space, relationship: record.keyName(keySpace: space, relationship: relationship.name))
+                relationshipPrefixes[ObjectIdentifier(relationship)] = keyPrefix(relationship, relationship.entity ?? entity)
             }
         }
         self.relationshipPrefixes = relationshipPrefixes

@@ -205,25 +205,19 @@ extension Snapshot {
         ) throws(StoreError) -> Bool {
             guard let entry = key.withUnsafeBytes({ snapshot.index.lookup($0, finger: &finger) }) else { return false }
             if try memo.isWAL(entry.location.fileNumber, in: snapshot.files) {
-                // [WAL-5] In memory already, and never cached: read in place.
+                // [WAL-5] In memory already, and never cached: read in place below.
                 snapshot.cache?.countWALRead()
-                try key.withBytes { (raw) throws(StoreError) in
-                    try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { body($0) }
-                }
+            } else if caching {
+                // From the row cache (its array, not a copy), or read and cached.
+                try value(of: key, entry: entry, inWAL: false).withUnsafeBytes(body)
+                return true
+            } else if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
+                cached.withUnsafeBytes(body)
                 return true
             }
-            guard caching else {
-                if let cached = snapshot.cache?.lookup(key, sequence: entry.sequence) {
-                    cached.withUnsafeBytes(body)
-                } else {
-                    try key.withBytes { (raw) throws(StoreError) in
-                        try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { body($0) }
-                    }
-                }
-                return true
+            try key.withBytes { (raw) throws(StoreError) in
+                try snapshot.withValue(key: raw, entry: entry, blockMemo: &memo) { body($0) }
             }
-            // From the row cache (its array, not a copy), or read and cached.
-            try value(of: key, entry: entry, inWAL: false).withUnsafeBytes(body)
             return true
         }
 
