@@ -225,6 +225,17 @@ final class SQLiteMusic {
         case .tracksWithoutAlbumCount: return "SELECT COUNT(*) FROM track WHERE album_id IS NULL"
         case .invoicesOfRep:
             return "SELECT printf('%.2f', i.total) FROM invoice i JOIN customer c ON c.id = i.customer_id WHERE c.support_rep_id = 4"
+        case .containsLove: return "SELECT name FROM track WHERE name LIKE '%love%'"
+        case .beginsWithA: return "SELECT name FROM track WHERE name LIKE 'a%'"
+        case .countContainsLove: return "SELECT COUNT(*) FROM track WHERE name LIKE '%love%'"
+        case .tracksFirstBatch: return "SELECT name FROM track ORDER BY name LIMIT 20"
+        case .artistAlbumTitles:
+            return "SELECT al.title FROM album al JOIN artist ar ON ar.id = al.artist_id WHERE ar.name = '\(Query.artist)'"
+        case .rockLongTracks:
+            return "SELECT t.name FROM track t JOIN genre g ON g.id = t.genre_id WHERE g.name = 'Rock' AND t.milliseconds > 300000"
+        case .albumsLoaded: return "SELECT title FROM album ORDER BY title"
+        case .usaInvoicesByDate:
+            return "SELECT printf('%.2f', total) FROM invoice WHERE billing_country = 'USA' AND total > 5 ORDER BY invoice_date"
         case .reportsTo:
             return """
                 SELECT e.first_name || ' ' || e.last_name FROM employee e JOIN employee m ON m.id = e.reports_to

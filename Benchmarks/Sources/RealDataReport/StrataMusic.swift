@@ -380,6 +380,39 @@ final class StrataMusic {
             var request = FetchRequest(entityName: "Invoice")
             request.predicate = try FetchPredicate(format: "customer.supportRep == %@", employeeID)
             return try context.fetch(request).map { cents(try $0.value(forKey: "total").doubleValue) }.sorted()
+        case .containsLove:
+            return try strings(context, "Track", "name", "name CONTAINS[cd] %@", "love").sorted()
+        case .beginsWithA:
+            return try strings(context, "Track", "name", "name BEGINSWITH[c] %@", "a").sorted()
+        case .countContainsLove:
+            var request = FetchRequest(entityName: "Track")
+            request.predicate = try FetchPredicate(format: "name CONTAINS[c] %@", "love")
+            return [String(try context.count(for: request))]
+        case .tracksFirstBatch:
+            // A table of tracks by name: the fetch materialises the first batch, the screen
+            // shows it.
+            var request = FetchRequest(entityName: "Track")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "name")]
+            request.fetchBatchSize = 20
+            return try context.fetch(request).prefix(20).map { try string($0.value(forKey: "name")) }
+        case .artistAlbumTitles:
+            var request = FetchRequest(entityName: "Artist")
+            request.predicate = try FetchPredicate(format: "name == %@", Query.artist)
+            return try context.fetch(request).flatMap { artist in
+                try artist.objects(forKey: "albums").map { try string($0.value(forKey: "title")) }
+            }.sorted()
+        case .rockLongTracks:
+            return try strings(context, "Track", "name", "genre.name == %@ AND milliseconds > %@", "Rock", 300_000).sorted()
+        case .albumsLoaded:
+            var request = FetchRequest(entityName: "Album")
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "title")]
+            request.returnsObjectsAsFaults = false
+            return try context.fetch(request).map { try string($0.value(forKey: "title")) }
+        case .usaInvoicesByDate:
+            var request = FetchRequest(entityName: "Invoice")
+            request.predicate = try FetchPredicate(format: "billingCountry == %@ AND total > %@", "USA", 5.0)
+            request.sortDescriptors = [FetchSortDescriptor(keyPath: "invoiceDate")]
+            return try context.fetch(request).map { cents(try $0.value(forKey: "total").doubleValue) }.sorted()
         case .reportsTo:
             var request = FetchRequest(entityName: "Employee")
             request.predicate = try FetchPredicate(format: "reportsTo.lastName == %@", "Edwards")

@@ -21,6 +21,8 @@ enum Query: String, CaseIterable {
     case tracksWithAlbumsPrefetched, distinctComposers, totalOfInvoices, firstTrackNamed, tracksByAlbumTitle, recentInvoices
     case albumsSubquery, customersInvoiceSum, invoicesOfRep
     case tracksNotOfGenre, tracksWithoutAlbumCount
+    case containsLove, beginsWithA, countContainsLove, tracksFirstBatch, artistAlbumTitles, rockLongTracks
+    case albumsLoaded, usaInvoicesByDate
 
     /// An artist that exists and has albums.
     static let artist = "Black Sabbath"
@@ -90,6 +92,14 @@ enum Query: String, CaseIterable {
         case .invoicesOfRep: return "Invoice customer.supportRep == <employee 3>"
         case .tracksNotOfGenre: return "count Track genre != <genre \(Self.genre)>"
         case .tracksWithoutAlbumCount: return "count Track album == nil"
+        case .containsLove: return "Track name CONTAINS[cd] 'love'"
+        case .beginsWithA: return "Track name BEGINSWITH[c] 'a'"
+        case .countContainsLove: return "count Track name CONTAINS[c] 'love'"
+        case .tracksFirstBatch: return "Track by name, batch size 20, first batch read"
+        case .artistAlbumTitles: return "Artist '\(Self.artist)', its albums fired, titles read"
+        case .rockLongTracks: return "Track genre.name == 'Rock' AND milliseconds > 300000"
+        case .albumsLoaded: return "Album by title, not faults"
+        case .usaInvoicesByDate: return "Invoice billingCountry == 'USA' AND total > 5 by invoiceDate"
         }
     }
 
@@ -97,7 +107,8 @@ enum Query: String, CaseIterable {
     var ordered: Bool {
         switch self {
         case .sortByGenreLimit, .artistsByAlbumCount, .customersOfCountry, .priceSortedLimit, .invoicesInYear,
-            .albumTracksByName, .tracksPageByName, .genresByName, .tracksByAlbumTitle, .recentInvoices:
+            .albumTracksByName, .tracksPageByName, .genresByName, .tracksByAlbumTitle, .recentInvoices, .tracksFirstBatch,
+            .albumsLoaded:
             return true
         default: return false
         }
