@@ -104,4 +104,57 @@ import Testing
         #expect(try fault.value(forKey: "name") == .string("i2"), "the fault without a row got the one read along")
         #expect(try loaded.value(forKey: "name") == .string("changed"))
     }
+
+    // MARK: Rows by ID (prefetching, later batches)
+
+    @Test func rowsOfIDsComeInTheIDsOrderWithNilForWhatTheStoreDoesNotHold() throws {
+        let (store, model, coordinator, ownerID) = try Self.saved()
+        let strata = try #require(coordinator.persistentStores.first as? StrataStore)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let items = try context.existingObject(with: ownerID).objects(forKey: "items")
+        // References allocated in order: i1 < i2 < i3. Asked for out of that order, with the
+        // owner (another entity) in the middle.
+        let byName = Dictionary(uniqueKeysWithValues: try items.map { (try $0.value(forKey: "name").stringValue ?? "?", $0.objectID) })
+        let asked = [try #require(byName["i3"]), ownerID, try #require(byName["i1"]), try #require(byName["i2"])]
+        let rows = try #require(try strata.rows(of: asked))
+        #expect(rows.count == 4)
+        #expect(zip(rows, asked).allSatisfy { $0?.objectID == $1 }, "each row is its ID's, in the order asked")
+        let names = try zip(rows, asked).map { row, id in
+            row?.value(for: try id.entity.property(named: "name"))?.attributeValue?.stringValue
+        }
+        #expect(names == ["i3", "o", "i1", "i2"])
+
+        // A deleted object, a temporary ID and another store's ID get no row; the rest do.
+        let other = TemporaryStore()
+        let otherCoordinator = try other.coordinator(model: model)
+        let foreign = try Self.populate(otherCoordinator)
+        let deleter = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        deleter.delete(try deleter.existingObject(with: asked[2]))
+        try deleter.save()
+        let temporary = try context.insertNewObject(forEntityName: "Item").objectID
+        let mixed = try #require(try strata.rows(of: [asked[0], asked[2], temporary, foreign, asked[3]]))
+        #expect(mixed.map { $0 != nil } == [true, false, false, false, true])
+        #expect(try strata.rows(of: []) == [])
+        withExtendedLifetime(store) {}
+        withExtendedLifetime(other) {}
+    }
+
+    @Test func aStoreSubclassIsNotAskedForRowsByID() throws {
+        PersistentStoreCoordinator.registerStoreClass(RacingStrataStore.self, type: RacingStrataStore.type)
+        let directory = TemporaryStore()
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try RelationshipKeyTests.model())
+        let store = try #require(try coordinator.addPersistentStore(type: RacingStrataStore.type, at: directory.url) as? RacingStrataStore)
+        let ownerID = try Self.populate(coordinator)
+        #expect(try store.rows(of: [ownerID]) == nil, "a subclass may load its faults its own way")
+        // Prefetching through it still loads the destinations (by a fetch).
+        var request = FetchRequest(entityName: "Item")
+        request.relationshipKeyPathsForPrefetching = ["owner"]
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let items = try context.fetch(request)
+        #expect(items.count == 3)
+        for item in items {
+            let owner = try #require(try item.object(forKey: "owner"))
+            #expect(!owner.isFault, "prefetched: loaded")
+        }
+    }
 }

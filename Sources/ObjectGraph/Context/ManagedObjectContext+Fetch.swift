@@ -36,7 +36,7 @@ extension ManagedObjectContext {
             let object = objects[index]
             guard object.isFault, !object.hasPendingValues else { continue }
             object.faultRow = nil
-            object.faultBatch = (batch, index)
+            object.faultBatch = batch
         }
     }
 
@@ -46,11 +46,17 @@ extension ManagedObjectContext {
     func loadBatch(_ batch: FaultBatch, around index: Int) {
         guard !isChild, let coordinator else { return }
         let generation = coordinator.saveGeneration.load(ordering: .acquiring)
+        var faults: [ManagedObject] = []
         for position in batch.range(around: index) where position != index {
-            guard let object = registry[batch.ids[position]]?.object, object.faultBatch?.batch === batch,
+            guard let object = registry[batch.ids[position]]?.object, object.faultBatch === batch,
                 object.isFault, object.faultRow == nil
             else { continue }
             object.faultBatch = nil
+            faults.append(object)
+        }
+        // Read by their store in one go where it can, else one by one.
+        if faults.isEmpty || giveRows(to: faults) { return }
+        for object in faults {
             guard let node = try? coordinator.newValues(forObjectWith: object.objectID, in: self) else { continue }
             object.faultRow = ObjectSnapshot(node: node, entity: object.entity, generation: generation, loadedAt: readTime)
         }
@@ -353,7 +359,7 @@ extension ManagedObjectContext {
     private func prefetch(_ key: String, of objects: [ManagedObject]) throws -> [ManagedObject] {
         var next: [ManagedObject] = []
         var seen = Set<ObjectIdentifier>(minimumCapacity: objects.count)
-        var faults: [(destination: EntityDescription, ids: [ManagedObjectID])] = []
+        var faults: [(destination: EntityDescription, objects: [ManagedObject])] = []
         // The relationship of the last entity met, looked up once per entity (a fetch's objects
         // are of one entity, or of a few in turn), not by name per object.
         var lastEntity: ObjectIdentifier? = nil
@@ -373,9 +379,9 @@ extension ManagedObjectContext {
                 next.append(object)
                 guard object.isFault, object.faultRow == nil else { return object }
                 if let index = faults.firstIndex(where: { $0.destination === destination }) {
-                    faults[index].ids.append(id)
+                    faults[index].objects.append(object)
                 } else {
-                    faults.append((destination, [id]))
+                    faults.append((destination, [object]))
                 }
                 return object
             }
@@ -401,7 +407,10 @@ extension ManagedObjectContext {
         if isChild {
             loadFromParent(next)
         } else {
-            for (destination, ids) in faults where ids.count > 1 { try prefetchRows(of: ids, entity: destination) }
+            for (destination, faulted) in faults where faulted.count > 1 {
+                // The rows read by their store in one go, else fetched.
+                if !giveRows(to: faulted) { try prefetchRows(of: faulted.map(\.objectID), entity: destination) }
+            }
         }
         for object in next { try object.fulfillFault() }
         // The rows stay with the context too: an object refreshed, or released with its
@@ -428,6 +437,23 @@ extension ManagedObjectContext {
             guard let node else { continue }
             object.faultRow = ObjectSnapshot(node: node, entity: object.entity, generation: generation, loadedAt: readTime)
         }
+    }
+
+    /// Gives the faults among `objects` the rows their store reads for them in one go
+    /// (``MemberRowsSource/rows(of:)``), each kept as a fetch's row is (with the save generation
+    /// before the read and the read time); `false` when the store does not read them so, or
+    /// cannot read now (the caller then fetches them, and any error is reported when a fault
+    /// fires).
+    private func giveRows(to objects: [ManagedObject]) -> Bool {
+        guard let coordinator else { return false }
+        let generation = coordinator.saveGeneration.load(ordering: .acquiring)
+        guard let rows = (try? coordinator.rows(of: objects.map(\.objectID))) ?? nil, rows.count == objects.count else { return false }
+        let loadedAt = readTime
+        for (object, node) in zip(objects, rows) {
+            guard let node, object.isFault, object.faultRow == nil else { continue }
+            object.faultRow = ObjectSnapshot(node: node, entity: object.entity, generation: generation, loadedAt: loadedAt)
+        }
+        return true
     }
 
     /// Loads the rows of the faults `ids` (objects of `entity` or its subentities) in one fetch:

@@ -172,6 +172,16 @@ extension PersistentStoreCoordinator {
         return try source.destinationsWithRows(of: relationship, for: id)
     }
 
+    /// The rows of `ids` as their store reads them in one go (``MemberRowsSource/rows(of:)``),
+    /// or `nil` when the IDs are not all of one store of this coordinator or the store does not
+    /// read them that way.
+    func rows(of ids: [ManagedObjectID]) throws -> [IncrementalStoreNode?]? {
+        guard let first = ids.first?.home.store else { return nil }
+        for id in ids.dropFirst() where id.home.store !== first { return nil }
+        guard let source = try incrementalStore(for: ids[0]) as? MemberRowsSource else { return nil }
+        return try source.rows(of: ids)
+    }
+
     /// A context started using rows: tell each store once (stores keep the register counts
     /// of the contract; the coordinator keeps none).
     func contextDidRegister(_ ids: [ManagedObjectID]) {

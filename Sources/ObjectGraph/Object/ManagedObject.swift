@@ -124,7 +124,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// The state most objects never have, kept apart from the object.
     private final class Extras {
-        var faultBatch: (batch: FaultBatch, index: Int)?
         var transientValues: [Int: AttributeValue] = [:]
         var transientChanged = false
         weak var assignedStore: PersistentStore?
@@ -139,12 +138,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return made
     }
 
-    /// A fault from a fetch with a batch size, past its first batch: its batch and position
-    /// there. Firing it loads the rows of its batch. `nil` otherwise.
-    var faultBatch: (batch: FaultBatch, index: Int)? {
-        get { extras?.faultBatch }
-        set { if newValue != nil || extras != nil { ensureExtras().faultBatch = newValue } }
-    }
+    /// A fault from a fetch with a batch size, past its first batch: its batch (its position
+    /// there is the batch's to find). Firing it loads the rows of its batch. `nil` otherwise.
+    ///
+    /// A field of its own rather than in ``Extras``: a batched fetch sets it on every result past
+    /// the first batch, and a side allocation per result cost more than the word (the object
+    /// stays in the same allocation size class with it).
+    @exclusivity(unchecked) var faultBatch: FaultBatch?
     /// The destinations a fetch prefetched through this object's relationships
     /// (``FetchRequest/relationshipKeyPathsForPrefetching``), held as Core Data's loaded
     /// relationships hold theirs: they live while this object does, until it turns into a
@@ -359,7 +359,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 .objectInvalidated, "\(entity.name) \(objectID) is not in a context, so its values cannot be loaded.",
                 entityName: entity.name, objectID: objectID)
         }
-        if let (batch, index) = faultBatch.take() {
+        if let batch = faultBatch.take(), let index = batch.index(of: objectID) {
             // The first of its batch to fire: the others' rows are read now, together.
             context.loadBatch(batch, around: index)
         }

@@ -173,4 +173,14 @@ package protocol MemberRowsSource: AnyObject {
     func destinationsWithRows(
         of relationship: RelationshipDescription, for objectID: ManagedObjectID
     ) throws -> (ids: [ManagedObjectID], rows: [IncrementalStoreNode?])?
+
+    /// The rows of the objects `ids` (permanent IDs of this store), read from one snapshot,
+    /// with one entry per ID in the same order: its row, or `nil` for one the store did not
+    /// read (missing, or a row that does not read: that fault reads its row when it fires, and
+    /// reports any error then). `nil` when the store does not answer this way (the context
+    /// then fetches the rows). What a fetch's prefetching reads for the destinations of a
+    /// to-one relationship, as Core Data's SQLite store reads them in one query.
+    ///
+    /// - Throws: the store's error when it cannot read at all (no engine, no snapshot).
+    func rows(of ids: [ManagedObjectID]) throws -> [IncrementalStoreNode?]?
 }

@@ -555,6 +555,34 @@ extension StrataStore {
         return (ids, rows)
     }
 
+    /// The rows of `ids` for a fetch's prefetching through a to-one relationship, read from one
+    /// snapshot in key order (each index leaf and WAL chunk or block met once, as a to-many's
+    /// members are, [REL-5]) and checked as a fetch's rows are. An ID that is not a permanent
+    /// ID of this store, or whose row is missing, retired, of another entity, or does not read,
+    /// gets `nil`: its fault reads its row, and reports what is wrong, when it fires. Only
+    /// StrataStore itself answers: a subclass may load faults its own way.
+    package func rows(of ids: [ManagedObjectID]) throws -> [IncrementalStoreNode?]? {
+        guard Swift.type(of: self) == StrataStore.self else { return nil }
+        let layout = try storeLayout()
+        let engine = try openEngine()
+        let snapshot = try mappingEngineErrors("take a snapshot") { () throws(StoreError) in try engine.snapshot() }
+        let source = RowSource(snapshot: snapshot, store: self, layout: layout)
+        let maker = objectIDMaker
+        var order: [(reference: Int64, index: Int)] = []
+        order.reserveCapacity(ids.count)
+        for index in ids.indices {
+            if let reference = ids[index].integerReference(madeLike: maker) { order.append((reference, index)) }
+        }
+        // A row key ends in its reference, so that rows sort by reference ([KEY-2]): within a
+        // hierarchy, this is the keys' order.
+        order.sort { $0.reference < $1.reference }
+        var rows = [IncrementalStoreNode?](repeating: nil, count: ids.count)
+        for (reference, index) in order {
+            rows[index] = source.node(ofMember: ids[index].entity, reference: reference, id: ids[index])
+        }
+        return rows
+    }
+
     /// The row of `objectID`, read from `snapshot` (the store's newest when `nil`).
     func storedRow(_ objectID: ManagedObjectID, layout: StoreLayout, in snapshot: Snapshot? = nil) throws -> RowBytes {
         let key = try rowKey(objectID, layout: layout)
