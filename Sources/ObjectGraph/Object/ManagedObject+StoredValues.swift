@@ -44,7 +44,7 @@ extension ManagedObject {
     ///
     /// - Throws: the store's error if a fault must be fulfilled and cannot be.
     public func storedValues(skippingUnloadedRelationships: Bool) throws -> [PropertyValue?] {
-        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
+        var values = [PropertyValue?](filling: nil, count: entity.properties.count)
         for property in entity.storedProperties {
             if skippingUnloadedRelationships, property.slotKind != .attribute, !pending.contains(property.ordinal), !isNew,
                 snapshot?.isLoaded(property.ordinal) != true
@@ -76,7 +76,7 @@ extension ManagedObject {
             if based { pending.forEachChange({ _, _ in }, unloaded: { based = based && memberChanges(atOrdinal: $0) != nil }) }
             if !based { loadUnloadedMembers() }
         }
-        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
+        var values = [PropertyValue?](filling: nil, count: entity.properties.count)
         pending.forEachChange({ ordinal, value in
             if !entity.properties[ordinal].isTransient { values[ordinal] = value }
         }, unloaded: { _ in })

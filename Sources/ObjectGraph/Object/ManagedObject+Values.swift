@@ -154,12 +154,29 @@ extension ManagedObject: FetchEvaluable {
         try checkWritable()
         for object in objects { try checkDestination(object, of: relationship) }
         let old = try currentValue(for: relationship).relationshipValue?.objectIDs ?? []
-        var seen = Set<ManagedObjectID>()
-        let new = objects.map(\.objectID).filter { seen.insert($0).inserted }
+        let new = Self.distinct(objects.map(\.objectID))
         try record(.relationship(.toMany(new)), for: relationship)
-        let newSet = Set(new), oldSet = Set(old)
-        for id in old where !newSet.contains(id) { try inverseRemove(id, relationship) }
-        for id in new where !oldSet.contains(id) { try inverseAdd(id, relationship) }
+        // A few IDs are searched, more are hashed: a set costs hundreds of instructions to
+        // make, more than searching a short list (the usual to-many set at insert).
+        let newSet = new.count > Self.searchedIDCount ? Set(new) : nil
+        let oldSet = old.count > Self.searchedIDCount ? Set(old) : nil
+        for id in old where !(newSet?.contains(id) ?? new.contains(id)) { try inverseRemove(id, relationship) }
+        for id in new where !(oldSet?.contains(id) ?? old.contains(id)) { try inverseAdd(id, relationship) }
+    }
+
+    /// The most IDs searched one by one rather than hashed into a set.
+    static let searchedIDCount = 16
+
+    /// `ids` without repeats, in order (the first of each kept).
+    static func distinct(_ ids: [ManagedObjectID]) -> [ManagedObjectID] {
+        if ids.count <= searchedIDCount {
+            var kept: [ManagedObjectID] = []
+            kept.reserveCapacity(ids.count)
+            for id in ids where !kept.contains(id) { kept.append(id) }
+            return kept
+        }
+        var seen = Set<ManagedObjectID>(minimumCapacity: ids.count)
+        return ids.filter { seen.insert($0).inserted }
     }
 
     /// Adds an object to a to-many relationship and updates the inverse.

@@ -31,7 +31,7 @@ struct ObjectSnapshot {
     /// An empty snapshot for an entity (every slot unloaded).
     init(entity: EntityDescription) {
         propertyCount = entity.properties.count
-        slots = Array(repeating: nil, count: propertyCount)
+        slots = Array(filling: nil, count: propertyCount)
         version = 0
     }
 

@@ -415,7 +415,7 @@ open class AtomicStore: IncrementalStore, @unchecked Sendable {
     /// A node as a store node: attributes and to-one destinations, with its version.
     private func storedNode(_ node: AtomicStoreCacheNode) throws -> IncrementalStoreNode {
         let entity = node.objectID.entity
-        var values = [PropertyValue?](repeating: nil, count: entity.properties.count)
+        var values = [PropertyValue?](filling: nil, count: entity.properties.count)
         for property in entity.storedProperties where property.slotKind != .toMany {
             values[property.ordinal] = try Self.propertyValue(of: node, for: property)
         }

@@ -55,7 +55,7 @@ public struct IncrementalStoreNode: Sendable, Hashable {
         self.objectID = objectID
         self.version = version
         let count = objectID.entity.properties.count
-        self.slots = valuesByOrdinal.count == count ? valuesByOrdinal : Array(repeating: nil, count: count)
+        self.slots = valuesByOrdinal.count == count ? valuesByOrdinal : Array(filling: nil, count: count)
     }
 
     /// The values by property name.
@@ -117,7 +117,7 @@ public struct IncrementalStoreNode: Sendable, Hashable {
     }
 
     private static func slots(from values: [String: PropertyValue], entity: EntityDescription) -> [PropertyValue?] {
-        var slots = [PropertyValue?](repeating: nil, count: entity.properties.count)
+        var slots = [PropertyValue?](filling: nil, count: entity.properties.count)
         for (name, value) in values {
             guard let property = entity.propertiesByName[name] else { continue }
             // An attribute slot holds only an attribute value; a relationship slot its kind.

@@ -42,8 +42,7 @@ enum RowEncoder {
         layout: RowLayout, version: UInt64, entityName: String, value: (Int) throws -> FieldValue
     ) throws -> [UInt8] {
         let prefix = layout.variableStart
-        var bytes = [UInt8](repeating: 0, count: prefix)
-        bytes.reserveCapacity(prefix + 64)
+        var bytes = [UInt8](filling: 0, count: prefix, capacity: prefix + 64)
         bytes[0] = format
         bytes[1] = 0
         store(UInt16(layout.number), at: 2, in: &bytes)

@@ -20,6 +20,41 @@ struct RelationshipConformance {
         #expect(try support.objects(forKey: "employees").isEmpty)
     }
 
+    /// Setting a to-many with repeats, short lists (searched) and long ones (hashed), against a
+    /// model of who belongs where: each person once, and every inverse
+    /// right, including the people the new list drops.
+    @Test(arguments: allStoreFixtures)
+    func settingAToManyKeepsEachDestinationOnceAndEveryInverse(fixture: any StoreFixture) throws {
+        let stack = try fixture.makeStack(model: try TestModel.make())
+        let context = stack.context()
+        let sales = try context.makeDepartment("Sales")
+        let support = try context.makeDepartment("Support")
+        let people = try (0..<40).map { try context.makePerson("p\($0)") }
+        var generator = SystemRandomNumberGenerator()
+        var departmentOf: [ObjectIdentifier: ManagedObject] = [:]
+        for round in 0..<30 {
+            // Lengths on both sides of the searched/hashed threshold, with repeats.
+            let length = [0, 1, 3, 15, 16, 17, 33][round % 7]
+            let picked = (0..<length).map { _ in people[Int.random(in: 0..<people.count, using: &generator)] }
+            let department = round % 2 == 0 ? sales : support
+            let other = department === sales ? support : sales
+            try department.setValue(picked, forKey: "employees")
+            var distinct: [ManagedObject] = []
+            for person in picked where !distinct.contains(where: { $0 === person }) { distinct.append(person) }
+            // The model: the old members leave; the picked ones move here (from the other side too).
+            for person in people where departmentOf[ObjectIdentifier(person)] === department { departmentOf[ObjectIdentifier(person)] = nil }
+            for person in distinct { departmentOf[ObjectIdentifier(person)] = department }
+            let members = try department.objects(forKey: "employees").map(ObjectIdentifier.init)
+            #expect(members.count == distinct.count && Set(members) == Set(distinct.map(ObjectIdentifier.init)), "each once")
+            let others = Set(try other.objects(forKey: "employees").map(ObjectIdentifier.init))
+            #expect(others == Set(people.filter { departmentOf[ObjectIdentifier($0)] === other }.map(ObjectIdentifier.init)))
+            for person in people {
+                #expect(try person.object(forKey: "department") === departmentOf[ObjectIdentifier(person)], "round \(round)")
+            }
+        }
+        try context.save()
+    }
+
     @Test(arguments: allStoreFixtures)
     func toManyChangesMaintainToOneInverse(fixture: any StoreFixture) throws {
         let stack = try fixture.makeStack(model: try TestModel.make())
@@ -150,5 +185,18 @@ struct RelationshipConformance {
             Set(try reader.existingObject(with: department.objectID).objectIDs(forRelationshipNamed: "employees"))
         }
         #expect(stored == expected)
+    }
+}
+
+@Suite struct ArrayFillingTests {
+    @Test func aFilledArrayIsTheRepeatedArrayWithTheRoomAskedFor() {
+        for count in [0, 1, 7, 64] {
+            for capacity in [0, 5, 100] {
+                let filled = [Int?](filling: 3, count: count, capacity: capacity)
+                #expect(filled == [Int?](repeating: 3, count: count))
+                #expect(filled.capacity >= max(count, capacity))
+            }
+        }
+        #expect([UInt8](filling: 0, count: 20, capacity: 84) == [UInt8](repeating: 0, count: 20))
     }
 }
