@@ -119,18 +119,41 @@ extension StrataStore {
         let enough = returnsRows && request.sortDescriptors.isEmpty && request.fetchLimit > 0
             ? request.fetchOffset + request.fetchLimit : Int.max
         /// Reads candidate rows in reference order, keeping the matches.
+        /// [FETCH-S7] Each row is tested where the engine holds it, as a scan's rows are, and
+        /// only a row the predicate accepts is copied. The rows are read through a reader of
+        /// their own: a test that reads a destination's row (through the source's reader)
+        /// cannot move the bytes under the row being tested.
         func readCandidates(_ references: [Int64], root: String) throws {
-            let prefix = request.entity.map { layout.keySpace(of: $0) == root ? rowPrefix(of: $0) : KeyLayout.rowPrefix(root: root) }
+            var key = request.entity.map { layout.keySpace(of: $0) == root ? rowPrefix(of: $0) : KeyLayout.rowPrefix(root: root) }
                 ?? KeyLayout.rowPrefix(root: root)
             if !countsOnly { rows.reserveCapacity(rows.count + min(references.count, enough)) }
+            let test = try compiledForScan()
+            // [MIG-2] Rows in an older layout are read upgraded, one at a time, in this buffer.
+            let scratch = layout.hasLegacy ? RowScratch() : nil
+            var reader = Snapshot.Reader(snapshot)
+            // The row key of each candidate: the last one, its reference rewritten in place.
+            KeyLayout.appendReference(0, to: &key)
+            var failure: (any Error)? = nil
             for reference in references where rows.count < enough {
-                guard let row = try source.readOnce(prefix: prefix, root: root, reference: reference) else { continue }
-                if matches(row), let entity = layout.entity(number: row.entityNumber) {
-                    let view = RowView(reference: reference, row: row, entity: entity, source: source)
-                    if try accepts(view) {
-                        if countsOnly { counted += 1 } else { rows.append(view) }
+                KeyLayout.replaceReference(reference, in: &key)
+                // A row read for a node is not put in the engine's row cache: its object holds it.
+                _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
+                    try reader.withValue(key, caching: false) { raw in
+                        // [MIG-4] A retired row (of a removed entity) is no object.
+                        guard !layout.isRetiredRow(raw) else { return }
+                        do {
+                            let fields = try RowFields(
+                                raw, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
+                            guard wanted[Int(fields.entityNumber)], let entity = layout.unretainedEntity(number: fields.entityNumber) else { return }
+                            let borrowed = BorrowedRowView(fields: fields, reference: reference, entity: entity.takeUnretainedValue(), source: source)
+                            guard try test?.evaluate(borrowed) ?? true else { return }
+                            if countsOnly { counted += 1 } else { rows.append(borrowed.view()) }
+                        } catch {
+                            failure = error
+                        }
                     }
                 }
+                if let failure { throw failure }
             }
         }
         // Each hierarchy's key space ([KEY-2]) once, in name order.
