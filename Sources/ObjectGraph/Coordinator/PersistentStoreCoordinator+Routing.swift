@@ -176,9 +176,7 @@ extension PersistentStoreCoordinator {
     /// or `nil` when the IDs are not all of one store of this coordinator or the store does not
     /// read them that way.
     func rows(of ids: [ManagedObjectID]) throws -> [IncrementalStoreNode?]? {
-        guard let first = ids.first?.home.store else { return nil }
-        for id in ids.dropFirst() where id.home.store !== first { return nil }
-        guard let source = try incrementalStore(for: ids[0]) as? MemberRowsSource else { return nil }
+        guard let source = soleStore(of: ids) as? MemberRowsSource else { return nil }
         return try source.rows(of: ids)
     }
 

@@ -179,7 +179,8 @@ package protocol MemberRowsSource: AnyObject {
     /// read (missing, or a row that does not read: that fault reads its row when it fires, and
     /// reports any error then). `nil` when the store does not answer this way (the context
     /// then fetches the rows). What a fetch's prefetching reads for the destinations of a
-    /// to-one relationship, as Core Data's SQLite store reads them in one query.
+    /// to-one relationship, and a batched fetch for a later batch, as Core Data's SQLite store
+    /// reads them in one query.
     ///
     /// - Throws: the store's error when it cannot read at all (no engine, no snapshot).
     func rows(of ids: [ManagedObjectID]) throws -> [IncrementalStoreNode?]?

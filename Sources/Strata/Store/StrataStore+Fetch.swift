@@ -118,11 +118,21 @@ extension StrataStore {
         // reference order, so reading stops once offset + limit rows match.
         let enough = returnsRows && request.sortDescriptors.isEmpty && request.fetchLimit > 0
             ? request.fetchOffset + request.fetchLimit : Int.max
-        /// Reads candidate rows in reference order, keeping the matches.
-        /// [FETCH-S7] Each row is tested where the engine holds it, as a scan's rows are, and
-        /// only a row the predicate accepts is copied. The rows are read through a reader of
-        /// their own: a test that reads a destination's row (through the source's reader)
-        /// cannot move the bytes under the row being tested.
+        /// [FETCH-S7] The row `value` of `reference` (in the hierarchy rooted at `root`), checked
+        /// where the engine holds it and viewed there, or `nil` for a retired row ([MIG-4]: no
+        /// object) or one of an entity the fetch does not match. The view is valid while
+        /// `value` is; only a row the fetch keeps is copied (``BorrowedRowView/view()``).
+        @inline(__always)
+        func borrowedRow(_ value: UnsafeRawBufferPointer, reference: Int64, root: String, scratch: RowScratch?) throws -> BorrowedRowView? {
+            guard !layout.isRetiredRow(value) else { return nil }
+            let fields = try RowFields(value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
+            guard wanted[Int(fields.entityNumber)], let entity = layout.unretainedEntity(number: fields.entityNumber) else { return nil }
+            return BorrowedRowView(fields: fields, reference: reference, entity: entity.takeUnretainedValue(), source: source)
+        }
+        /// Reads candidate rows in reference order, keeping the matches: each tested where the
+        /// engine holds it, as a scan's rows are ([FETCH-S7]). The rows are read through a
+        /// reader of their own: a test that reads a destination's row (through the source's
+        /// reader) cannot move the bytes under the row being tested.
         func readCandidates(_ references: [Int64], root: String) throws {
             var key = request.entity.map { layout.keySpace(of: $0) == root ? rowPrefix(of: $0) : KeyLayout.rowPrefix(root: root) }
                 ?? KeyLayout.rowPrefix(root: root)
@@ -139,14 +149,10 @@ extension StrataStore {
                 // A row read for a node is not put in the engine's row cache: its object holds it.
                 _ = try mappingEngineErrors("read a row") { () throws(StoreError) in
                     try reader.withValue(key, caching: false) { raw in
-                        // [MIG-4] A retired row (of a removed entity) is no object.
-                        guard !layout.isRetiredRow(raw) else { return }
                         do {
-                            let fields = try RowFields(
-                                raw, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
-                            guard wanted[Int(fields.entityNumber)], let entity = layout.unretainedEntity(number: fields.entityNumber) else { return }
-                            let borrowed = BorrowedRowView(fields: fields, reference: reference, entity: entity.takeUnretainedValue(), source: source)
-                            guard try test?.evaluate(borrowed) ?? true else { return }
+                            guard let borrowed = try borrowedRow(raw, reference: reference, root: root, scratch: scratch),
+                                try test?.evaluate(borrowed) ?? true
+                            else { return }
                             if countsOnly { counted += 1 } else { rows.append(borrowed.view()) }
                         } catch {
                             failure = error
@@ -350,32 +356,26 @@ extension StrataStore {
                     // a row the predicate accepts (and the fetch keeps) is copied.
                     try snapshot.forEachView(from: KeyLayout.rowPrefix(root: root), to: KeyLayout.rowPrefixEnd(root: root)) { key, value in
                         do {
-                            // [MIG-4] A retired row (of a removed entity) is no object.
-                            guard let reference = KeyLayout.reference(fromKeyBytes: key), !layout.isRetiredRow(value) else { return true }
-                            let fields = try RowFields(
-                                value, store: layout, context: .key(root: root, reference: reference), readByEngine: true, scratch: scratch)
-                            if wanted[Int(fields.entityNumber)], let entity = layout.unretainedEntity(number: fields.entityNumber) {
-                                let borrowed = BorrowedRowView(fields: fields, reference: reference, entity: entity.takeUnretainedValue(), source: source)
-                                if try scanTest?.evaluate(borrowed) ?? true {
-                                    if countsOnly {
-                                        counted += 1
-                                    } else if let top {
-                                        try top.offer(borrowed)
-                                    } else if columnsScanned {
-                                        if columnEntity != ObjectIdentifier(borrowed.entity) {
-                                            columnEntity = ObjectIdentifier(borrowed.entity)
-                                            columnReaders = paths.map { source.reader(of: borrowed.entity, keyPath: $0) }
-                                        }
-                                        for index in paths.indices {
-                                            if let reader = columnReaders[index] {
-                                                scannedValues.append(try reader.value(of: borrowed))
-                                            } else {
-                                                scannedValues.append(try borrowed.fetchValue(forKeyPath: paths[index]))
-                                            }
-                                        }
-                                    } else {
-                                        rows.append(borrowed.view())
+                            guard let reference = KeyLayout.reference(fromKeyBytes: key) else { return true }
+                            if let borrowed = try borrowedRow(value, reference: reference, root: root, scratch: scratch), try scanTest?.evaluate(borrowed) ?? true {
+                                if countsOnly {
+                                    counted += 1
+                                } else if let top {
+                                    try top.offer(borrowed)
+                                } else if columnsScanned {
+                                    if columnEntity != ObjectIdentifier(borrowed.entity) {
+                                        columnEntity = ObjectIdentifier(borrowed.entity)
+                                        columnReaders = paths.map { source.reader(of: borrowed.entity, keyPath: $0) }
                                     }
+                                    for index in paths.indices {
+                                        if let reader = columnReaders[index] {
+                                            scannedValues.append(try reader.value(of: borrowed))
+                                        } else {
+                                            scannedValues.append(try borrowed.fetchValue(forKeyPath: paths[index]))
+                                        }
+                                    }
+                                } else {
+                                    rows.append(borrowed.view())
                                 }
                             }
                             return rows.count < enough
@@ -578,7 +578,8 @@ extension StrataStore {
         return (ids, rows)
     }
 
-    /// The rows of `ids` for a fetch's prefetching through a to-one relationship, read from one
+    /// The rows of `ids` for a fetch's prefetching through a to-one relationship or a later batch
+    /// of a batched fetch ([FETCH-S8]), read from one
     /// snapshot in key order (each index leaf and WAL chunk or block met once, as a to-many's
     /// members are, [REL-5]) and checked as a fetch's rows are. An ID that is not a permanent
     /// ID of this store, or whose row is missing, retired, of another entity, or does not read,
