@@ -61,7 +61,14 @@ import Testing
 
     /// Both coordinators, populated.
     static func stores() throws -> (reference: PersistentStoreCoordinator, strata: PersistentStoreCoordinator, keep: TemporaryStore) {
-        let model = try model()
+        try pairedStores(model: model(), populate: populate)
+    }
+
+    /// An InMemoryStore's coordinator and a StrataStore's for `model`, each populated by
+    /// `populate` (the same objects in the same order).
+    static func pairedStores(
+        model: ManagedObjectModel, populate: (PersistentStoreCoordinator) throws -> Void
+    ) throws -> (reference: PersistentStoreCoordinator, strata: PersistentStoreCoordinator, keep: TemporaryStore) {
         let reference = PersistentStoreCoordinator(managedObjectModel: model)
         try reference.addPersistentStore(type: .inMemory, configuration: nil, at: nil, options: [:])
         let store = TemporaryStore()

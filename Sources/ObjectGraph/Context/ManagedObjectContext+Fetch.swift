@@ -319,7 +319,9 @@ extension ManagedObjectContext {
         // The objects a store made with `objects(for:in:returnsObjectsAsFaults:)` are
         // registered here already: their own slot says so without a lookup.
         case .objects(let objects): return objects.map { registry.holds($0) ? $0 : registry[$0.objectID]?.object ?? $0 }
-        case .objectIDs(let ids): return ids.map { object(with: $0) }
+        case .objectIDs(let ids):
+            reserveRegistrations(ids.count)
+            return ids.map { object(with: $0) }
         default: throw ObjectGraphError(.invalidFetchRequest, "A store returned \(result) for an object fetch.")
         }
     }

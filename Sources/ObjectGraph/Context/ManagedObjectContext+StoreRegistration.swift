@@ -53,8 +53,9 @@ extension ManagedObjectContext {
     }
 
     /// Makes room for `count` more registered objects (a fetch's results), so the registry
-    /// grows once instead of rehashing as they arrive.
-    func reserveRegistrations(_ count: Int) {
+    /// grows once instead of rehashing as they arrive. For a store that makes many objects
+    /// itself (``object(with:)`` for each result past a fetch's first batch, say).
+    package func reserveRegistrations(_ count: Int) {
         registry.reserveCapacity(registry.count + count)
         pendingStoreRegistrations.reserveCapacity(pendingStoreRegistrations.count + count)
     }

@@ -543,6 +543,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func objects(for ids: [ManagedObjectID], rows: [ObjectSnapshot?]) -> [ManagedObject] {
         checkQueue("objects(forKey:)")
         return withRegistrationBatch {
+            reserveRegistrations(ids.count)
             var objects: [ManagedObject] = []
             objects.reserveCapacity(ids.count)
             for index in ids.indices {

@@ -63,9 +63,11 @@ final class ObjectRegistry {
     /// seed (``seededHash(_:seed:)``), so that references in sequence spread over the table
     /// and references chosen from outside (object IDs from URIs) cannot be made to collide.
     private func home(of hash: UInt64) -> Int {
-        Int(truncatingIfNeeded: UInt64(bitPattern: Int64(seededHash(Int(truncatingIfNeeded: hash), seed: Self.seed))) >> UInt64(shift))
+        Int(truncatingIfNeeded: UInt64(bitPattern: Int64(seededHash(Int(truncatingIfNeeded: hash), seed: seed))) >> UInt64(shift))
     }
-    private static let seed = Int.random(in: .min ... .max)
+    /// The table's seed, drawn once per table: a field, not a `static let`, whose every read
+    /// would pass through a once-guard (most of a probe's cost when the table grows).
+    private let seed = Int.random(in: .min ... .max)
 
     /// The object at an entry's slot (alive: an entry never outlives its object).
     private static func object(_ pointer: UnsafeMutableRawPointer) -> ManagedObject {

@@ -347,6 +347,19 @@ extension StrataStore {
                 columnsScanned = true
                 scannedValues.reserveCapacity(try cachedRecord(in: snapshot).rowCount(of: names()) * (columnPaths?.count ?? 0))
             }
+            // [FETCH-S19] Distinct values of one stored string attribute: a row whose ASCII value
+            // was met before is dropped on its bytes (the fetch's distinct pass still runs over
+            // the rest, so other text keeps its canonical equality).
+            // (A sort by the attribute names it again among the columns: the value fills each.)
+            var distinct: (ordinal: Int, seen: DistinctASCII)? = nil
+            if let columnPaths, request.returnsDistinctResults, request.propertiesToGroupBy == nil,
+                request.havingPredicate == nil, let fetched = request.propertiesToFetch, fetched.count == 1,
+                case .keyPath(let key) = fetched[0], columnPaths.allSatisfy({ $0 == key }),
+                let attribute = request.entity?.attributesByName[key],
+                attribute.attributeType == .string, !attribute.isTransient, attribute.ordinal >= 0
+            {
+                distinct = (attribute.ordinal, DistinctASCII())
+            }
             // [MIG-2] Rows in an older layout are read upgraded, one at a time, in this buffer.
             let scratch = layout.hasLegacy ? RowScratch() : nil
             for root in roots where rows.count < enough {
@@ -363,6 +376,18 @@ extension StrataStore {
                                 } else if let top {
                                     try top.offer(borrowed)
                                 } else if columnsScanned {
+                                    if let ordinal = distinct?.ordinal,
+                                        let ascii = borrowed.fields.testStringBytes(atOrdinal: ordinal, { text -> Bool? in
+                                            let raw = UnsafeRawBufferPointer(text)
+                                            guard Text.isASCII(raw) else { return nil }
+                                            if distinct?.seen.insert(raw) == true, let value = Text.decode(raw) {
+                                                for _ in paths.indices { scannedValues.append(.attribute(.string(value))) }
+                                            }
+                                            return true
+                                        }), ascii
+                                    {
+                                        return rows.count < enough
+                                    }
                                     if columnEntity != ObjectIdentifier(borrowed.entity) {
                                         columnEntity = ObjectIdentifier(borrowed.entity)
                                         columnReaders = paths.map { source.reader(of: borrowed.entity, keyPath: $0) }
@@ -406,6 +431,8 @@ extension StrataStore {
             // [FETCH-S8] With a batch size, rows reach the context for the first batch only:
             // later batches are read when they are reached.
             let loaded = request.fetchBatchSize > 0 ? min(request.fetchBatchSize, matched.count) : matched.count
+            // Room for every result at once: the registry grows once, not at each doubling.
+            context.reserveRegistrations(matched.count)
             var objects = objects(for: matched.prefix(loaded).map { $0.node() }, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults)
             for row in matched.dropFirst(loaded) { objects.append(context.object(with: row.objectID)) }
             return .objects(objects)
