@@ -336,6 +336,10 @@ extension StrataStore {
                 ? request.entity.flatMap {
                     TopRows(count: request.fetchOffset + request.fetchLimit, descriptors: request.sortDescriptors, entity: $0, source: source)
                 } : nil
+            // [FETCH-S8] A sorted fetch of objects with a batch size keeps its rows' sort keys only.
+            let keyed: KeyedRows? = top == nil && request.resultType == .managedObject && context != nil && request.fetchBatchSize > 0
+                && !request.sortDescriptors.isEmpty
+                ? request.entity.flatMap { KeyedRows(descriptors: request.sortDescriptors, entity: $0, source: source) } : nil
             // A dictionary fetch's columns are read as the scan meets its rows: no row is copied.
             let columnPaths = request.resultType == .dictionary && top == nil && !countsOnly ? request.dictionaryRowKeyPaths : nil
             // Each column's reader, found once for the entity of the rows last met (a scan meets
@@ -375,6 +379,8 @@ extension StrataStore {
                                     counted += 1
                                 } else if let top {
                                     try top.offer(borrowed)
+                                } else if let keyed {
+                                    try keyed.add(borrowed)
                                 } else if columnsScanned {
                                     if let ordinal = distinct?.ordinal,
                                         let ascii = borrowed.fields.testStringBytes(atOrdinal: ordinal, { text -> Bool? in
@@ -413,6 +419,7 @@ extension StrataStore {
                 if let failure { throw failure }
             }
             if let top { rows = top.views }
+            if let keyed, let context { return .objects(try batchedObjects(keyed, request: request, source: source, context: context)) }
         }
         if countsOnly { return .count(counted + rows.count) }
         // Sorting, paging and every result shape: the fetch language's own engine. The rows
@@ -455,6 +462,35 @@ extension StrataStore {
             return .dictionaries(try request.dictionaries(fromValues: scannedValues))
         }
         return try request.apply(to: rows, objectID: \.objectID)
+    }
+
+    /// [FETCH-S8] The objects of a batched sorted fetch whose matching rows `keyed` holds: in
+    /// sort order and paged, the first batch made with its rows (read by key now, from the
+    /// fetch's snapshot), the rest faults without a row.
+    private func batchedObjects(
+        _ keyed: KeyedRows, request: FetchRequest, source: RowSource, context: ManagedObjectContext
+    ) throws -> [ManagedObject] {
+        let order = request.page(keyed.order())
+        let loaded = min(request.fetchBatchSize, order.count)
+        // Room for every result at once: the registry grows once, not at each doubling.
+        context.reserveRegistrations(order.count)
+        var nodes: [IncrementalStoreNode] = []
+        nodes.reserveCapacity(loaded)
+        for position in order.prefix(loaded) {
+            let entity = keyed.entity(at: position), reference = keyed.references[position]
+            let root = source.layout.keySpace(of: entity)
+            // The scan met the row in this snapshot: it is there.
+            guard let row = try source.readOnce(prefix: KeyLayout.rowPrefix(root: root), root: root, reference: reference) else {
+                throw ObjectGraphError(.storeCorrupted, "row \(root) #\(reference) matched the fetch and then could not be read.", entityName: entity.name)
+            }
+            nodes.append(RowView(reference: reference, row: row, entity: entity, source: source).node())
+        }
+        var objects = objects(for: nodes, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults)
+        objects.reserveCapacity(order.count)
+        for position in order.dropFirst(loaded) {
+            objects.append(context.object(with: source.id(for: keyed.entity(at: position), reference: keyed.references[position])))
+        }
+        return objects
     }
 
     /// The text of an encoded string index value ([IDX-S2]: type byte 0x30, the bytes, 0x00
