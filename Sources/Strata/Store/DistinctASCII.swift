@@ -24,9 +24,6 @@ struct DistinctASCII {
     /// Per slot, the position in ``entries`` plus one; 0 for an empty slot. A power of two.
     private var slots: [Int32] = Array(repeating: 0, count: 64)
 
-    /// The number of distinct values met.
-    var count: Int { entries.count }
-
     /// Records `value` (ASCII bytes) and returns whether it was not met before.
     mutating func insert(_ value: UnsafeRawBufferPointer) -> Bool {
         var hasher = Hasher()

@@ -438,8 +438,9 @@ extension StrataStore {
             // [FETCH-S8] With a batch size, rows reach the context for the first batch only:
             // later batches are read when they are reached.
             let loaded = request.fetchBatchSize > 0 ? min(request.fetchBatchSize, matched.count) : matched.count
-            // Room for every result at once: the registry grows once, not at each doubling.
-            context.reserveRegistrations(matched.count)
+            // Room for every result at once: the registry grows once, not at each doubling
+            // (`objects(for:in:returnsObjectsAsFaults:)` makes room for the first batch only).
+            if loaded < matched.count { context.reserveRegistrations(matched.count) }
             var objects = objects(for: matched.prefix(loaded).map { $0.node() }, in: context, returnsObjectsAsFaults: request.returnsObjectsAsFaults)
             for row in matched.dropFirst(loaded) { objects.append(context.object(with: row.objectID)) }
             return .objects(objects)

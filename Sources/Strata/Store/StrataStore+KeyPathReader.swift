@@ -168,15 +168,23 @@ extension StrataStore {
         ).map { rows[$0] }
     }
 
+    /// The row ordinal of the stored string attribute of `entity` that `descriptor` sorts by
+    /// without options, or `nil` when it sorts otherwise: the one case where rows whose values
+    /// are ASCII can be ordered by their bytes (byte order is `String` order there).
+    static func byteOrderedStringOrdinal(of descriptor: FetchSortDescriptor, entity: EntityDescription) -> Int? {
+        guard descriptor.options.isEmpty, let attribute = entity.attributesByName[descriptor.keyPath],
+            attribute.attributeType == .string, !attribute.isTransient, attribute.ordinal >= 0
+        else { return nil }
+        return attribute.ordinal
+    }
+
     /// The bytes of each row's value for `descriptor`, one after another, with where each
     /// ends, when the descriptor sorts by a stored string attribute of `entity` without
     /// options and every row holds an ASCII string there; `nil` otherwise.
     private static func asciiFirstKeys(
         of rows: [RowView], by descriptor: FetchSortDescriptor, entity: EntityDescription
     ) -> (bytes: [UInt8], ends: [Int])? {
-        guard descriptor.options.isEmpty, let attribute = entity.attributesByName[descriptor.keyPath],
-            attribute.attributeType == .string, !attribute.isTransient, attribute.ordinal >= 0
-        else { return nil }
+        guard let ordinal = byteOrderedStringOrdinal(of: descriptor, entity: entity) else { return nil }
         var bytes: [UInt8] = []
         var ends: [Int] = []
         ends.reserveCapacity(rows.count)
@@ -184,7 +192,7 @@ extension StrataStore {
         bytes.reserveCapacity(rows.count * 24)
         for index in rows.indices {
             // Rows of a subentity lay the attribute out at the same ordinal ([ROW-1]).
-            let ascii = try? rows[index].testStringBytes(atOrdinal: attribute.ordinal) { text -> Bool? in
+            let ascii = try? rows[index].testStringBytes(atOrdinal: ordinal) { text -> Bool? in
                 guard Text.isASCII(UnsafeRawBufferPointer(text)) else { return false }
                 bytes.append(contentsOf: text)
                 return true
@@ -251,13 +259,7 @@ extension StrataStore {
             self.count = count
             self.descriptors = descriptors
             self.readers = readers
-            if let first = descriptors.first, first.options.isEmpty, let attribute = entity.attributesByName[first.keyPath],
-                attribute.attributeType == .string, !attribute.isTransient, attribute.ordinal >= 0
-            {
-                firstStringOrdinal = attribute.ordinal
-            } else {
-                firstStringOrdinal = nil
-            }
+            firstStringOrdinal = StrataStore.byteOrderedStringOrdinal(of: descriptors[0], entity: entity)
             firstAscending = descriptors[0].ascending
             views.reserveCapacity(count + 1)
             keys.reserveCapacity((count + 1) * descriptors.count)

@@ -37,15 +37,8 @@ extension StrataStore {
             guard !descriptors.isEmpty else { return nil }
             self.descriptors = descriptors
             self.readers = readers
-            if descriptors[0].options.isEmpty, let attribute = entity.attributesByName[descriptors[0].keyPath],
-                attribute.attributeType == .string, !attribute.isTransient, attribute.ordinal >= 0
-            {
-                firstStringOrdinal = attribute.ordinal
-                bytesMode = true
-            } else {
-                firstStringOrdinal = nil
-                bytesMode = false
-            }
+            firstStringOrdinal = StrataStore.byteOrderedStringOrdinal(of: descriptors[0], entity: entity)
+            bytesMode = firstStringOrdinal != nil
         }
 
         /// The number of rows kept.
@@ -93,7 +86,7 @@ extension StrataStore {
         func order() -> [Int] {
             FetchSortDescriptor.sortedIndices(
                 keys: keys, count: count, by: descriptors, keeping: nil,
-                firstKeyBytes: bytesMode && firstStringOrdinal != nil ? (firstBytes, ends) : nil)
+                firstKeyBytes: bytesMode ? (firstBytes, ends) : nil)
         }
     }
 }
