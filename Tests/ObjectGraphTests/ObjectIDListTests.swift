@@ -20,8 +20,8 @@ import Testing
     func listMatchesAnArrayUnderRandomChanges(seed: UInt64, ordered: Bool) {
         var random = RandomizedConformance.SeededGenerator(state: seed)
         func below(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
-        let token = StoreToken(identifier: "store-\(seed)", store: nil)
-        let pool = (0..<60).map { ManagedObjectID(entity: Self.entity, store: token, kind: .permanent(.int64(Int64($0 + 1)))) }
+        // Temporary IDs: the ones a save replaces (``IDReplacements`` looks up no other).
+        let pool = (0..<60).map { _ in ManagedObjectID.temporary(for: Self.entity) }
         var list = ObjectIDList([], ordered: ordered)
         var model: [ManagedObjectID] = []
         for step in 0..<4_000 {
@@ -46,13 +46,13 @@ import Testing
                 // Half the pool's IDs traded for fresh ones, as a save trades temporary IDs.
                 var map: [ManagedObjectID: ManagedObjectID] = [:]
                 for (index, old) in pool.enumerated() where index % 2 == step % 2 {
-                    map[old] = ManagedObjectID(entity: Self.entity, store: token, kind: .permanent(.int64(Int64(1_000 + step * 100 + index))))
+                    map[old] = ManagedObjectID.temporary(for: Self.entity)
                 }
-                list = list.replacing(map)
+                list.replace(IDReplacements(map))
                 model = model.map { map[$0] ?? $0 }
                 // The fresh IDs go again at once, so the pool stays the one the steps draw from.
                 let back = Dictionary(uniqueKeysWithValues: map.map { ($1, $0) })
-                list = list.replacing(back)
+                list.replace(IDReplacements(back))
                 model = model.map { back[$0] ?? $0 }
             }
             #expect(list.ids == model, "step \(step)")
@@ -68,8 +68,7 @@ import Testing
     func journalIsTheDifferenceFromTheBaseUntilItIsTooLong(seed: UInt64) {
         var random = RandomizedConformance.SeededGenerator(state: seed)
         func below(_ bound: Int) -> Int { Int(random.next() % UInt64(bound)) }
-        let token = StoreToken(identifier: "store-\(seed)", store: nil)
-        var pool = (0..<200).map { ManagedObjectID(entity: Self.entity, store: token, kind: .permanent(.int64(Int64($0 + 1)))) }
+        var pool = (0..<200).map { _ in ManagedObjectID.temporary(for: Self.entity) }
         var base = Array(pool.prefix(100))
         var list = ObjectIDList(base: base, ordered: false, baseVersion: 7)
         var dropped = false
@@ -81,8 +80,8 @@ import Testing
             case 10..<19: list.remove(id)
             default:
                 // Every ID traded for a fresh one, as a save trades temporary IDs.
-                let map = Dictionary(uniqueKeysWithValues: pool.enumerated().map { ($1, ManagedObjectID(entity: Self.entity, store: token, kind: .permanent(.int64(Int64(1_000 * (step + 1) + $0))))) })
-                list = list.replacing(map)
+                let map = Dictionary(uniqueKeysWithValues: pool.map { ($0, ManagedObjectID.temporary(for: Self.entity)) })
+                list.replace(IDReplacements(map))
                 pool = pool.map { map[$0] ?? $0 }
                 base = base.map { map[$0] ?? $0 }
             }

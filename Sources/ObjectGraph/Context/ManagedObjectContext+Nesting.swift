@@ -243,10 +243,17 @@ extension ManagedObjectContext {
             }
             newlyRegistered.append(new)
         }
-        if everywhere {
-            for entry in registry.entries { entry.registration.object.replaceReferences(replaced) }
-        } else {
-            for object in insertedInOrder + Array(updatedSet) + Array(deletedSet) { object.replaceReferences(replaced) }
+        // The objects' relationship values rewritten through a table of the temporary IDs'
+        // homes: one probe per destination, no hashing.
+        let replacements = IDReplacements(replaced)
+        if !replacements.isEmpty {
+            if everywhere {
+                for entry in registry.entries { entry.registration.object.replaceReferences(replacements) }
+            } else {
+                for object in insertedInOrder { object.replaceReferences(replacements) }
+                for object in updatedSet { object.replaceReferences(replacements) }
+                for object in deletedSet { object.replaceReferences(replacements) }
+            }
         }
         storeRegister(newlyRegistered)
     }

@@ -695,16 +695,19 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     /// Replaces object IDs inside the snapshot and the changes (temporary to permanent).
-    func replaceReferences(_ map: [ManagedObjectID: ManagedObjectID]) {
-        pending.replaceReferences(map)
+    func replaceReferences(_ map: IDReplacements) {
+        // Only relationships hold IDs: attribute slots are not looked at.
+        let relationships = entity.relationships
+        for relationship in relationships { pending.replaceReferences(map, atOrdinal: relationship.ordinal) }
         guard var committed = snapshot else { return }
         snapshot = nil
-        for ordinal in committed.slots.indices {
+        for relationship in relationships where relationship.ordinal < committed.slots.count {
+            let ordinal = relationship.ordinal
             switch committed.slots[ordinal] {
             case .relationship(.toOne(let id?))?:
                 if let new = map[id] { committed.slots[ordinal] = .relationship(.toOne(new)) }
             case .relationship(.toMany(let ids))?:
-                if ids.contains(where: { map[$0] != nil }) { committed.slots[ordinal] = .relationship(.toMany(ids.map { map[$0] ?? $0 })) }
+                if map.replacesAny(of: ids) { committed.slots[ordinal] = .relationship(.toMany(ids.map { map.image(of: $0) })) }
             default:
                 break
             }

@@ -67,16 +67,27 @@ struct ObjectIDList: Equatable {
         journalBox = JournalBox(MemberJournal(baseVersion: baseVersion))
     }
 
-    /// The list with each ID replaced by its image in `map` (temporary to permanent).
-    func replacing(_ map: [ManagedObjectID: ManagedObjectID]) -> ObjectIDList {
-        var list = ObjectIDList(distinct: ids.map { map[$0] ?? $0 }, ordered: ordered)
-        list.journalBox = journal.map { journal in
-            var mapped = journal
-            mapped.added = journal.added.map { map[$0] ?? $0 }
-            mapped.removed = journal.removed.map { map[$0] ?? $0 }
-            return JournalBox(mapped)
+    /// Replaces each member (and journalled member) that `map` replaces, in place: the
+    /// list's storage is rewritten, not copied, and a position table it had is dropped (it is
+    /// built again when the list is searched often enough).
+    mutating func replace(_ map: IDReplacements) {
+        var replacedAny = false
+        for index in ids.indices {
+            if let new = map[ids[index]] {
+                ids[index] = new
+                replacedAny = true
+            }
         }
-        return list
+        if replacedAny, indexed {
+            positions = [:]
+            indexed = false
+            searches = 0
+        }
+        guard let box = journalBox, map.replacesAny(of: box.journal.added) || map.replacesAny(of: box.journal.removed) else { return }
+        var mapped = box.journal
+        mapped.added = mapped.added.map { map.image(of: $0) }
+        mapped.removed = mapped.removed.map { map.image(of: $0) }
+        journalBox = JournalBox(mapped)
     }
 
     static func == (a: ObjectIDList, b: ObjectIDList) -> Bool { a.ordered == b.ordered && a.ids == b.ids }
@@ -225,12 +236,10 @@ struct UnloadedMembers {
         }
     }
 
-    /// The changes with each ID replaced by its image in `map` (temporary to permanent).
-    func replacing(_ map: [ManagedObjectID: ManagedObjectID]) -> UnloadedMembers {
-        var result = self
-        result.added = added.replacing(map)
-        result.removed = removed.replacing(map)
-        return result
+    /// Replaces each ID that `map` replaces (temporary to permanent), in place.
+    mutating func replace(_ map: IDReplacements) {
+        added.replace(map)
+        removed.replace(map)
     }
 }
 
@@ -449,21 +458,30 @@ struct PendingChanges {
         unloadedCount = 0
     }
 
-    /// Replaces object IDs (temporary to permanent) in every pending relationship value.
-    mutating func replaceReferences(_ map: [ManagedObjectID: ManagedObjectID]) {
-        for ordinal in slots.indices {
-            switch slots[ordinal] {
-            case .value(.relationship(.toOne(let id?)))?:
-                if let new = map[id] { slots[ordinal] = .value(.relationship(.toOne(new))) }
-            case .value(.relationship(.toMany(let ids)))?:
-                slots[ordinal] = .value(.relationship(.toMany(ids.map { map[$0] ?? $0 })))
-            case .members(let list)?:
-                slots[ordinal] = .members(list.replacing(map))
-            case .unloaded(let box)?:
-                slots[ordinal] = .unloaded(UnloadedBox(box.members.replacing(map)))
-            default:
-                break
-            }
+    /// Replaces object IDs (temporary to permanent) in the pending value of the relationship
+    /// at `ordinal`, if it has one. A list of members is rewritten in place.
+    mutating func replaceReferences(_ map: IDReplacements, atOrdinal ordinal: Int) {
+        guard ordinal < slots.count else { return }
+        // Taken out of its slot (no copy), so that a list bound from it is its storage's only
+        // holder once the slot's value is dropped.
+        var slot = slots[ordinal].take()
+        switch slot {
+        case .value(.relationship(.toOne(let id?)))?:
+            if let new = map[id] { slot = .value(.relationship(.toOne(new))) }
+        case .value(.relationship(.toMany(let ids)))?:
+            if map.replacesAny(of: ids) { slot = .value(.relationship(.toMany(ids.map { map.image(of: $0) }))) }
+        case .members(var list)?:
+            slot = nil
+            list.replace(map)
+            slot = .members(list)
+        case .unloaded(let box)?:
+            // A new box: the old one may be shared with a copy of these changes.
+            var members = box.members
+            members.replace(map)
+            slot = .unloaded(UnloadedBox(members))
+        default:
+            break
         }
+        slots[ordinal] = slot
     }
 }
