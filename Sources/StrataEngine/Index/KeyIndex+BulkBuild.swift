@@ -71,7 +71,7 @@ extension KeyIndex {
         mutating func appendAscending(_ key: UnsafeRawBufferPointer, _ entry: IndexEntry) {
             if entries.count == index.shape.leafCapacity { flush() }
             if entries.isEmpty { firstKeys.append(Array(key)) }
-            bytes.append(contentsOf: key)
+            bytes.appendBytes(key)
             ends.append(UInt32(bytes.count))
             entries.append(entry)
             total += 1

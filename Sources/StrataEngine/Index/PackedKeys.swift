@@ -249,7 +249,7 @@ struct PackedKeys: Sendable {
     /// Appends `key` after the last key.
     mutating func append(_ key: UnsafeRawBufferPointer) {
         let shares = sharesPrefix(key)
-        bytes.append(contentsOf: key)
+        bytes.appendBytes(key)
         ends.append(UInt32(bytes.count))
         if shares {
             heads.append(Self.head(key, from: prefixLength))

@@ -19,10 +19,28 @@ struct LogEntry: Equatable, Sendable {
         into writer: inout ByteWriter
     ) -> Int {
         let start = writer.count
-        writer.u8(isDelete ? Format.entryDelete : Format.entryPut)
-        writer.varint(sequence)
-        writer.varint(UInt64(key.count))
-        writer.varint(UInt64(value.count))
+        // The kind and the three varints (at most 1 + 10 + 10 + 10 bytes) made on the stack and
+        // appended at once: a commit encodes every entry here, and a byte-by-byte append was
+        // most of that.
+        var head: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &head) { raw in
+            raw[0] = isDelete ? Format.entryDelete : Format.entryPut
+            var count = 1
+            func put(_ value: UInt64) {
+                var v = value
+                while v >= 0x80 {
+                    raw[count] = UInt8(truncatingIfNeeded: v) | 0x80
+                    count += 1
+                    v >>= 7
+                }
+                raw[count] = UInt8(v)
+                count += 1
+            }
+            put(sequence)
+            put(UInt64(key.count))
+            put(UInt64(value.count))
+            writer.append(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
+        }
         writer.append(key)
         writer.append(value)
         let crc = writer.bytes.withUnsafeBytes {

@@ -31,15 +31,18 @@ enum WALRecord {
         writer.u32(0)  // header CRC, patched below
         let payloadStart = writer.count
         writer.varint(UInt64(operations.count))
-        for operation in operations {
-            let offset = writer.count
-            let length = operation.key.withUnsafeBytes { key in
-                operation.value.withUnsafeBytes { value in
-                    LogEntry.encode(
-                        isDelete: operation.isDelete, sequence: sequence, key: key, value: value, into: &writer)
+        // The operations read in place: a copy of each would retain and release its key and value.
+        operations.withUnsafeBufferPointer { operations in
+            for index in operations.indices {
+                let offset = writer.count
+                let length = operations[index].key.withUnsafeBytes { key in
+                    operations[index].value.withUnsafeBytes { value in
+                        LogEntry.encode(
+                            isDelete: operations[index].isDelete, sequence: sequence, key: key, value: value, into: &writer)
+                    }
                 }
+                entries.append(EncodedEntry(offset: offset, length: length))
             }
-            entries.append(EncodedEntry(offset: offset, length: length))
         }
         let payloadLength = writer.count - payloadStart
         let payloadCRC = writer.bytes.withUnsafeBytes {

@@ -17,7 +17,7 @@ struct PackedHints {
     func keyRange(_ i: Int) -> Range<Int> { (i == 0 ? 0 : Int(keyEnds[i - 1]))..<Int(keyEnds[i]) }
 
     mutating func append(key: UnsafeRawBufferPointer, isDelete: Bool, sequence: UInt64, location: ValueLocation) {
-        keyBytes.append(contentsOf: key)
+        keyBytes.appendBytes(key)
         keyEnds.append(UInt32(keyBytes.count))
         self.isDelete.append(isDelete)
         sequences.append(sequence)
