@@ -107,29 +107,33 @@ extension ManagedObjectContext {
     private func requestsByStore(
         _ coordinator: PersistentStoreCoordinator, inserted: [ManagedObject]
     ) throws -> [(store: IncrementalStore, request: SaveChangesRequest)] {
-        var order: [ObjectIdentifier] = []
-        var stores: [ObjectIdentifier: IncrementalStore] = [:]
-        var groups: [ObjectIdentifier: (inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], locked: [ManagedObject])] = [:]
-        func group(of object: ManagedObject) throws -> ObjectIdentifier {
+        // The stores in the order first met, with their groups at the same positions: a store
+        // or two, found by identity (the last one met at hand), so that grouping an object
+        // hashes nothing.
+        var stores: [IncrementalStore] = []
+        var groups: [(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], locked: [ManagedObject])] = []
+        var last = -1
+        func group(of object: ManagedObject) throws -> Int {
             let store = try coordinator.incrementalStore(for: object.objectID)
-            let key = ObjectIdentifier(store)
-            if stores[key] == nil {
-                order.append(key)
-                stores[key] = store
-                groups[key] = ([], [], [], [])
+            if last >= 0, stores[last] === store { return last }
+            if let index = stores.firstIndex(where: { $0 === store }) {
+                last = index
+            } else {
+                stores.append(store)
+                groups.append(([], [], [], []))
+                last = stores.count - 1
             }
-            return key
+            return last
         }
-        for object in inserted { groups[try group(of: object)]?.inserted.append(object) }
-        for object in updatedSet { groups[try group(of: object)]?.updated.append(object) }
-        for object in deletedSet { groups[try group(of: object)]?.deleted.append(object) }
+        for object in inserted { groups[try group(of: object)].inserted.append(object) }
+        for object in updatedSet { groups[try group(of: object)].updated.append(object) }
+        for object in deletedSet { groups[try group(of: object)].deleted.append(object) }
         for object in lockedObjects
         where object.managedObjectContext === self && !object.hasChanges && object.committedVersion != nil {
-            groups[try group(of: object)]?.locked.append(object)
+            groups[try group(of: object)].locked.append(object)
         }
         var requests: [(store: IncrementalStore, request: SaveChangesRequest)] = []
-        for key in order {
-            guard let store = stores[key], let changes = groups[key] else { continue }
+        for (store, changes) in zip(stores, groups) {
             if store.isReadOnly {
                 throw ObjectGraphError(.invalidArgument, "Store \(store.identifier) is read-only; the save was refused.")
             }

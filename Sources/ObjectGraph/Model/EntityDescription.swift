@@ -98,6 +98,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The properties a new object starts with a value for: attributes with a non-null
     /// default and every relationship (empty).
     @exclusivity(unchecked) var initialProperties: [PropertyDescription] = []
+    /// The pending values a new object starts with (``initialProperties`` that are stored),
+    /// made once: an insert copies them instead of setting each.
+    @exclusivity(unchecked) var initialPendingChanges = PendingChanges()
+    /// The transient attributes with a non-null default.
+    @exclusivity(unchecked) var initialTransientAttributes: [AttributeDescription] = []
     /// The relationships with a `deny` delete rule.
     @exclusivity(unchecked) var denyRelationships: [RelationshipDescription] = []
     /// Every uniqueness constraint objects of this entity are held to: its own and its
@@ -152,6 +157,17 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             if let attribute = property as? AttributeDescription { return !attribute.defaultValue.isNull }
             return property is RelationshipDescription
         }
+        var initial = PendingChanges()
+        initial.reserve(properties.count)
+        for property in initialProperties where !property.isTransient {
+            if property.slotKind == .attribute {
+                initial.set(.attribute(unsafeDowncast(property, to: AttributeDescription.self).defaultValue), for: property)
+            } else {
+                initial.set(ManagedObject.emptyValue(of: property), for: property)
+            }
+        }
+        initialPendingChanges = initial
+        initialTransientAttributes = initialProperties.compactMap { ($0 as? AttributeDescription).flatMap { $0.isTransient ? $0 : nil } }
         denyRelationships = relationships.filter { $0.deleteRule == .deny }
         var constraints: [UniquenessConstraint] = []
         var owner: EntityDescription? = self

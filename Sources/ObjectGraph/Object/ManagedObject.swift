@@ -613,6 +613,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Gives a new object its attributes' default values and empty relationships, as
     /// pending changes (a new object has nothing committed).
     func applyDefaultValues() {
+        let entity = self.entity
+        if pending.isEmpty {
+            // A new object (the common case): the entity's initial values, copied whole.
+            pending = entity.initialPendingChanges
+            for attribute in entity.initialTransientAttributes where transientValues[attribute.ordinal] == nil {
+                transientValues[attribute.ordinal] = attribute.defaultValue
+            }
+            return
+        }
         pending.reserve(entity.properties.count)
         for property in entity.initialProperties {
             // The slot kind says which properties are attributes: no dynamic cast per property.

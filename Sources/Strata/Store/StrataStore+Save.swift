@@ -225,6 +225,9 @@ extension StrataStore {
             // the rows are in key order and the engine's sort of the commit finds them as one
             // run instead of interleaved with the other keys.
             var insertedIndexKeys = WriteBatch(), insertedRelationshipKeys = WriteBatch()
+            // Row counts added per run of one entity (the inserts are in key order, so an
+            // entity's rows are one run): no lookup by entity name per row.
+            var run: (entity: EntityDescription, count: Int)? = nil
             for (object, key, values) in inserts {
                 if try mappingEngineErrors("check \(object.objectID)", { () throws(StoreError) in try reads.get(key) }) != nil {
                     throw ObjectGraphError(.invalidArgument, "Row of \(object.objectID) already exists; cannot insert it again.", objectID: object.objectID)
@@ -232,8 +235,14 @@ extension StrataStore {
                 batch.put(key, try encodeRow(values, of: object, version: 1, existing: nil, layout: layout))
                 for indexKey in try indexKeys(object, { values[$0.ordinal]?.attributeValue ?? .null }) { insertedIndexKeys.put(indexKey, []) }
                 try relationshipKeys.write(object, values: values, existing: nil, into: &insertedRelationshipKeys)
-                record.rowCounts[object.entity.name, default: 0] += 1
+                if let current = run, current.entity === object.entity {
+                    run = (current.entity, current.count + 1)
+                } else {
+                    if let current = run { record.rowCounts[current.entity.name, default: 0] += current.count }
+                    run = (object.entity, 1)
+                }
             }
+            if let current = run { record.rowCounts[current.entity.name, default: 0] += current.count }
             batch.append(contentsOf: insertedIndexKeys)
             batch.append(contentsOf: insertedRelationshipKeys)
             if layout.hasPendingKeys {
