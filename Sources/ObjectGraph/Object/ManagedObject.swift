@@ -679,8 +679,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Moves the current values into the snapshot after a successful save.
     func commitChanges() {
         if !isLoaded {
-            committed = ObjectSnapshot(entity: entity)
             isLoaded = true
+            if !pending.hasUnloadedMembers {
+                // Nothing committed before (a new object): the snapshot is made from the
+                // pending values in one pass, not set slot by slot into an empty one.
+                committed = ObjectSnapshot(entity: entity, slots: pending.committedSlots(count: entity.properties.count), version: 1)
+                pending.removeAll()
+                inserted = false
+                transientChanged = false
+                return
+            }
+            committed = ObjectSnapshot(entity: entity)
         }
         Self.commit(pending, inserted: inserted, into: &committed)
         pending.removeAll()

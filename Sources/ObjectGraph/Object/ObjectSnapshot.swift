@@ -35,6 +35,13 @@ struct ObjectSnapshot {
         version = 0
     }
 
+    /// Committed values `slots` (one per property of `entity`) at `version`, made by a save.
+    init(entity: EntityDescription, slots: [PropertyValue?], version: UInt64) {
+        propertyCount = entity.properties.count
+        self.slots = slots
+        self.version = version
+    }
+
     /// The values of a row a store read for an object, with when they were read: the
     /// coordinator's save `generation` before the read, and the time (`loadedAt`, seconds since
     /// the reference date; NaN for a context that does not bound staleness, so that the clock

@@ -423,6 +423,25 @@ struct PendingChanges {
         }
     }
 
+    /// The pending values as a snapshot's slots, `count` of them (`nil` where nothing is
+    /// pending; to-many members as their IDs), in one pass: what a new object's first save
+    /// commits. Requires that no slot holds unloaded members.
+    func committedSlots(count: Int) -> [PropertyValue?] {
+        var result: [PropertyValue?] = []
+        result.reserveCapacity(count)
+        let known = min(count, slots.count)
+        for ordinal in 0..<known {
+            switch slots[ordinal] {
+            case .value(let value)?: result.append(value)
+            case .members(let list)?: result.append(.relationship(.toMany(list.ids)))
+            case .unloaded?: preconditionFailure("A slot of unloaded members was committed as a value")
+            case nil: result.append(nil)
+            }
+        }
+        for _ in known..<count { result.append(nil) }
+        return result
+    }
+
     /// The journal of the to-many relationship at `ordinal`, when its pending members were
     /// made from committed ones and changed one at a time since (``ObjectIDList/journal``).
     func journal(at ordinal: Int) -> MemberJournal? {
