@@ -160,14 +160,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         var initial = PendingChanges()
         initial.reserve(properties.count)
         for property in initialProperties where !property.isTransient {
-            if property.slotKind == .attribute {
-                initial.set(.attribute(unsafeDowncast(property, to: AttributeDescription.self).defaultValue), for: property)
-            } else {
-                initial.set(ManagedObject.emptyValue(of: property), for: property)
-            }
+            initial.set(ManagedObject.initialValue(of: property), for: property)
         }
         initialPendingChanges = initial
-        initialTransientAttributes = initialProperties.compactMap { ($0 as? AttributeDescription).flatMap { $0.isTransient ? $0 : nil } }
+        initialTransientAttributes = initialProperties.compactMap { $0 as? AttributeDescription }.filter(\.isTransient)
         denyRelationships = relationships.filter { $0.deleteRule == .deny }
         var constraints: [UniquenessConstraint] = []
         var owner: EntityDescription? = self

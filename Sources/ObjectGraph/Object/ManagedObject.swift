@@ -638,8 +638,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
-    /// The value a property has in an object that never had one: null, no destination,
-    /// or no destinations.
     /// The value a property of a new object has before anything sets it: the attribute's
     /// default value, no destination, or no destinations.
     static func initialValue(of property: PropertyDescription) -> PropertyValue {
@@ -678,20 +676,18 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Moves the current values into the snapshot after a successful save.
     func commitChanges() {
-        if !isLoaded {
+        if !isLoaded, !pending.hasUnloadedMembers {
+            // Nothing committed before (a new object): the snapshot is made from the pending
+            // values in one pass, not set slot by slot into an empty one.
+            committed = ObjectSnapshot(entity: entity, slots: pending.committedSlots(count: entity.properties.count), version: 1)
             isLoaded = true
-            if !pending.hasUnloadedMembers {
-                // Nothing committed before (a new object): the snapshot is made from the
-                // pending values in one pass, not set slot by slot into an empty one.
-                committed = ObjectSnapshot(entity: entity, slots: pending.committedSlots(count: entity.properties.count), version: 1)
-                pending.removeAll()
-                inserted = false
-                transientChanged = false
-                return
+        } else {
+            if !isLoaded {
+                committed = ObjectSnapshot(entity: entity)
+                isLoaded = true
             }
-            committed = ObjectSnapshot(entity: entity)
+            Self.commit(pending, inserted: inserted, into: &committed)
         }
-        Self.commit(pending, inserted: inserted, into: &committed)
         pending.removeAll()
         inserted = false
         transientChanged = false

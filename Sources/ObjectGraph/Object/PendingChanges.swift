@@ -67,9 +67,10 @@ struct ObjectIDList: Equatable {
         journalBox = JournalBox(MemberJournal(baseVersion: baseVersion))
     }
 
-    /// Replaces each member (and journalled member) that `map` replaces, in place: the
-    /// list's storage is rewritten, not copied, and a position table it had is dropped (it is
-    /// built again when the list is searched often enough).
+    /// Replaces each member (and journalled member) that `map` replaces: the storage is
+    /// rewritten where this list holds it alone (a save's lists are mostly shared with the
+    /// changes the store was given, and copied once), and a position table it had is dropped
+    /// (built again when the list is searched often enough).
     mutating func replace(_ map: IDReplacements) {
         var replacedAny = false
         for index in ids.indices {
@@ -478,11 +479,12 @@ struct PendingChanges {
     }
 
     /// Replaces object IDs (temporary to permanent) in the pending value of the relationship
-    /// at `ordinal`, if it has one. A list of members is rewritten in place.
+    /// at `ordinal`, if it has one. A list of members is rewritten in place where nothing
+    /// else holds its storage.
     mutating func replaceReferences(_ map: IDReplacements, atOrdinal ordinal: Int) {
         guard ordinal < slots.count else { return }
-        // Taken out of its slot (no copy), so that a list bound from it is its storage's only
-        // holder once the slot's value is dropped.
+        // Taken out of its slot (no copy), so that the slot does not hold a second reference
+        // to a list's storage while it is rewritten.
         var slot = slots[ordinal].take()
         switch slot {
         case .value(.relationship(.toOne(let id?)))?:

@@ -25,20 +25,9 @@ struct LogEntry: Equatable, Sendable {
         var head: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
         withUnsafeMutableBytes(of: &head) { raw in
             raw[0] = isDelete ? Format.entryDelete : Format.entryPut
-            var count = 1
-            func put(_ value: UInt64) {
-                var v = value
-                while v >= 0x80 {
-                    raw[count] = UInt8(truncatingIfNeeded: v) | 0x80
-                    count += 1
-                    v >>= 7
-                }
-                raw[count] = UInt8(v)
-                count += 1
-            }
-            put(sequence)
-            put(UInt64(key.count))
-            put(UInt64(value.count))
+            var count = ByteWriter.putVarint(sequence, into: raw, at: 1)
+            count = ByteWriter.putVarint(UInt64(key.count), into: raw, at: count)
+            count = ByteWriter.putVarint(UInt64(value.count), into: raw, at: count)
             writer.append(UnsafeRawBufferPointer(rebasing: raw[0..<count]))
         }
         writer.append(key)

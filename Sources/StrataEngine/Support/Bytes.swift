@@ -23,12 +23,26 @@ struct ByteWriter {
     }
 
     mutating func varint(_ value: UInt64) {
-        var v = value
+        // Made on the stack and appended at once, not appended a byte at a time.
+        var buffer: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &buffer) { raw in
+            let end = Self.putVarint(value, into: raw, at: 0)
+            bytes.appendBytes(UnsafeRawBufferPointer(rebasing: raw[0..<end]))
+        }
+    }
+
+    /// Writes `value` as a varint at `offset` of `raw`, which has room for its (at most 10)
+    /// bytes; returns the offset after it.
+    @inline(__always)
+    static func putVarint(_ value: UInt64, into raw: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {
+        var v = value, position = offset
         while v >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            raw[position] = UInt8(truncatingIfNeeded: v) | 0x80
+            position += 1
             v >>= 7
         }
-        bytes.append(UInt8(v))
+        raw[position] = UInt8(v)
+        return position + 1
     }
 
     mutating func append(_ other: [UInt8]) { bytes.append(contentsOf: other) }
